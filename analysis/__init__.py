@@ -1,0 +1,1 @@
+"""attnlab analysis layer."""

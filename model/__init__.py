@@ -1,0 +1,1 @@
+"""attnlab model layer."""

@@ -1,0 +1,200 @@
+"""Multi-head self- and cross-attention with three backends and hook points.
+
+eager: softmax(scale·q·kᵀ + bias, masked to −inf) · v, pattern materialised.
+sdpa / flash: F.scaled_dot_product_attention (flash pinned); a capture keeps q and k instead.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from model import hooks
+from model.cache import KVCache
+from model.config import ModelConfig
+from model.layers import make_norm
+from model.positions import apply_rope
+from model.record import AttentionRecord
+
+_KERNELS = {0: "math", 1: "flash", 2: "mem_efficient", 3: "cudnn", 4: "overrideable"}
+
+
+@dataclass
+class AttnCtx:
+    """Per-forward facts shared by every layer of one stack (chosen once, read by each site)."""
+
+    backend: str
+    mask: torch.Tensor | None  # bool [B|1, 1, q, k] or None (all visible)
+    is_causal: bool = False  # SDPA fast path: square causal, no padding, no bias
+    bias: torch.Tensor | None = None  # [H, q, k] (ALiBi)
+    rope: tuple[torch.Tensor, torch.Tensor] | None = None  # cos, sin [q, d_head]
+    q_offset: int = 0
+    cache: KVCache | None = None
+    memory: torch.Tensor | None = None  # encoder output for cross-attention [B, S, D]
+    _mask_np: dict = field(default_factory=dict)
+
+    def mask_np(self, k_len: int) -> np.ndarray | None:
+        """The mask as numpy bool [B|1, q, k], built once per forward and shared by all sites."""
+        if self.mask is None and not self.is_causal:
+            return None
+        if k_len not in self._mask_np:
+            m = self.mask
+            if m is None:  # is_causal: q = k, offset 0
+                m = torch.ones(k_len, k_len, dtype=torch.bool).tril()[None, None]
+            self._mask_np[k_len] = m[:, 0].cpu().numpy()
+        return self._mask_np[k_len]
+
+
+def eager_attention(q, k, v, mask, bias, scale, site, cap):
+    """Plain math with hook points on scores, mask and pattern. Returns z [B, H, q, d], scores, pattern."""
+    scores = torch.matmul(q, k.transpose(-2, -1)) * scale  # [B, H, q, k]
+    if bias is not None:
+        scores = scores + bias
+    if cap is not None:
+        scores = cap.hook(f"{site}.hook_attn_scores", scores)
+        if mask is None:
+            mask = torch.ones(1, 1, *scores.shape[-2:], dtype=torch.bool, device=scores.device)
+        mask = cap.hook(f"{site}.hook_mask", mask)
+    if mask is None:
+        pattern = torch.softmax(scores, dim=-1)
+    else:
+        # −inf before the softmax; masked_fill afterwards zeroes masked entries and fully masked rows (NaN).
+        pattern = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1).masked_fill(~mask, 0.0)
+    if cap is not None:
+        pattern = cap.hook(f"{site}.hook_pattern", pattern)
+    return torch.matmul(pattern, v), scores, pattern
+
+
+def fused_attention(q, k, v, mask, bias, scale, is_causal, backend):
+    """F.scaled_dot_product_attention; flash pinned for backend='flash'. Returns z [B, H, q, d]."""
+    attn_mask = mask
+    if bias is not None:
+        b = bias[None].to(q.dtype)  # [1, H, q, k]
+        attn_mask = b if mask is None else b.masked_fill(~mask, float("-inf"))
+    if backend == "flash":
+        kernels = [SDPBackend.FLASH_ATTENTION]
+        if q.is_cuda and attn_mask is not None:  # CUDA flash takes no explicit mask
+            kernels.append(SDPBackend.EFFICIENT_ATTENTION)
+        with sdpa_kernel(kernels):
+            z = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale)
+    else:
+        z = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale)
+    if mask is not None:
+        z = z.masked_fill(~mask.any(-1, keepdim=True), 0.0)  # a fully masked row outputs 0, never NaN
+    return z
+
+
+def kernel_name(q, k, v, mask, bias, scale, is_causal, backend) -> str:
+    """Which SDPA kernel PyTorch picks for these inputs (what actually runs)."""
+    if backend == "eager":
+        return "eager"
+    device = "cuda" if q.is_cuda else "cpu"
+    attn_mask = mask if bias is None else bias[None].to(q.dtype)
+    try:
+        if backend == "flash":
+            choice = 1 if device == "cpu" or attn_mask is None else torch._fused_sdp_choice(
+                q, k, v, attn_mask, 0.0, is_causal, scale=scale)
+        else:
+            choice = torch._fused_sdp_choice(q, k, v, attn_mask, 0.0, is_causal, scale=scale)
+        name = _KERNELS.get(int(choice), str(choice))
+    except Exception:  # noqa: BLE001 — a private API; report honestly when it is unavailable
+        name = "unknown"
+    fused = " (PyTorch fused CPU kernel)" if device == "cpu" and name == "flash" else ""
+    return f"{name}{fused} [{device}]"
+
+
+class Attention(nn.Module):
+    """Multi-head attention. Self-attention reads x; cross-attention takes keys/values from ctx.memory."""
+
+    def __init__(self, cfg: ModelConfig, cross: bool = False):
+        super().__init__()
+        self.cross, self.n_heads, self.d_head = cross, cfg.n_heads, cfg.d_head
+        self.scale = 1.0 / math.sqrt(cfg.d_head)
+        d = cfg.d_model
+        if cross:
+            self.q = nn.Linear(d, d, bias=cfg.bias)
+            self.kv = nn.Linear(d, 2 * d, bias=cfg.bias)
+        else:
+            self.qkv = nn.Linear(d, 3 * d, bias=cfg.bias)
+        self.out = nn.Linear(d, d, bias=cfg.bias)
+        if cfg.qk_norm:
+            self.q_norm = make_norm(cfg, cfg.d_head)
+            self.k_norm = make_norm(cfg, cfg.d_head)
+        else:
+            self.q_norm = self.k_norm = nn.Identity()
+        self.site, self.stack, self.layer = "attn", "", 0  # set by name_sites()
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, _ = x.shape
+        return x.view(B, T, self.n_heads, self.d_head).transpose(1, 2)  # [B, T, D] -> [B, H, T, d]
+
+    def _project(self, x: torch.Tensor, ctx: AttnCtx):
+        if self.cross:
+            q = self._heads(self.q(x))
+            cached = ctx.cache.cross.get(self.site) if ctx.cache is not None else None
+            if cached is None:
+                k, v = self.kv(ctx.memory).split(x.shape[-1], dim=-1)
+                k, v = self.k_norm(self._heads(k)), self._heads(v)
+                if ctx.cache is not None:
+                    ctx.cache.cross[self.site] = (k, v)  # computed once per source
+            else:
+                k, v = cached
+            return self.q_norm(q), k, v
+        q, k, v = self.qkv(x).split(x.shape[-1], dim=-1)
+        q, k, v = self.q_norm(self._heads(q)), self.k_norm(self._heads(k)), self._heads(v)
+        if ctx.rope is not None:
+            q, k = apply_rope(q, *ctx.rope), apply_rope(k, *ctx.rope)
+        if ctx.cache is not None:
+            k, v = ctx.cache.append(self.site, k, v)
+        return q, k, v
+
+    def forward(self, x: torch.Tensor, ctx: AttnCtx) -> torch.Tensor:
+        q, k, v = self._project(x, ctx)
+        cap = hooks.active()
+        if cap is None:  # the fast path: no hook, no record
+            if ctx.backend == "eager":
+                z = eager_attention(q, k, v, ctx.mask, ctx.bias, self.scale, self.site, None)[0]
+            else:
+                z = fused_attention(q, k, v, ctx.mask, ctx.bias, self.scale, ctx.is_causal, ctx.backend)
+        else:
+            z = self._forward_captured(q, k, v, ctx, cap)
+        B, H, T, d = z.shape
+        return self.out(z.transpose(1, 2).reshape(B, T, H * d))  # [B, H, T, d] -> [B, T, D]
+
+    def _forward_captured(self, q, k, v, ctx: AttnCtx, cap: hooks.Capture) -> torch.Tensor:
+        s = self.site
+        q, k, v = cap.hook(f"{s}.hook_q", q), cap.hook(f"{s}.hook_k", k), cap.hook(f"{s}.hook_v", v)
+        mask = ctx.mask
+        if mask is None and ctx.is_causal:
+            mask = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()[None, None]
+        eager = ctx.backend == "eager" or cap.wants_pattern(s)
+        scores = pattern = None
+        if eager:
+            z, scores, pattern = eager_attention(q, k, v, mask, ctx.bias, self.scale, s, cap)
+            backend = "eager"
+            kernel = "eager" if ctx.backend == "eager" else "eager (a pattern hook was requested)"
+        else:
+            z = fused_attention(q, k, v, ctx.mask, ctx.bias, self.scale, ctx.is_causal, ctx.backend)
+            backend = ctx.backend
+            kernel = kernel_name(q, k, v, ctx.mask, ctx.bias, self.scale, ctx.is_causal, ctx.backend)
+        z = cap.hook(f"{s}.hook_z", z)
+        if cap.keep_records:
+            cap.add(self._record(q, k, ctx, backend, kernel, scores, pattern))
+        return z
+
+    def _record(self, q, k, ctx, backend, kernel, scores, pattern) -> AttentionRecord:
+        def np32(t):
+            return None if t is None else t.detach().float().cpu().numpy()
+
+        return AttentionRecord(
+            site=self.site, stack=self.stack, layer=self.layer, kind="cross" if self.cross else "self",
+            backend=backend, kernel=kernel, scale=self.scale, q_offset=ctx.q_offset,
+            q=np32(q), k=np32(k), mask=ctx.mask_np(k.shape[2]),
+            bias=np32(ctx.bias), scores_full=np32(scores), pattern_full=np32(pattern),
+        )

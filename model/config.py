@@ -1,0 +1,111 @@
+"""ModelConfig: one frozen, validated description of a transformer."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+
+ARCHS = ("decoder", "encoder", "encdec")
+NORMS = ("pre", "post", "peri")
+NORM_TYPES = ("layernorm", "rmsnorm")
+POSITIONALS = ("learned", "sinusoidal", "rope", "alibi", "none")
+MLPS = ("gelu", "gelu_tanh", "swiglu")
+BACKENDS = ("eager", "sdpa", "flash")
+HEADS = ("none", "lm", "mlm")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Every choice of a model, made once. Strings name the options; `__post_init__` validates."""
+
+    arch: str = "decoder"  # decoder | encoder | encdec
+    vocab_size: int = 260
+    d_model: int = 64
+    n_heads: int = 4
+    n_layers: int = 2
+    n_dec_layers: int | None = None  # encdec only: decoder depth (default n_layers)
+    d_mlp: int | None = None  # default 4·d_model (gelu) or 8·d_model/3 rounded (swiglu)
+    max_len: int = 128
+    positional: str = "learned"
+    norm: str = "pre"
+    norm_type: str = "layernorm"
+    mlp: str = "gelu"
+    qk_norm: bool = False
+    bias: bool = True
+    tie_embeddings: bool = True
+    head: str | None = None  # none | lm | mlm; default lm for decoders, none otherwise
+    type_vocab_size: int = 0  # BERT token types (0: none)
+    embed_norm: bool = False  # BERT: LayerNorm after the embeddings
+    norm_eps: float = 1e-5
+    rope_base: float = 10000.0
+    backend: str = "eager"
+
+    def __post_init__(self) -> None:
+        def choice(name: str, options: tuple[str, ...]) -> None:
+            value = getattr(self, name)
+            if value not in options:
+                raise ValueError(f"{name}={value!r} is not one of {', '.join(options)}")
+
+        choice("arch", ARCHS)
+        choice("positional", POSITIONALS)
+        choice("norm", NORMS)
+        choice("norm_type", NORM_TYPES)
+        choice("mlp", MLPS)
+        choice("backend", BACKENDS)
+        if self.head is not None:
+            choice("head", HEADS)
+        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        if self.positional == "rope" and self.d_head % 2:
+            raise ValueError(f"RoPE needs an even head size, got d_head={self.d_head}")
+        if self.n_dec_layers is not None and self.arch != "encdec":
+            raise ValueError("n_dec_layers is only for arch='encdec'")
+        if self.d_mlp is not None and self.d_mlp < 1:
+            raise ValueError(f"d_mlp must be ≥ 1, got {self.d_mlp}")
+        if self.type_vocab_size < 0:
+            raise ValueError("type_vocab_size must be ≥ 0")
+        if self.arch == "decoder" and self.head == "mlm":
+            raise ValueError("a decoder has an 'lm' head (or 'none'), not 'mlm'")
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def hidden(self) -> int:
+        """MLP hidden width."""
+        if self.d_mlp is not None:
+            return self.d_mlp
+        return 4 * self.d_model if self.mlp != "swiglu" else int(8 * self.d_model / 3)
+
+    @property
+    def lm_head(self) -> str:
+        """The output head actually built: lm, mlm or none."""
+        if self.head is not None:
+            return self.head
+        return "none" if self.arch == "encoder" else "lm"
+
+    @property
+    def dec_layers(self) -> int:
+        return self.n_dec_layers or self.n_layers
+
+    def replace(self, **changes) -> ModelConfig:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ModelConfig:
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ValueError(f"unknown config fields: {', '.join(sorted(unknown))}")
+        return cls(**d)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)

@@ -1,0 +1,147 @@
+"""Capture and intervention through a ContextVar: a shared model never carries hook state.
+
+Every attention site calls `active()` once per forward; with nothing capturing that is the whole cost.
+Inside `with capture() as cap:` the sites write `AttentionRecord`s into `cap` (and, when asked, the
+tensors of named hook points); `interventions` replace a hook's value for that run only.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+import torch
+
+from model.record import AttentionRecord
+
+HOOK_POINTS = ("hook_q", "hook_k", "hook_v", "hook_attn_scores", "hook_mask", "hook_pattern", "hook_z")
+# Hooks that exist only when the pattern is materialised (eager math).
+PATTERN_HOOKS = ("hook_attn_scores", "hook_mask", "hook_pattern")
+
+Intervention = Callable[[torch.Tensor, str], torch.Tensor]
+
+_ACTIVE: ContextVar[Capture | None] = ContextVar("attnlab_capture", default=None)
+
+
+def active() -> Capture | None:
+    """The capture of the current thread/context, or None."""
+    return _ACTIVE.get()
+
+
+class Capture:
+    """What one `capture()` block collected: records per site and the requested hook tensors."""
+
+    def __init__(
+        self,
+        names: str | Iterable[str] | Callable[[str], bool] | None = None,
+        interventions: dict[str, Intervention] | None = None,
+        records: bool = True,
+        detach: bool = True,
+    ):
+        self.records: dict[str, list[AttentionRecord]] = {}
+        self.tensors: dict[str, list[torch.Tensor]] = {}
+        self.interventions = dict(interventions or {})
+        self.keep_records = records
+        self.detach = detach
+        self._want = _name_filter(names)
+
+    # -- used by the attention sites -------------------------------------------------------------
+    def wants_pattern(self, site: str) -> bool:
+        """True when this site must materialise scores/pattern (asked for, or intervened on)."""
+        return any(
+            f"{site}.{p}" in self.interventions or self._want(f"{site}.{p}") for p in PATTERN_HOOKS
+        )
+
+    def hook(self, name: str, x: torch.Tensor) -> torch.Tensor:
+        fn = self.interventions.get(name)
+        if fn is not None:
+            x = fn(x, name)
+        if self._want(name):
+            self.tensors.setdefault(name, []).append(x.detach() if self.detach else x)
+        return x
+
+    def add(self, record: AttentionRecord) -> None:
+        if self.keep_records:
+            self.records.setdefault(record.site, []).append(record)
+
+    # -- used by callers ---------------------------------------------------------------------------
+    @property
+    def sites(self) -> list[str]:
+        return list(self.records)
+
+    def __getitem__(self, site: str) -> AttentionRecord:
+        """The record of `site` from a single forward (use `steps(site)` after generation)."""
+        recs = self.records[site]
+        if len(recs) != 1:
+            raise KeyError(f"{site} has {len(recs)} records (one per forward); use steps({site!r})")
+        return recs[0]
+
+    def steps(self, site: str) -> list[AttentionRecord]:
+        return self.records[site]
+
+    def tensor(self, name: str, step: int = -1) -> torch.Tensor:
+        return self.tensors[name][step]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.records)
+
+
+def _name_filter(names) -> Callable[[str], bool]:
+    if names is None:
+        return lambda name: False
+    if callable(names):
+        return names
+    if isinstance(names, str):
+        names = [names]
+    patterns = list(names)
+    return lambda name: any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+@contextmanager
+def capture(
+    names=None, interventions: dict[str, Intervention] | None = None, records: bool = True, detach: bool = True
+) -> Iterator[Capture]:
+    """Collect attention records (and hook tensors matching `names`, glob patterns) for the block.
+
+    `interventions` maps a full hook name (e.g. "blocks.0.attn.hook_pattern") to f(tensor, name).
+    """
+    cap = Capture(names, interventions, records, detach)
+    token = _ACTIVE.set(cap)
+    try:
+        yield cap
+    finally:
+        _ACTIVE.reset(token)
+
+
+def intervene(interventions: dict[str, Intervention]):
+    """Apply interventions for the block without keeping records."""
+    return capture(interventions=interventions, records=False)
+
+
+# -- ready-made interventions ----------------------------------------------------------------------
+def zero_head(head: int) -> Intervention:
+    """Zero one head of a [batch, head, ...] hook value (pattern, z, q, k or v)."""
+
+    def fn(x: torch.Tensor, name: str) -> torch.Tensor:
+        x = x.clone()
+        x[:, head] = 0
+        return x
+
+    return fn
+
+
+def replace_with(value: torch.Tensor, head: int | None = None) -> Intervention:
+    """Replace the hook value (or one head of it) with `value` — activation patching."""
+
+    def fn(x: torch.Tensor, name: str) -> torch.Tensor:
+        if head is None:
+            if value.shape != x.shape:
+                raise ValueError(f"patch for {name} has shape {tuple(value.shape)}, needs {tuple(x.shape)}")
+            return value.to(x)
+        x = x.clone()
+        x[:, head] = value.to(x)
+        return x
+
+    return fn

@@ -1,0 +1,76 @@
+"""Norms, MLPs and the transformer block (pre/post/peri-norm chosen once)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from model.config import ModelConfig
+
+
+def make_norm(cfg: ModelConfig, dim: int | None = None) -> nn.Module:
+    dim = dim or cfg.d_model
+    if cfg.norm_type == "rmsnorm":
+        return nn.RMSNorm(dim, eps=cfg.norm_eps)
+    return nn.LayerNorm(dim, eps=cfg.norm_eps, bias=cfg.bias)
+
+
+class MLP(nn.Module):
+    """Position-wise feed-forward: GELU (exact or tanh) or SwiGLU."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.swiglu = cfg.mlp == "swiglu"
+        if self.swiglu:
+            self.gate = nn.Linear(cfg.d_model, cfg.hidden, bias=cfg.bias)
+        self.up = nn.Linear(cfg.d_model, cfg.hidden, bias=cfg.bias)
+        self.down = nn.Linear(cfg.hidden, cfg.d_model, bias=cfg.bias)
+        self.act = nn.SiLU() if self.swiglu else nn.GELU(approximate="tanh" if cfg.mlp == "gelu_tanh" else "none")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.act(self.gate(x)) * self.up(x) if self.swiglu else self.act(self.up(x))
+        return self.down(h)
+
+
+def _pre(x, f, n_in, n_out):
+    return x + f(n_in(x))
+
+
+def _post(x, f, n_in, n_out):
+    return n_out(x + f(x))
+
+
+def _peri(x, f, n_in, n_out):
+    return x + n_out(f(n_in(x)))
+
+
+RESIDUALS = {"pre": _pre, "post": _post, "peri": _peri}
+
+
+class Block(nn.Module):
+    """Self-attention, optional cross-attention, MLP; each sub-layer wrapped by the residual rule."""
+
+    def __init__(self, cfg: ModelConfig, cross: bool = False):
+        super().__init__()
+        from model.attention import Attention
+
+        self.residual = RESIDUALS[cfg.norm]
+        norm_in, norm_out = cfg.norm in ("pre", "peri"), cfg.norm in ("post", "peri")
+
+        def norms():
+            return (make_norm(cfg) if norm_in else nn.Identity(), make_norm(cfg) if norm_out else nn.Identity())
+
+        self.attn = Attention(cfg)
+        self.ln_attn, self.ln_attn_out = norms()
+        if cross:
+            self.cross_attn = Attention(cfg, cross=True)
+            self.ln_cross, self.ln_cross_out = norms()
+        self.mlp = MLP(cfg)
+        self.ln_mlp, self.ln_mlp_out = norms()
+        self.has_cross = cross
+
+    def forward(self, x, self_ctx, cross_ctx=None):
+        x = self.residual(x, lambda h: self.attn(h, self_ctx), self.ln_attn, self.ln_attn_out)
+        if self.has_cross:
+            x = self.residual(x, lambda h: self.cross_attn(h, cross_ctx), self.ln_cross, self.ln_cross_out)
+        return self.residual(x, self.mlp, self.ln_mlp, self.ln_mlp_out)

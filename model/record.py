@@ -1,0 +1,125 @@
+"""AttentionRecord: a picklable, torch-free record of one attention site in one forward pass.
+
+A record from the eager backend holds the materialised scores and pattern; a record from a fused
+backend holds q and k (and the positional bias) and recomputes any head or window exactly on demand.
+Scores here are "raw scaled scores": scale·q·kᵀ + bias, before masking. The mask is separate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+Window = tuple[int, int, int, int]  # (q_start, q_stop, k_start, k_stop), absolute-free row/col indices
+
+
+@dataclass
+class AttentionRecord:
+    site: str  # hook prefix, e.g. "blocks.0.attn" or "decoder.blocks.1.cross_attn"
+    stack: str  # "decoder", "encoder" (or "" for a plain decoder/encoder model: see `name`)
+    layer: int
+    kind: str  # "self" | "cross"
+    backend: str  # eager | sdpa | flash
+    kernel: str  # the kernel that actually ran
+    scale: float  # the 1/√d_k factor applied to q·kᵀ
+    q_offset: int  # absolute position of the first query row
+    q: np.ndarray  # float32 [batch, head, q, d_head] (after QK-norm and RoPE: exactly what met k)
+    k: np.ndarray  # float32 [batch, head, k, d_head]
+    mask: np.ndarray | None  # bool [batch|1, q, k], True = may attend; None = all visible
+    bias: np.ndarray | None = None  # float32 [head, q, k] positional bias (ALiBi) or None
+    scores_full: np.ndarray | None = None  # float32 [batch, head, q, k] (eager only)
+    pattern_full: np.ndarray | None = None  # float32 [batch, head, q, k] (eager only)
+
+    # -- shape -----------------------------------------------------------------------------------
+    @property
+    def n_heads(self) -> int:
+        return self.q.shape[1]
+
+    @property
+    def q_len(self) -> int:
+        return self.q.shape[2]
+
+    @property
+    def k_len(self) -> int:
+        return self.k.shape[2]
+
+    @property
+    def lazy(self) -> bool:
+        """True when patterns are recomputed from q and k (a fused run)."""
+        return self.pattern_full is None
+
+    # -- accessors -------------------------------------------------------------------------------
+    def mask_for(self, batch: int = 0, window: Window | None = None) -> np.ndarray:
+        """Bool [q, k] (or the window), True = may attend."""
+        q0, q1, k0, k1 = self._window(window)
+        if self.mask is None:
+            return np.ones((q1 - q0, k1 - k0), dtype=bool)
+        m = self.mask[min(batch, self.mask.shape[0] - 1)]
+        return m[q0:q1, k0:k1]
+
+    def raw_qk(self, head: int | None = None, window: Window | None = None, batch: int = 0) -> np.ndarray:
+        """q·kᵀ without scale or bias: [H, q, k] or [q, k]."""
+        q0, q1, k0, k1 = self._window(window)
+        heads = self._heads(head)
+        q = self.q[batch, heads, q0:q1]  # [h, q, d]
+        k = self.k[batch, heads, k0:k1]  # [h, k, d]
+        out = np.matmul(q, k.transpose(0, 2, 1))  # [h, q, k]
+        return out[0] if head is not None else out
+
+    def scores(self, head: int | None = None, window: Window | None = None, batch: int = 0) -> np.ndarray:
+        """Raw scaled scores scale·q·kᵀ + bias, unmasked: [H, q, k] or [q, k]."""
+        q0, q1, k0, k1 = self._window(window)
+        heads = self._heads(head)
+        if self.scores_full is not None:
+            out = self.scores_full[batch, heads, q0:q1, k0:k1]
+        else:
+            out = self.raw_qk(None, window, batch)[heads] * np.float32(self.scale)
+            if self.bias is not None:
+                out = out + self.bias[heads, q0:q1, k0:k1]
+        return out[0] if head is not None else out
+
+    def pattern(self, head: int | None = None, window: Window | None = None, batch: int = 0) -> np.ndarray:
+        """Softmax weights [H, q, k] or [q, k]; masked entries exactly 0, a fully masked row all 0."""
+        q0, q1, k0, k1 = self._window(window)
+        heads = self._heads(head)
+        if self.pattern_full is not None:
+            out = self.pattern_full[batch, heads, q0:q1, k0:k1]
+        else:
+            # The softmax needs whole rows: compute rows q0:q1 over every key, then cut the window.
+            s = self.scores(None, (q0, q1, 0, self.k_len), batch)[heads]  # [h, q, K]
+            m = self.mask_for(batch, (q0, q1, 0, self.k_len))  # [q, K]
+            out = masked_softmax(s, m)[:, :, k0:k1]
+        return out[0] if head is not None else out
+
+    def masked_scores(self, head: int | None = None, window: Window | None = None, batch: int = 0) -> np.ndarray:
+        """Scores with −inf where the mask forbids attention (what the softmax sees)."""
+        s = self.scores(head, window, batch)
+        return np.where(self.mask_for(batch, window), s, -np.inf).astype(np.float32)
+
+    def _heads(self, head: int | None) -> list[int]:
+        if head is None:
+            return list(range(self.n_heads))
+        if not 0 <= head < self.n_heads:
+            raise IndexError(f"head {head} out of range 0..{self.n_heads - 1}")
+        return [head]
+
+    def _window(self, window: Window | None) -> Window:
+        if window is None:
+            return (0, self.q_len, 0, self.k_len)
+        q0, q1, k0, k1 = window
+        if not (0 <= q0 < q1 <= self.q_len and 0 <= k0 < k1 <= self.k_len):
+            raise IndexError(f"window {window} outside [0,{self.q_len})×[0,{self.k_len})")
+        return (q0, q1, k0, k1)
+
+
+def masked_softmax(scores: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis with −inf where mask is False; fully masked rows give 0."""
+    s = np.where(mask, scores, -np.inf).astype(np.float32)
+    row_max = s.max(axis=-1, keepdims=True)
+    row_max = np.where(np.isfinite(row_max), row_max, 0.0)
+    e = np.exp(s - row_max)
+    total = e.sum(axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = np.where(total > 0, e / total, 0.0)
+    return p.astype(np.float32)

@@ -1,0 +1,222 @@
+"""Encoder, Decoder and EncoderDecoder, built by composition from the same stack of blocks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+
+from model.attention import Attention, AttnCtx
+from model.cache import KVCache
+from model.config import ModelConfig
+from model.hooks import HOOK_POINTS
+from model.layers import Block, make_norm
+from model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, as_spec, build_mask
+from model.positions import alibi_bias, alibi_slopes, rope_angles, sinusoidal_table
+
+
+class ContextLengthError(ValueError):
+    """The input is longer than the model's context."""
+
+
+@dataclass
+class ModelOutput:
+    logits: torch.Tensor | None  # [B, T, V] (None for an encoder without a head)
+    hidden: torch.Tensor  # [B, T, D] last hidden states (after the final norm, if any)
+
+
+class Embeddings(nn.Module):
+    """Token + position (+ token type) embeddings, optionally normalised (BERT)."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.tok = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        if cfg.positional == "learned":
+            self.pos = nn.Embedding(cfg.max_len, cfg.d_model)
+        elif cfg.positional == "sinusoidal":
+            self.register_buffer("sin_table", sinusoidal_table(cfg.max_len, cfg.d_model), persistent=False)
+        self.types = nn.Embedding(cfg.type_vocab_size, cfg.d_model) if cfg.type_vocab_size else None
+        self.norm = nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps) if cfg.embed_norm else nn.Identity()
+        self.positional = cfg.positional
+
+    def forward(self, tokens, positions, token_type_ids=None):
+        x = self.tok(tokens)  # [B, T, D]
+        if self.positional == "learned":
+            x = x + self.pos(positions)
+        elif self.positional == "sinusoidal":
+            x = x + self.sin_table[positions]
+        if self.types is not None:
+            tt = token_type_ids if token_type_ids is not None else torch.zeros_like(tokens)
+            x = x + self.types(tt)
+        return self.norm(x)
+
+
+class Stack(nn.Module):
+    """Embeddings → blocks → final norm; the base of Encoder and Decoder."""
+
+    stack_name = ""
+
+    def __init__(self, cfg: ModelConfig, n_layers: int, cross: bool, default_mask: MaskSpec):
+        super().__init__()
+        self.cfg, self.default_mask = cfg, default_mask
+        self.embed = Embeddings(cfg)
+        self.blocks = nn.ModuleList(Block(cfg, cross) for _ in range(n_layers))
+        self.ln_f = make_norm(cfg) if cfg.norm in ("pre", "peri") else nn.Identity()
+        if cfg.positional == "alibi":
+            self.register_buffer("alibi_slopes", alibi_slopes(cfg.n_heads), persistent=False)
+        for i, blk in enumerate(self.blocks):
+            for m in blk.modules():
+                if isinstance(m, Attention):
+                    m.stack, m.layer = self.stack_name, i
+
+    def run(self, tokens, *, mask=None, attention_mask=None, token_type_ids=None, cache=None, backend=None,
+            memory=None, memory_mask=None) -> torch.Tensor:
+        """Hidden states [B, T, D] after the final norm."""
+        cfg = self.cfg
+        backend = backend or cfg.backend
+        if backend not in ("eager", "sdpa", "flash"):
+            raise ValueError(f"backend {backend!r} is not one of eager, sdpa, flash")
+        B, T = tokens.shape
+        offset = len(cache) if cache is not None else 0
+        if offset + T > cfg.max_len:
+            raise ContextLengthError(
+                f"the input has {offset + T} tokens; this model's context is {cfg.max_len} tokens")
+        spec = as_spec(mask, self.default_mask)
+        if cache is not None and not spec.causal_like and offset + T > T:
+            raise ValueError(f"a KV cache needs a causal mask; got {spec.kind!r}")
+        device = tokens.device
+        pos = torch.arange(offset, offset + T, device=device)
+        x = self.embed(tokens, pos, token_type_ids)
+        ctx = self._self_ctx(spec, T, offset, attention_mask, backend, cache, pos)
+        cross_ctx = None
+        if memory is not None or (cache is not None and cache.cross):
+            S = memory.shape[1] if memory is not None else next(iter(cache.cross.values()))[0].shape[2]
+            cmask = build_mask(BIDIRECTIONAL, T, S, 0, memory_mask, device)
+            cross_ctx = AttnCtx(backend, cmask, q_offset=offset, cache=cache, memory=memory)
+        for blk in self.blocks:
+            x = blk(x, ctx, cross_ctx)
+        if cache is not None:
+            cache.advance(T)
+        return self.ln_f(x)
+
+    def _self_ctx(self, spec, T, offset, attention_mask, backend, cache, pos) -> AttnCtx:
+        k_len = offset + T
+        device = pos.device
+        mask = build_mask(spec, T, k_len, offset, attention_mask, device)
+        bias = rope = None
+        if self.cfg.positional == "alibi":
+            bias = alibi_bias(self.alibi_slopes, pos, torch.arange(k_len, device=device))  # [H, T, k]
+        elif self.cfg.positional == "rope":
+            rope = rope_angles(pos, self.cfg.d_head, self.cfg.rope_base)
+        square_causal = spec.kind == "causal" and offset == 0 and attention_mask is None
+        is_causal = backend != "eager" and square_causal and bias is None and mask is not None and T > 1
+        if is_causal:
+            mask = None  # SDPA's top-left causal equals bottom-right when q = k
+        return AttnCtx(backend, mask, is_causal, bias, rope, offset, cache)
+
+    def hook_names(self) -> list[str]:
+        """Every hook point of the model, in module order."""
+        return [f"{m.site}.{p}" for m in self.modules() if isinstance(m, Attention) for p in HOOK_POINTS]
+
+
+def name_sites(root: nn.Module) -> None:
+    """Name every attention site from its module path (e.g. 'decoder.blocks.1.cross_attn')."""
+    for name, m in root.named_modules():
+        if isinstance(m, Attention):
+            m.site = name
+
+
+def init_weights(module: nn.Module) -> None:
+    """GPT-2 style: N(0, 0.02) weights, zero biases, unit norms."""
+    for m in module.modules():
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=0.02)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+
+class MLMHead(nn.Module):
+    """BERT's masked-LM head: dense → GELU → LayerNorm → tied decoder + bias."""
+
+    def __init__(self, cfg: ModelConfig, embedding: nn.Embedding):
+        super().__init__()
+        self.dense = nn.Linear(cfg.d_model, cfg.d_model)
+        self.act = nn.GELU(approximate="tanh" if cfg.mlp == "gelu_tanh" else "none")
+        self.norm = nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps)
+        self.decoder = nn.Linear(cfg.d_model, cfg.vocab_size)
+        self.decoder.weight = embedding.weight
+
+    def forward(self, x):
+        return self.decoder(self.norm(self.act(self.dense(x))))
+
+
+class Decoder(Stack):
+    """Causal language model: embeddings + positions → blocks → norm → LM head."""
+
+    stack_name = "decoder"
+
+    def __init__(self, cfg: ModelConfig, cross: bool = False):
+        super().__init__(cfg, cfg.dec_layers if cross else cfg.n_layers, cross, CAUSAL)
+        self.lm_head = None
+        if cfg.lm_head == "lm":
+            self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        init_weights(self)
+        if self.lm_head is not None and cfg.tie_embeddings:
+            self.lm_head.weight = self.embed.tok.weight
+        name_sites(self)
+
+    def forward(self, tokens, *, cache: KVCache | None = None, mask=None, attention_mask=None,
+                token_type_ids=None, backend=None, memory=None, memory_mask=None) -> ModelOutput:
+        h = self.run(tokens, mask=mask, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                     cache=cache, backend=backend, memory=memory, memory_mask=memory_mask)
+        return ModelOutput(self.lm_head(h) if self.lm_head is not None else None, h)
+
+
+class Encoder(Stack):
+    """Bidirectional encoder, optionally with BERT's masked-LM head."""
+
+    stack_name = "encoder"
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg, cfg.n_layers, False, BIDIRECTIONAL)
+        init_weights(self)
+        self.mlm = MLMHead(cfg, self.embed.tok) if cfg.lm_head == "mlm" else None
+        if self.mlm is not None:
+            init_weights(self.mlm)
+            self.mlm.decoder.weight = self.embed.tok.weight
+        name_sites(self)
+
+    def forward(self, tokens, *, attention_mask=None, token_type_ids=None, mask=None, backend=None) -> ModelOutput:
+        h = self.run(tokens, mask=mask, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                     backend=backend)
+        return ModelOutput(self.mlm(h) if self.mlm is not None else None, h)
+
+
+class EncoderDecoder(nn.Module):
+    """Encoder over the source; a causal decoder whose cross-attention reads the encoder's output."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.encoder = Encoder(cfg.replace(head="none"))
+        self.decoder = Decoder(cfg.replace(head="lm"), cross=True)
+        name_sites(self)
+
+    def encode(self, src, *, src_mask=None, backend=None) -> torch.Tensor:
+        return self.encoder(src, attention_mask=src_mask, backend=backend).hidden
+
+    def decode(self, tgt, memory, *, src_mask=None, cache=None, mask=None, backend=None) -> ModelOutput:
+        return self.decoder(tgt, cache=cache, mask=mask, backend=backend, memory=memory, memory_mask=src_mask)
+
+    def forward(self, src, tgt, *, src_mask=None, cache=None, mask=None, backend=None) -> ModelOutput:
+        memory = self.encode(src, src_mask=src_mask, backend=backend)
+        return self.decode(tgt, memory, src_mask=src_mask, cache=cache, mask=mask, backend=backend)
+
+    def hook_names(self) -> list[str]:
+        return [f"{m.site}.{p}" for m in self.modules() if isinstance(m, Attention) for p in HOOK_POINTS]
+
+
+def build_model(cfg: ModelConfig) -> nn.Module:
+    """The model for cfg.arch."""
+    return {"decoder": Decoder, "encoder": Encoder, "encdec": EncoderDecoder}[cfg.arch](cfg)

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Create .venv and install attnlab with its test tools. Torch is pinned first: an unpinned
+# torch would pull gigabytes of CUDA packages on a CPU machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "is ignored" || true
+.venv/bin/python -m pip install -q torch==2.13.0 2>&1 | grep -v "is ignored" || true
+.venv/bin/python -m pip install -q -e '.[test]' 2>&1 | grep -v "is ignored" || true
+.venv/bin/python -c "import torch, model, analysis, app; print('attnlab ready, torch', torch.__version__)"

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Set up (venv, torch, attnlab[test], Debian chromium for the browser tests) and run the test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v chromium >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >/dev/null
+  apt-get install -y -q --no-install-recommends chromium >/dev/null
+fi
+bash scripts/setup.sh
+export E2E_REQUIRE_BROWSER=1 CHROMIUM_PATH="$(command -v chromium)"
+.venv/bin/ruff check model analysis app pages tests
+exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
