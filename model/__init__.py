@@ -1,1 +1,17 @@
-"""attnlab model layer."""
+"""attnlab model layer: a hooked transformer with exact attention capture (PyTorch only)."""
+
+from model.cache import KVCache
+from model.config import ModelConfig
+from model.generate import generate
+from model.hooks import capture, intervene, replace_with, zero_head
+from model.inputs import InputError
+from model.masks import MaskSpec
+from model.record import AttentionRecord
+from model.registry import LoadedModel, load
+from model.transformer import Decoder, Encoder, EncoderDecoder, build_model
+
+__all__ = [
+    "AttentionRecord", "Decoder", "Encoder", "EncoderDecoder", "InputError", "KVCache", "LoadedModel",
+    "MaskSpec", "ModelConfig", "build_model", "capture", "generate", "intervene", "load", "replace_with",
+    "zero_head",
+]

@@ -1,0 +1,54 @@
+"""Scaled dot-product attention one step at a time (Vaswani et al. 2017, eq. 1), for teaching:
+
+    raw = Q·Kᵀ,  scaled = raw·scale + bias,  masked = scaled with −inf where the mask is False,
+    weights = softmax(masked) row-wise (a fully masked row gives zeros),  output = weights·V.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from analysis.scores import masked_softmax
+
+
+@dataclass(frozen=True)
+class Steps:
+    raw: np.ndarray  # [..., q, k]  Q·Kᵀ, or the given score matrix
+    scale: float  # 1/√d_k from q, or 1.0 for a given score matrix
+    scaled: np.ndarray  # [..., q, k]  raw·scale + bias
+    masked: np.ndarray  # [..., q, k]  scaled, −inf where masked
+    weights: np.ndarray  # [..., q, k]  softmax rows, exactly 0 where masked
+    output: np.ndarray | None  # [..., q, d_v]  weights·V, None without v
+
+
+def attention_steps(q=None, k=None, v=None, mask=None, scale: float | None = None, scores=None,
+                    bias=None) -> Steps:
+    """Every intermediate of softmax(Q·Kᵀ·scale + bias, mask)·V (Vaswani et al. 2017, eq. 1).
+
+    Give q [..., q, d] and k [..., k, d] (scale defaults to 1/√d), or `scores` [..., q, k] as the
+    raw matrix (scale defaults to 1, i.e. the scores are taken as already scaled). mask: bool
+    broadcastable to [..., q, k], True = may attend. v [..., k, d_v] is optional.
+    """
+    if scores is None:
+        if q is None or k is None:
+            raise ValueError("give q and k, or a score matrix")
+        q, k = np.asarray(q, dtype=np.float64), np.asarray(k, dtype=np.float64)
+        if q.ndim < 2 or q.shape[-1] != k.shape[-1]:
+            raise ValueError(f"q [..., q, d] and k [..., k, d] must share d, got {q.shape} and {k.shape}")
+        raw = q @ np.swapaxes(k, -1, -2)  # [..., q, k]
+        scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
+    else:
+        if q is not None or k is not None:
+            raise ValueError("give either q and k or a score matrix, not both")
+        raw = np.asarray(scores, dtype=np.float64)
+        scale = 1.0 if scale is None else scale
+    if raw.ndim < 2 or not np.isfinite(raw).all():
+        raise ValueError(f"scores must be finite [..., q, k], got shape {raw.shape}")
+    scaled = raw * scale + (0 if bias is None else np.asarray(bias, dtype=np.float64))
+    m = np.ones(scaled.shape, bool) if mask is None else np.broadcast_to(np.asarray(mask, bool), scaled.shape)
+    masked = np.where(m, scaled, -np.inf)
+    weights = masked_softmax(scaled, m)
+    output = None if v is None else weights @ np.asarray(v, dtype=np.float64)  # [..., q, d_v]
+    return Steps(raw, float(scale), scaled, masked, weights, output)

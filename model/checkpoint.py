@@ -1,0 +1,85 @@
+"""Our own checkpoint folder: config.json (ModelConfig + tokenizer specials), model.safetensors,
+tokenizer.json. Safetensors only: nothing is ever unpickled."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_model
+
+from model.config import ModelConfig
+from model.transformer import build_model
+
+
+class CheckpointError(ValueError):
+    """A model folder that cannot be loaded; the message says why and what to do."""
+
+
+def save_folder(model: torch.nn.Module, cfg: ModelConfig, folder: str | Path, tokenizer=None,
+                specials: dict | None = None, extra: dict | None = None) -> Path:
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    meta = {"attnlab": cfg.to_dict(), "tokenizer": specials or {}, **(extra or {})}
+    (folder / "config.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    save_model(model, str(folder / "model.safetensors"))
+    if tokenizer is not None:
+        tokenizer.save(folder / "tokenizer.json")
+    return folder
+
+
+def read_config(folder: Path) -> dict:
+    path = folder / "config.json"
+    if not path.is_file():
+        raise CheckpointError(f"{folder} has no config.json")
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{path} is not valid JSON ({e.msg if hasattr(e, 'msg') else e})") from None
+
+
+def load_state(path: Path) -> dict[str, torch.Tensor]:
+    """Read a safetensors file with a clear message when it is missing, truncated or corrupt."""
+    if not path.is_file():
+        raise CheckpointError(f"{path.parent} has no {path.name}")
+    try:
+        return load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as e:
+        raise CheckpointError(f"{path} is not a readable safetensors file (corrupt or truncated?): {e}") from None
+
+
+def load_weights(model: torch.nn.Module, state: dict[str, torch.Tensor], where: str) -> None:
+    """Copy `state` into `model`, checking every key and shape (tied weights may appear once)."""
+    own = model.state_dict()
+    missing = [k for k in own if k not in state and not _tied_twin(model, k, state)]
+    unexpected = [k for k in state if k not in own]
+    if missing or unexpected:
+        raise CheckpointError(
+            f"{where}: weights do not match the config (missing {missing[:3]}, unexpected {unexpected[:3]})")
+    for k, v in state.items():
+        if own[k].shape != v.shape:
+            raise CheckpointError(f"{where}: {k} has shape {tuple(v.shape)}, the config needs {tuple(own[k].shape)}")
+    model.load_state_dict(state, strict=False)
+
+
+def _tied_twin(model, key, state) -> bool:
+    """True when `key` is a parameter tied to another key present in `state`."""
+    params = dict(model.named_parameters(remove_duplicate=False))
+    p = params.get(key)
+    return p is not None and any(q is p and k in state for k, q in params.items() if k != key)
+
+
+def load_folder(folder: str | Path) -> tuple[torch.nn.Module, ModelConfig, dict]:
+    folder = Path(folder)
+    meta = read_config(folder)
+    if "attnlab" not in meta:
+        raise CheckpointError(f"{folder}/config.json is not an attnlab config")
+    try:
+        cfg = ModelConfig.from_dict(meta["attnlab"])
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{folder}/config.json: {e}") from None
+    model = build_model(cfg)
+    load_weights(model, load_state(folder / "model.safetensors"), str(folder))
+    return model.eval(), cfg, meta

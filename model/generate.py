@@ -1,0 +1,58 @@
+"""Generation: greedy, temperature and top-k sampling (seeded), with or without the KV cache."""
+
+from __future__ import annotations
+
+import torch
+
+from model.cache import KVCache
+from model.transformer import EncoderDecoder
+
+
+def next_token(logits: torch.Tensor, temperature: float, top_k: int | None, gen: torch.Generator | None) -> torch.Tensor:
+    """Pick ids [B] from last-position logits [B, V]: argmax at temperature 0, else sample."""
+    if temperature <= 0:
+        return logits.argmax(dim=-1)
+    logits = logits.float() / temperature
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # [B, 1]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)
+    return torch.multinomial(probs, 1, generator=gen)[:, 0]
+
+
+@torch.no_grad()
+def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, temperature: float = 0.0,
+             top_k: int | None = None, seed: int | None = None, use_cache: bool = True,
+             backend: str | None = None, eos_id: int | None = None, src: torch.Tensor | None = None,
+             src_mask: torch.Tensor | None = None, step_logits: list | None = None) -> torch.Tensor:
+    """Extend `prompt` [B, T] by up to max_new_tokens ids; an encoder–decoder needs `src` [B, S].
+
+    With the cache each step feeds only the new token; without it every step reruns the whole
+    sequence. `step_logits`, when given, receives each step's last-position logits [B, V].
+    """
+    if max_new_tokens < 0:
+        raise ValueError("max_new_tokens must be ≥ 0")
+    gen = torch.Generator().manual_seed(seed) if seed is not None else None
+    encdec = isinstance(model, EncoderDecoder)
+    if encdec and src is None:
+        raise ValueError("an encoder–decoder needs src ids to generate")
+    memory = model.encode(src, src_mask=src_mask, backend=backend) if encdec else None
+    cache = KVCache() if use_cache else None
+    ids, feed = prompt, prompt
+    max_len = model.cfg.max_len
+    for _ in range(max_new_tokens):
+        if ids.shape[1] >= max_len:
+            break
+        if encdec:
+            out = model.decode(feed, memory, src_mask=src_mask, cache=cache, backend=backend)
+        else:
+            out = model(feed, cache=cache, backend=backend)
+        logits = out.logits[:, -1]  # [B, V]
+        if step_logits is not None:
+            step_logits.append(logits.clone())
+        nxt = next_token(logits, temperature, top_k, gen)[:, None]  # [B, 1]
+        ids = torch.cat([ids, nxt], dim=1)
+        feed = nxt if use_cache else ids
+        if eos_id is not None and bool((nxt == eos_id).all()):
+            break
+    return ids
