@@ -26,9 +26,9 @@ def flow_graph(mats) -> csr_matrix:
     """
     n_layers, t, _ = mats.shape
     cap = np.rint(np.asarray(mats) * CAPACITY_SCALE).astype(np.int32)  # [L, q, k]
-    l, q, k = np.nonzero(cap)
+    layer, q, k = np.nonzero(cap)
     n = (n_layers + 1) * t
-    return csr_matrix((cap[l, q, k], (l * t + k, (l + 1) * t + q)), shape=(n, n))
+    return csr_matrix((cap[layer, q, k], (layer * t + k, (layer + 1) * t + q)), shape=(n, n))
 
 
 def attention_flow(patterns, query: int, residual: float = 0.5, normalize: bool = True) -> np.ndarray:

@@ -23,9 +23,9 @@ LABEL_RULES = (
     ("induction", "induction", 0.4),
     ("duplicate-token", "duplicate_token", 0.4),
     ("previous-token", "prev_token", 0.5),
+    ("broad/uniform", "entropy_ratio", 0.8),  # before sink: a short causal uniform head has sink mass > 0.5
     ("sink", "sink_mass", 0.5),
     ("self/diagonal", "diagonal_mass", 0.5),
-    ("broad/uniform", "entropy_ratio", 0.8),
 )
 
 

@@ -22,14 +22,15 @@ def pool_matrix(m, max_cells: int = 512, how: str = "max") -> tuple[np.ndarray, 
         raise ValueError(f"how must be 'max' or 'mean', got {how!r}")
     if max_cells < 1:
         raise ValueError(f"max_cells must be ≥ 1, got {max_cells}")
-    m = np.asarray(m, dtype=np.float64)
+    m = np.asarray(m)
+    m = m if np.issubdtype(m.dtype, np.floating) else m.astype(np.float64)
     if m.ndim < 2 or 0 in m.shape[-2:]:
         raise ValueError(f"pool_matrix needs a non-empty [..., Tq, Tk] matrix, got shape {m.shape}")
     (tq, tk), lead = m.shape[-2:], m.shape[:-2]
     qe, ke = _edges(tq, max_cells), _edges(tk, max_cells)
     bq, bk = int(qe[1] - qe[0]), int(ke[1] - ke[0])
     nq, nk = len(qe) - 1, len(ke) - 1
-    padded = np.full(lead + (nq * bq, nk * bk), np.nan)
+    padded = np.full(lead + (nq * bq, nk * bk), np.nan, dtype=m.dtype)
     padded[..., :tq, :tk] = m
     blocks = padded.reshape(lead + (nq, bq, nk, bk))  # [..., nq, bq, nk, bk]
     seen = ~np.isnan(blocks)
@@ -37,7 +38,8 @@ def pool_matrix(m, max_cells: int = 512, how: str = "max") -> tuple[np.ndarray, 
     if how == "max":
         pooled = np.where(seen, blocks, -np.inf).max((-3, -1))
     else:
-        pooled = np.divide(np.where(seen, blocks, 0).sum((-3, -1)), count, out=np.zeros(count.shape), where=count > 0)
+        pooled = np.divide(np.where(seen, blocks, 0).sum((-3, -1)), count, out=np.zeros(count.shape, m.dtype),
+                           where=count > 0)
     return np.where(count > 0, pooled, np.nan), qe, ke
 
 

@@ -1,0 +1,50 @@
+"""The `attnlab` command. Each sub-command lives in app/commands/<name>.py with
+`add_parser(subparsers)` and `run(args) -> int`. Bad input exits 2 with one line on stderr."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS = ("app_cmd", "capture", "check", "models")
+
+
+class UsageError(Exception):
+    """A bad argument; printed as one line, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2 (argparse would print usage too)
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="attnlab", description="Attention visualization and interpretability.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name in COMMANDS:
+        importlib.import_module(f"app.commands.{name}").add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from model.checkpoint import CheckpointError
+    from model.inputs import InputError
+    from model.transformer import ContextLengthError
+
+    try:
+        args = build_parser().parse_args(argv)
+        return int(args.run(args) or 0)
+    except (UsageError, InputError, CheckpointError, ContextLengthError) as e:
+        print(f"attnlab: error: {_one_line(str(e))}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _one_line(msg: str) -> str:
+    return " ".join(msg.split())[:500]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

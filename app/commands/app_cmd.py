@@ -1,0 +1,28 @@
+"""`attnlab app`: start the Streamlit app headless."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("app", help="start the web app")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8501)
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    if not 0 < args.port < 65536:
+        from app.cli import UsageError
+
+        raise UsageError(f"--port must be 1..65535, got {args.port}")
+    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"),
+           "--server.address", args.host, "--server.port", str(args.port), "--server.headless", "true"]
+    os.chdir(ROOT)  # .streamlit/config.toml is read from the working directory
+    os.execv(sys.executable, cmd)
+    return 0

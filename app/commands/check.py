@@ -1,0 +1,27 @@
+"""`attnlab check`: invariants, eager vs fused backends, cached vs uncached — as JSON."""
+
+from __future__ import annotations
+
+from app.commands.common import add_model_args, load_model, print_json, resolve_texts
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("check", help="check attention invariants and backend/cache consistency")
+    add_model_args(p)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from analysis.consistency import run_checks
+
+    lm = load_model(args.model)
+    text, src = resolve_texts(lm, args.text, args.src_text)
+    report = run_checks(lm, lm.encode(text, src))
+    if args.json:
+        print_json(report)
+    else:
+        for c in report["checks"]:
+            value = "n/a" if c["value"] is None else f"{c['value']:.3g}"
+            print(f"{'PASS' if c['passed'] else 'FAIL'}  {c['name']:<28} {value:>10}  (tol {c['tolerance']})")
+    return 0 if report["passed"] else 1

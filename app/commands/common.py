@@ -1,0 +1,49 @@
+"""Arguments and helpers shared by sub-commands."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+DEFAULT_TEXT = "The cat sat on the mat because the mat was warm."
+
+
+def add_model_args(p, text_required: bool = False) -> None:
+    p.add_argument("--model", required=True, help="a model name (see `attnlab models`) or a folder")
+    p.add_argument("--text", required=text_required, default=None, help="input text (a target prefix for an encoder–decoder)")
+    p.add_argument("--src-text", default=None, help="source text for an encoder–decoder")
+
+
+def load_model(name: str):
+    from model.registry import load
+
+    return load(name)
+
+
+def default_texts(lm) -> tuple[str, str | None]:
+    """A sensible (text, src_text) for a model when the user gave none."""
+    try:
+        from model.lecture.samples import load_samples
+
+        samples = load_samples(lm.name)
+        if samples:
+            s = samples[0]
+            return s.get("text", ""), s.get("src_text")
+    except Exception:  # noqa: BLE001 — samples are optional for non-bundled models
+        pass
+    if lm.arch == "encdec":
+        return "", DEFAULT_TEXT
+    return DEFAULT_TEXT, None
+
+
+def resolve_texts(lm, text, src_text) -> tuple[str, str | None]:
+    if text is None and src_text is None:
+        return default_texts(lm)
+    if lm.arch == "encdec":
+        return text or "", src_text
+    return text, src_text
+
+
+def print_json(obj) -> None:
+    json.dump(obj, sys.stdout, indent=2, allow_nan=False)
+    sys.stdout.write("\n")

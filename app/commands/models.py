@@ -1,0 +1,36 @@
+"""`attnlab models`: every model that can be loaded now."""
+
+from __future__ import annotations
+
+from app.commands.common import print_json
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("models", help="list the models that can be loaded now")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(run=run)
+
+
+def available_models() -> list[dict]:
+    from model.registry import known_names, load
+
+    out = []
+    for name in known_names():
+        try:
+            out.append(load(name).info())
+        except Exception as e:  # noqa: BLE001 — list what fails too, with the reason
+            out.append({"name": name, "error": str(e)})
+    return out
+
+
+def run(args) -> int:
+    models = available_models()
+    if args.json:
+        print_json({"models": models})
+    else:
+        for m in models:
+            if "error" in m:
+                print(f"{m['name']:<18} unavailable: {m['error']}")
+            else:
+                print(f"{m['name']:<18} {m['kind']:<16} layers={m['layers']} heads={m['heads']} context={m['context']}")
+    return 0
