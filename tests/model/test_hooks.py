@@ -1,0 +1,131 @@
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from model.hooks import capture, intervene, replace_with, zero_head
+from tests.model.helpers import tiny, tokens
+
+POINTS = ["hook_q", "hook_k", "hook_v", "hook_attn_scores", "hook_mask", "hook_pattern", "hook_z"]
+
+
+def golden(sites):
+    return [f"{s}.{p}" for s in sites for p in POINTS]
+
+
+def test_golden_hook_names_per_architecture():
+    assert tiny("decoder", n_layers=2).hook_names() == golden(["blocks.0.attn", "blocks.1.attn"])
+    assert tiny("encoder", n_layers=1).hook_names() == golden(["blocks.0.attn"])
+    assert tiny("encdec", n_layers=1, n_dec_layers=2).hook_names() == golden([
+        "encoder.blocks.0.attn",
+        "decoder.blocks.0.attn", "decoder.blocks.0.cross_attn",
+        "decoder.blocks.1.attn", "decoder.blocks.1.cross_attn",
+    ])
+
+
+def test_every_hook_fires_with_expected_shapes():
+    m = tiny("encdec")
+    src, tgt = tokens(7), tokens(5)
+    with capture(names="*") as cap:
+        m(src, tgt)
+    assert sorted(cap.tensors) == sorted(m.hook_names())
+    assert cap.tensor("decoder.blocks.1.cross_attn.hook_pattern").shape == (1, 4, 5, 7)
+    assert cap.tensor("decoder.blocks.1.cross_attn.hook_k").shape == (1, 4, 7, 8)
+    assert cap.tensor("encoder.blocks.0.attn.hook_mask").dtype == torch.bool
+    assert cap.tensor("decoder.blocks.0.attn.hook_z").shape == (1, 4, 5, 8)
+
+
+def test_no_hook_state_outside_capture():
+    m = tiny()
+    x = tokens(6)
+    with capture() as cap:
+        m(x)
+    before = len(cap.records["blocks.0.attn"])
+    m(x)
+    assert len(cap.records["blocks.0.attn"]) == before, "nothing is recorded outside the block"
+    assert not any(mod._forward_hooks or mod._forward_pre_hooks for mod in m.modules())
+
+
+def test_threads_capturing_on_one_shared_model_get_their_own_records():
+    m = tiny()
+    texts = {i: tokens(5 + i, seed=i) for i in range(8)}
+    results, errors = {}, []
+    barrier = threading.Barrier(8)
+
+    def work(i):
+        try:
+            barrier.wait()
+            for _ in range(5):
+                with capture() as cap:
+                    logits = m(texts[i], backend="sdpa" if i % 2 else "eager").logits
+                rec = cap["blocks.1.attn"]
+                assert rec.q_len == 5 + i
+                results[i] = (rec.pattern(), logits)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for i, (pattern, logits) in results.items():
+        with capture() as cap:
+            ref = m(texts[i]).logits
+        np.testing.assert_allclose(pattern, cap["blocks.1.attn"].pattern(), atol=1e-5)
+        assert (logits - ref).abs().max() <= 1e-5
+
+
+def test_zero_head_pattern_changes_exactly_that_head():
+    m = tiny()
+    x = tokens(8)
+    with capture() as base:
+        ref = m(x).logits
+    with capture(interventions={"blocks.1.attn.hook_pattern": zero_head(2)}) as cap:
+        out = m(x, backend="sdpa").logits
+    p = cap["blocks.1.attn"].pattern()
+    assert (p[2] == 0).all()
+    np.testing.assert_allclose(p[[0, 1, 3]], base["blocks.1.attn"].pattern()[[0, 1, 3]], atol=1e-6)
+    np.testing.assert_allclose(cap["blocks.0.attn"].pattern(), base["blocks.0.attn"].pattern(), atol=1e-6)
+    assert (out - ref).abs().max() > 1e-6
+    assert "pattern hook" in cap["blocks.1.attn"].kernel, "a fused run says it computed this site eagerly"
+
+
+def test_ablating_head_output_equals_zeroing_its_pattern():
+    m = tiny()
+    x = tokens(8)
+    with intervene({"blocks.0.attn.hook_z": zero_head(1)}):
+        a = m(x, backend="flash").logits
+    with intervene({"blocks.0.attn.hook_pattern": zero_head(1)}):
+        b = m(x).logits
+    torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+
+
+def test_patching_k_changes_scores_as_computed():
+    m = tiny(positional="none")
+    x = tokens(6)
+    with capture(names="blocks.0.attn.hook_k") as cap:
+        m(x)
+    k = cap.tensor("blocks.0.attn.hook_k")
+    new_k = torch.zeros_like(k[:, 0])
+    with capture(interventions={"blocks.0.attn.hook_k": replace_with(new_k, head=0)}) as patched:
+        m(x)
+    rec = patched["blocks.0.attn"]
+    assert np.abs(rec.scores(head=0)).max() == 0
+    np.testing.assert_allclose(rec.pattern(head=0)[3, :4], 0.25, atol=1e-6)  # uniform over 4 visible keys
+    with pytest.raises(ValueError, match="needs"):
+        with intervene({"blocks.0.attn.hook_q": replace_with(torch.zeros(1))}):
+            m(x)
+
+
+def test_hooks_cost_nothing_when_off_and_capture_keeps_gradients():
+    m = tiny()
+    x = tokens(6)
+    with capture(names="*.hook_pattern", detach=False) as cap:
+        logits = m(x).logits
+    a = cap.tensor("blocks.0.attn.hook_pattern")
+    assert a.requires_grad
+    (grad,) = torch.autograd.grad(logits[0, -1, 3], a)
+    assert grad.shape == a.shape and grad.abs().sum() > 0
