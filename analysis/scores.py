@@ -137,8 +137,8 @@ def score_stats(raw, scale, mask=None, bias=None) -> pd.DataFrame:
 
     Vaswani et al. 2017, §3.2.1: for q, k with unit-variance entries, q·k has variance d_k, hence
     the 1/√d_k scale. `raw` is [L, H, q, k], a sequence or a mapping of per-site [H, q, k]; `scale`,
-    `mask` (bool, broadcast to [H, q, k]) and `bias` are shared or given per site. Masked entries
-    are excluded. One row per (site, head).
+    `mask` (bool, broadcast to [H, q, k]) and `bias` are shared (a number or an array) or given per
+    site (a list or mapping). Masked entries are excluded. One row per (site, head).
     """
     sites = _sites(raw)
     scales, masks, biases = (_per_site(v, list(sites)) for v in (scale, mask, bias))

@@ -184,6 +184,7 @@ def check_ground_truth(e: Example) -> None:
         src, tgt = e.src_tokens, e.tgt_tokens
         assert tgt == toks and tgt[0] == BOS and tgt[-1] == EOS and src[0] == BOS
         assert [j for j, _ in e.alignment] == list(range(1, len(tgt) - 1)) == list(e.answer_positions)
+        assert [a for _, a in e.alignment] == list(e.source_positions)
         assert sorted(a for _, a in e.alignment) == list(range(1, len(src)))  # a permutation of the source
         for j, a in e.alignment:
             assert LEXICON[src[a]] == tgt[j]

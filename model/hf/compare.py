@@ -1,0 +1,93 @@
+"""Ours against `transformers` on the same token ids: hidden states, logits, every attention pattern,
+and (GPT-2 family) a greedy continuation. fp32, CPU; `transformers` runs its eager attention."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from model.generate import generate
+from model.inputs import InputError
+
+TOL_HIDDEN = 1e-4  # last hidden states, absolute
+TOL_LOGITS = 1e-4
+TOL_ATTENTION = 1e-5  # every attention weight
+GREEDY_TOKENS = 20
+DEFAULT_TEXT = "The cat sat on the mat because the mat was warm."
+
+
+def compare_hf(folder_or_name: str, text: str | None = None, *, pair: str | None = None,
+               backend: str = "eager", greedy_tokens: int = GREEDY_TOKENS) -> dict:
+    """Load `folder_or_name` both ways and compare. Raises InputError for a model that is not a
+    Hugging Face checkpoint, CheckpointError for a bad folder."""
+    from model.registry import load
+
+    lm = load(folder_or_name)
+    hf = load_transformers(lm)
+    inputs = lm.encode(text if text is not None else DEFAULT_TEXT, pair=pair)
+    return compare_models(lm, hf, inputs, backend=backend, greedy_tokens=greedy_tokens)
+
+
+def load_transformers(lm):
+    """The same checkpoint through `transformers` (eager attention, fp32, local files only)."""
+    folder = lm.card.get("folder")
+    if folder is None or lm.family not in ("gpt2", "bert"):
+        raise InputError(f"{lm.name} is not a Hugging Face checkpoint (gpt2 or bert family); nothing to compare with")
+    from transformers import BertForMaskedLM, BertModel, GPT2LMHeadModel
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    if lm.family == "gpt2":
+        cls = GPT2LMHeadModel
+    else:
+        cls = BertForMaskedLM if lm.cfg.lm_head == "mlm" else BertModel
+    model = cls.from_pretrained(folder, attn_implementation="eager", local_files_only=True, use_safetensors=True,
+                                dtype=torch.float32)
+    return model.eval()
+
+
+def _max_abs(a, b) -> float:
+    return float(np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)).max())
+
+
+@torch.no_grad()
+def compare_models(lm, hf, inputs, *, backend: str = "eager", greedy_tokens: int = GREEDY_TOKENS) -> dict:
+    """Both models on `inputs` (one sequence, no padding)."""
+    run = lm.run(None, inputs=inputs, backend=backend)
+    kw = {"token_type_ids": inputs.type_ids} if inputs.type_ids is not None else {}
+    out = hf(inputs.ids, output_attentions=True, output_hidden_states=True, **kw)
+    hf_hidden = out.hidden_states[-1]  # GPT-2: after ln_f; BERT: the last layer's output
+    n_layers = len(out.attentions)
+    if n_layers != lm.cfg.n_layers:
+        raise AssertionError(f"transformers returned {n_layers} attention layers, ours has {lm.cfg.n_layers}")
+    attention = max(_max_abs(run.capture[f"blocks.{i}.attn"].pattern(), a[0].numpy())
+                    for i, a in enumerate(out.attentions))
+    logits = None
+    if run.logits is not None:
+        logits = _max_abs(run.logits.numpy(), out.logits.numpy())
+    greedy = None
+    if lm.family == "gpt2":
+        greedy = greedy_equal(lm, hf, inputs.ids, greedy_tokens, backend)
+    return {"max_abs_logits": logits, "max_abs_hidden": _max_abs(run.hidden.numpy(), hf_hidden.numpy()),
+            "max_abs_attention": attention, "greedy_equal": greedy, "n_layers": lm.cfg.n_layers,
+            "n_heads": lm.cfg.n_heads}
+
+
+def greedy_equal(lm, hf, ids: torch.Tensor, n: int = GREEDY_TOKENS, backend: str = "eager") -> bool:
+    """Ours (with the KV cache) and transformers (full recompute) continue `ids` identically for
+    `n` tokens, or as many as the context leaves room for."""
+    n = min(n, lm.cfg.max_len - ids.shape[1])
+    ours = generate(lm.model, ids, n, use_cache=True, backend=backend)
+    theirs = ids
+    for _ in range(n):
+        nxt = hf(theirs).logits[:, -1].argmax(-1, keepdim=True)  # [1, 1]
+        theirs = torch.cat([theirs, nxt], dim=1)
+    return bool(torch.equal(ours, theirs))
+
+
+def within_tolerance(report: dict) -> bool:
+    ok = report["max_abs_hidden"] <= TOL_HIDDEN and report["max_abs_attention"] <= TOL_ATTENTION
+    if report["max_abs_logits"] is not None:
+        ok = ok and report["max_abs_logits"] <= TOL_LOGITS
+    return ok and report["greedy_equal"] is not False

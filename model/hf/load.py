@@ -1,0 +1,167 @@
+"""Load a Hugging Face folder (or a hub id, when online) into a LoadedModel.
+
+Safetensors only: a `pytorch_model.bin` is a pickle and unpickling can run arbitrary code, so it is
+refused with instructions, never opened. `trust_remote_code` is never set: only the families in
+model/hf/convert.py load, through our own code.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from model.checkpoint import CheckpointError, load_state, load_weights, read_config
+from model.config import ModelConfig
+from model.hf import convert
+from model.inputs import InputError
+from model.registry import LoadedModel
+from model.tokenizer import HFTokenizer
+from model.transformer import build_model
+
+PICKLES = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.bin", "model.pt", "model.pth", "model.ckpt")
+CONVERT_HINT = (
+    "convert it once on a machine you trust: `python -c \"from transformers import AutoModel; "
+    "AutoModel.from_pretrained('FOLDER').save_pretrained('FOLDER', safe_serialization=True)\"` "
+    "(or use the hub's safetensors conversion)")
+HUB_PATTERNS = ["*.json", "*.safetensors", "*.txt"]  # config, weights, tokenizer (vocab.json, merges.txt, vocab.txt)
+DEFAULT_SPECIALS = {
+    "gpt2": {"bos": "<|endoftext|>", "eos": "<|endoftext|>"},
+    "bert": {"pad": "[PAD]", "mask": "[MASK]"},
+}
+
+
+def load_hf_folder(folder: str | Path, name: str | None = None, source: str | None = None) -> LoadedModel:
+    """A local Hugging Face folder (config.json, model.safetensors, tokenizer files) → LoadedModel."""
+    folder = check_folder(folder)
+    hf = read_config(folder)
+    family = model_family(hf, folder)
+    state = read_weights(folder)
+    model, cfg = build_converted(family, hf, state, str(folder))
+    tok = read_tokenizer(folder, family, cfg)
+    card = {"folder": str(folder), "model_type": hf.get("model_type"), "architectures": hf.get("architectures") or []}
+    return LoadedModel(name or str(folder), model, tok, cfg, source or str(folder), family=family, card=card)
+
+
+def load_hub(repo_id: str) -> LoadedModel:
+    """Download config, safetensors and tokenizer files of a hub model (online only), then load the folder."""
+    from model.registry import hub_allowed
+
+    if not hub_allowed():
+        raise InputError(f"{repo_id!r} looks like a hub id, but HF_HUB_OFFLINE is set; give a local folder instead")
+    try:
+        from huggingface_hub import snapshot_download
+
+        path = snapshot_download(repo_id, allow_patterns=HUB_PATTERNS)
+    except Exception as e:  # noqa: BLE001 — network, missing repo, auth: one clear message
+        raise InputError(f"could not download {repo_id!r} from the Hugging Face hub: {type(e).__name__}: {e}") from None
+    return load_hf_folder(path, name=repo_id, source=f"hub:{repo_id}")
+
+
+# -- steps ----------------------------------------------------------------------------------------------
+def check_folder(folder: str | Path) -> Path:
+    folder = Path(folder).expanduser()
+    if not folder.exists():
+        raise CheckpointError(f"{folder} does not exist; give a model folder with config.json and model.safetensors")
+    if not folder.is_dir():
+        raise CheckpointError(
+            f"{folder} is a file, not a folder; give the folder that holds config.json, model.safetensors "
+            "and the tokenizer files")
+    return folder
+
+
+def model_family(hf: dict, folder: Path) -> str:
+    mt = hf.get("model_type")
+    if mt not in convert.FAMILIES:
+        raise CheckpointError(
+            f"{folder}: model_type {mt!r} is not supported; supported families: {convert.supported_families()}")
+    return mt
+
+
+def read_weights(folder: Path) -> dict[str, torch.Tensor]:
+    """model.safetensors (or its shards); refuse pickle checkpoints without opening them."""
+    single, index = folder / "model.safetensors", folder / "model.safetensors.index.json"
+    if single.is_file():
+        return load_state(single)
+    if index.is_file():
+        try:
+            files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        except (json.JSONDecodeError, KeyError, AttributeError, TypeError) as e:
+            raise CheckpointError(f"{index} is not a valid safetensors index ({e})") from None
+        state = {}
+        for f in files:
+            if Path(f).name != f or not f.endswith(".safetensors"):
+                raise CheckpointError(f"{index} names {f!r}, not a safetensors file in the folder")
+            state.update(load_state(folder / f))
+        return state
+    pickles = [p for p in PICKLES if (folder / p).is_file()] + sorted(p.name for p in folder.glob("*.bin"))
+    if pickles:
+        raise CheckpointError(
+            f"{folder} has only {sorted(set(pickles))[0]}, a pickle file; it is not loaded because unpickling "
+            f"can run arbitrary code. Use model.safetensors instead: {CONVERT_HINT.replace('FOLDER', str(folder))}")
+    raise CheckpointError(f"{folder} has no model.safetensors")
+
+
+def build_converted(family: str, hf: dict, state: dict, where: str) -> tuple[torch.nn.Module, ModelConfig]:
+    if family == "gpt2":
+        cfg = convert.gpt2_config(hf)
+        ours = convert.convert_gpt2(state, cfg)
+    else:
+        cfg = convert.bert_config(hf, mlm=convert.has_mlm_head(state))
+        ours = convert.convert_bert(state, cfg)
+    model = build_model(cfg)
+    load_weights(model, ours, where)
+    return model.eval(), cfg
+
+
+def read_tokenizer(folder: Path, family: str, cfg: ModelConfig) -> HFTokenizer:
+    """tokenizer.json via `tokenizers`; else vocab files through transformers' fast tokenizer, locally."""
+    specials = _specials(folder, family)
+    if (folder / "tokenizer.json").is_file():
+        try:
+            tok = HFTokenizer.from_file(folder / "tokenizer.json", **specials)
+        except Exception as e:  # noqa: BLE001 — the Rust error text is the useful part
+            raise CheckpointError(f"{folder}/tokenizer.json cannot be read: {e}") from None
+    elif any((folder / f).is_file() for f in ("vocab.txt", "vocab.json")):
+        tok = HFTokenizer(_backend_from_vocab(folder), **specials)
+    else:
+        raise CheckpointError(f"{folder} has no tokenizer files (tokenizer.json, vocab.txt or vocab.json + merges.txt)")
+    # Our encode rejects over-length input with a message; a saved truncation/padding would hide it.
+    tok.tok.no_truncation()
+    tok.tok.no_padding()
+    if tok.vocab_size > cfg.vocab_size:
+        raise CheckpointError(
+            f"{folder}: the tokenizer has {tok.vocab_size} tokens but the model only {cfg.vocab_size} embeddings")
+    return tok
+
+
+def _backend_from_vocab(folder: Path):
+    try:
+        from transformers import AutoTokenizer
+
+        t = AutoTokenizer.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False)
+        backend = t.backend_tokenizer
+    except Exception as e:  # noqa: BLE001
+        raise CheckpointError(f"{folder}: cannot build a tokenizer from its vocabulary files: {e}") from None
+    return backend
+
+
+def _specials(folder: Path, family: str) -> dict[str, str]:
+    """bos/eos/pad/mask token strings from special_tokens_map.json / tokenizer_config.json, else defaults."""
+    found: dict[str, str] = {}
+    for fname in ("tokenizer_config.json", "special_tokens_map.json"):  # the later file wins
+        path = folder / fname
+        if not path.is_file():
+            continue
+        try:
+            d = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        for ours in ("bos", "eos", "pad", "mask"):
+            v = d.get(f"{ours}_token")
+            if isinstance(v, dict):
+                v = v.get("content")
+            if isinstance(v, str):
+                found[ours] = v
+    return {**DEFAULT_SPECIALS[family], **found}

@@ -1,0 +1,41 @@
+"""CUDA checks (fp16/bf16): fused backends within atol 4e-2 of eager, and no worse than twice
+eager's error against an fp32 reference. Skipped without a CUDA GPU."""
+
+import pytest
+import torch
+
+from model.hooks import capture
+from tests.model.helpers import tiny, tokens
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("arch", ["decoder", "encoder"])
+def test_fused_matches_eager_in_half_precision(dtype, arch):
+    ref_model = tiny(arch, d_model=128, n_heads=4, n_layers=2, max_len=256).cuda()
+    x = tokens(200, B=2).cuda()
+    with torch.no_grad():
+        ref = ref_model(x, backend="eager").hidden.float()
+        m = tiny(arch, d_model=128, n_heads=4, n_layers=2, max_len=256).cuda().to(dtype)
+        eager = m(x, backend="eager").hidden.float()
+        err_eager = (eager - ref).abs().max()
+        for backend in ("sdpa", "flash"):
+            with capture() as cap:
+                out = m(x, backend=backend).hidden.float()
+            assert (out - eager).abs().max() <= 4e-2
+            assert (out - ref).abs().max() <= 2 * err_eager + 1e-6
+            rec = cap["blocks.0.attn"]
+            assert "[cuda]" in rec.kernel
+            if backend == "flash" and arch == "decoder":
+                assert rec.kernel.startswith("flash"), rec.kernel
+
+
+def test_flash_kernel_is_pinned_for_causal_decoder():
+    m = tiny(d_model=128, max_len=256).cuda().to(torch.bfloat16)
+    with torch.no_grad(), capture() as cap:
+        m(tokens(128).cuda(), backend="flash")
+    assert cap["blocks.1.attn"].kernel == "flash [cuda]"
