@@ -155,7 +155,10 @@ def load_attnlab_folder(folder: Path, name: str, source: str) -> LoadedModel:
     if not tok_path.is_file():
         raise CheckpointError(f"{folder} has no tokenizer.json")
     specials = meta.get("tokenizer", {})
-    tok = HFTokenizer.from_file(tok_path, **specials)
+    try:
+        tok = HFTokenizer.from_file(tok_path, **specials)
+    except Exception as e:  # noqa: BLE001 — the tokenizers library raises plain Exception
+        raise CheckpointError(f"{tok_path} is not a readable tokenizer ({_first_line(e)})") from None
     src_tok = None
     if meta.get("src_tokenizer") is not None:
         src_tok = HFTokenizer.from_file(tok_path, **meta["src_tokenizer"])
@@ -164,6 +167,10 @@ def load_attnlab_folder(folder: Path, name: str, source: str) -> LoadedModel:
     if meta.get("tgt_post_processor") is not None:
         tok = _with_template(tok, meta["tgt_post_processor"])
     return LoadedModel(name, model, tok, cfg, source, src_tokenizer=src_tok, card=meta.get("card", {}))
+
+
+def _first_line(e: Exception) -> str:
+    return (str(e).splitlines() or [type(e).__name__])[0][:200]
 
 
 def _with_template(tok: HFTokenizer, template: dict) -> HFTokenizer:
@@ -201,9 +208,33 @@ def known_names() -> list[str]:
     return [*bundled_names(), *RANDOM, "minilm"]
 
 
-def load(name_or_path: str, dtype: torch.dtype | None = None, device: str | None = None) -> LoadedModel:
-    """Load by name or path. Raises InputError (unknown name) or CheckpointError (bad folder)."""
+def model_roots() -> list[Path]:
+    """Folders a shared server may load user-typed model paths from (ATTNLAB_MODEL_ROOTS, os.pathsep-separated)."""
+    env = os.environ.get("ATTNLAB_MODEL_ROOTS")
+    if env:
+        return [Path(p).expanduser().resolve() for p in env.split(os.pathsep) if p]
+    return [(Path.home() / "attnlab-models").resolve()]
+
+
+def check_root(folder: Path, roots: list[Path]) -> None:
+    real = folder.resolve()
+    if not any(real == r or r in real.parents for r in roots):
+        allowed = ", ".join(str(r) for r in roots) or "none"
+        raise InputError(f"{folder} is outside the allowed model folders ({allowed}); "
+                         "ask the server's owner to add it to ATTNLAB_MODEL_ROOTS")
+
+
+def load(name_or_path: str, dtype: torch.dtype | None = None, device: str | None = None,
+         roots: list[Path] | None = None) -> LoadedModel:
+    """Load by name or path. Raises InputError (unknown name) or CheckpointError (bad folder).
+
+    With `roots` (the app on a shared server), a typed folder must lie inside one of them.
+    """
     kind, folder = resolve(name_or_path)
+    if kind == "folder" and roots is not None:
+        check_root(folder, roots)
+    if kind == "hub" and roots is not None:
+        raise InputError("the app loads hub models only by an administrator's folder; give a local folder")
     if kind == "random":
         lm = random_model(name_or_path)
     elif kind == "bundled":

@@ -59,3 +59,21 @@ def test_unknown_name_and_bad_paths(tmp_path):
     f.write_text("x")
     with pytest.raises(InputError, match="not a folder"):
         al.load(str(f))
+
+
+def test_model_roots_confine_typed_folders(tmp_path, monkeypatch):
+    lm = al.load("random-encoder")
+    inside = save_folder(lm.model, lm.cfg, tmp_path / "allowed" / "enc")
+    (inside / "tokenizer.json").write_text("{}")
+    outside = save_folder(lm.model, lm.cfg, tmp_path / "elsewhere" / "enc")
+    monkeypatch.setenv("ATTNLAB_MODEL_ROOTS", str(tmp_path / "allowed"))
+    from model.registry import model_roots
+
+    roots = model_roots()
+    assert roots == [(tmp_path / "allowed").resolve()]
+    with pytest.raises(InputError, match="outside the allowed model folders"):
+        al.load(str(outside), roots=roots)
+    with pytest.raises(InputError, match="outside the allowed"):
+        al.load(str(tmp_path / "allowed" / ".." / "elsewhere" / "enc"), roots=roots)
+    with pytest.raises(CheckpointError):  # inside the root: it is read (and this tokenizer.json is bad)
+        al.load(str(inside), roots=roots)
