@@ -7,7 +7,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("app_cmd", "capture", "check", "models")
+COMMANDS = ("app_cmd", "capture", "check", "compare_hf", "eval", "faithfulness", "models", "train")
 
 
 class UsageError(Exception):

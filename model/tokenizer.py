@@ -107,8 +107,27 @@ class HFTokenizer:
         return self.tok.decode(list(ids), skip_special_tokens=False)
 
     def label(self, i: int) -> str:
+        """A readable label for one id (generated tokens): byte-level pieces decoded to text."""
         t = self.tok.id_to_token(int(i))
-        return show(self.decode([int(i)])) if t is None or t.startswith("Ġ") or len(t) > 40 else t
+        if t is None:
+            return f"<id {i}>"
+        if t in self._specials:
+            return t
+        if self._byte_level:
+            raw = bytes(_UNICODE_TO_BYTE.get(c, 0x3F) for c in t)
+            try:
+                return show(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                return "".join(f"<0x{b:02X}>" for b in raw)
+        return t
+
+    @property
+    def _byte_level(self) -> bool:
+        return "ByteLevel" in repr(self.tok.decoder)
+
+    @property
+    def _specials(self) -> set[str]:
+        return {t.content for t in self.tok.get_added_tokens_decoder().values() if t.special}
 
     def save(self, path: str | Path) -> None:
         self.tok.save(str(path))
@@ -116,6 +135,22 @@ class HFTokenizer:
     @property
     def specials_json(self) -> str:
         return json.dumps({"bos": self.bos_id, "eos": self.eos_id, "pad": self.pad_id, "mask": self.mask_id})
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible byte → printable character table."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+_UNICODE_TO_BYTE = {c: b for b, c in _bytes_to_unicode().items()}
 
 
 def _number_parts(labels, offsets, special, seq_ids):
