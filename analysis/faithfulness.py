@@ -1,0 +1,284 @@
+"""Faithfulness benchmark: do attention-based attributions point at the token an answer comes from?
+
+Examples come from the lecture corpus (model.lecture), whose answers have known sources: the fact a
+retrieval answer is read from, the earlier copy in induction, the subject a verb agrees with, the
+opener of a bracket, the aligned source word of a translation. For each example one answer is
+scored (drawn with a seeded RNG among the example's answers, so every example weighs the same):
+  decoder   tokens[p] is predicted at query q = p − 1 of the full sequence;
+  encoder   every answer is replaced by [MASK] (Example.masked_tokens), predicted at q = p;
+  encdec    teacher forcing: target token p predicted at q = p − 1; the ground truth is the aligned
+            source word, so methods rank source tokens through cross-attention.
+Each method scores the ranked tokens for query q, and the example counts as a hit when the top-ranked
+token is the answer's source position (support facts do not count). Ranked tokens: every position the
+query can see EXCEPT the query position itself and the special tokens ([BOS], [EOS], [SEP], [MASK],
+[PAD], [UNK]); for encdec, the non-special source tokens. Ties go to the lowest index.
+
+Methods (A_l [H, q, k] the self-attention of layer l; C_l the cross-attention; mean over heads):
+  last_layer  mean_h A_L[q]                        (encdec: mean_h C_L[q])
+  head_mean   mean_{l,h} A_l[q]                    (encdec: mean_{l,h} C_l[q])
+  rollout     analysis.rollout.attention_rollout(A)[q]   (encdec: cross_rollout(...).source[q])
+  flow        analysis.flow.attention_flow(A, q), only where T ≤ 64; not defined for encdec
+  relevance   analysis.relevance.gradient_relevance for the correct answer's logit (encdec: source_row)
+top1 = hits / n, n = examples the method scored.
+
+Head ablation: for every attention site and head, that head's pattern is zeroed
+(model.hooks.zero_head on "SITE.hook_pattern"), and delta_p is the mean over the same examples of
+p(answer | ablated) − p(answer | clean) at the query (softmax over the vocabulary). All heads of one
+example run as one batch: row 0 clean, row j+1 with head j zeroed.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from random import Random
+
+import numpy as np
+import torch
+
+from analysis.flow import MAX_TOKENS, attention_flow
+from analysis.head_runs import collect_patterns
+from analysis.relevance import attention_sites, forward, gradient_relevance
+from analysis.rollout import attention_rollout, cross_rollout
+from model import hooks
+from model.inputs import InputError
+from model.lecture import SPECIAL_TOKENS, Example, decoder_examples, encdec_examples, encoder_examples
+from model.registry import Inputs
+
+METHODS = ("last_layer", "head_mean", "rollout", "flow", "relevance")
+MAX_EXAMPLES = 5000
+EXAMPLES = {"decoder": decoder_examples, "encoder": encoder_examples, "encdec": encdec_examples}
+
+
+@dataclass
+class Case:
+    """One scored prediction: the input, the query row, the correct token and where it comes from."""
+
+    inputs: Inputs
+    query: int  # row whose output predicts the answer
+    answer_id: int
+    sources: tuple[int, ...]  # ground-truth source positions (target side, or source side for encdec)
+    candidates: np.ndarray  # bool over ranked positions: True = may be ranked
+    example: Example | None = None
+
+
+# -- examples -> cases ----------------------------------------------------------------------------------
+def token_ids(tokenizer, tokens) -> list[int]:
+    """Ids of lecture tokens. A tokenizer with a vocabulary must know every token (InputError otherwise).
+
+    The byte tokenizer of the random models gets one stand-in id per word (specials map to its
+    specials, other words to crc32(word) mod 256), so positions still line up; on those models the
+    benchmark is only a smoke test.
+    """
+    inner = getattr(tokenizer, "tok", None)
+    if inner is not None:
+        vocab = inner.get_vocab(with_added_tokens=True)
+        missing = [t for t in tokens if t not in vocab]
+        if missing:
+            raise InputError(f"the model's vocabulary lacks the lecture token {missing[0]!r}; the faithfulness "
+                             "benchmark runs on the lecture models (or the random ones)")
+        return [vocab[t] for t in tokens]
+    special = {"[BOS]": tokenizer.bos_id, "[EOS]": tokenizer.eos_id, "[PAD]": tokenizer.pad_id,
+               "[MASK]": tokenizer.mask_id, "[UNK]": tokenizer.pad_id, "[SEP]": tokenizer.eos_id}
+    return [special[t] if t in special else zlib.crc32(t.encode()) % 256 for t in tokens]
+
+
+def _not_special(tokens) -> np.ndarray:
+    return np.array([t not in SPECIAL_TOKENS for t in tokens])
+
+
+def example_case(lm, ex: Example, rng: Random) -> Case | None:
+    """The Case for one answer of `ex` drawn by `rng`; None if no answer has a rankable source."""
+    arch = lm.arch
+    seq = ex.masked_tokens if arch == "encoder" else ex.tokens
+    ids = token_ids(lm.tokenizer, seq)
+    t = len(ids)
+    pairs = list(zip(ex.answer_positions, ex.query_positions, ex.source_positions))
+    if arch == "encdec":
+        src_ids = token_ids(lm.src_tokenizer or lm.tokenizer, ex.src_tokens)
+        if max(t, len(src_ids)) > lm.cfg.max_len:
+            raise InputError(f"an example has {max(t, len(src_ids))} tokens; {lm.name} takes {lm.cfg.max_len}")
+        inputs = Inputs(torch.tensor([ids]), list(seq), torch.tensor([src_ids]), list(ex.src_tokens))
+        cand = _not_special(ex.src_tokens)
+        eligible = [(p, q, s) for p, q, s in pairs if cand[s]]
+    else:
+        if t > lm.cfg.max_len:
+            raise InputError(f"an example has {t} tokens; {lm.name} takes {lm.cfg.max_len}")
+        inputs = Inputs(torch.tensor([ids]), list(seq))
+        base = _not_special(seq)
+        eligible = [(p, q, s) for p, q, s in pairs if _self_candidates(base, q, arch)[s]]
+    if not eligible:
+        return None
+    p, q, s = eligible[rng.randrange(len(eligible))]
+    answer = token_ids(lm.tokenizer, [ex.tokens[p]])[0]
+    cand = cand if arch == "encdec" else _self_candidates(base, q, arch)
+    return Case(inputs, q, answer, (s,), cand, ex)
+
+
+def _self_candidates(not_special: np.ndarray, q: int, arch: str) -> np.ndarray:
+    c = not_special.copy()
+    if arch == "decoder":
+        c[q + 1:] = False  # the query cannot see later tokens
+    c[q] = False
+    return c
+
+
+def make_cases(lm, n: int, seed: int = 0, examples: list[Example] | None = None) -> list[Case]:
+    """Cases from `examples`, or the first n eval examples of the model's lecture mixture for `seed`."""
+    check_model(lm)
+    if examples is None:
+        examples = EXAMPLES[lm.arch](n, seed, split="eval")
+    rng = Random(f"attnlab.faithfulness|{seed}")
+    cases = [example_case(lm, ex, rng) for ex in examples]
+    return [c for c in cases if c is not None]
+
+
+def check_model(lm) -> None:
+    if lm.arch not in EXAMPLES:
+        raise InputError(f"unknown architecture {lm.arch!r}")
+    if lm.cfg.lm_head == "none":
+        raise InputError(f"{lm.name} has no language-model head; the faithfulness benchmark needs one "
+                         "(an encoder needs its masked-LM head)")
+
+
+# -- attribution -----------------------------------------------------------------------------------------
+Interventions = dict | Callable[[Case], dict] | None
+
+
+def _for_case(interventions: Interventions, case: Case) -> dict | None:
+    return interventions(case) if callable(interventions) else interventions
+
+
+@torch.no_grad()
+def clean_patterns(lm, case: Case, interventions: Interventions = None) -> dict[str, np.ndarray]:
+    """Patterns per stack (analysis.head_runs.collect_patterns) of the case's input."""
+    with hooks.capture(interventions=_for_case(interventions, case)) as cap:
+        forward(lm, case.inputs)
+    return collect_patterns(cap)
+
+
+def method_scores(lm, case: Case, methods=METHODS, interventions: Interventions = None) -> dict[str, np.ndarray]:
+    """Each method's score over the ranked positions' axis (target tokens, or source tokens for encdec)."""
+    unknown = set(methods) - set(METHODS)
+    if unknown:
+        raise ValueError(f"unknown methods {sorted(unknown)}; choose from {METHODS}")
+    pats, q, out = clean_patterns(lm, case, interventions), case.query, {}
+    if lm.arch == "encdec":
+        cross = pats["cross"]  # [Ld, H, T, S]
+        if "last_layer" in methods:
+            out["last_layer"] = cross[-1, :, q].mean(0)
+        if "head_mean" in methods:
+            out["head_mean"] = cross[:, :, q].mean((0, 1))
+        if "rollout" in methods:
+            out["rollout"] = cross_rollout(pats["encoder"], pats["decoder"], cross).source[q]
+    else:
+        a = pats["encoder" if lm.arch == "encoder" else "decoder"]  # [L, H, T, T]
+        if "last_layer" in methods:
+            out["last_layer"] = a[-1, :, q].mean(0)
+        if "head_mean" in methods:
+            out["head_mean"] = a[:, :, q].mean((0, 1))
+        if "rollout" in methods:
+            out["rollout"] = attention_rollout(a)[q]
+        if "flow" in methods and a.shape[-1] <= MAX_TOKENS:
+            out["flow"] = attention_flow(a, q)
+    if "relevance" in methods:
+        rel = gradient_relevance(lm, case.inputs, q, case.answer_id, interventions=_for_case(interventions, case))
+        out["relevance"] = rel.source_row if lm.arch == "encdec" else rel.row
+    return out
+
+
+def top1(scores: np.ndarray, candidates: np.ndarray) -> int:
+    """Index of the highest score among the candidates (lowest index on ties)."""
+    if not candidates.any():
+        raise ValueError("no candidate positions to rank")
+    return int(np.argmax(np.where(candidates, scores, -np.inf)))
+
+
+# -- head ablation ---------------------------------------------------------------------------------------
+def head_jobs(lm) -> list[tuple[str, int]]:
+    """(site, head) for every attention head, in forward order."""
+    return [(m.site, h) for m in attention_sites(lm.model) for h in range(m.n_heads)]
+
+
+def _zero_rows(rows: torch.Tensor, heads: torch.Tensor):
+    def fn(x: torch.Tensor, name: str) -> torch.Tensor:
+        x = x.clone()
+        x[rows, heads] = 0  # batch row b: head heads[b] of this site zeroed
+        return x
+
+    return fn
+
+
+@torch.no_grad()
+def ablation_deltas(lm, case: Case, jobs: list[tuple[str, int]]) -> np.ndarray:
+    """p(answer | head zeroed) − p(answer | clean) for each (site, head) job: [len(jobs)].
+
+    One batched forward: row 0 clean, row j + 1 with job j's head zeroed (model.hooks.zero_head's
+    effect, per batch row).
+    """
+    b = len(jobs) + 1
+    inp = case.inputs
+    batched = Inputs(inp.ids.expand(b, -1), inp.tokens,
+                     None if inp.src_ids is None else inp.src_ids.expand(b, -1), inp.src_tokens)
+    by_site: dict[str, list[tuple[int, int]]] = {}
+    for j, (site, head) in enumerate(jobs):
+        by_site.setdefault(site, []).append((j + 1, head))
+    iv = {f"{site}.hook_pattern": _zero_rows(torch.tensor([r for r, _ in rh]), torch.tensor([h for _, h in rh]))
+          for site, rh in by_site.items()}
+    with hooks.intervene(iv):
+        logits = forward(lm, batched).logits[:, case.query].float()  # [B, V]
+    p = torch.softmax(logits, -1)[:, case.answer_id]  # [B]
+    return (p[1:] - p[0]).double().numpy()
+
+
+@torch.no_grad()
+def answer_probability(lm, case: Case) -> tuple[float, bool]:
+    """(p(answer), answer is the arg-max) at the query, clean run."""
+    logits = forward(lm, case.inputs).logits[0, case.query].float()
+    return float(torch.softmax(logits, -1)[case.answer_id]), int(logits.argmax()) == case.answer_id
+
+
+# -- the benchmark ---------------------------------------------------------------------------------------
+def faithfulness(lm, n: int = 100, seed: int = 0, *, examples: list[Example] | None = None,
+                 cases: list[Case] | None = None, methods=METHODS, ablation: bool = True,
+                 interventions: Interventions = None) -> dict:
+    """{"methods": {METHOD: {"top1", "n"}}, "ablation": [{"site", "head", "delta_p"}], plus context}.
+
+    `lm` a LoadedModel with an LM/MLM head; `n` eval examples of its lecture mixture drawn with `seed`
+    (or the given `examples`, or ready `cases`). `interventions` (a dict, or case -> dict) apply to the
+    attribution runs only — for hand-built tests. Context keys: model, arch, seed, n_examples,
+    p_answer (mean clean probability of the correct token), accuracy (share where it is the arg-max).
+    """
+    if not 1 <= n <= MAX_EXAMPLES:
+        raise InputError(f"--n must be between 1 and {MAX_EXAMPLES}, got {n}")
+    if cases is None:
+        cases = make_cases(lm, n, seed, examples)
+    if not cases:
+        raise InputError("no example has an answer whose source can be ranked")
+    methods = [m for m in methods if not (m == "flow" and lm.arch == "encdec")]
+    hits = {m: [] for m in methods}
+    jobs = head_jobs(lm)
+    deltas = np.zeros(len(jobs))
+    probs, correct = [], []
+    for case in cases:
+        for m, s in method_scores(lm, case, methods, interventions).items():
+            hits[m].append(top1(s, case.candidates) in case.sources)
+        p, ok = answer_probability(lm, case)
+        probs.append(p)
+        correct.append(ok)
+        if ablation:
+            deltas += ablation_deltas(lm, case, jobs)
+    deltas /= len(cases)
+    return {
+        "model": lm.name, "arch": lm.arch, "seed": seed, "n_examples": len(cases),
+        "p_answer": float(np.mean(probs)), "accuracy": float(np.mean(correct)),
+        "methods": {m: {"top1": float(np.mean(h)) if h else 0.0, "n": len(h)} for m, h in hits.items()},
+        "ablation": [{"site": s, "head": h, "delta_p": float(d)} for (s, h), d in zip(jobs, deltas)]
+        if ablation else [],
+    }
+
+
+def top_heads(report: dict, k: int = 3) -> list[dict]:
+    """The k ablation entries with the largest |delta_p| (most negative first on ties)."""
+    return sorted(report["ablation"], key=lambda r: (-abs(r["delta_p"]), r["delta_p"]))[:k]

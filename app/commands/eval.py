@@ -1,0 +1,37 @@
+"""`attnlab eval`: per-task answer accuracy of a lecture model on fresh held-out examples."""
+
+from __future__ import annotations
+
+from app.commands.common import load_model, print_json
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("eval", help="held-out accuracy per task of a lecture model")
+    p.add_argument("--model", required=True, help="a lecture model name (see `attnlab models`) or its folder")
+    p.add_argument("--n", type=int, default=200, help="number of fresh held-out examples (default 200)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the held-out examples (default 0)")
+    p.add_argument("--detail", action="store_true", help="also per example kind and exact-match rates")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from model.inputs import InputError
+    from model.lecture import vocabulary
+    from model.lecture.evaluate import evaluate
+
+    if not 1 <= args.n <= 100_000:
+        raise InputError(f"--n must be between 1 and 100,000, not {args.n}")
+    lm = load_model(args.model)
+    tok = getattr(lm.tokenizer, "tok", None)
+    if tok is None or not set(vocabulary()) <= set(tok.get_vocab(with_added_tokens=True)):
+        raise InputError(f"{args.model} is not a lecture model (its vocabulary lacks the lecture corpus words)")
+    if lm.arch == "encoder" and lm.cfg.lm_head != "mlm":
+        raise InputError(f"{args.model} is an encoder without a masked-LM head; nothing to evaluate")
+    report = evaluate(lm, args.n, args.seed, detail=args.detail)
+    if args.json:
+        print_json(report)
+    else:
+        for task, m in report["tasks"].items():
+            print(f"{task:<12} n={m['n']:<5} accuracy={m['accuracy']:.1%}")
+    return 0

@@ -1,0 +1,284 @@
+"""Train the three bundled lecture models on the generated corpus (CPU-friendly, seeded, reproducible).
+
+    python -m model.lecture.train --model lecture-decoder          # or: attnlab train --model ...
+
+One recipe per model (config, steps, batch, learning rate). Batches come from the corpus's
+deterministic stream (`model_stream(kind, seed)`), are padded with [PAD] on the right, and the loss
+covers real targets only:
+  decoder  next-token loss on every token, answer tokens weighted ×ANSWER_WEIGHT;
+  encoder  masked-LM loss on the answer positions (all [MASK]ed) plus EXTRA_MASK of the other tokens,
+           never a source/support position (nor any bracket, where one hidden bracket changes the answer);
+  encdec   teacher forcing: the decoder reads tgt[:-1] and predicts tgt[1:] ([EOS] included).
+AdamW with linear warm-up then cosine decay to 10%; gradients clipped at 1. The same seed gives the
+same weights (single-threaded determinism aside: set --threads 1 for bit-exact runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from dataclasses import dataclass, field, replace
+from itertools import islice
+from pathlib import Path
+from random import Random
+
+import torch
+import torch.nn.functional as F
+
+from model.config import ModelConfig
+from model.transformer import build_model
+
+from .corpus import MODELS, model_stream
+from .tasks_base import MASK, MAX_LEN, PAD
+from .tokenizer import build_tokenizer
+
+CHECKPOINTS = Path(__file__).resolve().parent / "checkpoints"
+SPECIALS = {"bos": "[BOS]", "eos": "[EOS]", "pad": "[PAD]", "mask": "[MASK]"}
+ANSWER_WEIGHT = 4.0  # decoder: an answer token counts as this many ordinary tokens
+EXTRA_MASK = 0.10  # encoder: share of the other (non-source) tokens masked as well
+IGNORE = -100
+
+
+@dataclass(frozen=True)
+class Recipe:
+    corpus: str  # "decoder" | "encoder" | "encdec" (the corpus mixture, see corpus.MODELS)
+    cfg: ModelConfig
+    steps: int = 3000
+    batch: int = 32
+    lr: float = 2e-3
+    warmup: int = 150
+    weight_decay: float = 0.01
+    seed: int = 0
+    eval_every: int = 500
+    note: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+_SHARED = dict(vocab_size=186, d_model=128, n_heads=4, n_layers=4, max_len=MAX_LEN, norm="pre", mlp="gelu")
+RECIPES = {
+    # Decoder and encoder: same size, same positions, same corpus texts — only the mask and the head differ.
+    "lecture-decoder": Recipe("decoder", ModelConfig(arch="decoder", positional="rope", **_SHARED)),
+    "lecture-encoder": Recipe("encoder", ModelConfig(arch="encoder", head="mlm", positional="rope", **_SHARED)),
+    "lecture-encdec": Recipe("encdec", ModelConfig(arch="encdec", positional="sinusoidal", **{
+        **_SHARED, "n_layers": 3}), steps=1500),
+}
+TINY = ModelConfig(arch="decoder", vocab_size=186, d_model=32, n_heads=2, n_layers=1, max_len=MAX_LEN,
+                   positional="rope")
+
+
+# -- batches ------------------------------------------------------------------------------------------
+class Batcher:
+    """Examples → padded id tensors for one model kind. Pure function of (examples, rng)."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        vocab = build_tokenizer().get_vocab(with_added_tokens=True)
+        self.vocab = vocab
+        self.pad, self.mask = vocab[PAD], vocab[MASK]
+
+    def ids(self, tokens) -> list[int]:
+        return [self.vocab[t] for t in tokens]
+
+    def __call__(self, examples, rng: Random) -> dict[str, torch.Tensor]:
+        return getattr(self, f"_{self.kind}")(examples, rng)
+
+    def _pad(self, rows: list[list[int]], value: int) -> torch.Tensor:
+        T = max(len(r) for r in rows)
+        return torch.tensor([r + [value] * (T - len(r)) for r in rows], dtype=torch.long)
+
+    def _decoder(self, examples, rng):
+        inputs, targets, weights = [], [], []
+        for ex in examples:
+            ids = self.ids(ex.tokens)
+            w = [1.0] * len(ids)
+            for p in ex.answer_positions:
+                w[p] = ANSWER_WEIGHT
+            inputs.append(ids[:-1])
+            targets.append(ids[1:])
+            weights.append(w[1:])
+        x = self._pad(inputs, self.pad)
+        y = self._pad(targets, IGNORE)
+        T = x.shape[1]
+        wt = torch.tensor([w + [0.0] * (T - len(w)) for w in weights])
+        return {"x": x, "y": y, "w": wt}
+
+    def _encoder(self, examples, rng):
+        inputs, targets, weights = [], [], []
+        for ex in examples:
+            ids = self.ids(ex.tokens)
+            x, y, w = list(ids), [IGNORE] * len(ids), [0.0] * len(ids)
+            for p in ex.answer_positions:
+                x[p], y[p], w[p] = self.mask, ids[p], ANSWER_WEIGHT
+            if ex.task != "brackets":
+                keep = set(ex.source_positions) | set(ex.support_positions) | set(ex.answer_positions) | {0}
+                for p in range(1, len(ids)):
+                    if p not in keep and rng.random() < EXTRA_MASK:
+                        x[p], y[p], w[p] = self.mask, ids[p], 1.0
+            inputs.append(x)
+            targets.append(y)
+            weights.append(w)
+        x = self._pad(inputs, self.pad)
+        T = x.shape[1]
+        return {"x": x, "y": self._pad(targets, IGNORE), "w": torch.tensor([w + [0.0] * (T - len(w)) for w in weights]),
+                "attention_mask": x != self.pad}
+
+    def _encdec(self, examples, rng):
+        src = self._pad([self.ids(ex.src_tokens) for ex in examples], self.pad)
+        tgt = [self.ids(ex.tgt_tokens) for ex in examples]
+        x = self._pad([t[:-1] for t in tgt], self.pad)
+        y = self._pad([t[1:] for t in tgt], IGNORE)
+        return {"src": src, "src_mask": src != self.pad, "x": x, "y": y, "w": (y != IGNORE).float()}
+
+
+def length_sorted_batches(data, batch: int, rng: Random, pool: int = 4):
+    """Batches of similar length (less padding): sort `pool` batches' worth of examples, deal them out
+    in a seeded random order."""
+    while True:
+        chunk = sorted(islice(data, batch * pool), key=lambda ex: len(ex.tokens) + len(ex.src_tokens))
+        groups = [chunk[i * batch:(i + 1) * batch] for i in range(pool)]
+        rng.shuffle(groups)
+        yield from groups
+
+
+def forward_loss(model, kind: str, batch: dict, backend: str = "sdpa") -> torch.Tensor:
+    """Weighted mean cross-entropy over the real targets of one batch."""
+    if kind == "encdec":
+        logits = model(batch["src"], batch["x"], src_mask=batch["src_mask"], backend=backend).logits
+    elif kind == "encoder":
+        logits = model(batch["x"], attention_mask=batch["attention_mask"], backend=backend).logits
+    else:
+        logits = model(batch["x"], backend=backend).logits  # right padding: causal rows never see it
+    ce = F.cross_entropy(logits.flatten(0, 1).float(), batch["y"].flatten(), ignore_index=IGNORE, reduction="none")
+    w = batch["w"].flatten()
+    return (ce * w).sum() / w.sum().clamp_min(1.0)
+
+
+def lr_at(step: int, recipe: Recipe) -> float:
+    if step < recipe.warmup:
+        return recipe.lr * (step + 1) / recipe.warmup
+    t = (step - recipe.warmup) / max(1, recipe.steps - recipe.warmup)
+    return recipe.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, t))))
+
+
+def make_optimizer(model, recipe: Recipe) -> torch.optim.Optimizer:
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (decay if p.dim() >= 2 and "embed" not in name else no_decay).append(p)
+    return torch.optim.AdamW([{"params": decay, "weight_decay": recipe.weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}], lr=recipe.lr, betas=(0.9, 0.98))
+
+
+# -- training -------------------------------------------------------------------------------------------
+@dataclass
+class Result:
+    model: torch.nn.Module
+    cfg: ModelConfig
+    losses: list[float]
+    seconds: float
+    steps: int
+
+
+def train(recipe: Recipe, *, progress: bool = True, on_eval=None, log=None) -> Result:
+    """Run one recipe from scratch. `on_eval(step, model)` is called every eval_every steps and at the end."""
+    from tqdm import tqdm
+
+    torch.manual_seed(recipe.seed)
+    model = build_model(recipe.cfg).train()
+    opt = make_optimizer(model, recipe)
+    batcher = Batcher(recipe.corpus)
+    data = model_stream(recipe.corpus, recipe.seed, split="train")
+    rng = Random(f"attnlab.train|{recipe.corpus}|{recipe.seed}")
+    losses: list[float] = []
+    start = time.perf_counter()
+    batches = length_sorted_batches(data, recipe.batch, rng)
+    bar = tqdm(range(recipe.steps), desc=recipe.corpus, disable=not progress, mininterval=2.0)
+    for step in bar:
+        batch = batcher(next(batches), rng)
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, recipe)
+        loss = forward_loss(model, recipe.corpus, batch)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+        if step % 20 == 0:
+            bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.3f}")
+        last = step + 1 == recipe.steps
+        if on_eval is not None and ((step + 1) % recipe.eval_every == 0 or last):
+            model.eval()
+            on_eval(step + 1, model, time.perf_counter() - start)
+            model.train()
+        if log is not None and (step + 1) % 100 == 0:
+            log(f"step {step + 1} loss {sum(losses[-100:]) / 100:.4f} lr {lr_at(step, recipe):.2e} "
+                f"{time.perf_counter() - start:.0f}s")
+    return Result(model.eval(), recipe.cfg, losses, time.perf_counter() - start, recipe.steps)
+
+
+def save(model, cfg: ModelConfig, folder: Path, extra: dict | None = None) -> Path:
+    from model.checkpoint import save_folder
+    from model.tokenizer import HFTokenizer
+
+    return save_folder(model, cfg, folder, tokenizer=HFTokenizer(build_tokenizer()), specials=SPECIALS, extra=extra)
+
+
+# -- command line ---------------------------------------------------------------------------------------
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, choices=sorted(RECIPES), help="which bundled model to train")
+    p.add_argument("--out", default=None, help="output folder (default: the bundled checkpoint folder)")
+    p.add_argument("--steps", type=int, default=None, help="override the recipe's number of steps")
+    p.add_argument("--batch", type=int, default=None, help="override the batch size")
+    p.add_argument("--lr", type=float, default=None, help="override the peak learning rate")
+    p.add_argument("--seed", type=int, default=None, help="override the seed")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: fastest on a busy 2-core machine)")
+    p.add_argument("--eval-n", type=int, default=400, help="held-out examples per evaluation")
+    p.add_argument("--no-card", action="store_true", help="do not write README.md")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def run(args) -> int:
+    import json
+    import sys
+
+    from model.registry import load_attnlab_folder
+
+    from .card import write_card
+    from .evaluate import evaluate
+
+    torch.set_num_threads(max(1, args.threads))
+    recipe = RECIPES[args.model]
+    overrides = {k: getattr(args, k) for k in ("steps", "batch", "lr", "seed") if getattr(args, k) is not None}
+    recipe = replace(recipe, **overrides)
+    out = Path(args.out) if args.out else CHECKPOINTS / args.model
+    history: list[dict] = []
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    def on_eval(step, model, seconds):
+        extra = {"training": {"recipe": args.model, "steps": step, "of_steps": recipe.steps, "batch": recipe.batch,
+                              "lr": recipe.lr, "seed": recipe.seed, "seconds": round(seconds, 1),
+                              "threads": args.threads}}
+        save(model, recipe.cfg, out, extra=extra)
+        lm = load_attnlab_folder(out, args.model, str(out))
+        metrics = evaluate(lm, args.eval_n, seed=1, detail=True)
+        history.append({"step": step, "seconds": round(seconds, 1), "metrics": metrics})
+        log(f"eval @ {step} ({seconds:.0f}s): " + json.dumps(
+            {t: round(m["accuracy"], 4) for t, m in metrics["tasks"].items()}))
+        if not args.no_card:
+            write_card(out, args.model, recipe, metrics, seconds, step)
+
+    res = train(recipe, progress=not args.quiet, on_eval=on_eval, log=log)
+    log(f"done: {res.steps} steps in {res.seconds:.0f}s -> {out}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m model.lecture.train", description=__doc__.splitlines()[0])
+    add_arguments(p)
+    return run(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

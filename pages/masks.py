@@ -1,0 +1,115 @@
+"""Masks (/masks): the same text and weights under two masks, side by side."""
+
+import numpy as np
+import streamlit as st
+
+from analysis.masks import zero_after_softmax_vs_neg_inf
+from app import figures, state
+from app import widgets as W
+
+NAMES = {"causal": "causal", "bidirectional": "bidirectional", "sliding_window": "sliding window",
+         "prefix_lm": "prefix-LM", "padding": "padding (per key)"}
+ASSUMES = {
+    "causal": "query i sees keys j ≤ i: future scores are set to −∞ before the softmax (decoders, GPT).",
+    "bidirectional": "every query sees every key (encoders: BERT, ViT).",
+    "sliding_window": "query i sees itself and the w−1 keys before it (Longformer, Mistral).",
+    "prefix_lm": "the first p tokens are visible to every query, the rest causally (T5's prefix LM).",
+    "padding": "the last n tokens are padding: hidden as KEYS from every query (one mask per key, not per pair); "
+               "padded query rows are still computed and ignored later.",
+}
+
+with W.page("Masks", "What changes when the same text and weights run under a different mask?", icon="🎭"):
+    inp = W.inputs()
+    present, dark = W.presenting(), W.is_dark()
+    own = state.model_info(inp.model)["arch"]
+    base = "bidirectional" if own == "encoder" else "causal"
+    other = "causal" if base == "bidirectional" else "bidirectional"
+    cap_a = inp.capture()
+    group = "decoder" if own == "encdec" else "self"
+    t = len(cap_a.group_tokens(group)[0])
+    with W.options():
+        c1, c2, c3, c4 = st.columns(4)
+        kind_b = W.select("Compare with", [k for k in NAMES if k != base], "mask_b", other, where=c1,
+                          format_func=NAMES.get)
+        param = None
+        if kind_b == "sliding_window":
+            param = W.slider("Window w", 1, max(1, t), "window", min(4, t), where=c2)
+        elif kind_b == "prefix_lm":
+            param = W.slider("Prefix p", 0, t, "prefix", min(t // 2, t), where=c2)
+        elif kind_b == "padding":
+            param = W.slider("Padding tokens n", 0, max(0, t - 1), "pad", min(3, t - 1), where=c2)
+        n_layers, n_heads = len(cap_a.sites(group)), cap_a.n_heads
+        layer = W.slider("Layer", 0, n_layers - 1, "layer", 0, where=c3)
+        head = W.slider("Head", 0, n_heads - 1, "head", 0, where=c4)
+    mask_b = (kind_b,) if param is None else (kind_b, int(param))
+    cap_b = inp.capture(mask_b)
+    qt, kt = cap_a.group_tokens(group)
+    site = cap_a.sites(group)[layer]
+    ra, rb = cap_a.records[site], cap_b.records[site]
+    ma, mb = ra.mask_for(), rb.mask_for()
+    pa, pb = ra.pattern(head), rb.pattern(head)
+
+    if layer > 0:
+        st.caption(f"Layer {layer} reads the output of the layers below, which the mask also changed: its inputs "
+                   "differ between the two runs. Layer 0 shows the pure effect of the mask on the same scores.")
+    for label, kind, r, m, p in (("A", base, ra, ma, pa), ("B", kind_b, rb, mb, pb)):
+        st.markdown(f"**{label}: {NAMES[kind]}** — {ASSUMES[kind]}")
+        cols = st.columns(3)
+        with cols[0]:
+            W.chart(figures.matrix_heatmap(np.ones(m.shape, np.float32), qt, kt, mask=m, kind="pattern",
+                                           zrange=(0, 1), title=f"{label}: mask (grey = hidden)", dark=dark,
+                                           present=present, height=420), key=f"mask-{label}", name=f"mask-{label}")
+        with cols[1]:
+            W.chart(figures.matrix_heatmap(r.masked_scores(head), qt, kt, kind="scores",
+                                           title=f"{label}: scores with −∞ where masked", dark=dark, present=present,
+                                           height=420), key=f"scores-{label}", name=f"scores-{label}")
+        with cols[2]:
+            W.chart(figures.matrix_heatmap(p, qt, kt, mask=m, kind="pattern", title=f"{label}: attention weights",
+                                           dark=dark, present=present, height=420),
+                    key=f"pattern-{label}", name=f"pattern-{label}")
+
+    st.subheader("Difference B − A")
+    c1, c2 = st.columns([3, 2])
+    with c1:
+        W.chart(figures.matrix_heatmap(pb - pa, qt, kt, mask=ma | mb, kind="diff", present=present, dark=dark,
+                                       title=f"layer {layer}, head {head}: weights B − A"), key="diff", name="diff")
+    with c2:
+        stack_a, stack_b = cap_a.stack(group), cap_b.stack(group)
+        dmax = np.abs(stack_b - stack_a).max(axis=(-2, -1))  # [L, H]
+        W.chart(figures.grid_heatmap(dmax, [f"layer {i}" for i in range(n_layers)],
+                                     [f"head {h}" for h in range(n_heads)], diverging=False, dark=dark,
+                                     title="max |Δ weight| per head", value_name="max |Δ|", present=present),
+                key="dmax", name="max-diff")
+
+    with st.expander("Why −∞ before the softmax, not zero after?", expanded=False):
+        v = zero_after_softmax_vs_neg_inf(rb.scores(head), mb)
+        sums = v.zero_after.sum(-1)
+        st.markdown(f"Zeroing masked weights *after* the softmax leaves rows that sum to less than 1 (here as low as "
+                    f"**{sums.min():.3f}**) because the masked keys were in the denominator. Re-normalising fixes it "
+                    f"(max difference to −∞-before-softmax: {np.abs(v.zero_renorm - v.neg_inf).max():.2e}).")
+        W.chart(figures.token_bars(sums, qt, title=f"Row sums when zeroing after the softmax ({NAMES[kind_b]} mask)",
+                                   present=present, name="row sum"), key="rowsums", name="row-sums")
+
+    bundled = state.bundled_names()
+    if "lecture-decoder" in bundled and "lecture-encoder" in bundled:
+        st.subheader("Trained causal vs trained bidirectional attention")
+        text = inp.text if inp.model in ("lecture-decoder", "lecture-encoder") else W.presets("lecture-decoder")[0].text
+        st.caption(f"The bundled decoder and encoder were trained on the same corpus; here both read: “{text}”.")
+        with W.guard():
+            cols = st.columns(2)
+            for col, name in zip(cols, ("lecture-decoder", "lecture-encoder")):
+                c = state.capture(name, text, None, inp.backend)
+                g = next(iter(c.groups()))
+                lyr = min(layer, len(c.sites(g)) - 1)
+                hd = min(head, c.n_heads - 1)
+                tq, tk = c.group_tokens(g)
+                with col:
+                    W.chart(figures.matrix_heatmap(c.records[c.sites(g)[lyr]].pattern(hd), tq, tk, mask=c.mask_of(g),
+                                                   title=f"{name}: layer {lyr}, head {hd}", dark=dark, present=present),
+                            key=f"trained-{name}", name=name)
+
+    W.downloads(f"masks-L{layer}H{head}", csv=W.matrix_csv(pb - pa, qt, kt),
+                npz={"mask_a": ma, "mask_b": mb, "pattern_a": pa, "pattern_b": pb, "scores": ra.scores(head),
+                     "max_abs_diff": dmax, "tokens": qt},
+                json_obj={"model": inp.model, "text": inp.text, "mask_a": base, "mask_b": list(mask_b), "layer": layer,
+                          "head": head, "max_abs_diff_per_head": dmax})

@@ -1,0 +1,129 @@
+"""Rollout & attribution (/rollout): which input tokens matter for one output token, by four methods."""
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from analysis.flow import MAX_TOKENS as FLOW_MAX
+from analysis.rollout import attention_rollout, cross_rollout, fuse_heads
+from app import figures, state
+from app import widgets as W
+
+ASSUMES = {
+    "attention": "Raw attention of the last layer, head mean: assumes the last layer alone decides and that a "
+                 "weight means importance. It ignores every layer below and the residual stream.",
+    "rollout": "Attention rollout (Abnar & Zuidema 2020): multiplies the layers' head-fused attention, each mixed "
+               "with the identity for the residual stream. Assumes information mixes linearly along attention, "
+               "ignores values, MLPs and the prediction itself.",
+    "flow": "Attention flow (Abnar & Zuidema 2020): the maximum flow through the attention graph with the same "
+            "capacities as rollout. Same assumptions, but a path's capacity is its weakest edge; exact, so only "
+            f"for T ≤ {FLOW_MAX}.",
+    "relevance": "Gradient-weighted relevance (Chefer, Gur & Wolf 2021): attention weighted by its gradient for "
+                 "the chosen logit (positive part, head mean), accumulated over layers. Class-specific: it "
+                 "explains this prediction, not attention in general.",
+}
+LABELS = {"attention": "last-layer attention", "rollout": "rollout", "flow": "flow", "relevance": "gradient relevance"}
+
+with W.page("Rollout & attribution", "Which input tokens does the model use for this output? "
+            "Attention weights are not explanations — compare four ways to trace them.", icon="🧭"):
+    inp = W.inputs()
+    cap = inp.capture()
+    present, dark = W.presenting(), W.is_dark()
+    info = state.model_info(inp.model)
+    encdec = cap.arch == "encdec"
+    tgt_group = "decoder" if encdec else "self"
+    tokens = cap.group_tokens(tgt_group)[0]
+    t = len(tokens)
+    src_idx = W.source_index(cap, inp.preset)
+    with W.options():
+        c1, c2, c3, c4 = st.columns(4)
+        q = W.token_select("Output token (query row)", tokens, "query", W.default_query(cap, inp.preset), where=c1,
+                           help="For a decoder, row t predicts token t+1; for an encoder, the [MASK] row.")
+        residual = W.slider("Residual weight", 0.0, 1.0, "residual", 0.5, where=c2, step=0.05,
+                            help="Â = residual·I + (1 − residual)·A, rows re-normalised (0.5 in the paper).")
+        fusion = W.select("Head fusion", ("mean", "max", "min"), "fusion", "mean", where=c3)
+        discard = W.slider("Discard ratio", 0.0, 0.9, "discard", 0.0, where=c4, step=0.05,
+                           help="Drop this share of the smallest weights per row before re-normalising.")
+        targets = ["predicted"]
+        answer_id = None
+        if inp.preset is not None and inp.preset.answer:
+            answer_id = state.token_id(inp.model, inp.preset.answer)
+            if answer_id is not None:
+                targets.append("answer")
+        target = W.select("Explain the logit of", targets, "target", "answer" if "answer" in targets else None,
+                          format_func=lambda v: "the predicted token" if v == "predicted"
+                          else f"the answer “{inp.preset.answer}”", horizontal=True)
+
+    rows, src_rows, matrices, notes = {}, {}, {}, {}
+    dec = cap.stack(tgt_group)  # [L, H, T, T]
+    if encdec:
+        enc, cross = cap.stack("encoder"), cap.stack("cross")
+        rows["attention"] = fuse_heads(dec[-1], "mean")[q]
+        src_rows["attention"] = fuse_heads(cross[-1], "mean")[q]
+        cr = cross_rollout(enc, dec, cross, residual, fusion, discard)
+        rows["rollout"], src_rows["rollout"] = cr.target[q], cr.source[q]
+        matrices["rollout (source side)"] = (cr.source, tokens, cap.src_tokens)
+        notes["flow"] = "Flow is defined here for one self-attention stack; this is an encoder–decoder."
+    else:
+        rows["attention"] = fuse_heads(dec[-1], "mean")[q]
+        r = attention_rollout(dec, residual, fusion, discard)
+        rows["rollout"] = r[q]
+        matrices["rollout"] = (r, tokens, tokens)
+        if t <= FLOW_MAX:
+            with W.guard():
+                rows["flow"] = state.flow(inp.model, inp.text, inp.src, inp.backend, tgt_group, q, residual)
+        else:
+            notes["flow"] = f"Flow needs T ≤ {FLOW_MAX} tokens (exact max-flow per token); this text has {t}."
+    if info["has_logits"]:
+        with W.guard():
+            rel = state.relevance(inp.model, inp.text, inp.src, q, answer_id if target == "answer" else None)
+            rows["relevance"] = rel.row
+            matrices["relevance"] = (rel.matrix, tokens, tokens)
+            if encdec and rel.source_row is not None:
+                src_rows["relevance"] = rel.source_row
+                matrices["relevance (source side)"] = (rel.source_matrix, tokens, cap.src_tokens)
+            notes["relevance-target"] = f"explains the logit of “{state.model(inp.model).label(rel.target_id)}”"
+    else:
+        notes["relevance"] = f"{inp.model} has no prediction head, so there is no logit to explain."
+
+    title_tok = figures.esc(tokens[q])
+    W.chart(figures.method_rows({LABELS[k]: v for k, v in rows.items()}, tokens, dark=dark, present=present,
+                                source=src_idx, title=f"Which tokens matter for token {q} ({title_tok})?"
+                                + (" — target side" if encdec else "")), key="methods", name="methods")
+    if encdec:
+        W.chart(figures.method_rows({LABELS[k]: v for k, v in src_rows.items()}, cap.src_tokens, dark=dark,
+                                    present=present, title="… and on the source side"), key="methods-src",
+                name="methods-source")
+    for k, msg in notes.items():
+        if k in ASSUMES:
+            st.caption(f"{LABELS[k]}: {msg}")
+
+    summary = []
+    for k, v in rows.items():
+        v = np.asarray(v, dtype=float)
+        ranked = [int(i) for i in np.argsort(-v) if i != q or len(v) == 1]
+        top = ranked[0]
+        summary.append({"method": LABELS[k], "top token": f"{top} · {tokens[top]}",
+                        **({"finds the source": "✓" if top == src_idx else "✗"} if src_idx is not None else {})})
+        W.token_strip(tokens, v, query=q, source=src_idx, label=LABELS[k])
+        st.caption(ASSUMES[k] + (f" Here it {notes['relevance-target']}." if k == "relevance" and
+                                 "relevance-target" in notes else ""))
+    st.dataframe(pd.DataFrame(summary), hide_index=True)
+    st.caption("Top token: the highest-scoring input token other than the query itself. "
+               + ("The red dotted box / underline marks the preset's ground-truth source token." if src_idx is not None
+                  else ""))
+
+    if matrices:
+        st.subheader("As matrices")
+        which = W.select("Matrix", list(matrices), "rollout_matrix", None, horizontal=True)
+        m, qa, ka = matrices[which]
+        W.chart(figures.matrix_heatmap(m, qa, ka, kind="pattern", title=f"{which}: row = output, column = input",
+                                       dark=dark, present=present, mark=(q, src_idx if ka is tokens else None)),
+                key="matrix", name=which)
+
+    W.downloads(f"rollout-q{q}", csv=pd.DataFrame({"index": range(t), "token": tokens,
+                                                   **{LABELS[k]: v for k, v in rows.items()}}),
+                npz={**{f"row/{k}": v for k, v in rows.items()}, **{f"source_row/{k}": v for k, v in src_rows.items()},
+                     **{f"matrix/{k}": v[0] for k, v in matrices.items()}, "tokens": tokens},
+                json_obj={"model": inp.model, "text": inp.text, "query": q, "residual": residual, "fusion": fusion,
+                          "discard_ratio": discard, "rows": rows, "source_rows": src_rows, "summary": summary})

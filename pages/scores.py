@@ -1,0 +1,82 @@
+"""Score scales (/scores): pre-softmax score sizes per head, and the softmax collapsing without 1/√d_k."""
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from analysis.scores import counterfactual_softmax, effective_keys, saturation, score_stats
+from app import figures, state
+from app import widgets as W
+
+TAUS = np.round(np.geomspace(0.1, 10, 13), 3)
+
+with W.page("Score scales", "Why divide by √d_k? What happens to the softmax when the scores grow?", icon="📏"):
+    inp = W.inputs()
+    cap = inp.capture()
+    present, dark = W.presenting(), W.is_dark()
+    groups = cap.groups()
+    with W.options():
+        c1, c2, c3 = st.columns(3)
+        group = W.select("Attention", list(groups), "group", "cross" if "cross" in groups else None, where=c1,
+                         format_func=lambda g: state.GROUP_LABELS.get(g, g), show=len(groups) > 1)
+        sites = cap.sites(group)
+        layer = W.slider("Layer", 0, len(sites) - 1, "layer", 0, where=c2)
+        head = W.slider("Head", 0, cap.n_heads - 1, "head", 0, where=c3)
+    rec = cap.records[sites[layer]]
+    qt, kt = cap.group_tokens(group)
+    mask = rec.mask_for()
+    d_k = round(1 / rec.scale**2)
+
+    st.subheader(f"Score distributions, layer {layer}")
+    raw_view = W.toggle("Show raw QKᵀ (without the 1/√d_k factor)", "raw_view", False)
+    scores = rec.raw_qk() if raw_view else rec.scores()
+    W.chart(figures.score_boxes(scores, mask, present=present, name="QKᵀ" if raw_view else "scaled score",
+                                title=f"{'raw QKᵀ' if raw_view else 'scaled scores QKᵀ/√d_k'} per head "
+                                      f"(visible pairs only; d_k = {d_k})"), key="boxes", name="scores")
+
+    patterns = rec.pattern()  # [H, q, k]
+    stats = score_stats({sites[layer]: rec.raw_qk()}, rec.scale, mask=mask, bias=rec.bias)
+    sat = saturation(patterns, mask)  # [H, 2]
+    eff = effective_keys(patterns, mask)  # [H, q]
+    table = stats.drop(columns=["site"]).assign(
+        **{"saturated >0.9": sat[:, 0], "saturated >0.99": sat[:, 1],
+           "effective keys (mean)": np.nanmean(eff, axis=-1)})
+    st.dataframe(table, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.3f")
+                                                        for c in table.columns if c != "head"})
+    st.caption("Effective keys = exp(entropy): 1 for a one-hot row, n for a uniform row over n keys. "
+               "Saturated = share of rows whose largest weight exceeds 0.9 / 0.99 (almost no gradient to the rest).")
+
+    st.subheader("Take away the √d_k — or turn the temperature")
+    c1, c2 = st.columns(2)
+    use_scale = W.toggle("Divide by √d_k", "sqrt_dk", True, where=c1)
+    tau = W.slider("Temperature τ", 0.1, 5.0, "tau", 1.0, where=c2, step=0.1)
+    raw = rec.raw_qk(head)
+    bias = None if rec.bias is None else rec.bias[head]
+    cf = counterfactual_softmax(raw, rec.scale, tau=tau, mask=mask, bias=bias)
+    shown = cf.scaled if use_scale else cf.unscaled
+    left, right = st.columns([3, 2])
+    with left:
+        W.chart(figures.matrix_heatmap(shown, qt, kt, mask=mask, zrange=(0, 1), dark=dark, present=present,
+                                       title=f"head {head}: softmax({'QKᵀ/√d_k' if use_scale else 'QKᵀ'} / τ={tau:g})"),
+                key="cf", name="counterfactual")
+    with right:
+        sweep = {"with 1/√d_k": [], "without": []}
+        for t in TAUS:
+            c = counterfactual_softmax(raw, rec.scale, tau=float(t), mask=mask, bias=bias)
+            valid = mask.any(-1)
+            sweep["with 1/√d_k"].append(float(c.scaled_entropy[valid].mean()))
+            sweep["without"].append(float(c.unscaled_entropy[valid].mean()))
+        W.chart(figures.lines(TAUS, sweep, title="Mean row entropy (nats) vs temperature", xlabel="τ (log)",
+                              ylabel="entropy", present=present, log_x=True, vline=tau), key="sweep", name="entropy")
+        top = shown.max(-1)[mask.any(-1)]
+        st.metric("Rows with max weight > 0.9", f"{(top > 0.9).mean():.0%}")
+    st.caption(f"d_k = {d_k}: without the factor the scores are √d_k ≈ {np.sqrt(d_k):.1f}× larger, the softmax "
+               "puts nearly all weight on one key (entropy → 0) and the gradient to every other key vanishes. "
+               "A large τ flattens the rows instead.")
+
+    W.downloads(f"scores-L{layer}", csv=table,
+                npz={"raw_qk": rec.raw_qk(), "scaled": rec.scores(), "mask": mask, "pattern_shown": shown,
+                     "taus": TAUS, "entropy_scaled": np.array(sweep["with 1/√d_k"]),
+                     "entropy_unscaled": np.array(sweep["without"])},
+                json_obj={"model": inp.model, "text": inp.text, "layer": layer, "head": head, "tau": tau,
+                          "sqrt_dk": bool(use_scale), "d_k": d_k, "table": pd.DataFrame(table).to_dict("list")})
