@@ -248,7 +248,8 @@ def faithfulness(lm, n: int = 100, seed: int = 0, *, examples: list[Example] | N
     `lm` a LoadedModel with an LM/MLM head; `n` eval examples of its lecture mixture drawn with `seed`
     (or the given `examples`, or ready `cases`). `interventions` (a dict, or case -> dict) apply to the
     attribution runs only — for hand-built tests. Context keys: model, arch, seed, n_examples,
-    p_answer (mean clean probability of the correct token), accuracy (share where it is the arg-max).
+    p_answer (mean clean probability of the correct token), accuracy (share where it is the arg-max),
+    chance (the top-1 of a random ranking, averaged), by_task ({task: {METHOD: {"top1", "n"}}}).
     """
     if not 1 <= n <= MAX_EXAMPLES:
         raise InputError(f"--n must be between 1 and {MAX_EXAMPLES}, got {n}")
@@ -258,12 +259,16 @@ def faithfulness(lm, n: int = 100, seed: int = 0, *, examples: list[Example] | N
         raise InputError("no example has an answer whose source can be ranked")
     methods = [m for m in methods if not (m == "flow" and lm.arch == "encdec")]
     hits = {m: [] for m in methods}
+    tasks: dict[str, dict[str, list]] = {}
     jobs = head_jobs(lm)
     deltas = np.zeros(len(jobs))
     probs, correct = [], []
     for case in cases:
+        task = tasks.setdefault(case.example.task if case.example is not None else "", {m: [] for m in methods})
         for m, s in method_scores(lm, case, methods, interventions).items():
-            hits[m].append(top1(s, case.candidates) in case.sources)
+            hit = top1(s, case.candidates) in case.sources
+            hits[m].append(hit)
+            task[m].append(hit)
         p, ok = answer_probability(lm, case)
         probs.append(p)
         correct.append(ok)
@@ -273,10 +278,18 @@ def faithfulness(lm, n: int = 100, seed: int = 0, *, examples: list[Example] | N
     return {
         "model": lm.name, "arch": lm.arch, "seed": seed, "n_examples": len(cases),
         "p_answer": float(np.mean(probs)), "accuracy": float(np.mean(correct)),
+        "chance": float(np.mean([chance(c) for c in cases])),
+        "by_task": {t: {m: {"top1": float(np.mean(h)), "n": len(h)} for m, h in v.items() if h}
+                    for t, v in sorted(tasks.items())},
         "methods": {m: {"top1": float(np.mean(h)) if h else 0.0, "n": len(h)} for m, h in hits.items()},
         "ablation": [{"site": s, "head": h, "delta_p": float(d)} for (s, h), d in zip(jobs, deltas)]
         if ablation else [],
     }
+
+
+def chance(case: Case) -> float:
+    """Top-1 hit rate of a random ranking: sources among the candidates / number of candidates."""
+    return sum(bool(case.candidates[s]) for s in set(case.sources)) / int(case.candidates.sum())
 
 
 def top_heads(report: dict, k: int = 3) -> list[dict]:

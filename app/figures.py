@@ -81,7 +81,8 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
                    dark: bool = False, present: bool = False, pool: str = "max", max_side: int = MAX_SIDE,
                    zrange: tuple[float, float] | None = None, height: int | None = None,
                    q_offset: int = 0, k_offset: int = 0, value_name: str | None = None,
-                   mark: tuple[int | None, int | None] = (None, None)) -> go.Figure:
+                   mark: tuple[int | None, int | None] = (None, None), max_ticks: int | None = None,
+                   showscale: bool = True, square: bool = True) -> go.Figure:
     """One [q, k] matrix on integer axes: NaN where `mask` is False, token tick labels, hover with
     query token, key token and value. kind 'pattern' (sequential, 0..max) or 'scores'/'diff'
     (diverging around 0). Pooled above `max_side` cells per side; `q_offset`/`k_offset` number the
@@ -119,17 +120,20 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
         fig.add_trace(img)
     else:
         trace = go.Heatmap(z=z, x=x, y=y, colorscale=scale, zmin=zmin, zmax=zmax, hoverongaps=False,
-                           colorbar={"title": {"text": value_name}, "thickness": 14})
+                           showscale=showscale, colorbar={"title": {"text": value_name}, "thickness": 14})
         if z.size <= HOVER_TEXT_CELLS:
             trace.update(text=[[f"{yl} → {xl}" for xl in xlab] for yl in ylab],
                          hovertemplate=f"query %{{y}} → key %{{x}}<br>%{{text}}<br>{value_name} %{{z:.4f}}<extra></extra>")
         else:
             trace.update(hovertemplate=f"query %{{y}} → key %{{x}}<br>{value_name} %{{z:.4f}}<extra></extra>")
         fig.add_trace(trace)
-    step = max(1, int(np.ceil(max(ny, nx) / (40 if present else 64))))
+    step = max(1, int(np.ceil(max(ny, nx) / (max_ticks or (40 if present else 64)))))
     axis = {"tickmode": "array", "showgrid": False, "zeroline": False, "tickfont": {"size": _font(present) - 2}}
     fig.update_xaxes(**axis, tickvals=x[::step], ticktext=xlab[::step], tickangle=-60, title="key", side="bottom")
     fig.update_yaxes(**axis, tickvals=y[::step], ticktext=ylab[::step], title="query", autorange="reversed")
+    if square:  # one cell = one square, whatever the column width
+        fig.update_yaxes(scaleanchor="x", scaleratio=1, constrain="domain")
+        fig.update_xaxes(constrain="domain")
     qm, km = mark
     if qm is not None and not pooled and q_offset <= qm < q_offset + ny:
         fig.add_hrect(y0=qm - 0.5, y1=qm + 0.5, line={"color": "#ff7f0e", "width": 2}, fillcolor="rgba(0,0,0,0)")
@@ -210,10 +214,11 @@ def mosaic(stack, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", title
 
 # -- head view (BertViz-style lines) ------------------------------------------------------------------------
 def head_view(patterns, q_tokens, k_tokens, query: int, heads, *, present: bool = False, title: str = "",
-              bins: int = 6, min_weight: float = 0.01) -> go.Figure:
+              bins: int = 6, min_weight: float = 0.02) -> go.Figure:
     """Lines from query token `query` (left) to every key (right); line opacity and width grow with
-    the weight. patterns [H, q, k]; one colour per head in `heads`. Weights are bucketed into
-    `bins` levels so each head needs at most `bins` line traces."""
+    the weight relative to the largest weight of that row. patterns [H, q, k]; one colour per head in
+    `heads`. Weights are bucketed into `bins` levels, so each head needs at most `bins` line traces;
+    weights below `min_weight` × the row's largest are not drawn."""
     p = np.asarray(patterns, dtype=np.float64)
     nq, nk = p.shape[-2:]
     n = max(nq, nk)
@@ -222,12 +227,13 @@ def head_view(patterns, q_tokens, k_tokens, query: int, heads, *, present: bool 
     heads = list(heads)
     for idx, h in enumerate(heads):
         w = p[h, query]
+        rel = w / w.max() if w.max() > 0 else w
         color = HEAD_COLORS[h % len(HEAD_COLORS)]
         dy = (idx - (len(heads) - 1) / 2) * 0.12
-        levels = np.minimum((w * bins).astype(int), bins - 1)
+        levels = np.minimum((rel * bins).astype(int), bins - 1)
         first = True
         for lvl in range(bins):
-            ks = np.nonzero((levels == lvl) & (w >= min_weight))[0]
+            ks = np.nonzero((levels == lvl) & (rel >= min_weight))[0]
             if ks.size == 0:
                 continue
             xs, ys = [], []
@@ -235,8 +241,8 @@ def head_view(patterns, q_tokens, k_tokens, query: int, heads, *, present: bool 
                 xs += [0.18, 0.82, None]
                 ys += [yq[query] + dy, yk[k] + dy, None]
             fig.add_trace(go.Scatter(
-                x=xs, y=ys, mode="lines", line={"color": color, "width": 1 + 5 * (lvl + 1) / bins},
-                opacity=0.15 + 0.85 * (lvl + 1) / bins, hoverinfo="skip", legendgroup=f"h{h}",
+                x=xs, y=ys, mode="lines", line={"color": color, "width": 1 + 6 * ((lvl + 1) / bins) ** 1.5},
+                opacity=0.08 + 0.92 * ((lvl + 1) / bins) ** 2, hoverinfo="skip", legendgroup=f"h{h}",
                 name=f"head {h}", showlegend=first))
             first = False
         if first:  # nothing above min_weight: keep a legend entry
@@ -280,12 +286,14 @@ def token_bars(values, tokens, *, title: str = "", present: bool = False, highli
 
 
 def method_rows(rows: dict, tokens, *, title: str = "", dark: bool = False, present: bool = False,
-                source: int | None = None) -> go.Figure:
-    """Several [T] relevance rows (one per method), each scaled to its own max, as one heatmap."""
+                source: int | None = None, exclude: int | None = None) -> go.Figure:
+    """Several [T] relevance rows (one per method), each scaled to its own max, as one heatmap.
+    `exclude`: a position left out of the max (the query token, which often dominates its own row)."""
     names = list(rows)
     z = np.stack([np.asarray(rows[n], dtype=np.float64) for n in names])  # [M, T]
-    top = np.nanmax(np.abs(z), axis=1, keepdims=True)
-    zn = np.divide(z, top, out=np.zeros_like(z), where=top > 0)
+    others = np.delete(z, exclude, axis=1) if exclude is not None and z.shape[1] > 1 else z
+    top = np.nanmax(np.abs(others), axis=1, keepdims=True)
+    zn = np.clip(np.divide(z, top, out=np.zeros_like(z), where=top > 0), 0, 1)
     x = np.arange(z.shape[1])
     labels = tick_labels(tokens, 12)
     fig = go.Figure(go.Heatmap(
@@ -332,7 +340,7 @@ def lines(x, series: dict, *, title: str = "", xlabel: str = "", ylabel: str = "
 
 
 def grid_heatmap(z, row_labels, col_labels, *, title: str = "", present: bool = False, diverging: bool = True,
-                 value_name: str = "value", dark: bool = False) -> go.Figure:
+                 value_name: str = "value", dark: bool = False, fmt: str = ".2f") -> go.Figure:
     """A small labelled grid (e.g. layers × heads of a statistic), values printed in the cells."""
     z = np.asarray(z, dtype=np.float64)
     finite = z[np.isfinite(z)]
@@ -341,7 +349,7 @@ def grid_heatmap(z, row_labels, col_labels, *, title: str = "", present: bool = 
         {"colorscale": sequential(dark), "zmin": float(finite.min()) if finite.size else 0,
          "zmax": float(finite.max()) if finite.size else 1}
     x, y = np.arange(z.shape[1]), np.arange(z.shape[0])
-    fig = go.Figure(go.Heatmap(z=z, x=x, y=y, texttemplate="%{z:.2f}", hoverongaps=False,
+    fig = go.Figure(go.Heatmap(z=z, x=x, y=y, texttemplate=f"%{{z:{fmt}}}", hoverongaps=False,
                                textfont={"size": _font(present) - 1},
                                colorbar={"title": {"text": value_name}, "thickness": 14},
                                hovertemplate=f"%{{y}} · %{{x}}<br>{value_name} %{{z:.4f}}<extra></extra>", **kw))

@@ -7,4 +7,11 @@ PAGES = [
     ("scores.py", "Score scales", "scores", ":material/equalizer:"),
     ("rollout.py", "Rollout & attribution", "rollout", ":material/account_tree:"),
     ("heads.py", "Heads", "heads", ":material/psychology:"),
+    # part 2: mechanics
+    ("kv_cache.py", "KV cache", "kv-cache", ":material/memory:"),
+    ("backends.py", "Backends", "backends", ":material/speed:"),
+    ("step_by_step.py", "Step by step", "step-by-step", ":material/calculate:"),
+    ("cross_attention.py", "Cross-attention", "cross-attention", ":material/translate:"),
+    ("positions.py", "Positions", "positions", ":material/pin_drop:"),
+    ("generate.py", "Generate", "generate", ":material/edit_note:"),
 ]

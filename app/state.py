@@ -318,3 +318,123 @@ def token_id(name: str, label: str) -> int | None:
             enc = lm.tokenizer.encode(label)
     ids = [i for i, sp in zip(enc.ids, enc.special or [False] * len(enc.ids)) if not sp]
     return ids[0] if len(ids) == 1 else None
+
+
+# -- part 2: mechanics pages ---------------------------------------------------------------------------
+# KV cache, Backends, Step by step, Cross-attention, Positions, Generate. Numbers come from
+# analysis.mechanics and analysis.consistency; these wrappers only cache and take the lock.
+BENCH_FILES = ("docs/benchmarks.json", "docs/bench.json", "benchmarks.json")
+
+
+@st.cache_data(max_entries=16, show_spinner="Running the checks of `attnlab check`…")
+def check_report(name: str, text: str, src: str | None = None) -> dict:
+    """`attnlab check` on this input (analysis.consistency.run_checks), the verdict of two pages."""
+    from analysis.consistency import run_checks
+
+    lm = model(name)
+    with inference():
+        return run_checks(lm, lm.encode(text, src))
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def backend_reports(name: str, text: str, src: str | None = None) -> dict[str, dict]:
+    """analysis.consistency.backend_report of sdpa and flash against eager."""
+    from analysis.consistency import backend_report
+
+    lm = model(name)
+    with inference():
+        inputs = lm.encode(text, src)
+        return {b: backend_report(lm, inputs, b) for b in ("sdpa", "flash")}
+
+
+@st.cache_data(max_entries=16, show_spinner="Generating with and without the cache…")
+def cache_generation(name: str, text: str, src: str | None, n_new: int, backend: str) -> dict:
+    from analysis.mechanics import cache_generation as run
+
+    lm = model(name)
+    with inference():
+        return run(lm, lm.encode(text, src), n_new, backend)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def cache_stitched(name: str, text: str, src: str | None, backend: str) -> dict:
+    from analysis.mechanics import cache_stitched as run
+
+    lm = model(name)
+    with inference():
+        return run(lm, lm.encode(text, src), backend)
+
+
+@st.cache_data(max_entries=16, show_spinner="Running every prefix of the text…")
+def prefix_stability(name: str, text: str, src: str | None, backend: str) -> dict:
+    from analysis.mechanics import prefix_stability as run
+
+    lm = model(name)
+    with inference():
+        return run(lm, lm.encode(text, src), backend)
+
+
+@st.cache_data(max_entries=32, show_spinner="Generating…")
+def generation_trace(name: str, text: str, src: str | None, n_new: int, temperature: float = 0.0,
+                     top_k: int | None = None, seed: int | None = None, backend: str = "eager"):
+    """analysis.mechanics.generation_trace: the generated tokens and each step's attention rows."""
+    from analysis.mechanics import generation_trace as run
+
+    lm = model(name)
+    with inference():
+        return run(lm, lm.encode(text, src), n_new, temperature=temperature, top_k=top_k, seed=seed,
+                   backend=backend)
+
+
+@st.cache_data(max_entries=8, show_spinner="Timing the kernels on this machine…")
+def attention_timings(lengths: tuple[int, ...], n_heads: int, d_head: int, repeats: int = 3) -> list[dict]:
+    """Live time and peak memory of one attention call per backend and length (under the lock, so no
+    other request runs at the same time)."""
+    from analysis.mechanics import time_attention
+
+    with inference():
+        return time_attention(lengths, n_heads=n_heads, d_head=d_head, repeats=repeats)
+
+
+@st.cache_data(ttl=300, show_spinner=False)
+def benchmark_results() -> dict | None:
+    """The latest `attnlab bench` JSON (docs/benchmarks.json), or None; plus docs/benchmarks.md's text."""
+    from pathlib import Path
+
+    from analysis.mechanics import read_benchmarks
+
+    root = Path(__file__).resolve().parent.parent
+    out = read_benchmarks([root / p for p in BENCH_FILES])
+    md = root / "docs" / "benchmarks.md"
+    if md.is_file():
+        out = (out or {"path": None, "machine": None, "rows": []}) | {"markdown": md.read_text(encoding="utf-8")}
+    return out
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def pattern_recovery(name: str, text: str, src: str | None, backend: str) -> list[dict]:
+    """Per site: what a fused capture keeps (q, k) and how exactly its recomputed pattern matches eager."""
+    from analysis.mechanics import recovery_report
+
+    return recovery_report(capture(name, text, src, "eager").records, capture(name, text, src, backend).records)
+
+
+@st.cache_data(max_entries=8, show_spinner="Reading the position embeddings…")
+def position_table(name: str) -> tuple[str, np.ndarray | None]:
+    from analysis.mechanics import position_table as run
+
+    return run(model(name))
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def lecture_alignment(name: str, preset_id: str | None) -> list[tuple[int, int]]:
+    """(target index, source index) pairs of a translation sample, or []."""
+    if not name.startswith("lecture-") or not preset_id:
+        return []
+    try:
+        from model.lecture.samples import load_samples
+
+        s = next((s for s in load_samples(name) if s.id == preset_id), None)
+    except Exception:  # noqa: BLE001 — samples are optional
+        return []
+    return [tuple(p) for p in s.alignment] if s is not None else []

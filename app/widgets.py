@@ -513,12 +513,14 @@ def matrix_csv(m, q_tokens, k_tokens) -> str:
 
 # -- token strip -------------------------------------------------------------------------------------------
 def token_strip(tokens, weights=None, *, query: int | None = None, source: int | None = None,
-                label: str | None = None, where=None) -> None:
-    """Tokens as escaped HTML chips, shaded by `weights` (scaled to their max); the query token is
-    outlined, the ground-truth source underlined. Tokens are never rendered as markup."""
+                label: str | None = None, where=None, exclude_query: bool = True) -> None:
+    """Tokens as escaped HTML chips, shaded by `weights` (scaled to their max over the other tokens
+    than the query); the query token is outlined, the ground-truth source underlined. Tokens are
+    never rendered as markup."""
     where = where or st
     w = None if weights is None else np.asarray(weights, dtype=np.float64)
-    top = float(np.nanmax(w)) if w is not None and w.size and np.nanmax(w) > 0 else 1.0
+    others = w if w is None or query is None or not exclude_query or len(w) < 2 else np.delete(w, query)
+    top = float(np.nanmax(others)) if w is not None and others.size and np.nanmax(others) > 0 else 1.0
     chips = []
     for i, t in enumerate(tokens):
         a = 0.0 if w is None else float(np.clip(w[i] / top, 0, 1))

@@ -53,7 +53,7 @@ class AttnCtx:
 
 def eager_attention(q, k, v, mask, bias, scale, site, cap):
     """Plain math with hook points on scores, mask and pattern. Returns z [B, H, q, d], scores, pattern."""
-    scores = torch.matmul(q, k.transpose(-2, -1)) * scale  # [B, H, q, k]
+    scores = torch.matmul(q, k.transpose(-2, -1)).mul_(scale)  # [B, H, q, k]; in place: one T² buffer fewer
     if bias is not None:
         scores = scores + bias
     if cap is not None:
@@ -64,8 +64,11 @@ def eager_attention(q, k, v, mask, bias, scale, site, cap):
     if mask is None:
         pattern = torch.softmax(scores, dim=-1)
     else:
-        # −inf before the softmax; masked_fill afterwards zeroes masked entries and fully masked rows (NaN).
-        pattern = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1).masked_fill(~mask, 0.0)
+        # −inf before the softmax gives exact zeros at masked keys; only a fully masked row (NaN) needs zeroing.
+        pattern = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+        dead = ~mask.any(-1, keepdim=True)
+        if dead.any():
+            pattern = pattern.masked_fill(dead, 0.0)
     if cap is not None:
         pattern = cap.hook(f"{site}.hook_pattern", pattern)
     return torch.matmul(pattern, v), scores, pattern

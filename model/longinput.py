@@ -100,3 +100,72 @@ def full_pattern(rec: AttentionRecord, heads=None, block: int = 512, batch: int 
     for b in iter_pattern_rows(rec, hs, block, batch):
         out[:, b.q0:b.q1, b.k0:b.k1] = b.rows
     return out
+
+
+# -- rᵀ·A: what each key receives when query rows are weighted by r --------------------------------------
+def _flash_cpu():
+    return getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+
+
+def _fused_ok(rec: AttentionRecord, batch: int) -> str | None:
+    """'causal' or 'none' when rᵀ·A can run on the fused CPU kernel (no bias; no mask or the plain
+    square causal one), else None."""
+    if rec.bias is not None or rec.q_len != rec.k_len or rec.q_offset != 0 or _flash_cpu() is None:
+        return None
+    if rec.mask is None:
+        return "none"
+    m = rec.mask[min(batch, rec.mask.shape[0] - 1)]
+    return "causal" if np.array_equal(m, np.tri(rec.q_len, dtype=bool)) else None
+
+
+@torch.no_grad()
+def _weighted_columns_fused(rec: AttentionRecord, r: np.ndarray, causal: bool, batch: int) -> np.ndarray:
+    """rᵀ·A_h for every head from two fused-kernel passes, never forming A.
+
+    (rᵀA)_j = Σ_i r_i·exp(s_ij − lse_i) = exp(log Σ_i exp(s_ij + log r_i − lse_i)), with s = scale·q·kᵀ.
+    Pass 1: the kernel's log-sum-exp of each query row, lse_i. Pass 2: attention with the roles swapped
+    (queries k_j, keys [q_i, (log r_i − lse_i)/scale] against [k_j, 1]) whose log-sum-exp is the
+    answer; a causal "i ≥ j" becomes the kernel's causal mask by reversing both sequences.
+    """
+    flash = _flash_cpu()
+    q = torch.from_numpy(np.ascontiguousarray(rec.q[batch]))[None]  # [1, H, T, d]
+    k = torch.from_numpy(np.ascontiguousarray(rec.k[batch]))[None]
+    _, H, T, d = q.shape
+    scale = float(rec.scale)
+    width = -(-(d + 1) // 8) * 8  # head size + 1 for the row offsets, padded to a multiple of 8
+    _, lse = flash(q, k, torch.zeros(1, H, T, d), 0.0, causal, scale=scale)  # [1, H, T]
+    r32 = torch.from_numpy(np.asarray(r, dtype=np.float32))
+    offset = torch.where(r32 > 0, torch.log(r32.clamp_min(torch.finfo(torch.float32).tiny)), -1e4) - lse[0]
+    keys = torch.zeros(1, H, T, width)
+    keys[..., :d] = q.flip(2)
+    keys[..., d] = offset.flip(-1) / scale
+    queries = torch.zeros(1, H, T, width)
+    queries[..., :d] = k.flip(2)
+    queries[..., d] = 1.0
+    _, lse2 = flash(queries, keys, torch.zeros(1, H, T, width), 0.0, causal, scale=scale)
+    return torch.exp(lse2[0].flip(-1).double()).numpy()  # [H, T]
+
+
+def weighted_columns(rec: AttentionRecord, r: np.ndarray, block: int = 256, batch: int = 0,
+                     fused: bool = True) -> np.ndarray:
+    """rᵀ·A_h for every head: float64 [H, K], what each key receives when query row i is weighted by
+    r_i ≥ 0. With no bias and no mask or the plain causal mask this runs on PyTorch's fused CPU
+    attention kernel (two passes, no T×T tensor, float32 log/exp: ~1e-6 relative); otherwise, or
+    when r has few non-zero rows, the pattern rows where r ≠ 0 are recomputed block by block."""
+    r = np.asarray(r, dtype=np.float64)
+    if r.shape != (rec.q_len,) or (r < 0).any():
+        raise ValueError(f"r must be [{rec.q_len}] and non-negative")
+    live = np.flatnonzero(r)
+    out = np.zeros((rec.n_heads, rec.k_len))
+    if live.size == 0:
+        return out
+    kind = _fused_ok(rec, batch) if fused else None
+    if kind is not None and live.size * 8 >= rec.q_len:
+        try:
+            return _weighted_columns_fused(rec, r, kind == "causal", batch)
+        except RuntimeError:  # a private kernel; fall back to blocks if this build lacks it
+            pass
+    for b in iter_pattern_rows(rec, None, block, batch, rows=(int(live[0]), int(live[-1]) + 1)):
+        w = torch.from_numpy(r[b.q0:b.q1].astype(np.float32))[None, None]  # [1, 1, b]
+        out[:, b.k0:b.k1] += torch.matmul(w, torch.from_numpy(b.rows))[:, 0].numpy()
+    return out

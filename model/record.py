@@ -74,7 +74,8 @@ class AttentionRecord:
         if self.scores_full is not None:
             out = self.scores_full[batch, heads, q0:q1, k0:k1]
         else:
-            out = self.raw_qk(None, window, batch)[heads] * np.float32(self.scale)
+            qk = self.raw_qk(head, window, batch).reshape(len(heads), q1 - q0, k1 - k0)  # only the heads asked for
+            out = qk * np.float32(self.scale)
             if self.bias is not None:
                 out = out + self.bias[heads, q0:q1, k0:k1]
         return out[0] if head is not None else out
@@ -87,7 +88,7 @@ class AttentionRecord:
             out = self.pattern_full[batch, heads, q0:q1, k0:k1]
         else:
             # The softmax needs whole rows: compute rows q0:q1 over every key, then cut the window.
-            s = self.scores(None, (q0, q1, 0, self.k_len), batch)[heads]  # [h, q, K]
+            s = self.scores(head, (q0, q1, 0, self.k_len), batch).reshape(len(heads), q1 - q0, self.k_len)
             m = self.mask_for(batch, (q0, q1, 0, self.k_len))  # [q, K]
             out = masked_softmax(s, m)[:, :, k0:k1]
         return out[0] if head is not None else out

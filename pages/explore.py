@@ -6,7 +6,7 @@ from analysis.rollout import fuse_heads
 from app import figures, state
 from app import widgets as W
 
-with W.page("Explore", "What does the model see, and where does its attention go?", icon="🔍"):
+with W.page("Explore", "What does the model see, and where does its attention go?"):
     left, right = st.columns([3, 2], gap="large")
     inp = W.inputs(where=left)
     info = state.model_info(inp.model)
@@ -55,10 +55,11 @@ with W.page("Explore", "What does the model see, and where does its attention go
 
     fig = figures.method_rows({f"layer {i}": per_layer[i] for i in range(len(per_layer))}, kt,
                               title=f"Where does token {q} ({figures.esc(qt[q])}) look? Head mean per layer",
-                              dark=W.is_dark(), present=W.presenting(), source=src if group != "cross" else None)
+                              dark=W.is_dark(), present=W.presenting(), source=src if group != "cross" else None,
+                              exclude=q if group != "cross" else None)
     W.chart(fig, key="explore-rows", name="explore")
     st.caption("Each row is one layer: the attention weights of the query token, averaged over heads and scaled "
-               "to the row's maximum. A red dotted box marks the preset's ground-truth source token.")
+               "to the row's largest weight on another token. A red dotted box marks the preset's ground-truth source token.")
 
     if cap.top_tokens is not None:
         st.markdown(f"#### The model's prediction at token {q}")

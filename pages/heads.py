@@ -13,7 +13,7 @@ STAT_HELP = {
     "induction": "to the token after the earlier copy (repeated sequence)",
 }
 
-with W.page("Heads", "What does each head do — and does the model need it?", icon="🧠"):
+with W.page("Heads", "What does each head do — and does the model need it?"):
     inp = W.inputs()
     cap = inp.capture()
     present, dark = W.presenting(), W.is_dark()
@@ -78,7 +78,7 @@ with W.page("Heads", "What does each head do — and does the model need it?", i
         if sweep:
             names, grid, base = state.ablation_sweep(inp.model, inp.text, inp.src, inp.backend, q, answer_id)
             W.chart(figures.grid_heatmap(grid, names, [f"head {h}" for h in range(grid.shape[1])], dark=dark,
-                                         value_name="Δp", present=present,
+                                         value_name="Δp", present=present, fmt="+.3f",
                                          title=f"Change in p(“{base.target}”) when one head is zeroed"),
                     key="sweep-grid", name="ablation")
             worst = np.unravel_index(np.argmin(grid), grid.shape)

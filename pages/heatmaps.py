@@ -11,13 +11,13 @@ KINDS = {"pattern": "attention weights (softmax)", "scores": "raw scores (scaled
          "masked": "masked scores (what the softmax sees)"}
 FUSE = {"none": "every head", "mean": "mean over heads", "max": "max over heads"}
 
-with W.page("Heatmaps", "Which heads look where? Every layer and head at once, then one up close.", icon="🟦"):
+with W.page("Heatmaps", "Which heads look where? Every layer and head at once, then one up close."):
     inp = W.inputs()
     cap = inp.capture()
     present, dark = W.presenting(), W.is_dark()
     groups = cap.groups()
     with W.options():
-        c1, c2, c3 = st.columns(3)
+        c1, c2, c3 = st.columns(3) if len(groups) > 1 else (None, *st.columns(2))
         group = W.select("Attention", list(groups), "group", "cross" if "cross" in groups else None, where=c1,
                          format_func=lambda g: state.GROUP_LABELS.get(g, g), show=len(groups) > 1)
         kind = W.select("Matrix", list(KINDS), "kind", "pattern", where=c2, format_func=KINDS.get)

@@ -18,7 +18,7 @@ ASSUMES = {
                "padded query rows are still computed and ignored later.",
 }
 
-with W.page("Masks", "What changes when the same text and weights run under a different mask?", icon="🎭"):
+with W.page("Masks", "What changes when the same text and weights run under a different mask?"):
     inp = W.inputs()
     present, dark = W.presenting(), W.is_dark()
     own = state.model_info(inp.model)["arch"]
@@ -58,14 +58,14 @@ with W.page("Masks", "What changes when the same text and weights run under a di
         with cols[0]:
             W.chart(figures.matrix_heatmap(np.ones(m.shape, np.float32), qt, kt, mask=m, kind="pattern",
                                            zrange=(0, 1), title=f"{label}: mask (grey = hidden)", dark=dark,
-                                           present=present, height=420), key=f"mask-{label}", name=f"mask-{label}")
+                                           present=present, height=440, max_ticks=16, showscale=False), key=f"mask-{label}", name=f"mask-{label}")
         with cols[1]:
             W.chart(figures.matrix_heatmap(r.masked_scores(head), qt, kt, kind="scores",
                                            title=f"{label}: scores with −∞ where masked", dark=dark, present=present,
-                                           height=420), key=f"scores-{label}", name=f"scores-{label}")
+                                           height=440, max_ticks=16), key=f"scores-{label}", name=f"scores-{label}")
         with cols[2]:
             W.chart(figures.matrix_heatmap(p, qt, kt, mask=m, kind="pattern", title=f"{label}: attention weights",
-                                           dark=dark, present=present, height=420),
+                                           dark=dark, present=present, height=440, max_ticks=16),
                     key=f"pattern-{label}", name=f"pattern-{label}")
 
     st.subheader("Difference B − A")

@@ -25,7 +25,7 @@ ASSUMES = {
 LABELS = {"attention": "last-layer attention", "rollout": "rollout", "flow": "flow", "relevance": "gradient relevance"}
 
 with W.page("Rollout & attribution", "Which input tokens does the model use for this output? "
-            "Attention weights are not explanations — compare four ways to trace them.", icon="🧭"):
+            "Attention weights are not explanations — compare four ways to trace them."):
     inp = W.inputs()
     cap = inp.capture()
     present, dark = W.presenting(), W.is_dark()
@@ -88,7 +88,7 @@ with W.page("Rollout & attribution", "Which input tokens does the model use for 
 
     title_tok = figures.esc(tokens[q])
     W.chart(figures.method_rows({LABELS[k]: v for k, v in rows.items()}, tokens, dark=dark, present=present,
-                                source=src_idx, title=f"Which tokens matter for token {q} ({title_tok})?"
+                                source=src_idx, exclude=q, title=f"Which tokens matter for token {q} ({title_tok})?"
                                 + (" — target side" if encdec else "")), key="methods", name="methods")
     if encdec:
         W.chart(figures.method_rows({LABELS[k]: v for k, v in src_rows.items()}, cap.src_tokens, dark=dark,

@@ -10,13 +10,13 @@ from app import widgets as W
 
 TAUS = np.round(np.geomspace(0.1, 10, 13), 3)
 
-with W.page("Score scales", "Why divide by √d_k? What happens to the softmax when the scores grow?", icon="📏"):
+with W.page("Score scales", "Why divide by √d_k? What happens to the softmax when the scores grow?"):
     inp = W.inputs()
     cap = inp.capture()
     present, dark = W.presenting(), W.is_dark()
     groups = cap.groups()
     with W.options():
-        c1, c2, c3 = st.columns(3)
+        c1, c2, c3 = st.columns(3) if len(groups) > 1 else (None, *st.columns(2))
         group = W.select("Attention", list(groups), "group", "cross" if "cross" in groups else None, where=c1,
                          format_func=lambda g: state.GROUP_LABELS.get(g, g), show=len(groups) > 1)
         sites = cap.sites(group)
@@ -68,8 +68,10 @@ with W.page("Score scales", "Why divide by √d_k? What happens to the softmax w
             sweep["without"].append(float(c.unscaled_entropy[valid].mean()))
         W.chart(figures.lines(TAUS, sweep, title="Mean row entropy (nats) vs temperature", xlabel="τ (log)",
                               ylabel="entropy", present=present, log_x=True, vline=tau), key="sweep", name="entropy")
-        top = shown.max(-1)[mask.any(-1)]
-        st.metric("Rows with max weight > 0.9", f"{(top > 0.9).mean():.0%}")
+        live = mask.any(-1)
+        m1, m2 = st.columns(2)
+        m1.metric("rows > 0.9 with 1/√d_k", f"{(cf.scaled.max(-1)[live] > 0.9).mean():.0%}")
+        m2.metric("rows > 0.9 without", f"{(cf.unscaled.max(-1)[live] > 0.9).mean():.0%}")
     st.caption(f"d_k = {d_k}: without the factor the scores are √d_k ≈ {np.sqrt(d_k):.1f}× larger, the softmax "
                "puts nearly all weight on one key (entropy → 0) and the gradient to every other key vanishes. "
                "A large τ flattens the rows instead.")

@@ -18,7 +18,7 @@ import numpy as np
 
 from analysis.pooling import _edges, pool_matrix
 from analysis.rollout import fuse_heads, rollout_row, rownorm
-from model.longinput import full_pattern, iter_pattern_rows, pattern_rows
+from model.longinput import full_pattern, iter_pattern_rows, pattern_rows, weighted_columns
 from model.record import AttentionRecord
 
 
@@ -32,21 +32,21 @@ def overview(rec: AttentionRecord, head: int, max_cells: int = 512, how: str = "
     if max_cells < 1:
         raise ValueError(f"max_cells must be ≥ 1, got {max_cells}")
     qe, ke = _edges(rec.q_len, max_cells), _edges(rec.k_len, max_cells)
-    bq = int(qe[1] - qe[0])  # rows per pooled block
-    step = max(bq, block_rows // bq * bq)  # whole pooled blocks per slab
-    out = np.empty((len(qe) - 1, len(ke) - 1), dtype=np.float32)
+    bq, bk = int(qe[1] - qe[0]), int(ke[1] - ke[0])  # cells per pooled block
+    nk = len(ke) - 1
+    step = max(bq, block_rows // bq * bq)  # whole pooled row blocks per slab
+    out = np.empty((len(qe) - 1, nk), dtype=np.float32)
     for q0 in range(0, rec.q_len, step):
         q1 = min(q0 + step, rec.q_len)
-        rows = pattern_rows(rec, head, q0, q1, batch=batch).numpy()[0]  # [q1 − q0, K]
+        slab = np.full((q1 - q0, nk * bk), np.nan, dtype=np.float32)  # NaN pads the last column block
+        slab[:, :rec.k_len] = pattern_rows(rec, head, q0, q1, batch=batch).numpy()[0]
         if masked_nan and rec.mask is not None:
-            rows = np.where(rec.mask_for(batch, (q0, q1, 0, rec.k_len)), rows, np.nan)
-        full, rest = divmod(q1 - q0, bq)
-        i = q0 // bq
-        if full:  # [n, bq, K]: pool_matrix sees one row block per slice, and the same column edges
-            pooled, _, _ = pool_matrix(rows[: full * bq].reshape(full, bq, -1), max_cells, how)
-            out[i:i + full] = pooled[:, 0]
-        if rest:  # the last, shorter block of rows
-            out[i + full] = pool_matrix(rows[full * bq:], max_cells, how)[0][0]
+            slab[:, :rec.k_len][~rec.mask_for(batch, (q0, q1, 0, rec.k_len))] = np.nan
+        n = -(-(q1 - q0) // bq)  # pooled rows in this slab (the last may be short)
+        for i0, i1 in ((0, (q1 - q0) // bq), ((q1 - q0) // bq, n)):
+            if i1 > i0:  # cells [i, j] of shape [rows, bk], pooled whole (max_cells=1: one block)
+                cells = slab[i0 * bq:min(i1 * bq, q1 - q0)].reshape(i1 - i0, -1, nk, bk).transpose(0, 2, 1, 3)
+                out[q0 // bq + i0:q0 // bq + i1] = pool_matrix(cells, 1, how)[0][..., 0, 0]
     return out, qe, ke
 
 
@@ -62,13 +62,16 @@ def fused_layer_rows(rec: AttentionRecord, rows: tuple[int, int], residual: floa
 
 
 def rollout_query(records: Sequence[AttentionRecord], query: int, residual: float = 0.5, head_fusion: str = "mean",
-                  discard_ratio: float = 0.0, block: int = 256, batch: int = 0) -> np.ndarray:
-    """Row `query` of the attention rollout over `records` (layer order, self-attention), [T] float64.
+                  discard_ratio: float = 0.0, block: int = 256, batch: int = 0, fused: bool = True) -> np.ndarray:
+    """Row `query` of the attention rollout over `records` (layer order, self-attention), [T] float64;
+    equals `attention_rollout(patterns, ...)[query]` up to float rounding.
 
-    Streamed last layer first: r ← e_q·Â_L, then r ← r·Â_l, each Â_l computed only on the rows where
-    r is non-zero, a block of rows at a time (for a causal model and query q: rows 0..q). With
-    `discard_ratio` > 0 the discard needs whole rows ranked with their diagonal, so each layer is
-    recomputed whole (one layer at a time) and handed to `analysis.rollout.rollout_row`.
+    Streamed last layer first: r ← e_q·Â_L, then r ← r·Â_l, holding one layer's rows at a time.
+    Mean fusion: the rows of a softmax sum to 1, so Â_l = r·I + (1−r)·mean_h A_h needs no re-normalising
+    (a fully masked row is e_i) and r·Â_l = r·r + (1−r)·mean_h(rᵀA_h), which `weighted_columns` gets from
+    fused kernels without a T×T tensor. Max/min fusion: Â_l block by block over the rows where r ≠ 0.
+    `discard_ratio` > 0 ranks whole rows with their diagonal: each layer is recomputed whole (one at a
+    time) and handed to `analysis.rollout.rollout_row`.
     """
     if not records:
         raise ValueError("no layers given")
@@ -79,16 +82,22 @@ def rollout_query(records: Sequence[AttentionRecord], query: int, residual: floa
         raise ValueError(f"query {query} is outside 0..{T - 1}")
     if not 0 <= residual <= 1:
         raise ValueError(f"residual must be in [0, 1], got {residual}")
+    fuse_heads(np.zeros((1, 1, 1)), head_fusion)  # validates the name
     if discard_ratio:
         return rollout_row(lambda i: full_pattern(records[i], batch=batch), query, n_layers=len(records),
                            residual=residual, head_fusion=head_fusion, discard_ratio=discard_ratio)
     r = np.zeros(T)
     r[query] = 1.0
     for rec in reversed(records):
-        live = np.flatnonzero(r)
-        new = np.zeros(T)
-        for q0, q1, k0, m in fused_layer_rows(rec, (int(live[0]), int(live[-1]) + 1), residual, head_fusion,
-                                              block, batch):
-            new[k0:k0 + m.shape[1]] += r[q0:q1] @ m
-        r = new
+        if head_fusion == "mean":
+            received = fuse_heads(weighted_columns(rec, r, block, batch, fused)[:, None, :], "mean")[0]  # [T]
+            dead = ~rec.mask_for(batch).any(-1) if rec.mask is not None else np.zeros(T, bool)
+            r = np.where(dead, r, residual * r) + (1 - residual) * received
+        else:
+            live = np.flatnonzero(r)
+            new = np.zeros(T)
+            for q0, q1, k0, m in fused_layer_rows(rec, (int(live[0]), int(live[-1]) + 1), residual, head_fusion,
+                                                  block, batch):
+                new[k0:k0 + m.shape[1]] += r[q0:q1] @ m
+            r = new
     return r

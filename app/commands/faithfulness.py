@@ -28,9 +28,14 @@ def run(args) -> int:
         print_json(report)
         return 0
     print(f"{report['model']} ({report['arch']}), {report['n_examples']} examples, seed {report['seed']}: "
-          f"p(answer) {report['p_answer']:.3f}, accuracy {report['accuracy']:.3f}")
+          f"p(answer) {report['p_answer']:.3f}, accuracy {report['accuracy']:.3f}, "
+          f"chance top-1 {report['chance']:.3f}")
+    tasks = list(report["by_task"])
+    print(f"  {'method':<12} {'top-1':>6} {'n':>5}" + "".join(f" {t[:11]:>11}" for t in tasks))
     for name, m in report["methods"].items():
-        print(f"  {name:<12} top-1 {m['top1']:.3f}  (n={m['n']})")
+        per = "".join(f" {report['by_task'][t][name]['top1']:>11.3f}" if name in report["by_task"][t]
+                      else f" {'-':>11}" for t in tasks)
+        print(f"  {name:<12} {m['top1']:>6.3f} {m['n']:>5}{per}")
     if report["ablation"]:
         print("heads with the largest effect when zeroed (Δp of the correct answer):")
         for r in top_heads(report, 5):

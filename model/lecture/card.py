@@ -1,8 +1,23 @@
-"""The model card (README.md) written beside a bundled lecture model's weights."""
+"""The model card (README.md) beside a bundled lecture model's weights, and the heads worth showing.
+
+    python -m model.lecture.card --model lecture-decoder [--n 1000]   # re-evaluate, find heads, rewrite
+
+`find_heads` measures, on held-out examples, how much attention each head puts from the row that
+produces an answer onto the answer's known source token (and onto the previous token, which is what
+an induction circuit's first head does), so the card can name the layer.head a lecturer should open.
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
+from collections import defaultdict
+from itertools import islice
 from pathlib import Path
+
+import torch
+
+from .corpus import model_stream, stream
 
 KIND = {"decoder": "causal language model (decoder)", "encoder": "masked language model (encoder)",
         "encdec": "encoder–decoder (toy translation)"}
@@ -17,28 +32,121 @@ METRIC = {
     "encoder": "argmax at each [MASK]ed answer position equals the hidden token",
     "encdec": "greedy decoding from [BOS] reproduces the whole target sentence and its [EOS] (exact match)",
 }
+EVAL_SEED = 1
+EVAL_N = 1000
 
 
+# -- which heads do the work --------------------------------------------------------------------------
+@torch.no_grad()
+def find_heads(lm, n: int = 100, seed: int = EVAL_SEED) -> dict[str, list[tuple[str, float]]]:
+    """Per task (and "previous-token"): heads as ("layer.head" or "stack site layer.head", mean attention
+    from the answer's query row to its source), strongest first."""
+    from model import hooks
+
+    from .evaluate import _pad, _vocab
+
+    arch = lm.cfg.arch
+    vocab = _vocab(lm)
+    pad = vocab["[PAD]"]
+    tasks = sorted({ex.task for ex in islice(model_stream(arch, seed, split="eval"), 200)})
+    objective = {"decoder": "causal", "encoder": "masked", "encdec": "seq2seq"}[arch]
+    out: dict[str, list[tuple[str, float]]] = {}
+    prev = defaultdict(list)
+    for task in tasks:
+        examples = list(islice(stream(task, seed, split="eval", objective=objective), n))
+        if arch == "encdec":
+            src = _pad([[vocab[t] for t in ex.src_tokens] for ex in examples], pad)
+            tgt = _pad([[vocab[t] for t in ex.tgt_tokens[:-1]] for ex in examples], pad)
+            with hooks.capture() as cap:
+                lm.model(src, tgt, src_mask=src != pad, backend="eager")
+            sites = [s for s in cap.sites if "cross_attn" in s]
+        else:
+            rows = [ex.masked_tokens if arch == "encoder" else ex.tokens for ex in examples]
+            x = _pad([[vocab[t] for t in r] for r in rows], pad)
+            with hooks.capture() as cap:
+                if arch == "encoder":
+                    lm.model(x, attention_mask=x != pad, backend="eager")
+                else:
+                    lm.model(x, backend="eager")
+            sites = cap.sites
+        shift = 0 if arch == "encoder" else 1
+        scores = {}
+        for site in sites:
+            pat = cap[site].pattern_full  # [B, H, q, k]
+            for h in range(pat.shape[1]):
+                vals = [float(pat[i, h, p - shift, s]) for i, ex in enumerate(examples)
+                        for p, s in zip(ex.answer_positions, ex.source_positions)]
+                scores[_head_name(site, h, arch)] = sum(vals) / len(vals)
+                if arch == "decoder" and task == "induction":
+                    pv = [float(pat[i, h, q, q - 1]) for i, ex in enumerate(examples) for q in range(2, len(ex.tokens))]
+                    prev[_head_name(site, h, arch)].append(sum(pv) / len(pv))
+        out[task] = sorted(scores.items(), key=lambda kv: -kv[1])
+    if prev:
+        out["previous-token"] = sorted(((k, sum(v) / len(v)) for k, v in prev.items()), key=lambda kv: -kv[1])
+    return out
+
+
+def _head_name(site: str, head: int, arch: str) -> str:
+    parts = site.split(".")  # blocks.1.attn | decoder.blocks.1.cross_attn
+    layer = parts[-2]
+    if arch == "encdec":
+        return f"{parts[0]} {parts[-1].replace('_attn', '-attention').replace('attn', 'self-attention')} {layer}.{head}"
+    return f"{layer}.{head}"
+
+
+LOOK = {
+    ("decoder", "retrieval"): "Retrieval: on a story (e.g. `how old is the best friend of veno ?`), the row of `?` in "
+                              "head {h} lands on the answer's fact ({v:.0%} of its attention on average).",
+    ("decoder", "induction"): "Induction: on a repeated random sequence, head {h} attends from each token of the second "
+                              "copy to the token after its first occurrence ({v:.0%} on average).",
+    ("decoder", "previous-token"): "Previous-token head: {h} puts {v:.0%} of each row on the token just before it — "
+                                   "the first half of the induction circuit.",
+    ("decoder", "agreement"): "Agreement: the row before the verb, head {h}, looks back to the subject noun "
+                              "({v:.0%}), skipping the distractor clause.",
+    ("encoder", "retrieval"): "Retrieval (masked): the [MASK] row in head {h} lands on the answer's fact ({v:.0%}); "
+                              "compare with the decoder on the same text.",
+    ("encoder", "induction"): "Copying (masked): head {h} attends from a [MASK] in the second copy to the same "
+                              "token in the first copy ({v:.0%}) — with bidirectional attention no induction "
+                              "circuit is needed.",
+    ("encoder", "agreement"): "Agreement (masked): the [MASK]ed verb's row in head {h} looks at the subject noun "
+                              "({v:.0%}).",
+    ("encoder", "brackets"): "Brackets: the [MASK]ed closing bracket's row in head {h} attends to its opener ({v:.0%}).",
+    ("encdec", "translation"): "Cross-attention: {h} follows the alignment, reordering adjective–noun and moving the "
+                               "verb to the end ({v:.0%} of each step's attention on the aligned source word).",
+}
+
+
+def look_at(arch: str, heads: dict) -> list[str]:
+    lines = []
+    for task, ranked in heads.items():
+        template = LOOK.get((arch, task))
+        if template and ranked:
+            line = template.format(h=f"**{ranked[0][0]}**", v=ranked[0][1])
+            if len(ranked) > 1:
+                line += f" Runner-up: {ranked[1][0]} ({ranked[1][1]:.0%})."
+            lines.append(line)
+    return lines
+
+
+# -- the card -----------------------------------------------------------------------------------------
 def _table(metrics: dict) -> list[str]:
     lines = ["| task | kind | examples | accuracy | all answers right |", "| --- | --- | ---: | ---: | ---: |"]
     for task, m in metrics["tasks"].items():
-        lines.append(f"| {task} | all | {m['n']} | {m['accuracy']:.1%} | {m.get('exact', m['accuracy']):.1%} |")
+        lines.append(f"| **{task}** | all | {m['n']} | **{m['accuracy']:.1%}** | {m.get('exact', m['accuracy']):.1%} |")
         for kind, k in m.get("kinds", {}).items():
             lines.append(f"| | {kind} | {k['n']} | {k['accuracy']:.1%} | {k.get('exact', k['accuracy']):.1%} |")
     return lines
 
 
-def write_card(folder: Path, name: str, recipe, metrics: dict, seconds: float, steps: int,
-               look_at: list[str] | None = None, eval_n: int | None = None, eval_seed: int = 1,
-               note: str = "") -> Path:
-    cfg = recipe.cfg
-    kind = recipe.corpus
-    n = eval_n or sum(m["n"] for m in metrics["tasks"].values())
-    layers = f"{cfg.n_layers} encoder + {cfg.dec_layers} decoder layers" if kind == "encdec" else f"{cfg.n_layers} layers"
+def write_card(folder: Path, name: str, cfg, training: dict, metrics: dict, *, eval_n: int, eval_seed: int = EVAL_SEED,
+               look: list[str] | None = None, note: str = "") -> Path:
+    arch = cfg.arch
+    layers = f"{cfg.n_layers} encoder + {cfg.dec_layers} decoder layers" if arch == "encdec" else f"{cfg.n_layers} layers"
+    t = training
     lines = [
         f"# {name}",
         "",
-        f"A small {KIND[kind]} trained in this repository on the generated lecture corpus "
+        f"A small {KIND[arch]} trained in this repository on the generated lecture corpus "
         "(`model/lecture/corpus.py`), where every answer's source token is known. Made for teaching: "
         "every head fits on one screen.",
         "",
@@ -47,23 +155,59 @@ def write_card(folder: Path, name: str, recipe, metrics: dict, seconds: float, s
         f"- {layers} × {cfg.n_heads} heads, d_model {cfg.d_model} (d_head {cfg.d_head}), MLP {cfg.hidden} ({cfg.mlp}), "
         f"{cfg.norm}-LN, {cfg.positional} positions, context {cfg.max_len} tokens, vocabulary {cfg.vocab_size} "
         "(word level, `tokenizer.json`; [BOS] is prepended, never [EOS]).",
-        f"- Objective: {OBJECTIVE[kind]}.",
-        f"- Training: `attnlab train --model {name}` — {steps} steps × batch {recipe.batch}, AdamW "
-        f"(peak lr {recipe.lr:g}, {recipe.warmup} warm-up steps, cosine to 10%), seed {recipe.seed}, "
-        f"{seconds / 60:.1f} min wall time on a 2-core CPU shared with other jobs (1 torch thread).",
+        f"- Objective: {OBJECTIVE[arch]}.",
+        f"- Training: `attnlab train --model {name}` — {t.get('steps')} steps × batch {t.get('batch')}, AdamW "
+        f"(peak lr {t.get('lr')}, linear warm-up, cosine to 10%), seed {t.get('seed')}; "
+        f"{t.get('seconds', 0) / 60:.1f} min wall time on this project's 2-core CPU with {t.get('threads', 1)} torch "
+        "thread, while other jobs shared the machine.",
         "",
         "## Held-out accuracy",
         "",
-        f"`attnlab eval --model {name} --n {n} --seed {eval_seed}` — fresh examples from the eval split "
-        f"(never seen in training). Metric: {METRIC[kind]}.",
+        f"`attnlab eval --model {name} --n {eval_n} --seed {eval_seed} --detail` — fresh examples from the "
+        f"corpus's eval split (never seen in training). Metric: {METRIC[arch]}.",
         "",
         *_table(metrics),
         "",
     ]
-    if look_at:
-        lines += ["## What to look at in the app", "", *[f"- {s}" for s in look_at], ""]
+    if look:
+        lines += ["## What to look at in the app", "", *[f"- {s}" for s in look], ""]
     if note:
         lines += ["## Notes", "", note, ""]
     path = Path(folder) / "README.md"
     path.write_text("\n".join(lines))
     return path
+
+
+def finalize(folder: Path, name: str, eval_n: int = EVAL_N, note: str = "") -> dict:
+    """Evaluate a saved model on eval_n held-out examples, find its heads, write README.md."""
+    from model.registry import load_attnlab_folder
+
+    from .evaluate import evaluate
+
+    folder = Path(folder)
+    lm = load_attnlab_folder(folder, name, str(folder))
+    meta = json.loads((folder / "config.json").read_text())
+    metrics = evaluate(lm, eval_n, EVAL_SEED, detail=True)
+    heads = find_heads(lm)
+    write_card(folder, name, lm.cfg, meta.get("training", {}), metrics, eval_n=eval_n, look=look_at(lm.cfg.arch, heads),
+               note=note)
+    return {"metrics": metrics, "heads": {k: v[:4] for k, v in heads.items()}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .train import CHECKPOINTS
+
+    p = argparse.ArgumentParser(prog="python -m model.lecture.card", description="rewrite a lecture model's card")
+    p.add_argument("--model", required=True)
+    p.add_argument("--folder", default=None)
+    p.add_argument("--n", type=int, default=EVAL_N)
+    p.add_argument("--note", default="")
+    args = p.parse_args(argv)
+    torch.set_num_threads(1)
+    report = finalize(Path(args.folder) if args.folder else CHECKPOINTS / args.model, args.model, args.n, args.note)
+    print(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from model.config import ModelConfig
 from model.transformer import build_model
 
-from .corpus import MODELS, model_stream
+from .corpus import model_stream
 from .tasks_base import MASK, MAX_LEN, PAD
 from .tokenizer import build_tokenizer
 
@@ -60,7 +60,9 @@ RECIPES = {
     # Decoder and encoder: same size, same positions, same corpus texts — only the mask and the head differ.
     "lecture-decoder": Recipe("decoder", ModelConfig(arch="decoder", positional="rope", **_SHARED)),
     "lecture-encoder": Recipe("encoder", ModelConfig(arch="encoder", head="mlm", positional="rope", **_SHARED)),
-    "lecture-encdec": Recipe("encdec", ModelConfig(arch="encdec", positional="sinusoidal", **{
+    # Learned positions: on the same 0.02 scale as the token embeddings (a sinusoidal table of norm ~√d
+    # drowns them at init and trains far slower here).
+    "lecture-encdec": Recipe("encdec", ModelConfig(arch="encdec", positional="learned", **{
         **_SHARED, "n_layers": 3}), steps=1500),
 }
 TINY = ModelConfig(arch="decoder", vocab_size=186, d_model=32, n_heads=2, n_layers=1, max_len=MAX_LEN,
@@ -243,7 +245,7 @@ def run(args) -> int:
 
     from model.registry import load_attnlab_folder
 
-    from .card import write_card
+    from .card import EVAL_SEED, finalize, write_card
     from .evaluate import evaluate
 
     torch.set_num_threads(max(1, args.threads))
@@ -251,26 +253,28 @@ def run(args) -> int:
     overrides = {k: getattr(args, k) for k in ("steps", "batch", "lr", "seed") if getattr(args, k) is not None}
     recipe = replace(recipe, **overrides)
     out = Path(args.out) if args.out else CHECKPOINTS / args.model
-    history: list[dict] = []
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
+    def training(step, seconds):
+        return {"recipe": args.model, "steps": step, "of_steps": recipe.steps, "batch": recipe.batch, "lr": recipe.lr,
+                "seed": recipe.seed, "seconds": round(seconds, 1), "threads": args.threads}
+
     def on_eval(step, model, seconds):
-        extra = {"training": {"recipe": args.model, "steps": step, "of_steps": recipe.steps, "batch": recipe.batch,
-                              "lr": recipe.lr, "seed": recipe.seed, "seconds": round(seconds, 1),
-                              "threads": args.threads}}
-        save(model, recipe.cfg, out, extra=extra)
+        save(model, recipe.cfg, out, extra={"training": training(step, seconds)})
         lm = load_attnlab_folder(out, args.model, str(out))
-        metrics = evaluate(lm, args.eval_n, seed=1, detail=True)
-        history.append({"step": step, "seconds": round(seconds, 1), "metrics": metrics})
+        metrics = evaluate(lm, args.eval_n, seed=EVAL_SEED, detail=True)
         log(f"eval @ {step} ({seconds:.0f}s): " + json.dumps(
             {t: round(m["accuracy"], 4) for t, m in metrics["tasks"].items()}))
         if not args.no_card:
-            write_card(out, args.model, recipe, metrics, seconds, step)
+            write_card(out, args.model, recipe.cfg, training(step, seconds), metrics, eval_n=args.eval_n)
 
     res = train(recipe, progress=not args.quiet, on_eval=on_eval, log=log)
     log(f"done: {res.steps} steps in {res.seconds:.0f}s -> {out}")
+    if not args.no_card:
+        finalize(out, args.model)
+        log(f"model card: {out / 'README.md'}")
     return 0
 
 

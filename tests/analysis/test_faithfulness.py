@@ -39,7 +39,13 @@ def check_report(report, lm, n):
     sites = [s.site for s in attention_sites(lm.model)]
     assert [(r["site"], r["head"]) for r in report["ablation"]] == [(s, h) for s in sites for h in range(4)]
     assert all(set(r) == {"site", "head", "delta_p"} and -1 <= r["delta_p"] <= 1 for r in report["ablation"])
-    assert 0 <= report["p_answer"] <= 1 and 0 <= report["accuracy"] <= 1
+    assert 0 <= report["p_answer"] <= 1 and 0 <= report["accuracy"] <= 1 and 0 < report["chance"] < 1
+    for per in report["by_task"].values():  # per-task shares add up to the overall share
+        assert set(per) == set(want)
+    for m in want:
+        assert sum(per[m]["n"] for per in report["by_task"].values()) == n
+        hits = sum(per[m]["top1"] * per[m]["n"] for per in report["by_task"].values())
+        assert hits == pytest.approx(report["methods"][m]["top1"] * n)
     json.dumps(report, allow_nan=False)
 
 
@@ -126,6 +132,13 @@ def test_batched_ablation_equals_zeroing_one_head_alone(models):
     assert np.abs(deltas).max() > 0
 
 
+def test_chance_is_one_over_the_number_of_candidates(models):
+    from analysis.faithfulness import chance
+
+    for c in make_cases(models["decoder"], 5, seed=0):
+        assert chance(c) == pytest.approx(1 / c.candidates.sum())
+
+
 def test_top1_ranks_only_candidates_and_breaks_ties_low():
     s = np.array([5.0, 1, 3, 3, 9])
     assert top1(s, np.array([False, True, True, True, False])) == 2
@@ -172,4 +185,6 @@ def test_bundled_decoder_n50():
     lm = load("lecture-decoder")
     report = faithfulness(lm, n=50, seed=0)
     check_report(report, lm, 50)
-    assert report["accuracy"] > 0.5  # a trained model gets most answers right
+    # a trained model: some attribution beats a random ranking, and some head matters for the answer
+    assert max(m["top1"] for m in report["methods"].values()) > 2 * report["chance"]
+    assert min(r["delta_p"] for r in report["ablation"]) < -0.01

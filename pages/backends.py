@@ -1,0 +1,140 @@
+"""Backends (/backends): eager, sdpa and flash on the same input — the same numbers, which kernel ran, what each
+costs in time and memory as the text grows, and how a fused run's patterns are recovered exactly."""
+
+import pandas as pd
+import streamlit as st
+
+from analysis.consistency import TOL_BACKEND
+from analysis.mechanics import device_summary
+from app import figures, state
+from app import figures_mech as FM
+from app import widgets as W
+from app import widgets_mech as WM
+
+LIVE = {256: "64 … 256", 512: "64 … 512", 1024: "64 … 1024"}
+BACKEND_CHECKS = ("eager_vs_sdpa", "eager_vs_flash")
+
+with W.page("Backends", "Do eager, sdpa and flash compute the same attention — and what does each cost?", icon="⚙️"):
+    inp = W.inputs()
+    present, dark = W.presenting(), W.is_dark()
+    dev = device_summary()
+
+    # -- what runs here ---------------------------------------------------------------------------------
+    if dev["cuda"]:
+        st.info(f"**This machine has a CUDA GPU ({dev['device']}).** `flash` pins PyTorch's "
+                "SDPBackend.FLASH_ATTENTION: the FlashAttention-2 kernel, in fp16/bf16. `sdpa` lets PyTorch choose "
+                "(flash, memory-efficient or math). The kernel column below says which one actually ran.", icon="🟢")
+    else:
+        st.info("**This machine has no CUDA GPU.** `flash` here runs **PyTorch's fused CPU kernel** — the flash "
+                "algorithm (tiles of queries and keys, an online softmax that rescales as it goes, no T×T matrix) in "
+                "float32 on the CPU, not the FlashAttention-2 GPU kernel. On a CUDA GPU the same backend pins "
+                "SDPBackend.FLASH_ATTENTION: the FlashAttention-2 kernel, in fp16/bf16. Every record states the kernel "
+                "that actually ran (the *kernel* column below).", icon="🖥️")
+    st.markdown("**eager** computes softmax(QKᵀ/√d + mask)·V step by step and keeps the T×T weights; **sdpa** and "
+                "**flash** call `F.scaled_dot_product_attention`, one fused kernel that never materialises them. "
+                "Same maths, different order of floating-point operations: results agree to about 1e-6.")
+
+    # -- 1. agreement ---------------------------------------------------------------------------------------
+    st.subheader("Same input, three backends — the same numbers as `attnlab check`")
+    report = state.check_report(inp.model, inp.text, inp.src)
+    rows = WM.check_rows(report, BACKEND_CHECKS)
+    WM.verdict_table(rows)
+    WM.verdict_banner(all(r["passed"] for r in rows),
+                      f"sdpa and flash match eager within {TOL_BACKEND:g} (logits, hidden states and every pattern).",
+                      "A fused backend differs from eager beyond the tolerance.")
+    reps = state.backend_reports(inp.model, inp.text, inp.src)
+    sites = list(reps["sdpa"]["per_site"])
+    z = [[reps[b]["per_site"][s] for b in ("sdpa", "flash")] for s in sites]
+    left, right = st.columns([3, 2], gap="medium")
+    with left:
+        W.chart(FM.delta_grid(z, sites, ["sdpa vs eager: pattern", "flash vs eager: pattern"], TOL_BACKEND,
+                              title=f"Max |Δ pattern| per layer (tolerance {TOL_BACKEND:g})", present=present),
+                key="be-grid", name="backend-deltas")
+    with right:
+        summary = pd.DataFrame([{"backend": b, "max |Δ logits|": reps[b]["max_abs_logits"],
+                                 "max |Δ hidden|": reps[b]["max_abs_hidden"], "max |Δ pattern|": reps[b]["max_abs_pattern"],
+                                 "kernel": ", ".join(reps[b]["kernels"])} for b in ("sdpa", "flash")])
+        st.dataframe(summary, hide_index=True, column_config={
+            c: st.column_config.NumberColumn(c, format="%.2e") for c in summary.columns if c.startswith("max")})
+        st.caption(f"Tolerance {TOL_BACKEND:g} (float32 on the CPU). The pattern of a fused run is recomputed from its "
+                   "q and k (see the end of the page).")
+
+    # -- 2. cost ---------------------------------------------------------------------------------------------
+    st.subheader("Time and memory as the text grows")
+    heads, d_head = WM.model_shape(inp.model)
+    top = W.select("Live sizes T", list(LIVE), "be_max", 512, format_func=LIVE.get, horizontal=True,
+                   help="Measured now, on this machine, for one attention call; larger sizes come from the benchmark.")
+    lengths = tuple(t for t in (64, 128, 256, 512, 1024) if t <= top)
+    live = state.attention_timings(lengths, heads, d_head)
+    W.chart(FM.scaling(live, title=f"Live: one causal attention call, {heads} heads × d_head {d_head} (best of 3)",
+                       present=present), key="be-live", name="backend-live")
+    live_df = pd.DataFrame(live)
+    st.caption("Measured just now on this machine (other users' requests wait meanwhile). Memory: peak bytes of the "
+               "tensors alive during the call (PyTorch profiler). eager stores the scores and weights, a few "
+               "H×T×T matrices, so its memory grows as T²; the fused kernels keep only O(T·d) tiles and the output. "
+               "On a CPU at these sizes the time gap is small; on a GPU, flash is typically 2–4× faster.")
+    bench = state.benchmark_results()
+    if bench is None:
+        st.info("No benchmark results yet (`docs/benchmarks.json`): run `attnlab bench --json --out "
+                "docs/benchmarks.json` for the large sizes (up to 4,096 tokens). Only the live numbers above are "
+                "shown.", icon="ℹ️")
+    else:
+        st.markdown(f"**From the benchmark** (`{bench.get('path') or 'docs/benchmarks.md'}`): whole-model forward "
+                    "passes at long inputs" + (f", machine: {bench['machine']}" if isinstance(bench.get("machine"), str)
+                                               else ""))
+        if bench["rows"]:
+            brow = [r for r in bench["rows"] if r.get("peak_mb") is not None or r.get("median_s") is not None]
+            W.chart(FM.scaling(brow, series_key="mode", time_key="median_s", time_unit="s", mem_key="peak_mb",
+                               mem_scale=1.0, theory=False, present=present, title="Benchmark: time and peak memory "
+                               "per mode"), key="be-bench", name="backend-bench")
+            st.dataframe(pd.DataFrame(brow), hide_index=True)
+        elif bench.get("markdown"):
+            with st.expander("docs/benchmarks.md", expanded=True):
+                st.markdown(bench["markdown"])
+        else:
+            st.warning("The benchmark file has a layout this page does not read; see docs/benchmarks.md.")
+
+    # -- 3. patterns from a fused run -------------------------------------------------------------------------
+    fused = inp.backend if inp.backend != "eager" else "sdpa"
+    st.subheader(f"How the page still shows every weight after a fused ({fused}) run")
+    st.markdown("A fused kernel returns only the output. During the run each attention site therefore keeps its "
+                "**q and k** (O(T·d) numbers per head) instead of the weights (O(T²)). When a page asks for a head "
+                "or a window, the scores scale·q·kᵀ (+ bias) are recomputed exactly, the mask applied, and the softmax "
+                "taken over whole rows — the same numbers eager would have stored.")
+    rec = pd.DataFrame(state.pattern_recovery(inp.model, inp.text, inp.src, fused))
+    rec["kept"] = rec["kept_bytes"].map(WM.fmt_bytes)
+    rec["full weights"] = rec["pattern_bytes"].map(WM.fmt_bytes)
+    st.dataframe(rec[["site", "kernel", "lazy", "kept", "full weights", "max_abs_pattern"]], hide_index=True,
+                 column_config={"max_abs_pattern": st.column_config.NumberColumn("max |Δ| recomputed vs eager",
+                                                                                 format="%.2e"),
+                                "lazy": st.column_config.CheckboxColumn("recomputed")})
+    cap_e = state.capture(inp.model, inp.text, inp.src, "eager")
+    cap_f = state.capture(inp.model, inp.text, inp.src, fused)
+    groups = cap_f.groups()
+    c1, c2, c3 = st.columns(3)
+    group = W.select("Attention", list(groups), "be_group", None, where=c1, show=len(groups) > 1,
+                     format_func=state.GROUP_LABELS.get)
+    layer = W.slider("Layer", 0, len(groups[group]) - 1, "be_layer", 0, where=c2)
+    head = W.slider("Head", 0, cap_f.n_heads - 1, "be_head", 0, where=c3)
+    site = groups[group][layer]
+    qt, kt = cap_f.group_tokens(group)
+    mask = cap_f.mask_of(group)
+    recomputed, stored = cap_f.records[site].pattern(head), cap_e.records[site].pattern(head)
+    a, b, c = st.columns(3, gap="small")
+    with a:
+        W.chart(figures.matrix_heatmap(recomputed, qt, kt, mask=mask, dark=dark, present=present,
+                                       title=f"{fused}: recomputed from q, k"), key="be-recomputed", name="recomputed")
+    with b:
+        W.chart(figures.matrix_heatmap(stored, qt, kt, mask=mask, dark=dark, present=present,
+                                       title="eager: stored weights"), key="be-eager", name="eager")
+    with c:
+        d = recomputed - stored
+        lim = max(float(abs(d).max()), TOL_BACKEND)
+        W.chart(figures.matrix_heatmap(d, qt, kt, mask=mask, kind="diff", zrange=(-lim, lim), present=present,
+                                       title=f"difference (max |Δ| {abs(d).max():.1e})"), key="be-diff", name="diff")
+    st.caption(f"{site}, head {head}: kernel {cap_f.records[site].kernel}. Long inputs stay cheap: a capture that "
+               "would exceed a few million weights keeps q and k only, and large matrices are pooled for display.")
+
+    W.downloads("backends", csv=live_df,
+                json_obj={"model": inp.model, "text": inp.text, "src_text": inp.src, "device": dev, "checks": rows,
+                          "reports": reps, "live": live, "benchmark": bench, "recovery": rec.to_dict("records")})

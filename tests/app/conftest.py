@@ -1,0 +1,61 @@
+"""AppTest helpers for the Streamlit pages."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from streamlit import config
+from streamlit.testing.v1 import AppTest
+
+ENTRY = "../../app/main.py"  # AppTest.from_file: relative to the calling test file
+PAGES = "../../pages"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _apptest_config():
+    # AppTest keeps each widget's format_func (a lambda) in session state for its own use; the served app
+    # never does, and keeps runner.enforceSerializableSessionState on (.streamlit/config.toml, browser tests).
+    config.set_option("runner.enforceSerializableSessionState", False)
+
+
+def open_page(page: str | None = None, timeout: float = 120, **params) -> AppTest:
+    """Open the app at `/` (page None, through the entry script and its navigation) or pages/<page>.py
+    directly, as a bookmark of /<page>?params would; `params` are the URL's query parameters."""
+    at = AppTest.from_file(ENTRY if page is None else f"{PAGES}/{page}.py", default_timeout=timeout)
+    for k, v in params.items():
+        at.query_params[k] = str(v)
+    return at.run()
+
+
+def specs(at: AppTest) -> list[dict]:
+    """The Plotly figures on the page, as JSON (st.plotly_chart has no typed AppTest element)."""
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def titled(at: AppTest, text: str) -> dict:
+    """The one figure whose title contains `text` (or, among several, equals it)."""
+    found = [s for s in specs(at) if text in (s["layout"].get("title", {}).get("text") or "")]
+    if len(found) > 1:
+        found = [s for s in found if s["layout"]["title"]["text"] == text]
+    assert len(found) == 1, [s["layout"].get("title", {}).get("text") for s in specs(at)]
+    return found[0]
+
+
+def z_of(trace: dict) -> np.ndarray:
+    """A heatmap's z as a float array (plotly sends numpy arrays base64-encoded as 'bdata')."""
+    z = trace["z"]
+    if isinstance(z, dict) and "bdata" in z:
+        import base64
+
+        arr = np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"]))
+        return arr.reshape(z["shape"] if isinstance(z["shape"], list) else
+                           [int(s) for s in str(z["shape"]).split(",")]).astype(np.float64)
+    return np.array([[np.nan if v is None else v for v in row] for row in z], dtype=np.float64)
+
+
+def ok(at: AppTest) -> None:
+    """No exception element and no error message on the page."""
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]

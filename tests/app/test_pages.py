@@ -1,0 +1,242 @@
+"""Every page with AppTest: default state and main options; figures checked by their data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from model.registry import bundled_names
+from tests.app.conftest import ok, open_page, specs, titled, z_of
+
+DEFAULT = "lecture-decoder" if "lecture-decoder" in bundled_names() else "random-decoder"
+MARKUP = "<b>x</b> & y"  # byte tokens '<', 'b', '>', '&' must stay text
+
+
+def _shape(model: str) -> tuple[int, int]:
+    from model.registry import load
+
+    cfg = load(model).cfg
+    return cfg.n_layers, cfg.n_heads
+
+
+# -- Explore ----------------------------------------------------------------------------------------------
+def test_explore_default_shows_tokens_rows_and_prediction():
+    at = open_page()
+    ok(at)
+    assert at.query_params["model"] == DEFAULT
+    assert "preset" in at.query_params  # the default view is a preset, bookmarkable
+    n_layers, _ = _shape(DEFAULT)
+    fig = titled(at, "Where does token")
+    (trace,) = fig["data"]
+    z = z_of(trace)
+    assert z.shape[0] == n_layers and trace["y"] == [f"layer {i}" for i in range(n_layers)]
+    strip = [h.proto.body for h in at.get("html") if 'class="strip"' in h.proto.body]
+    assert strip and "[BOS]" in strip[0]
+    assert at.dataframe[0].value.shape == (5, 2)  # top-5 prediction
+
+
+def test_explore_escapes_markup_in_strip_and_ticks():
+    at = open_page(model="random-decoder", text=MARKUP)
+    ok(at)
+    assert at.query_params["text"] == MARKUP and "preset" not in at.query_params
+    body = next(h.proto.body for h in at.get("html") if 'class="strip"' in h.proto.body)
+    assert "<b>x" not in body and "&lt;" in body and "&amp;" in body
+    ticks = titled(at, "Where does token")["layout"]["xaxis"]["ticktext"]
+    assert "&lt;" in ticks and "&gt;" in ticks and "&amp;" in ticks and "<" not in ticks
+
+
+def test_bad_input_is_a_message_not_a_traceback():
+    at = open_page(model="random-decoder", text="bad \x07 bell")
+    assert not at.exception
+    assert any("control character" in e.value for e in at.error)
+    at = open_page(model="/no/such/model-folder")
+    assert not at.exception
+    assert at.error and "Traceback" not in at.error[0].value
+
+
+# -- Heatmaps ---------------------------------------------------------------------------------------------
+def test_heatmaps_mosaic_is_one_trace_with_nan_gutters():
+    at = open_page("heatmaps", model="random-decoder", text="abcdefgh")
+    ok(at)
+    n_layers, n_heads = _shape("random-decoder")
+    t = 9  # [BOS] + 8 bytes
+    mosaic = titled(at, "self-attention")
+    assert len(mosaic["data"]) == 1 and mosaic["data"][0]["type"] == "heatmap"
+    z = z_of(mosaic["data"][0])
+    gap = mosaic["layout"]["meta"]["gap"]
+    assert z.shape == (n_layers * (t + gap) - gap, n_heads * (t + gap) - gap)
+    assert np.isnan(z[t:t + gap]).all() and np.isnan(z[:, t:t + gap]).all()  # gutters
+    block = z[:t, :t]
+    assert np.isnan(block[np.triu_indices(t, 1)]).all()  # causal: NaN above the diagonal
+    assert np.allclose(np.nansum(block, 1), 1, atol=1e-5)
+
+
+def test_heatmaps_single_head_ticks_hover_and_mask():
+    at = open_page("heatmaps", model="random-decoder", text=MARKUP)
+    ok(at)
+    fig = titled(at, "layer 1, head 0")
+    trace = fig["data"][0]
+    z = z_of(trace)
+    t = len(MARKUP) + 1
+    assert z.shape == (t, t)
+    assert np.isnan(z[np.triu_indices(t, 1)]).all() and not np.isnan(np.diag(z)).any()
+    ticks = fig["layout"]["xaxis"]["ticktext"]
+    assert ticks[:4] == ["[BOS]", "&lt;", "b", "&gt;"]
+    assert ticks.count("b") == 2  # repeated tokens keep their own column (integer axis)
+    assert "query" in trace["hovertemplate"] and "%{z" in trace["hovertemplate"]
+    assert trace["text"][1][2] == "&lt; → b"  # hover: query token → key token
+
+
+@pytest.mark.parametrize("kind, fuse", [("scores", "none"), ("masked", "mean"), ("pattern", "max")])
+def test_heatmaps_matrix_kinds_and_fusion(kind, fuse):
+    at = open_page("heatmaps", model="random-decoder", text="hello world")
+    at.selectbox(key="kind").set_value(kind).run()
+    at.selectbox(key="fuse").set_value(fuse).run()
+    ok(at)
+    mosaic = specs(at)[0]
+    z = z_of(mosaic["data"][0])
+    n_layers, n_heads = _shape("random-decoder")
+    assert mosaic["layout"]["meta"]["heads"] == (1 if fuse != "none" else n_heads)
+    t = 12
+    block = z[:t, :t]
+    if kind == "scores":  # raw scores are unmasked and centred on 0
+        assert not np.isnan(block).any() and mosaic["data"][0]["colorscale"][0][1] != "#f7fbff"
+    else:
+        assert np.isnan(block[np.triu_indices(t, 1)]).all()
+    assert at.query_params["kind"] == kind and at.query_params["fuse"] == fuse
+
+
+def test_heatmaps_url_state_preselects_layer_head_query():
+    at = open_page("heatmaps", model="random-decoder", text="hello world", layer=0, head=2, query=3, hv="all")
+    ok(at)
+    assert at.slider(key="layer").value == 0 and at.slider(key="head").value == 2
+    assert at.query_params["layer"] == "0" and at.query_params["head"] == "2"
+    hv = titled(at, "Head view")
+    assert hv["layout"]["meta"]["query"] == 3 and len(hv["layout"]["meta"]["heads"]) == _shape("random-decoder")[1]
+    at.slider(key="head").set_value(1).run()
+    ok(at)
+    assert at.query_params["head"] == "1"
+    assert titled(at, "layer 0, head 1")
+
+
+# -- Masks ------------------------------------------------------------------------------------------------
+def test_masks_default_causal_vs_bidirectional():
+    at = open_page("masks", model="random-decoder", text="masks!")
+    ok(at)
+    t = 7
+    a = z_of(titled(at, "A: attention weights")["data"][0])
+    b = z_of(titled(at, "B: attention weights")["data"][0])
+    assert np.isnan(a[np.triu_indices(t, 1)]).all() and not np.isnan(b).any()
+    sa = z_of(titled(at, "A: scores with")["data"][0])
+    assert np.isnan(sa[np.triu_indices(t, 1)]).all()  # −∞ shows as masked
+    d = z_of(titled(at, "B − A")["data"][0])
+    assert np.nanmax(np.abs(d)) > 0
+
+
+@pytest.mark.parametrize("kind, key, value", [("sliding_window", "window", 2), ("prefix_lm", "prefix", 3),
+                                              ("padding", "pad", 2)])
+def test_masks_other_kinds(kind, key, value):
+    at = open_page("masks", model="random-decoder", text="masks!", mask_b=kind)
+    at.slider(key=key).set_value(value).run()
+    ok(at)
+    m = ~np.isnan(z_of(titled(at, "B: mask")["data"][0]))  # visible cells
+    t = 7
+    i, j = np.indices((t, t))
+    want = {"sliding_window": (j <= i) & (i - j < value), "prefix_lm": (j <= i) | (j < value),
+            "padding": (j <= i) & (j < t - value)}[kind]
+    assert (m == want).all()
+    assert at.query_params["mask_b"] == kind
+
+
+# -- Score scales -----------------------------------------------------------------------------------------
+def test_scores_sqrt_dk_switch_and_temperature():
+    at = open_page("scores", model="random-decoder", text="the scale of scores")
+    ok(at)
+    assert len(at.dataframe[0].value) == _shape("random-decoder")[1]
+    before = z_of(titled(at, "softmax(QKᵀ/√d_k")["data"][0])
+    at.toggle(key="sqrt_dk").set_value(False).run()
+    ok(at)
+    after = z_of(titled(at, "softmax(QKᵀ / τ")["data"][0])
+    t = before.shape[0]
+    assert np.isnan(after[np.triu_indices(t, 1)]).all()
+    assert np.nanmax(after, 1).mean() >= np.nanmax(before, 1).mean()  # sharper without the factor
+    at.slider(key="tau").set_value(0.2).run()
+    ok(at)
+    assert at.query_params["tau"] == "0.2" and at.query_params["sqrt_dk"] == "0"
+    sweep = titled(at, "entropy (nats) vs temperature")
+    assert [d["name"] for d in sweep["data"]] == ["with 1/√d_k", "without"]
+
+
+# -- Rollout ----------------------------------------------------------------------------------------------
+def test_rollout_default_four_methods():
+    at = open_page("rollout")
+    ok(at)
+    fig = titled(at, "Which tokens matter")
+    assert fig["data"][0]["y"] == ["last-layer attention", "rollout", "flow", "gradient relevance"]
+    z = z_of(fig["data"][0])
+    assert z.shape[0] == 4 and np.nanmax(z) <= 1 + 1e-9
+    assert len(at.dataframe[0].value) == 4
+
+
+def test_rollout_options_change_the_rows():
+    at = open_page("rollout", model="random-decoder", text="roll out the attention")
+    ok(at)
+    rows0 = z_of(titled(at, "Which tokens matter")["data"][0])
+    at.slider(key="residual").set_value(0.0).run()
+    at.selectbox(key="fusion").set_value("max").run()
+    ok(at)
+    rows1 = z_of(titled(at, "Which tokens matter")["data"][0])
+    assert not np.allclose(rows0[1], rows1[1])  # rollout row changed
+    at.button_group(key="rollout_matrix").set_value("relevance").run()
+    ok(at)
+    m = z_of(titled(at, "relevance: row = output")["data"][0])
+    t = m.shape[0]
+    assert np.allclose(m[np.triu_indices(t, 1)], 0)  # causal model: no relevance from later tokens
+
+
+def test_rollout_encoder_decoder_has_source_rows():
+    at = open_page("rollout", model="random-encdec", text="le chat", src="the cat")
+    ok(at)
+    assert titled(at, "on the source side")["data"][0]["y"] == ["last-layer attention", "rollout",
+                                                                 "gradient relevance"]
+
+
+# -- Heads ------------------------------------------------------------------------------------------------
+def test_heads_table_and_ablation():
+    at = open_page("heads", model="random-decoder", text="heads heads heads")
+    ok(at)
+    n_layers, n_heads = _shape("random-decoder")
+    table = at.dataframe[0].value
+    assert len(table) == n_layers * n_heads and {"label", "induction", "entropy"} <= set(table.columns)
+    grid = titled(at, "Change in p(")
+    assert z_of(grid["data"][0]).shape == (n_layers, n_heads)
+    assert at.metric and at.metric[0].label.startswith("p(")
+    at.multiselect(key="labels").set_value([table["label"].iloc[0]]).run()
+    at.selectbox(key="sort").set_value("entropy").run()
+    at.selectbox(key="site").set_value("blocks.0.attn").run()
+    ok(at)
+    assert set(at.dataframe[0].value["label"]) == {table["label"].iloc[0]}
+    assert "blocks.0.attn, head 0 zeroed" in [m.value.strip("*") for m in at.markdown]
+
+
+@pytest.mark.parametrize("model", ["random-encoder", "random-encdec"])
+def test_every_page_runs_for_other_architectures(model):
+    at = open_page(None, model=model)
+    ok(at)
+    for page in ("heatmaps", "masks", "scores", "rollout", "heads"):
+        at.switch_page(f"../pages/{page}.py").run()
+        ok(at)
+        assert specs(at), page
+
+
+def test_presentation_mode_hides_options_and_keeps_state_across_pages():
+    at = open_page(None, model="random-decoder", text="present me", present=1)
+    ok(at)
+    assert at.toggle(key="present").value is True
+    assert not [s for s in at.selectbox if s.key == "backend"]  # fewer controls
+    at.switch_page("../pages/heatmaps.py").run()
+    at.slider(key="layer").set_value(0).run()
+    at.switch_page("../pages/scores.py").run()
+    ok(at)
+    assert at.text_area(key="text").value == "present me" and at.slider(key="layer").value == 0
+    assert at.query_params["present"] == "1"

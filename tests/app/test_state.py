@@ -1,0 +1,68 @@
+"""app/state.py outside a server: captures are numpy and picklable; the inference lock fails fast."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+
+import numpy as np
+import pytest
+
+from app import state, widgets
+
+
+def test_capture_is_picklable_numpy():
+    cap = state.capture("random-decoder", "abc", None, "sdpa")
+    assert cap.tokens == ["[BOS]", "a", "b", "c"]
+    back = pickle.loads(pickle.dumps(cap))
+    stack = back.stack("self")
+    assert isinstance(stack, np.ndarray) and stack.shape == (2, 4, 4, 4)
+    np.testing.assert_allclose(stack.sum(-1), 1, atol=1e-5)
+    assert back.mask_of("self").dtype == bool and back.top_probs.shape == (4, state.TOP_K)
+
+
+def test_capture_with_a_mask_option():
+    cap = state.capture("random-decoder", "abcd", None, "eager", ("sliding_window", 2))
+    m = cap.mask_of("self")
+    assert m[4].tolist() == [False, False, False, True, True]
+
+
+def test_busy_lock_gives_a_clear_error(monkeypatch):
+    monkeypatch.setattr(state, "BUSY_WAIT_S", 0.05)
+    lock = state._inference_lock()
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with lock:
+            held.set()
+            release.wait(5)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    held.wait(5)
+    try:
+        with pytest.raises(state.BusyError, match="busy"):
+            with state.inference():
+                pass
+    finally:
+        release.set()
+        t.join()
+    with state.inference():  # free again
+        pass
+
+
+def test_error_messages_say_what_to_do():
+    from model.checkpoint import CheckpointError
+    from model.inputs import InputError
+
+    assert widgets.error_message(InputError("the text is empty"))[1].startswith("The text is empty.")
+    assert "Pick another model" in widgets.error_message(CheckpointError("bad shapes"))[1]
+    level, msg = widgets.error_message(state.BusyError("The server is busy"))
+    assert level == "warning" and "busy" in msg
+    assert "Traceback" not in widgets.error_message(RuntimeError("boom"))[1]
+
+
+def test_ablation_changes_the_prediction_of_a_random_model():
+    before, after = state.ablate("random-decoder", "hello", None, "eager", "blocks.1.attn", 0, 5)
+    assert before.target_id == after.target_id and before.position == 5
+    assert not np.allclose(before.probs, after.probs)

@@ -1,0 +1,103 @@
+"""Training the lecture models (a tiny run here), the shipped checkpoints, `attnlab eval` and `attnlab check`."""
+
+import json
+import time
+from dataclasses import replace
+from itertools import islice
+from random import Random
+
+import pytest
+import torch
+
+from app.cli import main
+from model.lecture import model_stream
+from model.lecture.evaluate import evaluate
+from model.lecture.train import IGNORE, RECIPES, TINY, Batcher, Recipe, train
+from model.registry import bundled_names, load
+
+BUNDLED = ["lecture-decoder", "lecture-encoder", "lecture-encdec"]
+TINY_RECIPE = Recipe("decoder", TINY, steps=80, batch=16, lr=3e-3, warmup=10)
+
+
+def test_tiny_training_run_loss_falls():
+    t = time.perf_counter()
+    res = train(TINY_RECIPE, progress=False)
+    assert time.perf_counter() - t < 60
+    first, last = sum(res.losses[:5]) / 5, sum(res.losses[-5:]) / 5
+    assert last < first - 0.5, (first, last)
+
+
+def test_training_is_deterministic():
+    recipe = replace(TINY_RECIPE, steps=3)
+    a, b = train(recipe, progress=False), train(recipe, progress=False)
+    assert a.losses == b.losses
+    for (k, x), (_, y) in zip(a.model.state_dict().items(), b.model.state_dict().items()):
+        assert torch.equal(x, y), k
+    c = train(replace(recipe, seed=1), progress=False)
+    assert c.losses != a.losses
+
+
+@pytest.mark.parametrize("kind", ["decoder", "encoder", "encdec"])
+def test_batches_pad_and_mask_only_real_targets(kind):
+    examples = list(islice(model_stream(kind, 0), 64))
+    batch = Batcher(kind)(examples, Random(0))
+    x, y, w = batch["x"], batch["y"], batch["w"]
+    assert x.shape == y.shape == w.shape
+    assert ((y == IGNORE) == (w == 0)).all()  # a weight exactly where there is a real target
+    if kind == "encoder":
+        mask_id = Batcher(kind).mask
+        for i, ex in enumerate(examples):
+            hidden = set((x[i] == mask_id).nonzero().flatten().tolist())
+            assert set(ex.answer_positions) <= hidden
+            assert not hidden & (set(ex.source_positions) | set(ex.support_positions))
+            assert all(int(y[i, p]) != IGNORE for p in hidden)
+
+
+def test_recipes_share_size_between_decoder_and_encoder():
+    dec, enc = RECIPES["lecture-decoder"].cfg, RECIPES["lecture-encoder"].cfg
+    for f in ("d_model", "n_heads", "n_layers", "max_len", "positional", "vocab_size", "norm", "mlp"):
+        assert getattr(dec, f) == getattr(enc, f), f
+
+
+def test_bundled_checkpoints_are_shipped_and_small():
+    assert set(BUNDLED) <= set(bundled_names())
+    from model.registry import BUNDLED_DIR
+
+    total = sum(p.stat().st_size for name in BUNDLED for p in (BUNDLED_DIR / name).iterdir())
+    assert total <= 15 * 2**20
+    for name in BUNDLED:
+        for f in ("config.json", "model.safetensors", "tokenizer.json", "README.md"):
+            assert (BUNDLED_DIR / name / f).is_file(), (name, f)
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_bundled_checkpoint_reaches_90_percent_on_fresh_examples(name):
+    report = evaluate(load(name), 200, seed=12345)
+    assert report["tasks"]
+    for task, m in report["tasks"].items():
+        assert m["accuracy"] >= 0.9, (name, task, m)
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_check_passes_on_bundled_models(capsys, name):
+    rc = main(["check", "--model", name, "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 0 and report["passed"] is True, [c for c in report["checks"] if not c["passed"]]
+
+
+def test_eval_command_prints_the_json_contract(capsys):
+    rc = main(["eval", "--model", "lecture-decoder", "--n", "30", "--seed", "3", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 0 and set(report) == {"tasks"}
+    assert set(report["tasks"]) == {"retrieval", "induction", "agreement"}
+    assert sum(m["n"] for m in report["tasks"].values()) == 30
+    for m in report["tasks"].values():
+        assert set(m) == {"n", "accuracy"}
+        assert isinstance(m["n"], int) and 0.0 <= m["accuracy"] <= 1.0
+    again = main(["eval", "--model", "lecture-decoder", "--n", "30", "--seed", "3", "--json"])
+    assert again == 0 and json.loads(capsys.readouterr().out) == report
+
+
+def test_eval_command_rejects_models_without_the_lecture_vocabulary(capsys):
+    assert main(["eval", "--model", "random-decoder", "--json"]) == 2
+    assert "not a lecture model" in capsys.readouterr().err
