@@ -277,28 +277,41 @@ def _peak_bytes(fn) -> int:
 
 
 @torch.no_grad()
-def time_attention(lengths, n_heads: int = 4, d_head: int = 32, repeats: int = 3,
-                   backends=("eager", "sdpa", "flash"), memory: bool = True, seed: int = 0) -> list[dict]:
-    """Time one causal attention call [1, H, T, d] per backend and length (best of `repeats` after a
-    warm-up: the least disturbed by other work on a shared machine), and its peak tensor memory. eager materialises the T×T matrix; the fused kernels do not."""
-    g = torch.Generator().manual_seed(seed)
-    rows = []
-    for T in lengths:
-        q, k, v = (torch.randn(1, n_heads, T, d_head, generator=g) for _ in range(3))
-        mask = torch.ones(T, T, dtype=torch.bool).tril()
-        for b in backends:
-            def fn(b=b, q=q, k=k, v=v, mask=mask):
-                return _eager_op(q, k, v, mask) if b == "eager" else _fused_op(q, k, v, b == "flash")
+def time_attention(lengths, n_heads: int = 4, d_head: int = 32, repeats: int = 5, budget_s: float = 0.15,
+                   backends=("eager", "sdpa", "flash"), memory: bool = True, seed: int = 0,
+                   threads: int | None = 1) -> list[dict]:
+    """Time one causal attention call [1, H, T, d] per backend and length, and its peak tensor memory.
 
-            fn()  # warm-up
-            times = []
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                fn()
-                times.append(time.perf_counter() - t0)
-            rows.append({"T": int(T), "backend": b, "ms": 1e3 * min(times), "median_ms": 1e3 * statistics.median(times),
-                         "peak_bytes": _peak_bytes(fn) if memory else None,
-                         "matrix_bytes": int(n_heads * T * T * 4)})
+    After a warm-up, calls repeat until `budget_s` has passed (at least `repeats` times, at most 200); the
+    best time is reported (the least disturbed by other work on a shared machine) with the median beside
+    it. `threads` pins PyTorch's intra-op threads for the measurement (1: steady numbers on a busy
+    machine; None: leave as is). eager materialises the T×T matrix; the fused kernels do not."""
+    g = torch.Generator().manual_seed(seed)
+    old_threads = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    rows = []
+    try:
+        for T in lengths:
+            q, k, v = (torch.randn(1, n_heads, T, d_head, generator=g) for _ in range(3))
+            mask = torch.ones(T, T, dtype=torch.bool).tril()
+            for b in backends:
+                def fn(b=b, q=q, k=k, v=v, mask=mask):
+                    return _eager_op(q, k, v, mask) if b == "eager" else _fused_op(q, k, v, b == "flash")
+
+                fn()  # warm-up
+                times: list[float] = []
+                start = time.perf_counter()
+                while len(times) < repeats or (time.perf_counter() - start < budget_s and len(times) < 200):
+                    t0 = time.perf_counter()
+                    fn()
+                    times.append(time.perf_counter() - t0)
+                rows.append({"T": int(T), "backend": b, "ms": 1e3 * min(times),
+                             "median_ms": 1e3 * statistics.median(times), "runs": len(times),
+                             "peak_bytes": _peak_bytes(fn) if memory else None,
+                             "matrix_bytes": int(n_heads * T * T * 4), "threads": torch.get_num_threads()})
+    finally:
+        torch.set_num_threads(old_threads)
     return rows
 
 
@@ -427,7 +440,7 @@ def rope_demo(d_head: int = 16, n_pos: int = 24, base: float = 10000.0, seed: in
     S = (rq @ rk.T).double().numpy()
     pe = sinusoidal_table(n_pos, d_head)
     A = ((q + pe) @ (k + pe).T).double().numpy()
-    offsets = np.arange(n_pos)
+    offsets = np.arange(max(1, n_pos - 1))  # a diagonal needs two cells to have a spread
     spread_rope = np.array([np.ptp(np.diagonal(S, -o)) for o in offsets])
     spread_abs = np.array([np.ptp(np.diagonal(A, -o)) for o in offsets])
     n_m = min(8, n_pos)

@@ -7,7 +7,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("app_cmd", "capture", "check", "compare_hf", "eval", "faithfulness", "models", "train")
+COMMANDS = ("app_cmd", "bench", "capture", "check", "compare_hf", "eval", "faithfulness", "models", "train")
 
 
 class UsageError(Exception):

@@ -26,7 +26,9 @@ MASKED_BG = "rgba(128,128,128,0.28)"
 LIGHT_SCALE = "Blues"
 DARK_SCALE = "Viridis"
 DIVERGING = "RdBu_r"
-HEAD_COLORS = px.colors.qualitative.Bold + px.colors.qualitative.Safe
+# Saturated colours, readable on light and dark themes; orange and red are kept for the query/source marks.
+HEAD_COLORS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f",
+               *px.colors.qualitative.Dark24]
 
 
 # -- labels ------------------------------------------------------------------------------------------------
@@ -52,8 +54,9 @@ def _layout(fig: go.Figure, title: str, present: bool, height: int | None = None
     return fig
 
 
-def sequential(dark: bool) -> str:
-    return DARK_SCALE if dark else LIGHT_SCALE
+def sequential(dark: bool) -> str | None:
+    """None: the Streamlit theme's own sequential scale, which the browser adapts to light and dark."""
+    return None
 
 
 # -- single matrix -----------------------------------------------------------------------------------------
@@ -115,7 +118,8 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
     x, y = np.arange(nx) + (0 if pooled else k_offset), np.arange(ny) + (0 if pooled else q_offset)
     fig = go.Figure()
     if z.size > PNG_CELLS:
-        img = px.imshow(_colour_png(z, scale, zmin, zmax), binary_string=True).data[0]
+        png_scale = scale or (DARK_SCALE if dark else LIGHT_SCALE)
+        img = px.imshow(_colour_png(z, png_scale, zmin, zmax), binary_string=True).data[0]
         img.update(x0=x[0], dx=1, y0=y[0], dy=1, hovertemplate="query %{y}<br>key %{x}<extra></extra>")
         fig.add_trace(img)
     else:
@@ -140,8 +144,7 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
     if km is not None and not pooled and k_offset <= km < k_offset + nx:
         fig.add_vrect(x0=km - 0.5, x1=km + 0.5, line={"color": "#d62728", "width": 2, "dash": "dot"},
                       fillcolor="rgba(0,0,0,0)")
-    side = 22 if present else 16
-    auto_h = int(min(900, max(360, ny * side * (1 if ny <= 64 else 0.5)) + 140))
+    auto_h = int(min(700 if present else 620, max(360, ny * (18 if present else 14) + 160)))
     _layout(fig, title, present, height or auto_h, plot_bgcolor=MASKED_BG,
             meta={"pooled": bool(pooled), "shape": [ny, nx], "kind": kind})
     return fig
@@ -201,7 +204,7 @@ def mosaic(stack, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", title
         colorbar={"title": {"text": vname}, "thickness": 14},
         hovertemplate=f"query %{{y}}<br>key %{{x}}<br>{vname} %{{z:.4f}}<extra></extra>"))
     fig.update_xaxes(type="category", tickmode="array", tickvals=[x[h * (pk + gap) + pk // 2] for h in range(n_heads)],
-                     ticktext=[f"head {h}" for h in range(n_heads)], showgrid=False, side="top")
+                     ticktext=[f"head {h}" for h in range(n_heads)], showgrid=False, side="bottom")
     fig.update_yaxes(type="category", tickmode="array", autorange="reversed",
                      tickvals=[y[layer * (pq + gap) + pq // 2] for layer in range(n_layers)],
                      ticktext=[str(s) for s in layer_labels], showgrid=False)
@@ -242,7 +245,7 @@ def head_view(patterns, q_tokens, k_tokens, query: int, heads, *, present: bool 
                 ys += [yq[query] + dy, yk[k] + dy, None]
             fig.add_trace(go.Scatter(
                 x=xs, y=ys, mode="lines", line={"color": color, "width": 1 + 6 * ((lvl + 1) / bins) ** 1.5},
-                opacity=0.08 + 0.92 * ((lvl + 1) / bins) ** 2, hoverinfo="skip", legendgroup=f"h{h}",
+                opacity=0.15 + 0.85 * ((lvl + 1) / bins) ** 2, hoverinfo="skip", legendgroup=f"h{h}",
                 name=f"head {h}", showlegend=first))
             first = False
         if first:  # nothing above min_weight: keep a legend entry

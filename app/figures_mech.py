@@ -253,7 +253,7 @@ def generation_matrix(rows, tokens, prompt_len: int, *, k_tokens=None, title: st
             "buttons": [{"label": "▶ replay", "method": "animate",
                          "args": [None, {"frame": {"duration": 450, "redraw": True}, "fromcurrent": False,
                                          "transition": {"duration": 0}}]},
-                        {"label": "⏸", "method": "animate",
+                        {"label": "pause", "method": "animate",
                          "args": [[None], {"frame": {"duration": 0, "redraw": False}, "mode": "immediate"}]}]}])
     step = max(1, int(np.ceil(K / (40 if present else 64))))
     fig.update_xaxes(tickmode="array", tickvals=x[::step], ticktext=xlab[::step], tickangle=-60,

@@ -350,7 +350,9 @@ def backend_reports(name: str, text: str, src: str | None = None) -> dict[str, d
 @st.cache_data(max_entries=16, show_spinner="Generating with and without the cache…")
 def cache_generation(name: str, text: str, src: str | None, n_new: int, backend: str) -> dict:
     from analysis.mechanics import cache_generation as run
+    from model.inputs import check_generate
 
+    check_generate(n_new)  # MAX_GENERATE new tokens per request, whatever the caller asks
     lm = model(name)
     with inference():
         return run(lm, lm.encode(text, src), n_new, backend)
@@ -379,7 +381,9 @@ def generation_trace(name: str, text: str, src: str | None, n_new: int, temperat
                      top_k: int | None = None, seed: int | None = None, backend: str = "eager"):
     """analysis.mechanics.generation_trace: the generated tokens and each step's attention rows."""
     from analysis.mechanics import generation_trace as run
+    from model.inputs import check_generate
 
+    check_generate(n_new)  # MAX_GENERATE new tokens per request, whatever the caller asks
     lm = model(name)
     with inference():
         return run(lm, lm.encode(text, src), n_new, temperature=temperature, top_k=top_k, seed=seed,

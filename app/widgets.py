@@ -176,10 +176,14 @@ def presenting() -> bool:
 
 
 def is_dark() -> bool:
+    """The browser's theme (Streamlit reports it from the second run on), else the server's theme.base."""
     try:
-        return st.context.theme.type == "dark"
-    except Exception:  # noqa: BLE001 — unknown theme (tests, first load): light
-        return False
+        kind = st.context.theme.type
+    except Exception:  # noqa: BLE001 — no browser context (tests)
+        kind = None
+    if kind is None:
+        kind = st.get_option("theme.base")
+    return kind == "dark"
 
 
 # -- presets -----------------------------------------------------------------------------------------------

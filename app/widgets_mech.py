@@ -41,7 +41,7 @@ def require_arch(archs: tuple[str, ...], why: str) -> W.Inputs:
         st.rerun()
     switched = ss.pop(_SWITCHED, None)
     if switched is not None:
-        st.info(f"This page {why}, so it switched from **{switched[0]}** to **{switched[1]}**.", icon="🔁")
+        st.info(f"This page {why}, so it switched from **{switched[0]}** to **{switched[1]}**.", icon=":material/swap_horiz:")
     return inp
 
 
@@ -116,7 +116,7 @@ def verdict_table(rows: list[dict], where=None) -> pd.DataFrame:
     where = where or st
     df = pd.DataFrame({
         "check": [c["name"] for c in rows],
-        "verdict": ["✅ PASS" if c["passed"] else "❌ FAIL" for c in rows],
+        "verdict": ["✓ PASS" if c["passed"] else "✗ FAIL" for c in rows],
         "value": [c["value"] for c in rows],
         "tolerance": [c["tolerance"] for c in rows],
         "note": [c.get("note", "") for c in rows],
@@ -129,7 +129,7 @@ def verdict_table(rows: list[dict], where=None) -> pd.DataFrame:
 
 def verdict_banner(passed: bool, ok: str, bad: str, where=None) -> None:
     where = where or st
-    (where.success if passed else where.error)(ok if passed else bad, icon="✅" if passed else "❌")
+    (where.success if passed else where.error)(ok if passed else bad, icon=":material/check_circle:" if passed else ":material/cancel:")
 
 
 def fmt_bytes(n: float | None) -> str:

@@ -14,7 +14,7 @@ from app import widgets_mech as WM
 LIVE = {256: "64 … 256", 512: "64 … 512", 1024: "64 … 1024"}
 BACKEND_CHECKS = ("eager_vs_sdpa", "eager_vs_flash")
 
-with W.page("Backends", "Do eager, sdpa and flash compute the same attention — and what does each cost?", icon="⚙️"):
+with W.page("Backends", "Do eager, sdpa and flash compute the same attention — and what does each cost?", icon="⚙"):
     inp = W.inputs()
     present, dark = W.presenting(), W.is_dark()
     dev = device_summary()
@@ -23,13 +23,13 @@ with W.page("Backends", "Do eager, sdpa and flash compute the same attention —
     if dev["cuda"]:
         st.info(f"**This machine has a CUDA GPU ({dev['device']}).** `flash` pins PyTorch's "
                 "SDPBackend.FLASH_ATTENTION: the FlashAttention-2 kernel, in fp16/bf16. `sdpa` lets PyTorch choose "
-                "(flash, memory-efficient or math). The kernel column below says which one actually ran.", icon="🟢")
+                "(flash, memory-efficient or math). The kernel column below says which one actually ran.", icon=":material/memory:")
     else:
         st.info("**This machine has no CUDA GPU.** `flash` here runs **PyTorch's fused CPU kernel** — the flash "
                 "algorithm (tiles of queries and keys, an online softmax that rescales as it goes, no T×T matrix) in "
                 "float32 on the CPU, not the FlashAttention-2 GPU kernel. On a CUDA GPU the same backend pins "
                 "SDPBackend.FLASH_ATTENTION: the FlashAttention-2 kernel, in fp16/bf16. Every record states the kernel "
-                "that actually ran (the *kernel* column below).", icon="🖥️")
+                "that actually ran (the *kernel* column below).", icon=":material/developer_board:")
     st.markdown("**eager** computes softmax(QKᵀ/√d + mask)·V step by step and keeps the T×T weights; **sdpa** and "
                 "**flash** call `F.scaled_dot_product_attention`, one fused kernel that never materialises them. "
                 "Same maths, different order of floating-point operations: results agree to about 1e-6.")
@@ -52,12 +52,13 @@ with W.page("Backends", "Do eager, sdpa and flash compute the same attention —
                 key="be-grid", name="backend-deltas")
     with right:
         summary = pd.DataFrame([{"backend": b, "max |Δ logits|": reps[b]["max_abs_logits"],
-                                 "max |Δ hidden|": reps[b]["max_abs_hidden"], "max |Δ pattern|": reps[b]["max_abs_pattern"],
-                                 "kernel": ", ".join(reps[b]["kernels"])} for b in ("sdpa", "flash")])
+                                 "max |Δ hidden|": reps[b]["max_abs_hidden"], "max |Δ pattern|": reps[b]["max_abs_pattern"]}
+                                for b in ("sdpa", "flash")])
         st.dataframe(summary, hide_index=True, column_config={
             c: st.column_config.NumberColumn(c, format="%.2e") for c in summary.columns if c.startswith("max")})
-        st.caption(f"Tolerance {TOL_BACKEND:g} (float32 on the CPU). The pattern of a fused run is recomputed from its "
-                   "q and k (see the end of the page).")
+        kernels = "; ".join(f"{b}: {', '.join(reps[b]['kernels'])}" for b in ("sdpa", "flash"))
+        st.caption(f"Kernels that ran — {kernels}. Tolerance {TOL_BACKEND:g} (float32 on the CPU). The pattern of a "
+                   "fused run is recomputed from its q and k (see the end of the page).")
 
     # -- 2. cost ---------------------------------------------------------------------------------------------
     st.subheader("Time and memory as the text grows")
@@ -66,10 +67,11 @@ with W.page("Backends", "Do eager, sdpa and flash compute the same attention —
                    help="Measured now, on this machine, for one attention call; larger sizes come from the benchmark.")
     lengths = tuple(t for t in (64, 128, 256, 512, 1024) if t <= top)
     live = state.attention_timings(lengths, heads, d_head)
-    W.chart(FM.scaling(live, title=f"Live: one causal attention call, {heads} heads × d_head {d_head} (best of 3)",
+    W.chart(FM.scaling(live, title=f"Live: one causal attention call, {heads} heads × d_head {d_head}",
                        present=present), key="be-live", name="backend-live")
     live_df = pd.DataFrame(live)
-    st.caption("Measured just now on this machine (other users' requests wait meanwhile). Memory: peak bytes of the "
+    st.caption("Measured just now on this machine, on one CPU thread, best time of at least 5 runs (other users' "
+               "requests wait meanwhile). Memory: peak bytes of the "
                "tensors alive during the call (PyTorch profiler). eager stores the scores and weights, a few "
                "H×T×T matrices, so its memory grows as T²; the fused kernels keep only O(T·d) tiles and the output. "
                "On a CPU at these sizes the time gap is small; on a GPU, flash is typically 2–4× faster.")
@@ -77,7 +79,7 @@ with W.page("Backends", "Do eager, sdpa and flash compute the same attention —
     if bench is None:
         st.info("No benchmark results yet (`docs/benchmarks.json`): run `attnlab bench --json --out "
                 "docs/benchmarks.json` for the large sizes (up to 4,096 tokens). Only the live numbers above are "
-                "shown.", icon="ℹ️")
+                "shown.", icon=":material/info:")
     else:
         st.markdown(f"**From the benchmark** (`{bench.get('path') or 'docs/benchmarks.md'}`): whole-model forward "
                     "passes at long inputs" + (f", machine: {bench['machine']}" if isinstance(bench.get("machine"), str)

@@ -16,7 +16,7 @@ def head_name(h: int) -> str:
     return "mean of heads" if h == HEADS_MEAN else f"head {h}"
 
 
-with W.page("Cross-attention", "Which source words does each target word read?", icon="🔀"):
+with W.page("Cross-attention", "Which source words does each target word read?", icon="⇄"):
     inp = WM.require_arch(("encdec",), "shows an encoder–decoder's cross-attention")
     present, dark = W.presenting(), W.is_dark()
     cap = inp.capture()
@@ -51,10 +51,12 @@ with W.page("Cross-attention", "Which source words does each target word read?",
                                      title=f"cross-attention, layer {layer}, {head_name(head)}")
         fig.update_xaxes(title="source token (key)")
         fig.update_yaxes(title="target token (query)")
-        W.chart(FM.mark_cells(fig, [(t, s) for t, s in align if t < len(tgt_t) and s < len(src_t)]),
+        # the row that WRITES target token t is row t − 1 (the decoder at position t − 1 predicts token t)
+        W.chart(FM.mark_cells(fig, [(t - 1, s) for t, s in align if 1 <= t <= len(tgt_t) and s < len(src_t)]),
                 key="x-cross", name="cross")
         if align:
-            st.caption("Circles: the reference word alignment of this lecture sample (target word ↔ source word).")
+            st.caption("Circles: the reference word alignment of this lecture sample, drawn on the row that writes "
+                       "each target word — the row of the token before it, since position t predicts token t + 1.")
     with b:
         fig = figures.matrix_heatmap(pick(dec), tgt_t, tgt_t, mask=cap.mask_of("decoder"), dark=dark,
                                      present=present, title=f"decoder self-attention, layer {layer}, {head_name(head)}")

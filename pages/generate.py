@@ -17,7 +17,7 @@ def head_name(h: int) -> str:
     return "mean of heads" if h == MEAN else f"head {h}"
 
 
-with W.page("Generate", "What does each new token look at while it is being written?", icon="✍️"):
+with W.page("Generate", "What does each new token look at while it is being written?", icon="✍"):
     inp = WM.require_arch(("decoder", "encdec"), "generates text (it needs a decoder or an encoder–decoder)")
     present, dark = W.presenting(), W.is_dark()
     with W.options():

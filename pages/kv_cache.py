@@ -16,7 +16,7 @@ CACHE_CHECKS = ("cache_vs_no_cache_logits", "cache_vs_no_cache_pattern", "greedy
 GROUPS = {"self": "self-attention", "cross": "cross-attention (target → source)"}
 
 with W.page("KV cache", "Why may a decoder keep the keys and values of earlier tokens — and does the cache change "
-                        "anything?", icon="🗄️"):
+                        "anything?", icon="♻"):
     inp = WM.require_arch(("decoder", "encdec"), "needs a model that generates (a decoder or an encoder–decoder)")
     present, dark = W.presenting(), W.is_dark()
     info = state.model_info(inp.model)

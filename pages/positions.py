@@ -14,7 +14,7 @@ from app import widgets as W
 SCHEMES = {"sinusoidal": "Sinusoidal", "learned": "Learned", "rope": "RoPE", "alibi": "ALiBi"}
 LEARNED_MODELS = ("minilm", "random-decoder")
 
-with W.page("Positions", "Attention itself ignores order. How does the model know where each token is?", icon="📍"):
+with W.page("Positions", "Attention itself ignores order. How does the model know where each token is?", icon="⌖"):
     inp = W.inputs()
     present, dark = W.presenting(), W.is_dark()
     info = state.model_info(inp.model)
@@ -43,7 +43,8 @@ with W.page("Positions", "Attention itself ignores order. How does the model kno
                     name="sinusoidal")
         with b:
             W.chart(FM.table_heatmap(M.similarity(table), xlabel="position", ylabel="position", value_name="cos",
-                                     dark=dark, present=present, title="cosine similarity between positions"),
+                                     dark=dark, present=present, diverging=False,
+                                     title="cosine similarity between positions"),
                     key="pos-sin-sim", name="sinusoidal-similarity")
         dims = [0, 2, min(8, d - 2), d // 2]
         W.chart(FM.curves(np.arange(P), {f"dim {i} (wavelength {2 * np.pi * 10000 ** (i / d):.0f})": table[:, i]
@@ -56,7 +57,7 @@ with W.page("Positions", "Attention itself ignores order. How does the model kno
             kind, mine = state.position_table(inp.model)
             err = float(np.abs(mine[:P] - table).max())
             st.success(f"{info['name']} adds exactly this table to its token embeddings (max |Δ| = {err:.1e}).",
-                       icon="✅")
+                       icon=":material/check_circle:")
 
     elif scheme == "learned":
         st.subheader("Learned: one trained vector per position (BERT, GPT-2)")
@@ -77,7 +78,7 @@ with W.page("Positions", "Attention itself ignores order. How does the model kno
                         key="pos-learned", name="learned")
             with b:
                 W.chart(FM.table_heatmap(M.similarity(table[:n]), xlabel="position", ylabel="position",
-                                         value_name="cos", dark=dark, present=present,
+                                         value_name="cos", dark=dark, present=present, diverging=False,
                                          title="cosine similarity between positions"), key="pos-learned-sim",
                         name="learned-similarity")
             note = ("Random initial weights: no structure, every position unrelated to its neighbours."

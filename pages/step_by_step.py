@@ -36,7 +36,7 @@ def mask_of(kind: str, T: int) -> np.ndarray:
     return masks.bidirectional(T)
 
 
-with W.page("Step by step", "softmax(Q·Kᵀ / √d_k) · V: what happens at each step?", icon="🧮"):
+with W.page("Step by step", "softmax(Q·Kᵀ / √d_k) · V: what happens at each step?", icon="∑"):
     present, dark = W.presenting(), W.is_dark()
     with W.options():
         c1, c2, c3, c4 = st.columns(4)
@@ -162,9 +162,9 @@ with W.page("Step by step", "softmax(Q·Kᵀ / √d_k) · V: what happens at eac
         if ans is not None or st.session_state.get("_sbs_reveal"):
             if ans is not None:
                 if abs(ans - e["weight"]) <= 0.005:
-                    st.success(f"Correct: α_{i},{j} = {e['weight']:.3f}.", icon="✅")
+                    st.success(f"Correct: α_{i},{j} = {e['weight']:.3f}.", icon=":material/check_circle:")
                 else:
-                    st.error(f"Not quite: you said {ans:.3f}; α_{i},{j} = {e['weight']:.3f}.", icon="❌")
+                    st.error(f"Not quite: you said {ans:.3f}; α_{i},{j} = {e['weight']:.3f}.", icon=":material/cancel:")
             vis = [c + 1 for c in np.nonzero(e["visible"])[0]]
             if e["masked"]:
                 why = (f"Key {j} is masked for query {i}, so its score becomes −∞ before the softmax and "

@@ -22,32 +22,36 @@ from model.longinput import full_pattern, iter_pattern_rows, pattern_rows, weigh
 from model.record import AttentionRecord
 
 
-def overview(rec: AttentionRecord, head: int, max_cells: int = 512, how: str = "max", batch: int = 0,
+def overview(rec: AttentionRecord, head=0, max_cells: int = 512, how: str = "max", batch: int = 0,
              masked_nan: bool = True, block_rows: int = 512) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One head's pattern pooled to at most max_cells × max_cells: (pooled [nq, nk], q_edges, k_edges).
+    """A head's pattern pooled to at most max_cells × max_cells: (pooled [nq, nk], q_edges, k_edges);
+    `head` a list (or None: all heads) gives [h, nq, nk], pooled from one recomputation of the rows.
 
-    Rows are recomputed in groups of whole pooling blocks and pooled as they come, so memory is
-    O(block_rows · T). `masked_nan`: masked cells are NaN (ignored by the pooling, as the app's
+    Rows are recomputed in slabs of whole pooling blocks and pooled as they come, so memory is
+    O(heads · block_rows · T). `masked_nan`: masked cells are NaN (ignored by the pooling, as the app's
     heatmaps do); otherwise they count as the zeros the pattern holds."""
     if max_cells < 1:
         raise ValueError(f"max_cells must be ≥ 1, got {max_cells}")
+    single = isinstance(head, (int, np.integer))
+    heads = [int(head)] if single else list(range(rec.n_heads)) if head is None else [int(h) for h in head]
     qe, ke = _edges(rec.q_len, max_cells), _edges(rec.k_len, max_cells)
     bq, bk = int(qe[1] - qe[0]), int(ke[1] - ke[0])  # cells per pooled block
-    nk = len(ke) - 1
+    nk, K = len(ke) - 1, rec.k_len
     step = max(bq, block_rows // bq * bq)  # whole pooled row blocks per slab
-    out = np.empty((len(qe) - 1, nk), dtype=np.float32)
+    out = np.empty((len(heads), len(qe) - 1, nk), dtype=np.float32)
     for q0 in range(0, rec.q_len, step):
         q1 = min(q0 + step, rec.q_len)
-        slab = np.full((q1 - q0, nk * bk), np.nan, dtype=np.float32)  # NaN pads the last column block
-        slab[:, :rec.k_len] = pattern_rows(rec, head, q0, q1, batch=batch).numpy()[0]
+        slab = np.full((len(heads), q1 - q0, nk * bk), np.nan, dtype=np.float32)  # NaN pads the last column block
+        slab[:, :, :K] = pattern_rows(rec, heads, q0, q1, batch=batch).numpy()
         if masked_nan and rec.mask is not None:
-            slab[:, :rec.k_len][~rec.mask_for(batch, (q0, q1, 0, rec.k_len))] = np.nan
+            slab[:, :, :K][:, ~rec.mask_for(batch, (q0, q1, 0, K))] = np.nan
         n = -(-(q1 - q0) // bq)  # pooled rows in this slab (the last may be short)
         for i0, i1 in ((0, (q1 - q0) // bq), ((q1 - q0) // bq, n)):
-            if i1 > i0:  # cells [i, j] of shape [rows, bk], pooled whole (max_cells=1: one block)
-                cells = slab[i0 * bq:min(i1 * bq, q1 - q0)].reshape(i1 - i0, -1, nk, bk).transpose(0, 2, 1, 3)
-                out[q0 // bq + i0:q0 // bq + i1] = pool_matrix(cells, 1, how)[0][..., 0, 0]
-    return out, qe, ke
+            if i1 > i0:  # cells [h, i, j] of shape [rows, bk], each pooled whole (max_cells=1: one block)
+                rows = slab[:, i0 * bq:min(i1 * bq, q1 - q0)]
+                cells = rows.reshape(len(heads), i1 - i0, -1, nk, bk).transpose(0, 1, 3, 2, 4)
+                out[:, q0 // bq + i0:q0 // bq + i1] = pool_matrix(cells, 1, how)[0][..., 0, 0]
+    return (out[0] if single else out), qe, ke
 
 
 def fused_layer_rows(rec: AttentionRecord, rows: tuple[int, int], residual: float = 0.5, head_fusion: str = "mean",

@@ -51,10 +51,14 @@ class PeakMeter:
         self.limit, self.period = limit_bytes, period_s
         self.sampled = 0
         self.method = "sampled RSS every 5 ms"
+        self._stop = threading.Event()
         threading.Thread(target=self._watch, daemon=True).start()
 
+    def stop(self) -> None:
+        self._stop.set()
+
     def _watch(self) -> None:
-        while True:
+        while not self._stop.is_set():
             rss = rss_bytes()
             self.sampled = max(self.sampled, rss)
             if self.limit and rss > self.limit:
@@ -192,8 +196,8 @@ def job_time(spec: dict) -> dict:
     times = {m: [] for m in modes}
     with torch.no_grad():
         for r in range(spec["warmup"] + spec["repeats"]):
+            gc.collect()
             for m in modes:
-                gc.collect()
                 dt = _timed(fns[m])
                 if r >= spec["warmup"]:
                     times[m].append(dt)
@@ -202,28 +206,35 @@ def job_time(spec: dict) -> dict:
 
 def job_hooks(spec: dict) -> dict:
     """Our fused forward with capture off, against the same forward with `hooks.active` replaced by a
-    plain `lambda: None` (no ContextVar at all): the cost of hook points that nothing uses."""
+    plain `lambda: None` (no ContextVar at all): the cost of hook points that nothing uses. The ratio
+    is the median of the per-pair ratios (off / patched)."""
     import model.hooks as hooks
 
     ours, _, vocab = load_models(spec, ["hooks"])
     ids = token_ids(spec["T"], vocab)
     original = hooks.active
+
+    def plain():
+        hooks.active = lambda: None
+        try:
+            return _timed(lambda: ours(ids, backend="sdpa"))
+        finally:
+            hooks.active = original
+
     off, patched = [], []
     with torch.no_grad():
         for r in range(spec["warmup"] + spec["repeats"]):
-            a = _timed(lambda: ours(ids, backend="sdpa"))
-            hooks.active = lambda: None
-            try:
-                b = _timed(lambda: ours(ids, backend="sdpa"))
-            finally:
-                hooks.active = original
+            if r % 2:  # alternate the order (ABBA) so a drifting machine favours neither
+                b, a = plain(), _timed(lambda: ours(ids, backend="sdpa"))
+            else:
+                a, b = _timed(lambda: ours(ids, backend="sdpa")), plain()
             if r >= spec["warmup"]:
                 off.append(a)
                 patched.append(b)
-    ratios = [a / b for a, b in zip(off, patched)]
     return {"off_s": statistics.median(off), "patched_s": statistics.median(patched),
             "off_times_s": off, "patched_times_s": patched,
-            "ratio": statistics.median(off) / statistics.median(patched), "paired_ratio": statistics.median(ratios)}
+            "ratio": statistics.median(a / b for a, b in zip(off, patched)),
+            "ratio_of_medians": statistics.median(off) / statistics.median(patched)}
 
 
 def job_memory(spec: dict) -> dict:
@@ -239,8 +250,11 @@ def job_memory(spec: dict) -> dict:
     peak = meter.peak()
     result = {"baseline_rss_bytes": baseline, "peak_rss_bytes": peak, "peak_above_baseline_bytes": peak - baseline,
               "method": meter.method}
-    if mode == "lazy_capture" and spec.get("extras"):
-        result["extras"] = lazy_extras(out[1], spec, meter)
+    try:
+        if mode == "lazy_capture" and spec.get("extras"):
+            result["extras"] = lazy_extras(out[1], spec, meter)
+    finally:
+        meter.stop()
     return result
 
 

@@ -87,11 +87,23 @@ def find_heads(lm, n: int = 100, seed: int = EVAL_SEED) -> dict[str, list[tuple[
 
 
 def _head_name(site: str, head: int, arch: str) -> str:
+    """'2.1' for blocks.2.attn head 1; 'cross 1.3' / 'encoder 0.2' / 'decoder 2.0' in an encoder–decoder."""
     parts = site.split(".")  # blocks.1.attn | decoder.blocks.1.cross_attn
-    layer = parts[-2]
+    name = f"{parts[-2]}.{head}"
     if arch == "encdec":
-        return f"{parts[0]} {parts[-1].replace('_attn', '-attention').replace('attn', 'self-attention')} {layer}.{head}"
-    return f"{layer}.{head}"
+        return f"cross {name}" if parts[-1] == "cross_attn" else f"{parts[0]} {name}"
+    return name
+
+
+def _show(name: str, arch: str) -> str:
+    """A head's name for the card, with the hook site the app shows."""
+    *stack, lh = name.split(" ")
+    layer, head = lh.split(".")
+    if arch == "encdec":
+        site = f"decoder.blocks.{layer}.cross_attn" if stack == ["cross"] else f"{stack[0]}.blocks.{layer}.attn"
+    else:
+        site = f"blocks.{layer}.attn"
+    return f"**{name}** (layer {layer}, head {head}: `{site}`)"
 
 
 LOOK = {
@@ -111,17 +123,24 @@ LOOK = {
     ("encoder", "agreement"): "Agreement (masked): the [MASK]ed verb's row in head {h} looks at the subject noun "
                               "({v:.0%}).",
     ("encoder", "brackets"): "Brackets: the [MASK]ed closing bracket's row in head {h} attends to its opener ({v:.0%}).",
-    ("encdec", "translation"): "Cross-attention: {h} follows the alignment, reordering adjective–noun and moving the "
+    ("encdec", "translation"): "Cross-attention: head {h} follows the alignment, reordering adjective–noun and moving the "
                                "verb to the end ({v:.0%} of each step's attention on the aligned source word).",
 }
 
 
-def look_at(arch: str, heads: dict) -> list[str]:
+def look_at(arch: str, heads: dict, metrics: dict | None = None, min_accuracy: float = 0.8,
+            min_attention: float = 0.25) -> list[str]:
+    """One line per task the model solves (accuracy ≥ min_accuracy) whose best head is clear."""
     lines = []
+    tasks = (metrics or {}).get("tasks", {})
     for task, ranked in heads.items():
         template = LOOK.get((arch, task))
-        if template and ranked:
-            line = template.format(h=f"**{ranked[0][0]}**", v=ranked[0][1])
+        acc = tasks.get("induction" if task == "previous-token" else task, {}).get("accuracy", 1.0)
+        if acc < min_accuracy:
+            lines.append(f"{task}: this checkpoint does not solve the task yet ({acc:.0%}), so no head is named.")
+            continue
+        if template and ranked and ranked[0][1] >= min_attention:
+            line = template.format(h=_show(ranked[0][0], arch), v=ranked[0][1])
             if len(ranked) > 1:
                 line += f" Runner-up: {ranked[1][0]} ({ranked[1][1]:.0%})."
             lines.append(line)
@@ -189,7 +208,7 @@ def finalize(folder: Path, name: str, eval_n: int = EVAL_N, note: str = "") -> d
     meta = json.loads((folder / "config.json").read_text())
     metrics = evaluate(lm, eval_n, EVAL_SEED, detail=True)
     heads = find_heads(lm)
-    write_card(folder, name, lm.cfg, meta.get("training", {}), metrics, eval_n=eval_n, look=look_at(lm.cfg.arch, heads),
+    write_card(folder, name, lm.cfg, meta.get("training", {}), metrics, eval_n=eval_n, look=look_at(lm.cfg.arch, heads, metrics),
                note=note)
     return {"metrics": metrics, "heads": {k: v[:4] for k, v in heads.items()}}
 

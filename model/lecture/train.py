@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from itertools import islice
 from pathlib import Path
 from random import Random
@@ -51,8 +51,8 @@ class Recipe:
     weight_decay: float = 0.01
     seed: int = 0
     eval_every: int = 500
-    note: str = ""
-    extra: dict = field(default_factory=dict)
+    mix: dict | None = None  # task weights of the training stream (default: the corpus mixture)
+    init: str | None = None  # start from this checkpoint folder instead of random weights
 
 
 _SHARED = dict(vocab_size=186, d_model=128, n_heads=4, n_layers=4, max_len=MAX_LEN, norm="pre", mlp="gelu")
@@ -186,10 +186,15 @@ def train(recipe: Recipe, *, progress: bool = True, on_eval=None, log=None) -> R
     from tqdm import tqdm
 
     torch.manual_seed(recipe.seed)
-    model = build_model(recipe.cfg).train()
+    model = build_model(recipe.cfg)
+    if recipe.init:
+        from model.checkpoint import load_folder
+
+        model.load_state_dict(load_folder(recipe.init)[0].state_dict())
+    model.train()
     opt = make_optimizer(model, recipe)
     batcher = Batcher(recipe.corpus)
-    data = model_stream(recipe.corpus, recipe.seed, split="train")
+    data = model_stream(recipe.corpus, recipe.seed, split="train", weights=recipe.mix)
     rng = Random(f"attnlab.train|{recipe.corpus}|{recipe.seed}")
     losses: list[float] = []
     start = time.perf_counter()
@@ -233,6 +238,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=int, default=None, help="override the batch size")
     p.add_argument("--lr", type=float, default=None, help="override the peak learning rate")
     p.add_argument("--seed", type=int, default=None, help="override the seed")
+    p.add_argument("--warmup", type=int, default=None, help="override the warm-up steps")
+    p.add_argument("--mix", default=None, help="training task weights, e.g. retrieval=0.5,induction=0.5")
+    p.add_argument("--init", default=None, help="start from this checkpoint folder (fine-tuning)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: fastest on a busy 2-core machine)")
     p.add_argument("--eval-n", type=int, default=400, help="held-out examples per evaluation")
     p.add_argument("--no-card", action="store_true", help="do not write README.md")
@@ -250,7 +258,10 @@ def run(args) -> int:
 
     torch.set_num_threads(max(1, args.threads))
     recipe = RECIPES[args.model]
-    overrides = {k: getattr(args, k) for k in ("steps", "batch", "lr", "seed") if getattr(args, k) is not None}
+    overrides = {k: getattr(args, k) for k in ("steps", "batch", "lr", "seed", "warmup", "init")
+                 if getattr(args, k) is not None}
+    if args.mix:
+        overrides["mix"] = {k: float(v) for k, v in (kv.split("=") for kv in args.mix.split(","))}
     recipe = replace(recipe, **overrides)
     out = Path(args.out) if args.out else CHECKPOINTS / args.model
 
@@ -259,7 +270,8 @@ def run(args) -> int:
 
     def training(step, seconds):
         return {"recipe": args.model, "steps": step, "of_steps": recipe.steps, "batch": recipe.batch, "lr": recipe.lr,
-                "seed": recipe.seed, "seconds": round(seconds, 1), "threads": args.threads}
+                "seed": recipe.seed, "seconds": round(seconds, 1), "threads": args.threads, "warmup": recipe.warmup,
+                "mix": recipe.mix, "init": recipe.init}
 
     def on_eval(step, model, seconds):
         save(model, recipe.cfg, out, extra={"training": training(step, seconds)})

@@ -34,7 +34,7 @@ def painted(page, key: str, kind: str = "heatmap") -> None:
 
 
 def title_of(page, key: str):
-    return page.locator(f".st-key-fig-{key} .gtitle")
+    return page.locator(f".st-key-fig-{key} .g-gtitle .gtitle").first  # the figure title
 
 
 def open_page(page, url: str) -> None:
@@ -63,7 +63,7 @@ def test_kv_cache(st_app, page):
     from playwright.sync_api import expect
 
     open_page(page, f"{st_app['url']}/kv-cache?model=random-decoder")
-    expect(page.get_by_role("heading", name="KV cache", exact=True)).to_be_visible()
+    expect(page.get_by_role("heading", name=re.compile(r"KV cache$"))).to_be_visible()
     expect(page.get_by_text("Verdict — the same numbers")).to_be_visible()
     painted(page, "kv-steps", "bar")
     painted(page, "kv-stitched")
@@ -123,7 +123,7 @@ def test_cross_attention(st_app, page):
     from playwright.sync_api import expect
 
     open_page(page, f"{st_app['url']}/cross-attention")
-    expect(page.get_by_role("heading", name="Cross-attention", exact=True)).to_be_visible()
+    expect(page.get_by_role("heading", name=re.compile(r"Cross-attention$"))).to_be_visible()
     painted(page, "x-mosaic")
     painted(page, "x-cross")
     shot(page, "cross-attention")
@@ -148,14 +148,14 @@ def test_positions(st_app, page):
     painted(page, "pos-sin")
     painted(page, "pos-sin-waves", "scatter")
     shot(page, "positions")
-    page.get_by_role("button", name="ALiBi").click()
+    page.get_by_role("radio", name="ALiBi").click()
     expect(title_of(page, "pos-alibi")).to_contain_text("ALiBi bias per head")
     page.wait_for_url(re.compile(r"pos_scheme=alibi"))
     wait_idle(page)
     painted(page, "pos-alibi")
     painted(page, "pos-alibi-w", "scatter")
     shot(page, "positions-alibi")
-    page.get_by_role("button", name="RoPE").click()
+    page.get_by_role("radio", name="RoPE").click()
     expect(title_of(page, "pos-rope")).to_contain_text("RoPE")
     wait_idle(page)
     painted(page, "pos-spread", "scatter")
@@ -175,7 +175,7 @@ def test_generate(st_app, page):
     wait_idle(page)
     painted(page, "gen-matrix")
     painted(page, "gen-step")
-    page.locator(".st-key-fig-gen-matrix").get_by_text("▶ replay").click()  # Plotly animation: no rerun
+    page.locator(".st-key-fig-gen-matrix .updatemenu-button").first.click()  # ▶ replay: a Plotly animation, no rerun
     frames(page, 10)
     shot(page, "generate-sampled")
     clean(page)
