@@ -184,7 +184,7 @@ def cache_stitched(lm, inputs, backend: str = "sdpa") -> dict:
 
 
 @torch.no_grad()
-def prefix_stability(lm, inputs, backend: str = "eager", max_len: int = 48) -> dict:
+def prefix_stability(lm, inputs, backend: str = "eager", max_len: int = 64) -> dict:
     """Why a cache works: run the text uncached on every prefix 0..t and compare, for the tokens already
     there, their keys, values (as hook tensors) and attention rows with the full run's. Causal attention
     makes them identical: later tokens never change earlier ones.
@@ -221,6 +221,15 @@ def prefix_stability(lm, inputs, backend: str = "eager", max_len: int = 48) -> d
 
 
 # -- backends ----------------------------------------------------------------------------------------------
+@torch.no_grad()
+def output_scale(lm, inputs) -> dict:
+    """The size of what the checks compare: max |logits| and max |hidden state| of one eager pass. A max |Δ|
+    means little without it — float32 resolves about 7 significant digits (ε ≈ 1.2e-7)."""
+    out, _ = captured(lm, inputs, "eager")
+    return {"logits": None if out.logits is None else float(out.logits.abs().max()),
+            "hidden": float(out.hidden.abs().max()), "eps": float(torch.finfo(torch.float32).eps)}
+
+
 def device_summary() -> dict:
     """What this machine can run: CUDA or not, and what flash means here."""
     cuda = torch.cuda.is_available()
@@ -334,7 +343,8 @@ _T_KEYS = ("T", "seq_len", "tokens", "length", "n_tokens")
 _MODE_KEYS = ("mode", "name", "backend")
 _TIME_KEYS = ("median_s", "time_s", "seconds", "median", "median_ms", "time_ms")
 _CONTAINERS = ("results", "rows", "runs", "data", "modes", "models", "benchmarks", "table")
-_MEM_KEYS = ("peak_mb", "peak_mib", "peak_memory_mb", "peak_bytes", "peak_rss_mb", "peak_gb")
+_MEM_KEYS = ("peak_above_baseline_bytes", "peak_mb", "peak_mib", "peak_memory_mb", "peak_bytes", "peak_rss_bytes",
+             "peak_rss_mb", "peak_gb")
 
 
 def _first(d: dict, keys):
@@ -345,7 +355,10 @@ def _first(d: dict, keys):
 
 
 def _bench_rows(data, ctx: dict | None = None) -> list[dict]:
-    """Walk any nesting of dicts/lists and keep the dicts that name a length, a mode and a time."""
+    """`attnlab bench` JSON ({"results": [{model, T, mode, time_s, peak_above_baseline_bytes, …}]}), or any
+    nesting of dicts/lists: keep the dicts that name a length, a mode and a time."""
+    if ctx is None and isinstance(data, dict) and isinstance(data.get("results"), list):
+        return _bench_rows(data["results"], {})
     ctx = dict(ctx or {})
     out = []
     if isinstance(data, list):
@@ -360,8 +373,10 @@ def _bench_rows(data, ctx: dict | None = None) -> list[dict]:
         mk, m = _first(data, _MEM_KEYS)
         if T is not None and mode and t is not None:
             secs = t / 1e3 if tk.endswith("ms") else t
-            mb = None if m is None else m / 2**20 if mk == "peak_bytes" else m * 1024 if mk == "peak_gb" else m
-            out.append({"model": ctx.get("model", ""), "mode": mode, "T": int(T), "median_s": secs, "peak_mb": mb})
+            mb = None if m is None else m / 2**20 if mk.endswith("bytes") else m * 1024 if mk == "peak_gb" else m
+            model = ctx.get("model", "")
+            out.append({"model": model, "mode": mode, "T": int(T), "median_s": secs, "peak_mb": mb,
+                        "series": f"{model} · {mode}" if model else mode})
         for k, v in data.items():
             if isinstance(v, (dict, list)) and k != "machine":
                 out += _bench_rows(v, ctx if k in _CONTAINERS else {**ctx, "mode": ctx.get("mode") or k})

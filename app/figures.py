@@ -48,9 +48,10 @@ def _font(present: bool) -> int:
     return 18 if present else 13
 
 
-def _layout(fig: go.Figure, title: str, present: bool, height: int | None = None, **kw) -> go.Figure:
+def _layout(fig: go.Figure, title: str, present: bool, height: int | None = None, top: int | None = None,
+            **kw) -> go.Figure:
     fig.update_layout(title={"text": title, "font": {"size": _font(present) + 3}}, font={"size": _font(present)},
-                      margin={"l": 10, "r": 10, "t": 60 if title else 20, "b": 10}, height=height, **kw)
+                      margin={"l": 10, "r": 10, "t": top or (60 if title else 20), "b": 10}, height=height, **kw)
     return fig
 
 
@@ -360,4 +361,5 @@ def grid_heatmap(z, row_labels, col_labels, *, title: str = "", present: bool = 
                      showgrid=False)
     fig.update_yaxes(tickmode="array", tickvals=y, ticktext=[esc(r, 40) for r in row_labels], autorange="reversed",
                      showgrid=False)
-    return _layout(fig, title, present, int(max(260, 60 + 44 * z.shape[0] + 80)), plot_bgcolor=MASKED_BG)
+    return _layout(fig, title, present, int(max(260, 60 + 44 * z.shape[0] + 110)), top=100 if title else 50,
+                   plot_bgcolor=MASKED_BG)

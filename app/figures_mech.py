@@ -125,8 +125,8 @@ def scaling(rows, *, title: str = "", present: bool = False, time_key: str = "ms
         fig.add_trace(go.Scatter(x=[r["T"] for r in rs], y=[r["matrix_bytes"] * mem_scale for r in rs],
                                  name="one H×T×T float32 matrix", mode="lines",
                                  line={"color": "#888", "dash": "dot", "width": 2}), 1, 2)
-    fig.update_xaxes(type="log", title="sequence length T")
-    fig.update_yaxes(type="log")
+    fig.update_xaxes(type="log", title="sequence length T", dtick="D2")
+    fig.update_yaxes(type="log", dtick="D2")
     return _layout(fig, title, present, 400, legend={"orientation": "h", "y": -0.3})
 
 

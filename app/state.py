@@ -94,6 +94,17 @@ def model_info(name: str) -> dict:
     return info
 
 
+@st.cache_data(max_entries=16, show_spinner=False)
+def model_card(name: str) -> str | None:
+    """The README.md beside a bundled model's weights (written by this repository), or None."""
+    from model.registry import BUNDLED_DIR
+
+    if name not in bundled_names():
+        return None
+    path = BUNDLED_DIR / name / "README.md"
+    return path.read_text(encoding="utf-8")[:20_000] if path.is_file() else None
+
+
 # -- captures ----------------------------------------------------------------------------------------
 GROUP_LABELS = {"self": "self-attention", "encoder": "encoder self-attention",
                 "decoder": "decoder self-attention", "cross": "cross-attention (target → source)"}
@@ -203,11 +214,11 @@ def capture(name: str, text: str, src: str | None = None, backend: str = "eager"
         inputs = lm.encode(text, src)
         spec = _mask_spec(mask, inputs.ids.shape[1], lm.arch)
         run = lm.run(text, src, backend=backend, mask=spec, inputs=inputs)
+        top_ids, top_tokens, top_probs = _top(run.logits, lm)  # labels use the tokenizer: inside the lock
     records = {s: run.capture[s] for s in run.capture.sites}
     cells = sum(r.pattern_full.size for r in records.values() if r.pattern_full is not None)
     if cells > MAX_EAGER_CELLS:  # keep q and k only; patterns are recomputed exactly on demand
         records = {s: replace(r, scores_full=None, pattern_full=None) for s, r in records.items()}
-    top_ids, top_tokens, top_probs = _top(run.logits, lm)
     return Captured(name, lm.arch, list(run.inputs.tokens), run.inputs.src_tokens, records, backend, mask,
                     top_ids, top_tokens, top_probs, ids=run.inputs.ids[0].tolist(),
                     kernels=sorted({r.kernel for r in records.values()}))
@@ -334,6 +345,16 @@ def check_report(name: str, text: str, src: str | None = None) -> dict:
     lm = model(name)
     with inference():
         return run_checks(lm, lm.encode(text, src))
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def output_scale(name: str, text: str, src: str | None = None) -> dict:
+    """max |logits| and max |hidden| of this input (analysis.mechanics.output_scale), to read a max |Δ| against."""
+    from analysis.mechanics import output_scale as run
+
+    lm = model(name)
+    with inference():
+        return run(lm, lm.encode(text, src))
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

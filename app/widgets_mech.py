@@ -127,6 +127,20 @@ def verdict_table(rows: list[dict], where=None) -> pd.DataFrame:
     return df
 
 
+def scale_note(rows: list[dict], scale: dict, where=None) -> None:
+    """Read each max |Δ| against the size of the numbers compared (float32 keeps ~7 significant digits)."""
+    where = where or st
+    big = scale["logits"] if scale.get("logits") else scale["hidden"]
+    rel = [f"{c['name']}: {c['value'] / big:.1e}" for c in rows  # the checks that compare outputs
+           if c["value"] is not None and ("logits" in c["name"] or c["name"].startswith("eager_vs")) and big]
+    if rel:
+        what = "logits" if scale.get("logits") else "hidden states"
+        where.caption(f"For scale: the {what} of this input reach ±{big:.3g}, so relative to them the differences are "
+                      f"{'; '.join(rel)}. float32 resolves about 7 significant digits (ε = {scale['eps']:.1e}): "
+                      "differences of a few ε relative are rounding, not a bug; a fixed absolute tolerance can "
+                      "fail on large logits for that reason alone.")
+
+
 def verdict_banner(passed: bool, ok: str, bad: str, where=None) -> None:
     where = where or st
     (where.success if passed else where.error)(ok if passed else bad, icon=":material/check_circle:" if passed else ":material/cancel:")

@@ -39,6 +39,7 @@ with W.page("Backends", "Do eager, sdpa and flash compute the same attention —
     report = state.check_report(inp.model, inp.text, inp.src)
     rows = WM.check_rows(report, BACKEND_CHECKS)
     WM.verdict_table(rows)
+    WM.scale_note(rows, state.output_scale(inp.model, inp.text, inp.src))
     WM.verdict_banner(all(r["passed"] for r in rows),
                       f"sdpa and flash match eager within {TOL_BACKEND:g} (logits, hidden states and every pattern).",
                       "A fused backend differs from eager beyond the tolerance.")
@@ -81,15 +82,17 @@ with W.page("Backends", "Do eager, sdpa and flash compute the same attention —
                 "docs/benchmarks.json` for the large sizes (up to 4,096 tokens). Only the live numbers above are "
                 "shown.", icon=":material/info:")
     else:
+        machine = bench.get("machine")
+        machine = machine if isinstance(machine, str) else ", ".join(
+            str(machine[k]) for k in ("cpu", "cpus", "torch") if k in machine) if isinstance(machine, dict) else ""
         st.markdown(f"**From the benchmark** (`{bench.get('path') or 'docs/benchmarks.md'}`): whole-model forward "
-                    "passes at long inputs" + (f", machine: {bench['machine']}" if isinstance(bench.get("machine"), str)
-                                               else ""))
+                    "passes at long inputs, peak memory above the loaded model" + (f" — {machine}" if machine else ""))
         if bench["rows"]:
             brow = [r for r in bench["rows"] if r.get("peak_mb") is not None or r.get("median_s") is not None]
-            W.chart(FM.scaling(brow, series_key="mode", time_key="median_s", time_unit="s", mem_key="peak_mb",
+            W.chart(FM.scaling(brow, series_key="series", time_key="median_s", time_unit="s", mem_key="peak_mb",
                                mem_scale=1.0, theory=False, present=present, title="Benchmark: time and peak memory "
                                "per mode"), key="be-bench", name="backend-bench")
-            st.dataframe(pd.DataFrame(brow), hide_index=True)
+            st.dataframe(pd.DataFrame(brow).drop(columns="series"), hide_index=True)
         elif bench.get("markdown"):
             with st.expander("docs/benchmarks.md", expanded=True):
                 st.markdown(bench["markdown"])
@@ -122,18 +125,20 @@ with W.page("Backends", "Do eager, sdpa and flash compute the same attention —
     qt, kt = cap_f.group_tokens(group)
     mask = cap_f.mask_of(group)
     recomputed, stored = cap_f.records[site].pattern(head), cap_e.records[site].pattern(head)
+    side = dict(mask=mask, dark=dark, present=present, height=480, max_ticks=24)
     a, b, c = st.columns(3, gap="small")
     with a:
-        W.chart(figures.matrix_heatmap(recomputed, qt, kt, mask=mask, dark=dark, present=present,
-                                       title=f"{fused}: recomputed from q, k"), key="be-recomputed", name="recomputed")
+        W.chart(figures.matrix_heatmap(recomputed, qt, kt, title=f"{fused}: recomputed from q, k", showscale=False,
+                                       zrange=(0.0, 1.0), **side), key="be-recomputed", name="recomputed")
     with b:
-        W.chart(figures.matrix_heatmap(stored, qt, kt, mask=mask, dark=dark, present=present,
-                                       title="eager: stored weights"), key="be-eager", name="eager")
+        W.chart(figures.matrix_heatmap(stored, qt, kt, title="eager: stored weights", zrange=(0.0, 1.0), **side),
+                key="be-eager", name="eager")
     with c:
         d = recomputed - stored
         lim = max(float(abs(d).max()), TOL_BACKEND)
-        W.chart(figures.matrix_heatmap(d, qt, kt, mask=mask, kind="diff", zrange=(-lim, lim), present=present,
-                                       title=f"difference (max |Δ| {abs(d).max():.1e})"), key="be-diff", name="diff")
+        W.chart(figures.matrix_heatmap(d, qt, kt, kind="diff", zrange=(-lim, lim), value_name="Δ",
+                                       title=f"difference (max |Δ| {abs(d).max():.1e})", **side),
+                key="be-diff", name="diff")
     st.caption(f"{site}, head {head}: kernel {cap_f.records[site].kernel}. Long inputs stay cheap: a capture that "
                "would exceed a few million weights keeps q and k only, and large matrices are pooled for display.")
 

@@ -17,10 +17,10 @@ with W.page("Explore", "What does the model see, and where does its attention go
             f"**{info['kind']}** · {layers if not isinstance(layers, list) else ' + '.join(map(str, layers))} layers · "
             f"{info['heads']} heads · d_model {info['d_model']} · context {info['context']} tokens · "
             f"{info['positional']} positions · {info['norm']}-norm · *{info['source']}*")
-        card = info.get("card") or {}
-        look = card.get("what_to_look_at") or card.get("look_at")
-        if isinstance(look, str):
-            st.caption(look)
+        readme = state.model_card(inp.model)
+        if readme:
+            with st.expander("Model card"):
+                st.markdown(readme)
         if inp.model.startswith("random-"):
             st.info("Random weights show no structure. Pick a bundled lecture model to see trained attention.")
 

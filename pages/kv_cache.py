@@ -31,6 +31,7 @@ with W.page("KV cache", "Why may a decoder keep the keys and values of earlier t
     report = state.check_report(inp.model, inp.text, inp.src)
     rows = WM.check_rows(report, CACHE_CHECKS)
     WM.verdict_table(rows)
+    WM.scale_note(rows, state.output_scale(inp.model, inp.text, inp.src))
     WM.verdict_banner(all(r["passed"] for r in rows),
                       "With the cache, the logits and every attention row equal full recomputation within "
                       f"{TOL_CACHE:g}, and greedy generation picks the same tokens.",

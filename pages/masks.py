@@ -62,12 +62,14 @@ with W.page("Masks", "What changes when the same text and weights run under a di
         with cols[1]:
             W.chart(figures.matrix_heatmap(r.masked_scores(head), qt, kt, kind="scores",
                                            title=f"{label}: scores with −∞ where masked", dark=dark, present=present,
-                                           height=440, max_ticks=16), key=f"scores-{label}", name=f"scores-{label}")
+                                           height=440, max_ticks=16, showscale=False), key=f"scores-{label}", name=f"scores-{label}")
         with cols[2]:
             W.chart(figures.matrix_heatmap(p, qt, kt, mask=m, kind="pattern", title=f"{label}: attention weights",
-                                           dark=dark, present=present, height=440, max_ticks=16),
+                                           dark=dark, present=present, height=440, max_ticks=16, showscale=False),
                     key=f"pattern-{label}", name=f"pattern-{label}")
 
+    st.caption("Scores: red = positive, blue = negative; weights: darker = larger (0 to the largest weight); "
+               "grey = masked. Hover any cell for its tokens and value.")
     st.subheader("Difference B − A")
     c1, c2 = st.columns([3, 2])
     with c1:

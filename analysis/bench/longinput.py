@@ -18,7 +18,7 @@ import numpy as np
 
 from analysis.pooling import _edges, pool_matrix
 from analysis.rollout import fuse_heads, rollout_row, rownorm
-from model.longinput import full_pattern, iter_pattern_rows, pattern_rows, weighted_columns
+from model.longinput import full_pattern, iter_pattern_rows, pattern_rows, visible_columns, weighted_columns
 from model.record import AttentionRecord
 
 
@@ -38,19 +38,25 @@ def overview(rec: AttentionRecord, head=0, max_cells: int = 512, how: str = "max
     bq, bk = int(qe[1] - qe[0]), int(ke[1] - ke[0])  # cells per pooled block
     nk, K = len(ke) - 1, rec.k_len
     step = max(bq, block_rows // bq * bq)  # whole pooled row blocks per slab
-    out = np.empty((len(heads), len(qe) - 1, nk), dtype=np.float32)
+    # blocks no row of a slab may see are NaN (masked) or 0 (masked_nan=False) without computing them
+    out = np.full((len(heads), len(qe) - 1, nk), np.nan if masked_nan else 0.0, dtype=np.float32)
     for q0 in range(0, rec.q_len, step):
         q1 = min(q0 + step, rec.q_len)
-        slab = np.full((len(heads), q1 - q0, nk * bk), np.nan, dtype=np.float32)  # NaN pads the last column block
-        slab[:, :, :K] = pattern_rows(rec, heads, q0, q1, batch=batch).numpy()
+        k0, k1 = visible_columns(rec, q0, q1, batch)
+        if k1 == k0:
+            continue
+        c0, c1 = k0 // bk, -(-k1 // bk)  # the column blocks holding every visible key
+        a, b = c0 * bk, min(c1 * bk, K)
+        slab = np.full((len(heads), q1 - q0, (c1 - c0) * bk), np.nan, dtype=np.float32)  # NaN pads the last block
+        slab[:, :, :b - a] = pattern_rows(rec, heads, q0, q1, a, b, batch).numpy()
         if masked_nan and rec.mask is not None:
-            slab[:, :, :K][:, ~rec.mask_for(batch, (q0, q1, 0, K))] = np.nan
+            slab[:, :, :b - a][:, ~rec.mask_for(batch, (q0, q1, a, b))] = np.nan
         n = -(-(q1 - q0) // bq)  # pooled rows in this slab (the last may be short)
         for i0, i1 in ((0, (q1 - q0) // bq), ((q1 - q0) // bq, n)):
             if i1 > i0:  # cells [h, i, j] of shape [rows, bk], each pooled whole (max_cells=1: one block)
                 rows = slab[:, i0 * bq:min(i1 * bq, q1 - q0)]
-                cells = rows.reshape(len(heads), i1 - i0, -1, nk, bk).transpose(0, 1, 3, 2, 4)
-                out[:, q0 // bq + i0:q0 // bq + i1] = pool_matrix(cells, 1, how)[0][..., 0, 0]
+                cells = rows.reshape(len(heads), i1 - i0, -1, c1 - c0, bk).transpose(0, 1, 3, 2, 4)
+                out[:, q0 // bq + i0:q0 // bq + i1, c0:c1] = pool_matrix(cells, 1, how)[0][..., 0, 0]
     return (out[0] if single else out), qe, ke
 
 

@@ -99,7 +99,7 @@ def load_ours_gpt2(spec: dict):
     from model.hf.convert import convert_gpt2, gpt2_config
     from model.transformer import build_model
 
-    cfg = gpt2_config(hf_gpt2_config(spec).to_dict())
+    cfg = gpt2_config(dict(spec["hf_config"]))  # GPT2Config's defaults match gpt2_config's; no transformers import
     with torch.device("meta"):  # no random init: every weight is loaded below
         model = build_model(cfg)
     model = model.to_empty(device="cpu")

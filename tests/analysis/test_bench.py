@@ -116,11 +116,12 @@ def test_pattern_rows_trim_only_zero_columns():
 
 
 # -- pooled overviews equal pooling the full matrix ------------------------------------------------------------
-@pytest.mark.parametrize("T, cells", [(70, 512), (70, 16), (70, 7), (101, 10), (64, 8)])
+@pytest.mark.parametrize("T, cells, mask", [(70, 512, "causal"), (70, 16, "causal"), (70, 7, "window"),
+                                            (101, 10, "causal"), (64, 8, "none"), (50, 9, "dead")])
 @pytest.mark.parametrize("how", ["max", "mean"])
 @pytest.mark.parametrize("masked_nan", [True, False])
-def test_overview_equals_pooling_the_full_matrix(T, cells, how, masked_nan):
-    rec = peaked_records(T=T, layers=1)[0]
+def test_overview_equals_pooling_the_full_matrix(T, cells, mask, how, masked_nan):
+    rec = peaked_records(T=T, layers=1, mask=mask)[0]
     full, mask = rec.pattern(), rec.mask_for()
     ref_in = np.where(mask, full, np.nan) if masked_nan else full
     for h in range(rec.n_heads):

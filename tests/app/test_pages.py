@@ -100,9 +100,12 @@ def test_heatmaps_matrix_kinds_and_fusion(kind, fuse):
     t = 12
     block = z[:t, :t]
     if kind == "scores":  # raw scores are unmasked and centred on 0
-        assert not np.isnan(block).any() and mosaic["data"][0]["colorscale"][0][1] != "#f7fbff"
+        assert not np.isnan(block).any() and mosaic["data"][0]["zmid" if "zmid" in mosaic["data"][0] else "zmin"] < 0
+        assert mosaic["data"][0]["colorscale"]  # diverging, centred on 0
     else:
         assert np.isnan(block[np.triu_indices(t, 1)]).all()
+        if kind == "pattern":
+            assert "colorscale" not in mosaic["data"][0]  # the Streamlit theme's scale: light and dark
     assert at.query_params["kind"] == kind and at.query_params["fuse"] == fuse
 
 

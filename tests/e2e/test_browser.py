@@ -8,8 +8,6 @@ import re
 import statistics
 import time
 
-import pytest
-
 from tests.e2e.conftest import ARTIFACTS, EXC
 from tests.e2e.st_server import streamlit_server
 

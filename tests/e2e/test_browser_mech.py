@@ -179,3 +179,26 @@ def test_generate(st_app, page):
     frames(page, 10)
     shot(page, "generate-sampled")
     clean(page)
+
+
+def test_dark_theme_and_presentation_mode(browser, tmp_path):
+    """Dark theme: charts keep readable colours (Viridis weights); presentation mode enlarges the figures."""
+    from tests.e2e.st_server import streamlit_server
+
+    with streamlit_server(tmp_path / "dark.log", ("--theme.base", "dark")) as srv:
+        ctx = browser.new_context(viewport={"width": 1500, "height": 1100})
+        pg = ctx.new_page()
+        pg.errors = []
+        pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+        try:
+            open_page(pg, f"{srv['url']}/step-by-step?present=1&sbs_quiz=1")
+            painted(pg, "sbs-scaled")
+            bg = pg.evaluate("getComputedStyle(document.querySelector('[data-testid=stApp]')).backgroundColor")
+            assert bg != "rgb(255, 255, 255)"
+            shot(pg, "step-by-step-dark-present")
+            open_page(pg, f"{srv['url']}/generate?gen_n=6&model=random-decoder")
+            painted(pg, "gen-matrix")
+            shot(pg, "generate-dark")
+            clean(pg)
+        finally:
+            ctx.close()
