@@ -138,6 +138,8 @@ def cache_generation(lm, inputs, n_new: int, backend: str = "sdpa") -> dict:
     a = generate(lm.model, inputs.ids, n_new, use_cache=True, step_logits=la, **kw)[0].tolist()
     b = generate(lm.model, inputs.ids, n_new, use_cache=False, step_logits=lb, **kw)[0].tolist()
     T0 = inputs.ids.shape[1]
+    if not la:
+        raise ValueError(f"the prompt already fills the model's context ({lm.cfg.max_len} tokens); shorten it")
     steps = []
     for s, (x, y) in enumerate(zip(la, lb)):
         d = float((x - y).abs().max())
@@ -241,18 +243,18 @@ def device_summary() -> dict:
     return d
 
 
-def recovery_report(eager_records: dict, fused_records: dict) -> list[dict]:
-    """Per site: bytes a fused capture keeps (q and k), bytes of the full pattern it never stores, and
-    the max |Δ| between the pattern recomputed from q and k and the eager pattern."""
+def recovery_report(eager_records: dict, fused_records: dict, at_T: int = 4096) -> list[dict]:
+    """Per site: bytes a fused capture keeps (q and k, float32), bytes of the full pattern it never stores,
+    the same two for a self-attention input of `at_T` tokens (q, k grow as T, the pattern as T²), and the
+    max |Δ| between the pattern recomputed from q and k and the eager pattern."""
     out = []
     for site, fr in fused_records.items():
         er = eager_records[site]
         B, H, Tq, d = fr.q.shape
-        kept = fr.q.nbytes + fr.k.nbytes
-        full = B * H * Tq * fr.k_len * 4
         out.append({"site": site, "layer": fr.layer, "kind": fr.kind, "kernel": fr.kernel, "lazy": fr.lazy,
-                    "kept_bytes": int(kept), "pattern_bytes": int(full),
-                    "max_abs_pattern": float(np.abs(fr.pattern() - er.pattern()).max())})
+                    "kept_bytes": int(fr.q.nbytes + fr.k.nbytes), "pattern_bytes": int(B * H * Tq * fr.k_len * 4),
+                    "kept_bytes_at": int(2 * B * H * at_T * d * 4), "pattern_bytes_at": int(B * H * at_T * at_T * 4),
+                    "at_T": at_T, "max_abs_pattern": float(np.abs(fr.pattern() - er.pattern()).max())})
     return out
 
 

@@ -149,6 +149,16 @@ def slider(label: str, lo: int | float, hi: int | float, key: str, default, *, w
     return value
 
 
+def index(label: str, n: int, key: str, default: int = 0, *, where=None, help: str | None = None,
+          show: bool = True, buttons: int = 16) -> int:
+    """Pick 0..n−1 (a layer, a head): one button per value up to `buttons` values (one click, no slider
+    debounce, readable on a projector), a slider beyond. Stored in the URL either way."""
+    if n <= buttons:
+        return select(label, list(range(n)), key, min(max(default, 0), n - 1), where=where, help=help, show=show,
+                      horizontal=True)
+    return slider(label, 0, n - 1, key, default, where=where, help=help, show=show)
+
+
 def range_slider(label: str, lo: int, hi: int, key: str, default: tuple[int, int], *, where=None,
                  show: bool = True) -> tuple[int, int]:
     """An int range slider (lo..hi inclusive); kept across pages, not in the URL."""
@@ -491,17 +501,21 @@ def _jsonable(o):
 
 
 def downloads(name: str, *, csv=None, npz: dict | None = None, json_obj=None, where=None) -> None:
-    """CSV / NPZ / JSON download buttons for the numbers on the page (no rerun on click)."""
+    """CSV / NPZ / JSON download buttons for the numbers on the page. The files are built only when a
+    button is clicked (deferred data), so a rerun costs nothing; a click does not rerun the page."""
     where = where or st
     cols = where.columns(3)
     if csv is not None:
-        data = csv.to_csv(index=False) if hasattr(csv, "to_csv") else csv
-        cols[0].download_button("⬇ CSV", data, f"{name}.csv", "text/csv", on_click="ignore", key=f"dl-csv-{name}")
+        def csv_data(c=csv):
+            return c.to_csv(index=False) if hasattr(c, "to_csv") else c
+
+        cols[0].download_button("⬇ CSV", csv_data, f"{name}.csv", "text/csv", on_click="ignore",
+                                key=f"dl-csv-{name}")
     if npz is not None:
-        cols[1].download_button("⬇ NPZ", _npz_bytes(npz), f"{name}.npz", "application/octet-stream",
+        cols[1].download_button("⬇ NPZ", lambda a=npz: _npz_bytes(a), f"{name}.npz", "application/octet-stream",
                                 on_click="ignore", key=f"dl-npz-{name}")
     if json_obj is not None:
-        cols[2].download_button("⬇ JSON", json.dumps(_jsonable(json_obj), indent=1, allow_nan=False),
+        cols[2].download_button("⬇ JSON", lambda o=json_obj: json.dumps(_jsonable(o), indent=1, allow_nan=False),
                                 f"{name}.json", "application/json", on_click="ignore", key=f"dl-json-{name}")
 
 

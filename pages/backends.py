@@ -107,9 +107,13 @@ with W.page("Backends", "Do eager, sdpa and flash compute the same attention —
                 "or a window, the scores scale·q·kᵀ (+ bias) are recomputed exactly, the mask applied, and the softmax "
                 "taken over whole rows — the same numbers eager would have stored.")
     rec = pd.DataFrame(state.pattern_recovery(inp.model, inp.text, inp.src, fused))
-    rec["kept"] = rec["kept_bytes"].map(WM.fmt_bytes)
+    at_t = f"{int(rec['at_T'].iloc[0]):,}"
+    rec["kept (q, k)"] = rec["kept_bytes"].map(WM.fmt_bytes)
     rec["full weights"] = rec["pattern_bytes"].map(WM.fmt_bytes)
-    st.dataframe(rec[["site", "kernel", "lazy", "kept", "full weights", "max_abs_pattern"]], hide_index=True,
+    rec[f"kept at T = {at_t}"] = rec["kept_bytes_at"].map(WM.fmt_bytes)
+    rec[f"weights at T = {at_t}"] = rec["pattern_bytes_at"].map(WM.fmt_bytes)
+    st.dataframe(rec[["site", "kernel", "lazy", "kept (q, k)", "full weights", f"kept at T = {at_t}",
+                      f"weights at T = {at_t}", "max_abs_pattern"]], hide_index=True,
                  column_config={"max_abs_pattern": st.column_config.NumberColumn("max |Δ| recomputed vs eager",
                                                                                  format="%.2e"),
                                 "lazy": st.column_config.CheckboxColumn("recomputed")})

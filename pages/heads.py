@@ -57,7 +57,7 @@ with W.page("Heads", "What does each head do — and does the model need it?"):
         tokens = cap.tokens
         c1, c2, c3 = st.columns(3)
         site = W.select("Attention site", sites, "site", sites[-1] if len(sites) else None, where=c1)
-        head = W.slider("Head", 0, cap.n_heads - 1, "head", 0, where=c2)
+        head = W.index("Head", cap.n_heads, "head", 0, where=c2)
         q = W.token_select("Prediction at token", tokens, "query", W.default_query(cap, inp.preset), where=c3)
         answer_id = state.token_id(inp.model, inp.preset.answer) if inp.preset and inp.preset.answer else None
         before, after = state.ablate(inp.model, inp.text, inp.src, inp.backend, site, head, q, answer_id)

@@ -20,8 +20,8 @@ def close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present, dark):
     n_layers, n_heads = len(cap.sites(group)), cap.n_heads
     with W.guard():
         c1, c2, c3 = st.columns(3)
-        layer = W.slider("Layer", 0, n_layers - 1, "layer", n_layers - 1, where=c1)
-        head = 0 if fuse != "none" else W.slider("Head", 0, n_heads - 1, "head", 0, where=c2)
+        layer = W.index("Layer", n_layers, "layer", n_layers - 1, where=c1)
+        head = 0 if fuse != "none" else W.index("Head", n_heads, "head", 0, where=c2)
         q_default = W.default_query(cap, inp.preset) if group != "encoder" else len(qt) - 1
         query = W.token_select("Query token (head view)", qt, "query", min(q_default, len(qt) - 1), where=c3)
         src = W.source_index(cap, inp.preset) if group != "cross" and group != "encoder" else None

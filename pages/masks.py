@@ -39,8 +39,8 @@ with W.page("Masks", "What changes when the same text and weights run under a di
         elif kind_b == "padding":
             param = W.slider("Padding tokens n", 0, max(0, t - 1), "pad", min(3, t - 1), where=c2)
         n_layers, n_heads = len(cap_a.sites(group)), cap_a.n_heads
-        layer = W.slider("Layer", 0, n_layers - 1, "layer", 0, where=c3)
-        head = W.slider("Head", 0, n_heads - 1, "head", 0, where=c4)
+        layer = W.index("Layer", n_layers, "layer", 0, where=c3)
+        head = W.index("Head", n_heads, "head", 0, where=c4)
     mask_b = (kind_b,) if param is None else (kind_b, int(param))
     cap_b = inp.capture(mask_b)
     qt, kt = cap_a.group_tokens(group)

@@ -20,8 +20,8 @@ with W.page("Score scales", "Why divide by √d_k? What happens to the softmax w
         group = W.select("Attention", list(groups), "group", "cross" if "cross" in groups else None, where=c1,
                          format_func=lambda g: state.GROUP_LABELS.get(g, g), show=len(groups) > 1)
         sites = cap.sites(group)
-        layer = W.slider("Layer", 0, len(sites) - 1, "layer", 0, where=c2)
-        head = W.slider("Head", 0, cap.n_heads - 1, "head", 0, where=c3)
+        layer = W.index("Layer", len(sites), "layer", 0, where=c2)
+        head = W.index("Head", cap.n_heads, "head", 0, where=c3)
     rec = cap.records[sites[layer]]
     qt, kt = cap.group_tokens(group)
     mask = rec.mask_for()

@@ -76,10 +76,11 @@ def rollout_query(records: Sequence[AttentionRecord], query: int, residual: floa
     """Row `query` of the attention rollout over `records` (layer order, self-attention), [T] float64;
     equals `attention_rollout(patterns, ...)[query]` up to float rounding.
 
-    Streamed last layer first: r ← e_q·Â_L, then r ← r·Â_l, holding one layer's rows at a time.
-    Mean fusion: the rows of a softmax sum to 1, so Â_l = r·I + (1−r)·mean_h A_h needs no re-normalising
-    (a fully masked row is e_i) and r·Â_l = r·r + (1−r)·mean_h(rᵀA_h), which `weighted_columns` gets from
-    fused kernels without a T×T tensor. Max/min fusion: Â_l block by block over the rows where r ≠ 0.
+    Streamed last layer first: x ← e_q·Â_L, then x ← x·Â_l, holding one layer's rows at a time. With
+    ρ = residual and mean fusion, the rows of a softmax sum to 1, so Â_l = ρ·I + (1−ρ)·mean_h A_h needs
+    no re-normalising (a fully masked row is e_i) and x·Â_l = ρ·x + (1−ρ)·mean_h(xᵀA_h), which
+    `weighted_columns` gets from fused kernels without a T×T tensor. Max/min fusion: Â_l block by
+    block over the rows where x ≠ 0.
     `discard_ratio` > 0 ranks whole rows with their diagonal: each layer is recomputed whole (one at a
     time) and handed to `analysis.rollout.rollout_row`.
     """

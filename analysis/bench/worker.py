@@ -208,7 +208,10 @@ def job_hooks(spec: dict) -> dict:
     """Our fused forward with capture off, against the same forward with `hooks.active` replaced by a
     plain `lambda: None` (no ContextVar at all): the cost of hook points that nothing uses. The ratio
     is the median of the per-pair ratios (off / patched)."""
+    import timeit
+
     import model.hooks as hooks
+    from model.attention import Attention
 
     ours, _, vocab = load_models(spec, ["hooks"])
     ids = token_ids(spec["T"], vocab)
@@ -231,10 +234,16 @@ def job_hooks(spec: dict) -> dict:
             if r >= spec["warmup"]:
                 off.append(a)
                 patched.append(b)
+    sites = sum(isinstance(m, Attention) for m in ours.modules())  # one hooks.active() call per site
+    n = 200_000
+    call_s = min(timeit.repeat(hooks.active, number=n, repeat=5)) / n
+    plain_s = min(timeit.repeat(lambda: None, number=n, repeat=5)) / n
     return {"off_s": statistics.median(off), "patched_s": statistics.median(patched),
             "off_times_s": off, "patched_times_s": patched,
             "ratio": statistics.median(a / b for a, b in zip(off, patched)),
-            "ratio_of_medians": statistics.median(off) / statistics.median(patched)}
+            "ratio_of_medians": statistics.median(off) / statistics.median(patched),
+            "sites": sites, "active_call_ns": call_s * 1e9, "lambda_call_ns": plain_s * 1e9,
+            "implied_ratio": 1 + sites * max(call_s - plain_s, 0.0) / statistics.median(patched)}
 
 
 def job_memory(spec: dict) -> dict:

@@ -22,9 +22,10 @@ from .corpus import model_stream, stream
 KIND = {"decoder": "causal language model (decoder)", "encoder": "masked language model (encoder)",
         "encdec": "encoder–decoder (toy translation)"}
 OBJECTIVE = {
-    "decoder": "next-token prediction on every token of the decoder mixture (answer tokens weighted ×4)",
-    "encoder": "masked-LM: every answer position is [MASK]ed, plus 10% of the other tokens (never a "
-               "source or bridge token, never a bracket)",
+    "decoder": "next-token prediction; answer tokens weigh 1 and every other token 0.01 (most story and "
+               "random-sequence tokens cannot be predicted, and their loss would drown the answers' signal)",
+    "encoder": "masked-LM: every answer position is [MASK]ed (weight 1), plus 10% of the other tokens "
+               "(weight 0.1; never a source or bridge token, never a bracket)",
     "encdec": "teacher forcing: the decoder reads the target shifted right and predicts it, [EOS] included",
 }
 METRIC = {

@@ -216,7 +216,8 @@ def test_worker_jobs_in_process(gpt2_spec):
     assert all(ex[k] > 0 for k in ("head_pattern_s", "head_pattern_blocks_s", "overview_s", "rollout_s"))
     active = hooks.active
     hk = W.job_hooks({**gpt2_spec, "T": 8, "repeats": 3, "warmup": 0})
-    assert hk["ratio"] > 0 and len(hk["off_times_s"]) == 3
+    assert hk["ratio"] > 0 and len(hk["off_times_s"]) == 3 and hk["sites"] == 2
+    assert 1.0 <= hk["implied_ratio"] < 1.01
     assert hooks.active is active  # the patch is undone
 
 
@@ -244,7 +245,8 @@ def fake_results():
             "lazy": [{"model": "gpt2-small", "T": 4096, "head_pattern_s": 0.5, "head_pattern_blocks_s": 0.3,
                       "overview_s": 0.8, "rollout_s": 12.0, "lazy_bytes": 3e8, "lazy_resident_bytes": 4.5e8}],
             "hooks": {"model": "gpt2-small", "T": 128, "off_s": 1.0, "patched_s": 1.0, "ratio": 1.0,
-                      "ratio_of_medians": 1.0, "off_times_s": [1.0] * 21},
+                      "ratio_of_medians": 1.0, "off_times_s": [1.0] * 21, "sites": 12, "active_call_ns": 60.0,
+                      "lambda_call_ns": 40.0, "implied_ratio": 1.0000002},
             "payload": [{"page": "heatmaps", "T": 4096, "bytes": 1_500_000}, {"page": "scores", "T": 4096,
                                                                                "bytes": 9_000_000, "estimated": True}]}
 

@@ -59,3 +59,12 @@ def ok(at: AppTest) -> None:
     """No exception element and no error message on the page."""
     assert not at.exception, [e.message for e in at.exception]
     assert not at.error, [e.value for e in at.error]
+
+
+def widget(at: AppTest, key: str):
+    """The slider or button group (W.index draws buttons for a few values, a slider for many) with `key`."""
+    for kind in (at.button_group, at.slider):
+        found = [w for w in kind if w.key == key]
+        if found:
+            return found[0]
+    raise KeyError(key)

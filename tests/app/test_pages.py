@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from model.registry import bundled_names
-from tests.app.conftest import ok, open_page, specs, titled, z_of
+from tests.app.conftest import ok, open_page, specs, titled, widget, z_of
 
 DEFAULT = "lecture-decoder" if "lecture-decoder" in bundled_names() else "random-decoder"
 MARKUP = "<b>x</b> & y"  # byte tokens '<', 'b', '>', '&' must stay text
@@ -112,11 +112,11 @@ def test_heatmaps_matrix_kinds_and_fusion(kind, fuse):
 def test_heatmaps_url_state_preselects_layer_head_query():
     at = open_page("heatmaps", model="random-decoder", text="hello world", layer=0, head=2, query=3, hv="all")
     ok(at)
-    assert at.slider(key="layer").value == 0 and at.slider(key="head").value == 2
+    assert widget(at, "layer").value == 0 and widget(at, "head").value == 2
     assert at.query_params["layer"] == "0" and at.query_params["head"] == "2"
     hv = titled(at, "Head view")
     assert hv["layout"]["meta"]["query"] == 3 and len(hv["layout"]["meta"]["heads"]) == _shape("random-decoder")[1]
-    at.slider(key="head").set_value(1).run()
+    widget(at, "head").set_value(1).run()
     ok(at)
     assert at.query_params["head"] == "1"
     assert titled(at, "layer 0, head 1")
@@ -238,8 +238,18 @@ def test_presentation_mode_hides_options_and_keeps_state_across_pages():
     assert at.toggle(key="present").value is True
     assert not [s for s in at.selectbox if s.key == "backend"]  # fewer controls
     at.switch_page("../pages/heatmaps.py").run()
-    at.slider(key="layer").set_value(0).run()
+    widget(at, "layer").set_value(0).run()
     at.switch_page("../pages/scores.py").run()
     ok(at)
-    assert at.text_area(key="text").value == "present me" and at.slider(key="layer").value == 0
+    assert at.text_area(key="text").value == "present me" and widget(at, "layer").value == 0
     assert at.query_params["present"] == "1"
+
+
+def test_bookmarked_preset_opens_its_text():
+    from app.widgets import presets
+
+    p = presets(DEFAULT)[-1]
+    at = open_page("rollout", model=DEFAULT, preset=p.id)
+    ok(at)
+    assert at.text_area(key="text").value == p.text and at.selectbox(key="preset").value == p.id
+    assert at.query_params["preset"] == p.id and "text" not in at.query_params

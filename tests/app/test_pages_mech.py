@@ -225,14 +225,16 @@ def test_cross_attention_switches_a_decoder_to_an_encoder_decoder():
 # -- Positions --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("scheme", ["sinusoidal", "learned", "rope", "alibi"])
 def test_positions_schemes(scheme):
-    at = open_page("positions", model="random-decoder", pos_scheme=scheme, pos_n=16, pos_model="random-decoder")
+    at = open_page("positions", model="random-decoder", pos_scheme=scheme, pos_n=16, pos_model="minilm")
     ok(at)
     if scheme == "sinusoidal":
         assert z_of(titled(at, "PE [16 positions × 64 dims]")["data"][0]).shape == (16, 64)
     elif scheme == "learned":
-        fig = titled(at, "random-decoder: position embeddings")
-        assert z_of(fig["data"][0]).shape == (16, 64)
-        assert "no vector for position 256" in " ".join(c.value for c in at.caption)
+        fig = titled(at, "minilm: position embeddings")  # a trained BERT-style table
+        assert z_of(fig["data"][0]).shape == (16, 384)
+        assert "no vector for position 512" in " ".join(c.value for c in at.caption)
+        sim = z_of(titled(at, "cosine similarity between positions")["data"][0])
+        assert sim[5, 6] > sim[5, 15]  # trained: neighbours are more alike than distant positions
     elif scheme == "rope":
         spread = {t["name"]: arr(t["y"]) for t in titled(at, "Spread of the scores")["data"]}
         assert spread["RoPE"].max() < 1e-4 and spread["absolute (sinusoidal added)"].max() > 1e-2
@@ -313,3 +315,18 @@ def test_presentation_mode_on_mechanics_pages():
     ok(at)
     assert titled(at, "④ Softmax")["layout"]["font"]["size"] == 18
     assert not at.expander[0].proto.expanded  # options folded away
+
+
+VERDICT_FAILS = ("beyond the tolerance", "Some steps differ")  # a FAIL of `attnlab check`, shown as such
+
+
+def test_mechanics_pages_through_navigation_from_an_encoder():
+    """From the entry script with an encoder chosen, every mechanics page runs, switching to a decoder or an
+    encoder–decoder where it must (the per-page tests cover decoders and encoder–decoders)."""
+    at = open_page(None, model="random-encoder")
+    ok(at)
+    for page in ("backends", "positions", "step_by_step", "kv_cache", "generate", "cross_attention"):
+        at.switch_page(f"../pages/{page}.py").run()
+        assert not at.exception, (page, [e.message for e in at.exception])
+        assert all(any(f in e.value for f in VERDICT_FAILS) for e in at.error), (page, [e.value for e in at.error])
+        assert specs(at), page

@@ -66,3 +66,18 @@ def test_ablation_changes_the_prediction_of_a_random_model():
     before, after = state.ablate("random-decoder", "hello", None, "eager", "blocks.1.attn", 0, 5)
     assert before.target_id == after.target_id and before.position == 5
     assert not np.allclose(before.probs, after.probs)
+
+
+def test_download_payloads_are_valid_files():
+    import io
+    import json
+
+    import pandas as pd
+
+    arrays = {"m": np.eye(2, dtype=np.float32), "tokens": ["a", "<b>"]}
+    back = np.load(io.BytesIO(widgets._npz_bytes(arrays)))
+    assert back["m"].shape == (2, 2) and list(back["tokens"]) == ["a", "<b>"]
+    doc = json.loads(json.dumps(widgets._jsonable({"x": np.array([1.0, np.nan]), "n": np.int64(3)}), allow_nan=False))
+    assert doc == {"x": [1.0, None], "n": 3}
+    csv = widgets.matrix_csv(np.eye(2), ["a", "b"], ["a", "b"])
+    assert pd.read_csv(io.StringIO(csv), index_col=0).shape == (2, 2)

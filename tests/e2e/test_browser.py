@@ -58,6 +58,11 @@ def combobox(page, label: str, option: str) -> None:
     page.get_by_role("option", name=option, exact=True).click()
 
 
+def pick(page, key: str, value) -> None:
+    """Click the button `value` of a W.index button group (layers, heads)."""
+    page.locator(f".st-key-{key} button").filter(has_text=re.compile(rf"^{value}$")).click()
+
+
 def slider_step(page, label: str, key: str = "ArrowRight") -> None:
     s = page.get_by_role("slider", name=label).first
     s.focus()
@@ -89,12 +94,16 @@ def test_heatmaps(st_app, page):
     open_app(page, f"{st_app['url']}/heatmaps")
     expect(page.get_by_role("heading", name="Heatmaps")).to_be_visible()
     assert page.locator(".st-key-fig-mosaic .heatmaplayer image").count() == 1  # ONE trace for every head
-    slider_step(page, "Head")
+    pick(page, "head", 1)
     expect(page.locator(".st-key-fig-head .gtitle").filter(has_text="head 1").first).to_be_attached()
     wait_idle(page)
     painted(page, ".st-key-fig-head")
     assert "head=1" in page.url
     shot(page, "heatmaps")
+    with page.expect_download() as dl:  # deferred data: built on click
+        page.get_by_role("button", name="⬇ CSV").click()
+    csv = open(dl.value.path(), encoding="utf-8").read()
+    assert csv.startswith("query\\key,0:") and "H1" in dl.value.suggested_filename
     check_clean(page)
 
 
@@ -140,7 +149,7 @@ def test_heads(st_app, page):
 
     open_app(page, f"{st_app['url']}/heads")
     expect(page.get_by_text("Head statistics")).to_be_visible()
-    slider_step(page, "Head")
+    pick(page, "head", 1)
     expect(page.get_by_text(re.compile(r"head 1 zeroed"))).to_be_visible()
     wait_idle(page)
     frames(page)
@@ -197,8 +206,8 @@ def test_dark_theme_and_presentation_mode(browser, tmp_path):
 
 # -- redraw latency ---------------------------------------------------------------------------------------
 def test_redraw_latency(st_app, page):
-    """Time from a widget change (the Head slider) to the redrawn single-head chart on the default
-    model's default preset; median of 5. Written to artifacts/latency.json."""
+    """Time from a widget change (a click on a Head button) to the redrawn single-head chart on the
+    default model's default preset; median of 5. Written to artifacts/latency.json."""
     open_app(page, f"{st_app['url']}/heatmaps")
     painted(page, ".st-key-fig-head")
     n_tokens = page.locator(".st-key-fig-head .ytick").count()
@@ -206,11 +215,9 @@ def test_redraw_latency(st_app, page):
     for i in range(6):
         wait_idle(page)
         old = page.locator(".st-key-fig-head .heatmaplayer image").get_attribute("href")
-        s = page.get_by_role("slider", name="Head").first
-        s.focus()
-        key = "ArrowRight" if i % 2 == 0 else "ArrowLeft"
+        button = page.locator(".st-key-head button").filter(has_text=re.compile(rf"^{(i + 1) % 2}$"))
         t0 = time.perf_counter()
-        s.press(key)
+        button.click()
         page.wait_for_function(
             "old => { const im = document.querySelector('.st-key-fig-head .heatmaplayer image');"
             " return im && im.getAttribute('href') && im.getAttribute('href') !== old; }", arg=old, timeout=30_000)
@@ -220,9 +227,9 @@ def test_redraw_latency(st_app, page):
             times.append(dt)
     med = statistics.median(times)
     ARTIFACTS.mkdir(exist_ok=True)
-    (ARTIFACTS / "latency.json").write_text(json.dumps({"page": "heatmaps", "widget": "Head slider",
+    (ARTIFACTS / "latency.json").write_text(json.dumps({"page": "heatmaps", "widget": "Head button",
                                                         "tokens_axis_ticks": n_tokens, "seconds": times,
                                                         "median_s": med}, indent=1))
-    print(f"\nredraw latency (head slider -> single-head chart repainted): median {med:.3f} s of {times}")
+    print(f"\nredraw latency (head button -> single-head chart repainted): median {med:.3f} s of {times}")
     check_clean(page)
     assert med < 5.0
