@@ -35,7 +35,7 @@ with W.page("Heads", "What does each head do — and does the model need it?"):
                                                                                                        "entropy"))
     cfg = {c: st.column_config.NumberColumn(c, help=STAT_HELP[c], format="%.3f") for c in stats}
     st.dataframe(view, hide_index=True, column_config=cfg,
-                 column_order=["stack", "layer", "head", "label", *stats], height=min(560, 38 + 35 * len(view)))
+                 column_order=["stack", "layer", "head", "label", *stats], height=min(640, 40 + 35 * max(1, len(view))))
     st.caption(f"Duplicate-token and induction scores come from a random sequence repeated with period {period} "
                "(as TransformerLens' head detectors). Labels: first rule that fits — induction, duplicate-token, "
                "previous-token, broad/uniform, sink, self/diagonal — else mixed. Click a column header to sort.")

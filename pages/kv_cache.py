@@ -33,8 +33,9 @@ with W.page("KV cache", "Why may a decoder keep the keys and values of earlier t
     WM.verdict_table(rows)
     WM.scale_note(rows, state.output_scale(inp.model, inp.text, inp.src))
     WM.verdict_banner(all(r["passed"] for r in rows),
-                      "With the cache, the logits and every attention row equal full recomputation within "
-                      f"{TOL_CACHE:g}, and greedy generation picks the same tokens.",
+                      "With the cache, every attention row equals full recomputation within "
+                      f"{TOL_CACHE:g}, the logits within {TOL_CACHE:g}·max(1, max|logits|), and greedy generation "
+                      "picks the same tokens.",
                       "The cache changed the result beyond the tolerance — see the steps below.")
     st.caption("The check runs the text in cached chunks (half the text as a prefill, a 2-token chunk, then one "
                "token at a time) against one uncached pass, and generates 20 greedy tokens both ways.")

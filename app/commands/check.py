@@ -23,5 +23,5 @@ def run(args) -> int:
     else:
         for c in report["checks"]:
             value = "n/a" if c["value"] is None else f"{c['value']:.3g}"
-            print(f"{'PASS' if c['passed'] else 'FAIL'}  {c['name']:<28} {value:>10}  (tol {c['tolerance']})")
+            print(f"{'PASS' if c['passed'] else 'FAIL'}  {c['name']:<28} {value:>10}  (tol {c['tolerance']:.3g})")
     return 0 if report["passed"] else 1

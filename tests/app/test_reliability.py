@@ -356,7 +356,7 @@ def _job(i: int, r: int) -> tuple[str, str, str | None, str]:
 
 
 def test_concurrent_captures_keep_their_own_tokens_and_patterns():
-    n_threads, rounds = 8, 6
+    n_threads, rounds = 8, 4
     jobs = {(i, r): _job(i, r) for i in range(n_threads) for r in range(rounds)}
     ref = {}
     for key, (name, text, src, backend) in jobs.items():  # single-threaded reference

@@ -15,6 +15,7 @@ import html
 import json
 import time
 
+import numpy as np
 import pytest
 
 from app import figures
@@ -37,10 +38,14 @@ def tokens_of(model: str, text: str) -> list[str]:
     return _MODELS[model].encode(text).tokens
 
 
-def shown_ticks(tokens: list[str]) -> list[str]:
-    """What Plotly shows as tick labels for short texts (every token, escaped then decoded by Plotly)."""
-    limit = 10 if len(tokens) > 48 else 14
-    return [html.unescape(figures.esc(t, limit)) for t in tokens]
+def shown_ticks(key: str, tokens: list[str]) -> list[str]:
+    """The tick labels the app's own figure builder gives these tokens, as the browser shows them
+    (Plotly decodes the entities): the x axis of the head matrix or of the Explore rows."""
+    if key == "head":
+        fig = figures.matrix_heatmap(np.zeros((len(tokens), len(tokens))), tokens, tokens)
+    else:
+        fig = figures.method_rows({"layer": np.zeros(len(tokens))}, tokens)
+    return [html.unescape(t) for t in fig.layout.xaxis.ticktext]
 
 
 def wait_until(page, check, what: str, timeout: float = 90) -> None:
@@ -53,7 +58,8 @@ def wait_until(page, check, what: str, timeout: float = 90) -> None:
         except Exception:  # noqa: BLE001 — the page may be mid-rerun; poll again
             pass
         if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
+            raise AssertionError(f"timed out waiting for {what}; last ticks (shown, wanted): "
+                                 f"{getattr(page, 'last_ticks', None)}")
         page.wait_for_timeout(150)
 
 
@@ -67,7 +73,9 @@ def strip_is(page, tokens: list[str]) -> bool:
 
 
 def ticks_are(page, key: str, tokens: list[str]) -> bool:
-    return page.evaluate(TICKS_JS, key) == shown_ticks(tokens)
+    got, want = page.evaluate(TICKS_JS, key), shown_ticks(key, tokens)
+    page.last_ticks = (got, want)
+    return got == want
 
 
 def type_text(page, text: str) -> None:
@@ -117,11 +125,15 @@ class Student:
             p.get_by_role("link", name="Heatmaps").click()
             self.where = "heatmaps"
             return "heatmaps"
-        if step == 2 and self.where == "heatmaps":
-            s = p.get_by_role("slider", name="Layer").first
-            s.focus()
-            s.press("ArrowLeft" if r % 2 else "ArrowRight")
-            return "slider"
+        if step == 2 and self.where == "heatmaps":  # another layer: buttons for few layers, else a slider
+            buttons = p.locator(".st-key-layer button")
+            if buttons.count():
+                buttons.nth(r % buttons.count()).click()
+            else:
+                s = p.get_by_role("slider", name="Layer").first
+                s.focus()
+                s.press("ArrowLeft" if r % 2 else "ArrowRight")
+            return "layer"
         self.text = self.new_text(r)
         type_text(p, self.text)
         return "text"
