@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import html
+import re
 
 import numpy as np
 import plotly.express as px
@@ -38,6 +39,15 @@ def esc(label: str, limit: int = 14) -> str:
     if len(s) > limit:
         s = s[: limit - 1] + "…"
     return html.escape(s, quote=False)
+
+
+def md(label: str, limit: int = 30) -> str:
+    """A token label safe inside st.markdown / st.caption / st.subheader: shortened, then every ASCII
+    punctuation mark backslash-escaped, so `[x](url)`, `**`, `$…$` or `<b>` in a token show as typed."""
+    s = str(label)
+    if len(s) > limit:
+        s = s[: limit - 1] + "…"
+    return re.sub(r"([!-/:-@\[-`{-~])", r"\\\1", s)
 
 
 def tick_labels(tokens, limit: int = 14) -> list[str]:

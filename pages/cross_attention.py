@@ -77,8 +77,8 @@ with W.page("Cross-attention", "Which source words does each target word read?",
     site = cross_sites[min(layer, len(cross_sites) - 1)]
     new_tok = tr.tokens[tr.prompt_len + step]
     q = tr.query_position(step)
-    st.markdown(f"Step **{step}**: the decoder reads position {q} ({figures.esc(tr.tokens[q], 30)}) and writes "
-                f"**{figures.esc(new_tok, 30)}** (p = {tr.chosen_prob[step]:.3f}). Greedy decoding, layer {layer}.")
+    st.markdown(f"Step **{step}**: the decoder reads position {q} ({figures.md(tr.tokens[q])}) and writes "
+                f"**{figures.md(new_tok)}** (p = {tr.chosen_prob[step]:.3f}). Greedy decoding, layer {layer}.")
     W.token_strip(tr.tokens[: tr.prompt_len + step + 1], query=q,
                   label="target so far (the query token outlined; the last token is the one just written)")
     row = tr.rows[site][step]  # [H, S]

@@ -60,7 +60,7 @@ with W.page("Generate", "What does each new token look at while it is being writ
     st.caption("Row s: while writing token s, the last token fed (its query) attends to every key so far. Grey cells "
                "lie in the future of that step; the dotted line ends the prompt.")
 
-    st.subheader(f"Step {step}: writing “{figures.esc(tr.tokens[tr.prompt_len + step], 30)}”")
+    st.subheader(f"Step {step}: writing “{figures.md(tr.tokens[tr.prompt_len + step])}”")
     q = tr.query_position(step)
     row = tr.rows[site][step]  # [H, K]
     k_len = len(keys) if cross else q + 1
@@ -74,7 +74,7 @@ with W.page("Generate", "What does each new token look at while it is being writ
     with b:
         st.markdown("**The choice** (the distribution it was drawn from)")
         W.predictions_table(tr.top_tokens[step], tr.top_probs[step])
-        st.caption(f"Picked “{figures.esc(tr.tokens[tr.prompt_len + step], 30)}” with p = {tr.chosen_prob[step]:.3f}."
+        st.caption(f"Picked “{figures.md(tr.tokens[tr.prompt_len + step])}” with p = {tr.chosen_prob[step]:.3f}."
                    + (" Temperature divides the logits before the softmax; top-k keeps only the k best."
                       if sampling else ""))
 

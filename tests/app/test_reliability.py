@@ -19,6 +19,7 @@ import errno
 import html
 import ipaddress
 import json
+import re
 import shutil
 import socket
 import threading
@@ -669,3 +670,27 @@ def test_fuzz_text_to_figure(name):
     one()
     report(fuzz={name: counts})
     assert counts["inputs"] >= 20 and counts["drawn"] > 0
+
+
+# -- Markdown in a token: shown as typed where a page writes a token into st.markdown ----------------------
+MD_TEXT = "the [evil](https://evil.example)"
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(label=hs.text(max_size=40))
+def test_markdown_label_escapes_every_ascii_punctuation(label):
+    out = figures.md(label, limit=60)
+    assert re.sub(r"\\(.)", r"\1", out) == label  # nothing but the escapes added
+    assert not re.search(r"[!-/:-@\[-`{-~]", re.sub(r"\\.", "", out))  # every mark escaped
+
+
+@pytest.mark.skipif("lecture-encdec" not in bundled_names(), reason="needs the bundled lecture-encdec")
+def test_markdown_in_a_token_is_shown_as_typed():
+    src = "the cat sees the dog"
+    at = open_page("cross_attention", model="lecture-encdec", src=src, text=MD_TEXT, x_start="prefix")
+    no_exception(at)
+    assert not errors(at), errors(at)
+    line = next(m.value for m in at.markdown if "decoder reads position" in m.value)
+    token = state.model("lecture-encdec").encode(MD_TEXT, src).tokens[-1]
+    assert token == "[evil](https://evil.example)" and f"({figures.md(token)})" in line
+    assert "[evil](" not in line  # no Markdown link reaches the page

@@ -160,19 +160,23 @@ def test_several_students_at_once(st_app, browser, artifacts):
         for s in students:
             s.page.wait_for_selector("h1", timeout=120_000)
             s.settle()
+        opened = time.monotonic() - t0
+        round_s = []
         while time.monotonic() - t0 < LOAD_SECONDS - 10 or rounds < 2:
             rounds += 1
+            r0 = time.monotonic()
             for s in students:  # fire first ...
                 s.act(rounds)
                 steps += 1
             for s in students:  # ... then check each session sees its own text
                 s.settle()
+            round_s.append(round(time.monotonic() - r0, 1))
             if time.monotonic() - t0 > LOAD_SECONDS:
                 break
         seconds = time.monotonic() - t0
         errors = sum(len(s.page.errors) + s.page.locator(EXC).count() for s in students)
         numbers = {"contexts": LOAD_CONTEXTS, "rounds": rounds, "steps": steps, "seconds": round(seconds, 1),
-                   "errors": errors}
+                   "all_open_s": round(opened, 1), "round_s": round_s, "errors": errors}
         print("\nRELIABILITY", json.dumps({"browser_load": numbers}))
         path = ARTIFACTS / "reliability.json"
         old = json.loads(path.read_text()) if path.is_file() else {}
@@ -238,3 +242,18 @@ def test_xss_typed_into_the_text_box_is_shown_as_text(st_app, page, model):
     dom_is_clean(page)
     clean(page)
     page.screenshot(path=str(ARTIFACTS / f"xss-{model}.png"))
+
+
+def test_markdown_in_a_token_is_not_a_link(st_app, page):
+    """A token written into a Markdown line (Cross-attention replay) shows as typed: no link, no bold."""
+    from urllib.parse import quote
+
+    text = "the [evil](https://evil.example)"
+    page.goto(f"{st_app['url']}/cross-attention?model=lecture-encdec&src={quote('the cat sees the dog')}"
+              f"&text={quote(text)}&x_start=prefix")
+    line = page.get_by_text("the decoder reads position")
+    line.wait_for(timeout=90_000)
+    page.wait_for_selector(IDLE, state="attached", timeout=90_000)
+    assert "([evil](https://evil.example))" in line.inner_text()
+    assert page.locator('a[href*="evil.example"]').count() == 0
+    clean(page)
