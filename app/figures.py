@@ -42,12 +42,17 @@ def esc(label: str, limit: int = 14) -> str:
 
 
 def md(label: str, limit: int = 30) -> str:
-    """A token label safe inside st.markdown / st.caption / st.subheader: shortened, then every ASCII
-    punctuation mark backslash-escaped, so `[x](url)`, `**`, `$…$` or `<b>` in a token show as typed."""
+    """A token label safe inside st.markdown / st.caption / st.subheader: shortened, then set as an inline
+    code span (fenced by more backticks than it holds), so `[x](url)`, bare URLs, `**`, `$…$` or `<b>` in a
+    token show as typed — backslash escapes would not stop Markdown from auto-linking a bare URL."""
     s = str(label)
     if len(s) > limit:
         s = s[: limit - 1] + "…"
-    return re.sub(r"([!-/:-@\[-`{-~])", r"\\\1", s)
+    if not s:
+        return ""
+    fence = "`" * (max((len(r) for r in re.findall(r"`+", s)), default=0) + 1)
+    pad = " " if s[0] in "` " or s[-1] in "` " else ""  # CommonMark strips one space from each side
+    return f"{fence}{pad}{s}{pad}{fence}"
 
 
 def tick_labels(tokens, limit: int = 14) -> list[str]:

@@ -677,11 +677,13 @@ MD_TEXT = "the [evil](https://evil.example)"
 
 
 @settings(max_examples=200, deadline=None, database=None)
-@given(label=hs.text(max_size=40))
-def test_markdown_label_escapes_every_ascii_punctuation(label):
+@given(label=hs.text(min_size=1, max_size=40))
+def test_markdown_label_is_one_code_span(label):
     out = figures.md(label, limit=60)
-    assert re.sub(r"\\(.)", r"\1", out) == label  # nothing but the escapes added
-    assert not re.search(r"[!-/:-@\[-`{-~]", re.sub(r"\\.", "", out))  # every mark escaped
+    fence = re.match(r"`+", out).group()
+    assert out.endswith(fence) and fence not in label  # no backtick run inside can close the span early
+    inner = out[len(fence):-len(fence)]
+    assert inner == label or (inner[0] == inner[-1] == " " and inner[1:-1] == label)
 
 
 @pytest.mark.skipif("lecture-encdec" not in bundled_names(), reason="needs the bundled lecture-encdec")
@@ -692,5 +694,4 @@ def test_markdown_in_a_token_is_shown_as_typed():
     assert not errors(at), errors(at)
     line = next(m.value for m in at.markdown if "decoder reads position" in m.value)
     token = state.model("lecture-encdec").encode(MD_TEXT, src).tokens[-1]
-    assert token == "[evil](https://evil.example)" and f"({figures.md(token)})" in line
-    assert "[evil](" not in line  # no Markdown link reaches the page
+    assert token == "[evil](https://evil.example)" and "(`[evil](https://evil.example)`)" in line
