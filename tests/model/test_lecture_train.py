@@ -16,13 +16,13 @@ from model.lecture.train import IGNORE, RECIPES, TINY, Batcher, Recipe, train
 from model.registry import bundled_names, load
 
 BUNDLED = ["lecture-decoder", "lecture-encoder", "lecture-encdec"]
-TINY_RECIPE = Recipe("decoder", TINY, steps=80, batch=16, lr=3e-3, warmup=10)
+TINY_RECIPE = Recipe("decoder", TINY, steps=50, batch=16, lr=3e-3, warmup=10)
 
 
 def test_tiny_training_run_loss_falls():
-    t = time.perf_counter()
+    t = time.process_time()  # CPU seconds: the machine may be shared
     res = train(TINY_RECIPE, progress=False)
-    assert time.perf_counter() - t < 60
+    assert time.process_time() - t < 60
     first, last = sum(res.losses[:5]) / 5, sum(res.losses[-5:]) / 5
     assert last < first - 0.5, (first, last)
 
@@ -74,7 +74,7 @@ def test_bundled_checkpoints_are_shipped_and_small():
 # 2-core CPU budget ran out before the in-context retrieval/induction circuits formed. Strict: the
 # test fails the day a retrained checkpoint clears the bar, so this list gets emptied.
 BELOW_TARGET = {
-    ("lecture-decoder", "retrieval"), ("lecture-decoder", "induction"),
+    ("lecture-decoder", "retrieval"),
     ("lecture-encoder", "retrieval"), ("lecture-encoder", "induction"), ("lecture-encoder", "brackets"),
 }
 TASKS = {"lecture-decoder": ["agreement", "induction", "retrieval"],
