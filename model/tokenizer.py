@@ -67,7 +67,8 @@ class ByteTokenizer:
     def label(self, i: int) -> str:
         if i >= 256:
             return SPECIALS[i - 256]
-        return show(bytes([i]).decode("utf-8", errors="replace")) if i < 128 else f"<0x{i:02X}>"
+        printable = 32 <= i < 127 or i in (9, 10, 13)
+        return show(chr(i)) if printable else f"<0x{i:02X}>"
 
 
 class HFTokenizer:

@@ -14,6 +14,9 @@ def test_byte_tokenizer_labels_parts_of_characters():
     assert enc.labels[4:8] == ["😀(1/4)", "😀(2/4)", "😀(3/4)", "😀(4/4)"]
     assert enc.labels[8:] == ["␣", "<", "b", ">"]
     assert ByteTokenizer().decode(enc.ids) == "aé😀 <b>"
+    tok = ByteTokenizer()
+    assert [tok.label(i) for i in (65, 32, 10, 5, 127, 200, 256, 259)] == [
+        "A", "␣", "⏎", "<0x05>", "<0x7F>", "<0xC8>", "[BOS]", "[MASK]"]
 
 
 def test_random_models_are_deterministic():
