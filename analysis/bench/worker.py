@@ -287,11 +287,11 @@ def lazy_extras(cap, spec: dict, meter: PeakMeter) -> dict:
     out = {"layer": rec.layer, "head": head, "query": T - 1, "max_cells": cells, "lazy_bytes":
            int(sum(r.q.nbytes + r.k.nbytes for r in records)), "lazy_resident_bytes": _resident_lazy(records)}
     for name, fn in tasks.items():
-        meter.reset()
+        base = meter.reset()
         times = [_timed(fn) for _ in range(spec["warmup"] + spec["repeats"])][spec["warmup"]:]
         out[name] = statistics.median(times)
         out[name.replace("_s", "_times_s")] = times
-        out[name.replace("_s", "_peak_above_bytes")] = meter.peak() - rss_bytes()
+        out[name.replace("_s", "_peak_above_bytes")] = meter.peak() - base
     return out
 
 
