@@ -173,12 +173,12 @@ class Attention(nn.Module):
     def _forward_captured(self, q, k, v, ctx: AttnCtx, cap: hooks.Capture) -> torch.Tensor:
         s = self.site
         q, k, v = cap.hook(f"{s}.hook_q", q), cap.hook(f"{s}.hook_k", k), cap.hook(f"{s}.hook_v", v)
-        mask = ctx.mask
-        if mask is None and ctx.is_causal:
-            mask = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()[None, None]
         eager = ctx.backend == "eager" or cap.wants_pattern(s)
         scores = pattern = None
         if eager:
+            mask = ctx.mask
+            if mask is None and ctx.is_causal:  # the fused fast path had no explicit mask
+                mask = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()[None, None]
             z, scores, pattern = eager_attention(q, k, v, mask, ctx.bias, self.scale, s, cap)
             backend = "eager"
             kernel = "eager" if ctx.backend == "eager" else "eager (a pattern hook was requested)"
