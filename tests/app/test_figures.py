@@ -95,3 +95,25 @@ def test_method_rows_scale_without_the_query():
     fig = figures.method_rows({"m": [0.1, 0.2, 10.0]}, ["a", "b", "c"], exclude=2)
     z = np.asarray(fig.data[0].z)
     np.testing.assert_allclose(z[0], [0.5, 1.0, 1.0])
+
+
+def test_score_boxes_send_statistics_not_every_score():
+    import json
+
+    import numpy as np
+    import plotly.io as pio
+
+    from app.figures import box_stats, score_boxes
+
+    a = np.arange(2 * 4 * 4, dtype=np.float32).reshape(2, 4, 4)
+    a[1, 3, 0] = 1000.0  # an outlier outside the fences
+    mask = np.tril(np.ones((4, 4), bool))
+    s = box_stats(a, mask)
+    visible0 = a[0][mask]
+    assert s["median"][0] == np.median(visible0) and s["q1"][0] == np.percentile(visible0, 25)
+    assert s["upperfence"][1] == 31.0 and abs(s["mean"][1] - 122.2) < 1e-4
+    fig = json.loads(pio.to_json(score_boxes(a, mask)))
+    box = fig["data"][0]
+    assert box["type"] == "box" and "y" not in box
+    big = np.random.default_rng(0).normal(size=(12, 512, 512)).astype(np.float32)
+    assert len(pio.to_json(score_boxes(big, np.ones((512, 512), bool)))) < 20_000
