@@ -20,8 +20,8 @@ import plotly.graph_objects as go
 from analysis.pooling import pool_matrix
 
 MAX_SIDE = 512  # cells per side before pooling
-MOSAIC_CELLS = 300_000  # cells in the all-heads mosaic before each head is pooled
-HOVER_TEXT_CELLS = 20_000  # per-cell hover labels (query and key token) up to this many cells
+MOSAIC_CELLS = 150_000  # cells in the all-heads mosaic before each head is pooled
+HOVER_TEXT_CELLS = 4_096  # per-cell hover labels (query and key token) up to 64×64 cells: they dominate the payload
 PNG_CELLS = 120_000  # above this, a single matrix is sent as a PNG (no per-cell hover)
 MASKED_BG = "rgba(128,128,128,0.28)"
 LIGHT_SCALE = "Blues"
