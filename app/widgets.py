@@ -132,6 +132,12 @@ def select(label: str, options, key: str, default=None, *, where=None, format_fu
     return value
 
 
+
+def group_select(groups: dict, where=None) -> str:
+    """Which attention to show (self, encoder, decoder or cross); cross first, hidden when there is one."""
+    return select("Attention", list(groups), "group", "cross" if "cross" in groups else None, where=where,
+                  format_func=lambda g: state.GROUP_LABELS.get(g, g), show=len(groups) > 1)
+
 def slider(label: str, lo: int | float, hi: int | float, key: str, default, *, where=None, step=None,
            help: str | None = None, show: bool = True, fmt: str | None = None):
     """A number slider (int if the bounds are ints) stored in the URL."""

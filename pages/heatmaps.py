@@ -74,8 +74,7 @@ with W.page("Heatmaps", "Which heads look where? Every layer and head at once, t
     groups = cap.groups()
     with W.options():
         c1, c2, c3 = st.columns(3) if len(groups) > 1 else (None, *st.columns(2))
-        group = W.select("Attention", list(groups), "group", "cross" if "cross" in groups else None, where=c1,
-                         format_func=lambda g: state.GROUP_LABELS.get(g, g), show=len(groups) > 1)
+        group = W.group_select(groups, where=c1)
         kind = W.select("Matrix", list(KINDS), "kind", "pattern", where=c2, format_func=KINDS.get)
         fuse = W.select("Heads", list(FUSE), "fuse", "none", where=c3, format_func=FUSE.get)
     qt, kt = cap.group_tokens(group)

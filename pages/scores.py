@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis.scores import counterfactual_softmax, effective_keys, saturation, score_stats
-from app import figures, state
+from app import figures
 from app import widgets as W
 
 TAUS = np.round(np.geomspace(0.1, 10, 13), 3)
@@ -17,8 +17,7 @@ with W.page("Score scales", "Why divide by √d_k? What happens to the softmax w
     groups = cap.groups()
     with W.options():
         c1, c2, c3 = st.columns(3) if len(groups) > 1 else (None, *st.columns(2))
-        group = W.select("Attention", list(groups), "group", "cross" if "cross" in groups else None, where=c1,
-                         format_func=lambda g: state.GROUP_LABELS.get(g, g), show=len(groups) > 1)
+        group = W.group_select(groups, where=c1)
         sites = cap.sites(group)
         layer = W.index("Layer", len(sites), "layer", 0, where=c2)
         head = W.index("Head", cap.n_heads, "head", 0, where=c3)
