@@ -61,6 +61,13 @@ def st_app(browser, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def dark_app(browser, tmp_path_factory):
+    """A second server in Streamlit's dark theme, shared by the dark-theme tests."""
+    with streamlit_server(tmp_path_factory.mktemp("st-dark") / "dark.log", ("--theme.base", "dark")) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="session")
 def artifacts() -> Path:
     ARTIFACTS.mkdir(exist_ok=True)
     return ARTIFACTS

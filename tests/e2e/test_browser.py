@@ -11,7 +11,6 @@ import time
 import pytest
 
 from tests.e2e.conftest import ARTIFACTS, EXC
-from tests.e2e.st_server import streamlit_server
 
 CHART = ".js-plotly-plot"
 PAINTED_JS = """scope => [...document.querySelectorAll(`${scope} .js-plotly-plot`)].some(p =>
@@ -189,21 +188,13 @@ def test_exception_check_can_fail(st_app, page):
     check_clean(page)
 
 
-def test_dark_theme_and_presentation_mode(browser, tmp_path):
-    with streamlit_server(tmp_path / "dark.log", ("--theme.base", "dark")) as srv:
-        ctx = browser.new_context(viewport={"width": 1500, "height": 1100})
-        pg = ctx.new_page()
-        pg.errors = []
-        pg.on("pageerror", lambda e: pg.errors.append(str(e)))
-        try:
-            open_app(pg, f"{srv['url']}/heatmaps?present=1")
-            assert pg.locator('[data-testid="stExpander"] summary').count() >= 1
-            bg = pg.evaluate("getComputedStyle(document.querySelector('[data-testid=stApp]')).backgroundColor")
-            assert bg != "rgb(255, 255, 255)"
-            pg.screenshot(path=str(ARTIFACTS / "heatmaps-dark-present.png"))
-            check_clean(pg)
-        finally:
-            ctx.close()
+def test_dark_theme_and_presentation_mode(dark_app, page):
+    open_app(page, f"{dark_app['url']}/heatmaps?present=1")
+    assert page.locator('[data-testid="stExpander"] summary').count() >= 1
+    bg = page.evaluate("getComputedStyle(document.querySelector('[data-testid=stApp]')).backgroundColor")
+    assert bg != "rgb(255, 255, 255)"
+    page.screenshot(path=str(ARTIFACTS / "heatmaps-dark-present.png"))
+    check_clean(page)
 
 
 # -- redraw latency ---------------------------------------------------------------------------------------

@@ -181,24 +181,14 @@ def test_generate(st_app, page):
     clean(page)
 
 
-def test_dark_theme_and_presentation_mode(browser, tmp_path):
+def test_dark_theme_and_presentation_mode(dark_app, page):
     """Dark theme: charts keep readable colours (Viridis weights); presentation mode enlarges the figures."""
-    from tests.e2e.st_server import streamlit_server
-
-    with streamlit_server(tmp_path / "dark.log", ("--theme.base", "dark")) as srv:
-        ctx = browser.new_context(viewport={"width": 1500, "height": 1100})
-        pg = ctx.new_page()
-        pg.errors = []
-        pg.on("pageerror", lambda e: pg.errors.append(str(e)))
-        try:
-            open_page(pg, f"{srv['url']}/step-by-step?present=1&sbs_quiz=1")
-            painted(pg, "sbs-scaled")
-            bg = pg.evaluate("getComputedStyle(document.querySelector('[data-testid=stApp]')).backgroundColor")
-            assert bg != "rgb(255, 255, 255)"
-            shot(pg, "step-by-step-dark-present")
-            open_page(pg, f"{srv['url']}/generate?gen_n=6&model=random-decoder")
-            painted(pg, "gen-matrix")
-            shot(pg, "generate-dark")
-            clean(pg)
-        finally:
-            ctx.close()
+    open_page(page, f"{dark_app['url']}/step-by-step?present=1&sbs_quiz=1")
+    painted(page, "sbs-scaled")
+    bg = page.evaluate("getComputedStyle(document.querySelector('[data-testid=stApp]')).backgroundColor")
+    assert bg != "rgb(255, 255, 255)"
+    shot(page, "step-by-step-dark-present")
+    open_page(page, f"{dark_app['url']}/generate?gen_n=6&model=random-decoder")
+    painted(page, "gen-matrix")
+    shot(page, "generate-dark")
+    clean(page)
