@@ -111,10 +111,9 @@ def _match(template, words: list[str]) -> tuple[str, str, int] | None:
     return person, v[0], v[1]
 
 
-def solve_retrieval(tokens) -> tuple[str, int]:
-    """Read a story and its question (tokens from [BOS] up to and including "?"; anything after is
-    ignored) and return (answer token, index of the token that states it). Raises ValueError."""
-    tokens = list(tokens)
+def _story(tokens) -> tuple[dict, list[str], int]:
+    """Parse tokens from [BOS] through the first "?": ({(relation, person): (value, index)}, the
+    question's words, the index where the question starts)."""
     end = tokens.index("?")
     facts, start = {}, 1 if tokens[0] == BOS else 0
     sentences = []
@@ -129,6 +128,13 @@ def solve_retrieval(tokens) -> tuple[str, int]:
                 m = _match(t, words)
                 if m:
                     facts[(rel, m[0])] = (m[1], s + m[2])
+    return facts, qwords, qstart
+
+
+def solve_retrieval(tokens) -> tuple[str, int]:
+    """Read a story and its question (tokens from [BOS] up to and including "?"; anything after is
+    ignored) and return (answer token, index of the token that states it). Raises ValueError."""
+    facts, qwords, _ = _story(list(tokens))
     for q, rel, two_hop in QUESTIONS.values():
         m = _match(q, qwords)
         if m:
@@ -137,3 +143,40 @@ def solve_retrieval(tokens) -> tuple[str, int]:
                 raise ValueError(f"the story never states the {rel} of {who}")
             return facts[(rel, who)]
     raise ValueError(f"not a known question: {' '.join(qwords)}")
+
+
+def ask_more(ex: Example, rng: Random, n: int, max_len: int) -> Example:
+    """`ex` (a one-question retrieval example) with up to `n` more questions about the same story, each
+    after ". " and followed by its answer, while the tokens stay within `max_len`.
+
+    Training only: a causal model predicts the first answer from exactly the held-out format's prefix,
+    and every extra answer is another supervised lookup in the same story (more signal per sequence)."""
+    tokens = list(ex.tokens)
+    facts, qwords, _ = _story(tokens)
+    people = sorted({who for _, who in facts})
+    asked = {(q, m[0]) for q, (words, _, _) in QUESTIONS.items() if (m := _match(words, qwords))}
+    answers, sources, support = list(ex.answer_positions), list(ex.source_positions), list(ex.support_positions)
+    for _ in range(n):
+        options = []
+        for qtype, (_, rel, two_hop) in QUESTIONS.items():
+            for x in people:
+                target = facts.get(("friend", x), (None,))[0] if two_hop else x
+                if (rel, target) in facts and (qtype, x) not in asked:
+                    options += [(qtype, x)] * QUESTION_WEIGHTS[qtype]
+        if not options:
+            break
+        qtype, x = rng.choice(options)
+        qwords, rel, two_hop = QUESTIONS[qtype]
+        words = ["."] + _fill(qwords, x, "")[0]
+        if len(tokens) + len(words) + 1 > max_len:
+            break
+        asked.add((qtype, x))
+        target = facts[("friend", x)][0] if two_hop else x
+        value, where = facts[(rel, target)]
+        tokens += words + [value]
+        answers.append(len(tokens) - 1)
+        sources.append(where)
+        if two_hop:
+            support.append(facts[("friend", x)][1])
+    return Example(ex.task, ex.objective, tuple(tokens), tuple(answers), tuple(sources), kind=ex.kind,
+                   support_positions=tuple(support))

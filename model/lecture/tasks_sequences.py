@@ -94,3 +94,31 @@ def solve_brackets(tokens, position: int) -> tuple[str, int]:
         elif t in CLOSERS:
             stack.pop()
     raise ValueError(f"position {position} is past the end")
+
+
+def mask_more(ex: Example, rng: Random, share: float = 0.3) -> Example:
+    """A masked induction or brackets example with more answers hidden (training only): about `share` of
+    the second copy's words (never two adjacent ones, so each keeps a visible neighbour), or of the
+    closers (with every opener visible, a [MASK] can only be a closer, so each stays determined).
+    The original answers stay hidden; other tasks come back unchanged."""
+    if ex.objective != "masked" or ex.task not in ("induction", "brackets"):
+        return ex
+    hidden = set(ex.answer_positions)
+    if ex.task == "induction":
+        n = ex.answer_positions[0] - ex.source_positions[0]  # pattern length: copy p − n of answer p
+        # the second copy: no word repeats before it, so only its words equal the word n earlier
+        candidates = [p for p in range(n + 1, len(ex.tokens)) if ex.tokens[p] == ex.tokens[p - n]]
+    else:
+        candidates = [p for p, t in enumerate(ex.tokens) if t in CLOSERS]
+    for p in rng.sample(candidates, len(candidates)):
+        if len(hidden) >= max(len(ex.answer_positions), round(share * len(candidates))):
+            break
+        if ex.task == "induction" and (p - 1 in hidden or p + 1 in hidden):
+            continue
+        hidden.add(p)
+    answers = sorted(hidden)
+    if ex.task == "induction":
+        sources = [p - n for p in answers]
+    else:
+        sources = [solve_brackets(ex.tokens, p)[1] for p in answers]
+    return Example(ex.task, ex.objective, ex.tokens, tuple(answers), tuple(sources), kind=ex.kind)

@@ -1,0 +1,73 @@
+"""Training-only densifiers: more retrieval questions per story, more hidden words and closers."""
+
+from itertools import islice
+from random import Random
+
+import pytest
+
+from model.lecture import MASK, generate, model_stream
+from model.lecture.tasks_retrieval import ask_more, solve_retrieval
+from model.lecture.tasks_sequences import mask_more, solve_brackets
+from model.lecture.train import RECIPES, Batcher, denser
+
+
+def test_ask_more_keeps_the_first_question_and_answers_each_from_the_story():
+    rng = Random(0)
+    counts = []
+    for ex in generate("retrieval", 150, seed=3):
+        more = ask_more(ex, rng, 5, 127)
+        counts.append(len(more.answer_positions))
+        assert more.tokens[: len(ex.tokens)] == ex.tokens  # the held-out format is a prefix
+        assert more.answer_positions[0] == ex.answer_positions[0] and len(more.tokens) <= 127
+        story = ex.tokens[: len(ex.tokens) - 1 - _qlen(ex)]  # up to the first question
+        questions = []
+        for a, s in zip(more.answer_positions, more.source_positions):
+            start = max(len(story), max(i for i in range(a) if more.tokens[i] == ".") + 1)
+            question = more.tokens[start:a]
+            assert question[-1] == "?"
+            assert solve_retrieval(story + question) == (more.tokens[a], s)
+            questions.append(question)
+        assert len(set(questions)) == len(questions)  # never the same question twice
+    assert max(counts) == 6 and sum(counts) / len(counts) > 4
+
+
+def _qlen(ex):
+    """Words of the example's question, "?" included."""
+    q = ex.tokens.index("?")
+    return q - max(i for i in range(q) if ex.tokens[i] == ".")
+
+
+@pytest.mark.parametrize("task", ["induction", "brackets"])
+def test_mask_more_hides_more_and_keeps_every_answer_determined(task):
+    rng = Random(1)
+    grew = 0
+    for ex in generate(task, 200, seed=5, objective="masked"):
+        more = mask_more(ex, rng, 0.3)
+        hidden = set(more.answer_positions)
+        assert set(ex.answer_positions) <= hidden and not hidden & set(more.source_positions)
+        grew += len(hidden) > len(ex.answer_positions)
+        for a, s in zip(more.answer_positions, more.source_positions):
+            if task == "induction":
+                assert more.tokens[a] == more.tokens[s] and a - 1 not in hidden - set(ex.answer_positions)
+            else:
+                # a [MASK] can only be a closer: read every one as ")" and the matching is unchanged
+                assert solve_brackets([")" if t == MASK else t for t in more.masked_tokens], a)[1] == s
+    assert grew > 100
+
+
+def test_mask_more_leaves_other_tasks_and_causal_examples_alone():
+    for ex in generate("induction", 5, seed=0) + generate("agreement", 5, seed=0, objective="masked"):
+        assert mask_more(ex, Random(0)) is ex
+
+
+def test_denser_stream_fits_the_context_and_batches():
+    for name in ("lecture-decoder", "lecture-encoder"):
+        recipe = RECIPES[name]
+        examples = list(islice(denser(model_stream(recipe.corpus, 0), recipe, Random(0)), 64))
+        assert all(len(ex.tokens) <= recipe.cfg.max_len - 1 for ex in examples)
+        retrieval = [ex for ex in examples if ex.task == "retrieval"]
+        assert max(len(ex.answer_positions) for ex in retrieval) == recipe.questions
+        batch = Batcher(recipe.corpus)(examples, Random(0))
+        assert batch["x"].shape[1] <= recipe.cfg.max_len
+        answers = sum(len(ex.answer_positions) for ex in examples)
+        assert int((batch["w"] == 1.0).sum()) == answers  # every answer a full-weight target
