@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 
-def _edges(n: int, max_cells: int) -> np.ndarray:
+def pool_edges(n: int, max_cells: int) -> np.ndarray:
     """Block edges 0 = e_0 < e_1 < ... = n with block size ceil(n / max_cells)."""
     b = -(-n // max_cells)
     return np.append(np.arange(0, n, b), n)
@@ -27,7 +27,7 @@ def pool_matrix(m, max_cells: int = 512, how: str = "max") -> tuple[np.ndarray, 
     if m.ndim < 2 or 0 in m.shape[-2:]:
         raise ValueError(f"pool_matrix needs a non-empty [..., Tq, Tk] matrix, got shape {m.shape}")
     (tq, tk), lead = m.shape[-2:], m.shape[:-2]
-    qe, ke = _edges(tq, max_cells), _edges(tk, max_cells)
+    qe, ke = pool_edges(tq, max_cells), pool_edges(tk, max_cells)
     bq, bk = int(qe[1] - qe[0]), int(ke[1] - ke[0])
     nq, nk = len(qe) - 1, len(ke) - 1
     padded = np.full(lead + (nq * bq, nk * bk), np.nan, dtype=m.dtype)

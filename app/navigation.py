@@ -14,4 +14,6 @@ PAGES = [
     ("cross_attention.py", "Cross-attention", "cross-attention", ":material/translate:"),
     ("positions.py", "Positions", "positions", ":material/pin_drop:"),
     ("generate.py", "Generate", "generate", ":material/edit_note:"),
+    # issue #8: up to 4,096 tokens, a pooled overview and exact windows
+    ("long_input.py", "Long inputs", "long-inputs", ":material/straighten:"),
 ]

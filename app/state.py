@@ -463,3 +463,25 @@ def lecture_alignment(name: str, preset_id: str | None) -> list[tuple[int, int]]
     except Exception:  # noqa: BLE001 — samples are optional
         return []
     return [tuple(p) for p in s.alignment] if s is not None else []
+
+
+# -- long inputs (app/longinput.py) ---------------------------------------------------------------------
+@st.cache_data(max_entries=4, show_spinner="Running the model over the long text…")
+def long_capture(name: str, text: str):
+    """The fused capture of a long `text` (q, k and mask per layer: about 20 MB at 4,096 tokens for a
+    small model, never the [H, T, T] patterns)."""
+    from app.longinput import run_capture
+
+    lm = model(name)
+    with inference():
+        return run_capture(lm, text)
+
+
+@st.cache_data(max_entries=32, show_spinner="Pooling the head…")
+def long_overview(name: str, text: str, layer: int, head: int, how: str = "max"):
+    """One head's pooled overview of a long capture."""
+    from app.longinput import OVERVIEW_CELLS, head_overview
+
+    cap = long_capture(name, text)
+    with inference():  # torch over every row: one request at a time, like a forward pass
+        return head_overview(cap, layer, head, OVERVIEW_CELLS, how)

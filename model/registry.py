@@ -1,7 +1,8 @@
 """Load a model by name or path into a LoadedModel: weights, tokenizer(s) and a small run API.
 
-Names: random-decoder, random-encoder, random-encdec (seeded random weights, byte tokenizer),
-the bundled lecture-* models, minilm, or a local folder (attnlab or Hugging Face layout).
+Names: random-decoder, random-encoder, random-encdec and random-long-decoder (seeded random weights, byte
+tokenizer; the last with a 4,096-token context), the bundled lecture-* models, minilm, or a local folder
+(attnlab or Hugging Face layout).
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ RANDOM = {
     "random-decoder": ModelConfig(arch="decoder", **_BASE),
     "random-encoder": ModelConfig(arch="encoder", head="mlm", **_BASE),
     "random-encdec": ModelConfig(arch="encdec", **_BASE),
+    # A 4,096-token context for the Long inputs page. RoPE, not ALiBi: RoPE rotates q and k, so a fused
+    # (sdpa) capture keeps only q and k (O(T·d) per head) and runs SDPA's causal fast path; ALiBi adds a
+    # dense [H, T, T] bias (256 MiB per layer at T = 4096) that every record would carry.
+    "random-long-decoder": ModelConfig(arch="decoder", **(_BASE | {"max_len": 4096}), positional="rope"),
 }
 BUNDLED_DIR = Path(__file__).resolve().parent / "lecture" / "checkpoints"
 ARCH_NAMES = {"decoder": "decoder", "encoder": "encoder", "encdec": "encoder–decoder"}

@@ -270,7 +270,7 @@ def job_memory(spec: dict) -> dict:
 def lazy_extras(cap, spec: dict, meter: PeakMeter) -> dict:
     """From a lazy capture: one head's full pattern (AttentionRecord.pattern, numpy), the same through
     model.longinput (torch, blocks), a pooled overview of one head, and one query's streamed rollout."""
-    from analysis.bench.longinput import overview, rollout_query
+    from analysis.longinput import overview, rollout_query
     from model.longinput import full_pattern
 
     records = [cap[s] for s in cap.sites]

@@ -149,8 +149,8 @@ def write_docs(path: Path, table: str, regenerate: str) -> None:
         "set with the model loaded. Modes predicted not to fit the memory budget are skipped and say so.\n"
         "- **From a lazy capture**: one head's full pattern through `AttentionRecord.pattern` (numpy) and through "
         "`model.longinput` (torch, blocks of rows); one head's pooled 512×512 overview "
-        "(`analysis.bench.longinput.overview`, rows recomputed a slab at a time and pooled as they come); "
-        "the rollout row of the last query (`analysis.bench.longinput.rollout_query`, streamed layer by layer).\n"
+        "(`analysis.longinput.overview`, rows recomputed a slab at a time and pooled as they come); "
+        "the rollout row of the last query (`analysis.longinput.rollout_query`, streamed layer by layer).\n"
         "- **Payload**: `len(plotly.io.to_json(fig))` summed over the figures a page draws, built with the app's "
         "figure builders from a synthetic GPT-2-small-shaped capture (random q and k with peaked softmax rows, "
         "which compress worse than real attention).\n\n"
@@ -191,7 +191,7 @@ def page_figures(page: str, T: int, recs, tokens) -> list:
     """The figures `page` draws for a T-token capture, built with the app's builders (as the page calls them)."""
     import numpy as np
 
-    from analysis.bench.longinput import overview
+    from analysis.longinput import overview
     from app import figures as F
     from model.longinput import full_pattern
 
@@ -296,6 +296,6 @@ def page_payloads(lengths, progress=None) -> tuple[list[dict], str]:
     out = [p for p in out if p["bytes"] is not None] + [p for p in out if p["bytes"] is None]
     note = ("Pages not measured: " + "; ".join(f"{k} ({v})" for k, v in NOT_MEASURED.items()) + ". Figures are "
             "built as each page calls the builders in app/figures.py; the heatmaps mosaic is fed heads pre-pooled by "
-            "analysis.bench.longinput.overview to the size mosaic pools them to, and the rollout matrix is drawn "
+            "analysis.longinput.overview to the size mosaic pools them to, and the rollout matrix is drawn "
             "with a pattern of the same shape.")
     return out, note

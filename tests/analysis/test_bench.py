@@ -12,8 +12,8 @@ import torch
 
 from analysis.bench import evaluate_targets, markdown
 from analysis.bench import worker as W
-from analysis.bench.longinput import overview, rollout_query
 from analysis.bench.runner import MODES, predicted_bytes, save_gpt2_weights
+from analysis.longinput import exact_window, overview, rollout_query
 from analysis.pooling import pool_matrix
 from analysis.rollout import attention_rollout
 from model import hooks
@@ -140,6 +140,19 @@ def test_overview_of_a_real_lazy_capture():
     got, _, _ = overview(rec, 2, 20, "max")
     want = pool_matrix(np.where(rec.mask_for(), rec.pattern(2), np.nan), 20, "max")[0]
     np.testing.assert_allclose(got, want, atol=1e-6, equal_nan=True)
+
+
+@pytest.mark.parametrize("mask", ["causal", "none", "window", "dead"])
+def test_exact_window_equals_the_pattern_sliced(mask):
+    rec = peaked_records(T=70, layers=1, mask=mask)[0]
+    full = rec.pattern()
+    for h, (q0, q1, k0, k1) in [(0, (0, 70, 0, 70)), (1, (40, 52, 3, 60)), (3, (5, 9, 30, 70)), (2, (69, 70, 0, 1))]:
+        got, m = exact_window(rec, h, q0, q1, k0, k1)
+        assert got.dtype == np.float32 and got.shape == (q1 - q0, k1 - k0)
+        np.testing.assert_allclose(got, full[h, q0:q1, k0:k1], atol=1e-6)
+        assert np.array_equal(m, rec.mask_for(0, (q0, q1, k0, k1))) and (got[~m] == 0).all()
+    with pytest.raises(ValueError, match="non-empty"):
+        exact_window(rec, 0, 10, 10, 0, 5)
 
 
 # -- streamed rollout equals full rollout ----------------------------------------------------------------------

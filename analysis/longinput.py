@@ -5,9 +5,10 @@ time, and reuse the analysis maths (`pool_matrix`, `fuse_heads`, `rownorm`, `rol
 equal their whole-matrix versions:
 
     overview(rec, h)            == pool_matrix(where(mask, rec.pattern(h), nan), max_cells, how)
+    exact_window(rec, h, ...)   == rec.pattern(h)[q0:q1, k0:k1]
     rollout_query(recs, q)      == attention_rollout(stack of rec.pattern())[q]
 
-without ever holding a T×T matrix per head (overview) or per layer (rollout, discard_ratio = 0).
+without ever holding a T×T matrix per head (overview, window) or per layer (rollout, discard_ratio = 0).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from analysis.pooling import _edges, pool_matrix
+from analysis.pooling import pool_edges, pool_matrix
 from analysis.rollout import fuse_heads, rollout_row, rownorm
 from model.longinput import full_pattern, iter_pattern_rows, pattern_rows, visible_columns, weighted_columns
 from model.record import AttentionRecord
@@ -34,7 +35,7 @@ def overview(rec: AttentionRecord, head=0, max_cells: int = 512, how: str = "max
         raise ValueError(f"max_cells must be ≥ 1, got {max_cells}")
     single = isinstance(head, (int, np.integer))
     heads = [int(head)] if single else list(range(rec.n_heads)) if head is None else [int(h) for h in head]
-    qe, ke = _edges(rec.q_len, max_cells), _edges(rec.k_len, max_cells)
+    qe, ke = pool_edges(rec.q_len, max_cells), pool_edges(rec.k_len, max_cells)
     bq, bk = int(qe[1] - qe[0]), int(ke[1] - ke[0])  # cells per pooled block
     nk, K = len(ke) - 1, rec.k_len
     step = max(bq, block_rows // bq * bq)  # whole pooled row blocks per slab
@@ -58,6 +59,23 @@ def overview(rec: AttentionRecord, head=0, max_cells: int = 512, how: str = "max
                 cells = rows.reshape(len(heads), i1 - i0, -1, c1 - c0, bk).transpose(0, 1, 3, 2, 4)
                 out[:, q0 // bq + i0:q0 // bq + i1, c0:c1] = pool_matrix(cells, 1, how)[0][..., 0, 0]
     return (out[0] if single else out), qe, ke
+
+
+def exact_window(rec: AttentionRecord, head: int, q0: int, q1: int, k0: int, k1: int,
+                 batch: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Rows q0..q1−1 and columns k0..k1−1 of one head's pattern at full resolution: (float32 [q, k], mask
+    bool [q, k]). The softmax runs over every key these rows may see, not only the window's columns, so
+    the values are the pattern's own (masked cells exactly 0); memory is O(rows · T)."""
+    if not (0 <= q0 < q1 <= rec.q_len and 0 <= k0 < k1 <= rec.k_len):
+        raise ValueError(f"window rows {q0}:{q1}, columns {k0}:{k1} must be non-empty inside "
+                         f"[0, {rec.q_len})×[0, {rec.k_len})")
+    out = np.zeros((q1 - q0, k1 - k0), dtype=np.float32)
+    v0, v1 = visible_columns(rec, q0, q1, batch)
+    a, b = max(k0, v0), min(k1, v1)  # the window's columns that any of its rows may see
+    if b > a:
+        rows = pattern_rows(rec, int(head), q0, q1, v0, v1, batch).numpy()[0]  # [q, v1 − v0]
+        out[:, a - k0:b - k0] = rows[:, a - v0:b - v0]
+    return out, np.array(rec.mask_for(batch, (q0, q1, k0, k1)), dtype=bool)
 
 
 def fused_layer_rows(rec: AttentionRecord, rows: tuple[int, int], residual: float = 0.5, head_fusion: str = "mean",
