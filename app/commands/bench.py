@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-PAGES = ("explore", "heatmaps", "masks", "scores", "rollout", "heads", "backends", "kv_cache")
+PAGES = ("explore", "heatmaps", "masks", "scores", "rollout", "heads", "backends", "kv_cache", "long_input")
 NOT_MEASURED = {
     "cross_attention": "encoder–decoder only (the benchmark models are decoders)",
     "positions": "position tables of the model (P × d), not attention over the text",
@@ -245,6 +245,16 @@ def page_figures(page: str, T: int, recs, tokens) -> list:
         names = [f"layer {i}" for i in range(L)]
         return [F.grid_heatmap(grid, names, [f"head {h}" for h in range(H)], diverging=False, title="induction"),
                 F.grid_heatmap(grid - 0.5, names, [f"head {h}" for h in range(H)], title="Δp when one head is zeroed")]
+    if page == "long_input":
+        from analysis.longinput import exact_window
+        from app import figures_long as FL
+        from app.longinput import MAX_WINDOW, OVERVIEW_CELLS
+
+        pooled, qe, ke = overview(rec, 0, OVERVIEW_CELLS, "max")
+        side = min(MAX_WINDOW, T)
+        values, wmask = exact_window(rec, 0, T - side, T, T - side, T)  # the largest window, on the diagonal
+        return [FL.overview_heatmap(pooled, qe, ke, how="max", title="overview"),
+                FL.window_heatmap(values, wmask, tokens, T - side, T - side, title="window")]
     if page in ("backends", "kv_cache"):
         d = (P - full_pattern(rec, 0)[0]).astype(np.float32)
         return [F.matrix_heatmap(P, tokens, tokens, mask=mask, title="recomputed"),
