@@ -27,6 +27,7 @@ from random import Random
 import torch
 import torch.nn.functional as F
 
+from model import hooks
 from model.config import ModelConfig
 from model.transformer import build_model
 
@@ -62,6 +63,9 @@ class Recipe:
     init: str | None = None  # start from this checkpoint folder instead of random weights
     questions: int = 1  # retrieval: up to this many questions per training story (see `denser`)
     mask_share: float = 0.0  # encoder: share of induction words / closers hidden in training (see `denser`)
+    hint: float = 0.0  # weight of the attention hint (see `hint_loss`) at step 0, falling linearly to 0 ...
+    hint_steps: int = 0  # ... at this step; from then on the plain loss alone
+    hint_tasks: tuple = ("retrieval",)
 
 
 # Context 2·MAX_LEN: held-out examples fit in MAX_LEN, training stories carry extra questions (RoPE: no
@@ -72,7 +76,7 @@ RECIPES = {
     "lecture-decoder": Recipe("decoder", ModelConfig(arch="decoder", positional="rope", **_SHARED), steps=2500,
                               questions=6),
     "lecture-encoder": Recipe("encoder", ModelConfig(arch="encoder", head="mlm", positional="rope", **_SHARED),
-                              steps=2500, questions=6, mask_share=0.3),
+                              steps=2500, questions=6, mask_share=0.3, hint_tasks=("retrieval", "induction", "brackets")),
     # Learned positions: on the same 0.02 scale as the token embeddings (a sinusoidal table of norm ~√d
     # drowns them at init and trains far slower here).
     "lecture-encdec": Recipe("encdec", ModelConfig(arch="encdec", positional="learned", **{
@@ -86,8 +90,9 @@ TINY = ModelConfig(arch="decoder", vocab_size=186, d_model=32, n_heads=2, n_laye
 class Batcher:
     """Examples → padded id tensors for one model kind. Pure function of (examples, rng)."""
 
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, hint_tasks: tuple = ()):
         self.kind = kind
+        self.hint_tasks = hint_tasks
         vocab = build_tokenizer().get_vocab(with_added_tokens=True)
         self.vocab = vocab
         self.pad, self.mask = vocab[PAD], vocab[MASK]
@@ -96,7 +101,14 @@ class Batcher:
         return [self.vocab[t] for t in tokens]
 
     def __call__(self, examples, rng: Random) -> dict[str, torch.Tensor]:
-        return getattr(self, f"_{self.kind}")(examples, rng)
+        batch = getattr(self, f"_{self.kind}")(examples, rng)
+        if self.hint_tasks:  # (example, query row, source, task) of every answer of a hinted task
+            shift = 1 if self.kind == "decoder" else 0
+            batch["hint"] = torch.tensor([(i, p - shift, s, self.hint_tasks.index(ex.task))
+                                          for i, ex in enumerate(examples) if ex.task in self.hint_tasks
+                                          for p, s in zip(ex.answer_positions, ex.source_positions)],
+                                         dtype=torch.long).reshape(-1, 4)  # [N, 4]
+        return batch
 
     def _pad(self, rows: list[list[int]], value: int) -> torch.Tensor:
         T = max(len(r) for r in rows)
@@ -186,6 +198,20 @@ def forward_loss(model, kind: str, batch: dict, backend: str = "sdpa") -> torch.
     return (ce * w).sum() / w.sum().clamp_min(1.0)
 
 
+def hint_loss(patterns: list[torch.Tensor], hint: torch.Tensor) -> torch.Tensor:
+    """−mean log weight that the best single head puts from each answer's query row on its source, per
+    task, averaged over the tasks in the batch.
+
+    A hint, not a wiring: the model picks the head (per task, the one already closest over the batch), and
+    the bridge facts of two-hop questions are not hinted. One head for a task's whole batch, not the best
+    head per example, which several heads each locked on a different candidate would satisfy without
+    choosing. `patterns`: per layer [B, H, T, T] with gradients; `hint` [N, 4] (example, query row,
+    source, task number)."""
+    b, q, s, task = hint.unbind(-1)
+    logw = torch.log(torch.stack([p[b, :, q, s] for p in patterns]) + 1e-6)  # [L, N, H]
+    return torch.stack([-logw[:, task == t].mean(1).amax() for t in task.unique()]).mean()
+
+
 def lr_at(step: int, recipe: Recipe) -> float:
     if step < recipe.warmup:
         return recipe.lr * (step + 1) / recipe.warmup
@@ -223,7 +249,7 @@ def train(recipe: Recipe, *, progress: bool = True, on_eval=None, log=None) -> R
         model.load_state_dict(load_folder(recipe.init)[0].state_dict())
     model.train()
     opt = make_optimizer(model, recipe)
-    batcher = Batcher(recipe.corpus)
+    batcher = Batcher(recipe.corpus, recipe.hint_tasks if recipe.hint > 0 and recipe.hint_steps > 0 else ())
     data = model_stream(recipe.corpus, recipe.seed, split="train", weights=recipe.mix)
     rng = Random(f"attnlab.train|{recipe.corpus}|{recipe.seed}")
     losses: list[float] = []
@@ -234,7 +260,13 @@ def train(recipe: Recipe, *, progress: bool = True, on_eval=None, log=None) -> R
         batch = batcher(next(batches), rng)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, recipe)
-        loss = forward_loss(model, recipe.corpus, batch)
+        if step < recipe.hint_steps and recipe.hint > 0 and len(batch["hint"]):
+            with hooks.capture("*.hook_pattern", records=False, detach=False) as cap:
+                loss = forward_loss(model, recipe.corpus, batch, backend="eager")
+            patterns = [cap.tensor(n) for n in cap.tensors if ".cross" not in n]
+            loss = loss + recipe.hint * (1 - step / recipe.hint_steps) * hint_loss(patterns, batch["hint"])
+        else:
+            loss = forward_loss(model, recipe.corpus, batch)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -271,6 +303,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=int, default=None, help="override the warm-up steps")
     p.add_argument("--questions", type=int, default=None, help="override questions per retrieval story")
     p.add_argument("--mask-share", type=float, default=None, help="override the encoder's extra hidden share")
+    p.add_argument("--hint", type=float, default=None, help="override the attention hint's starting weight")
+    p.add_argument("--hint-steps", type=int, default=None, help="override the steps the attention hint lasts")
     p.add_argument("--mix", default=None, help="training task weights, e.g. retrieval=0.5,induction=0.5")
     p.add_argument("--init", default=None, help="start from this checkpoint folder (fine-tuning)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: fastest on a busy 2-core machine)")
@@ -290,7 +324,7 @@ def run(args) -> int:
 
     torch.set_num_threads(max(1, args.threads))
     recipe = RECIPES[args.model]
-    names = ("steps", "batch", "lr", "seed", "warmup", "init", "questions", "mask_share")
+    names = ("steps", "batch", "lr", "seed", "warmup", "init", "questions", "mask_share", "hint", "hint_steps")
     overrides = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
     if args.mix:
         overrides["mix"] = {k: float(v) for k, v in (kv.split("=") for kv in args.mix.split(","))}
@@ -304,7 +338,8 @@ def run(args) -> int:
         return {"recipe": args.model, "steps": step, "of_steps": recipe.steps, "batch": recipe.batch, "lr": recipe.lr,
                 "seed": recipe.seed, "seconds": round(seconds, 1), "threads": args.threads, "warmup": recipe.warmup,
                 "mix": recipe.mix, "init": recipe.init, "questions": recipe.questions,
-                "mask_share": recipe.mask_share}
+                "mask_share": recipe.mask_share, "hint": recipe.hint, "hint_steps": recipe.hint_steps,
+                "hint_tasks": list(recipe.hint_tasks)}
 
     def on_eval(step, model, seconds):
         save(model, recipe.cfg, out, extra={"training": training(step, seconds)})

@@ -71,3 +71,36 @@ def test_denser_stream_fits_the_context_and_batches():
         assert batch["x"].shape[1] <= recipe.cfg.max_len
         answers = sum(len(ex.answer_positions) for ex in examples)
         assert int((batch["w"] == 1.0).sum()) == answers  # every answer a full-weight target
+
+
+def test_hint_loss_rewards_one_head_that_finds_every_source_not_one_per_example():
+    import math
+
+    import torch
+
+    from model.lecture.train import hint_loss
+
+    T = 4
+    hint = torch.tensor([[0, 3, 1, 0], [1, 3, 2, 0]])  # two examples: row 3 should look at key 1, then key 2
+    split = torch.zeros(1, 2, 2, T, T)  # [L, B, H, T, T]: head 0 finds example 0's source, head 1 example 1's
+    split[0, 0, 0, 3, 1] = split[0, 1, 1, 3, 2] = 1.0
+    split[0, 0, 1, 3, 0] = split[0, 1, 0, 3, 0] = 1.0
+    one = torch.zeros(1, 2, 2, T, T)  # head 1 finds both, with 0.5 each
+    one[0, 0, 1, 3, 1] = one[0, 1, 1, 3, 2] = 0.5
+    assert hint_loss(list(split), hint).item() == pytest.approx(-(math.log(1 + 1e-6) + math.log(1e-6)) / 2, rel=1e-5)
+    assert hint_loss(list(one), hint).item() == pytest.approx(-math.log(0.5 + 1e-6), rel=1e-5)
+    assert hint_loss(list(one), hint) < hint_loss(list(split), hint)
+    two_tasks = torch.tensor([[0, 3, 1, 0], [1, 3, 2, 1]])  # each task may pick its own head
+    assert hint_loss(list(split), two_tasks).item() == pytest.approx(-math.log(1 + 1e-6), abs=1e-5)
+
+
+def test_batcher_hints_name_each_answers_query_row_and_source():
+    examples = list(islice(model_stream("decoder", 0), 32))
+    batch = Batcher("decoder", ("retrieval", "induction"))(examples, Random(0))
+    want = [(i, p - 1, s, ("retrieval", "induction").index(ex.task)) for i, ex in enumerate(examples)
+            if ex.task in ("retrieval", "induction") for p, s in zip(ex.answer_positions, ex.source_positions)]
+    assert batch["hint"].tolist() == [list(w) for w in want] and len(want) > 32
+    x = batch["x"]
+    for i, q, s, _ in want:  # the decoder's row q reads token q and predicts token q + 1 == the source's token
+        assert int(batch["y"][i, q]) == int(x[i, s])
+    assert "hint" not in Batcher("decoder")(examples, Random(0))
