@@ -1,5 +1,6 @@
 """Training-only densifiers: more retrieval questions per story, more hidden words and closers."""
 
+from dataclasses import replace
 from itertools import islice
 from random import Random
 
@@ -62,7 +63,8 @@ def test_mask_more_leaves_other_tasks_and_causal_examples_alone():
 
 def test_denser_stream_fits_the_context_and_batches():
     for name in ("lecture-decoder", "lecture-encoder"):
-        recipe = RECIPES[name]
+        base = RECIPES[name]  # the options as `attnlab train --questions 6 --mask-share 0.3 --context 128` sets them
+        recipe = replace(base, questions=6, mask_share=0.3, cfg=replace(base.cfg, max_len=128))
         examples = list(islice(denser(model_stream(recipe.corpus, 0), recipe, Random(0)), 64))
         assert all(len(ex.tokens) <= recipe.cfg.max_len - 1 for ex in examples)
         retrieval = [ex for ex in examples if ex.task == "retrieval"]
@@ -104,3 +106,26 @@ def test_batcher_hints_name_each_answers_query_row_and_source():
     for i, q, s, _ in want:  # the decoder's row q reads token q and predicts token q + 1 == the source's token
         assert int(batch["y"][i, q]) == int(x[i, s])
     assert "hint" not in Batcher("decoder")(examples, Random(0))
+
+
+def test_shipped_recipes_leave_the_options_off():
+    for recipe in RECIPES.values():
+        assert (recipe.questions, recipe.mask_share, recipe.hint, recipe.hint_steps) == (1, 0.0, 0.0, 0)
+        examples = list(islice(model_stream(recipe.corpus, 0), 20))
+        assert list(denser(iter(examples), recipe, Random(0))) == examples
+
+
+def test_train_command_takes_the_options_and_records_them(tmp_path, capsys):
+    import json
+
+    from app.cli import main
+
+    out = tmp_path / "dec"
+    rc = main(["train", "--model", "lecture-decoder", "--steps", "2", "--batch", "4", "--questions", "3",
+               "--context", "128", "--hint", "1", "--hint-steps", "2", "--hint-tasks", "retrieval,induction",
+               "--out", str(out), "--no-card", "--quiet", "--eval-n", "5"])
+    assert rc == 0
+    meta = json.loads((out / "config.json").read_text())
+    assert meta["attnlab"]["max_len"] == 128
+    t = meta["training"]
+    assert (t["questions"], t["hint"], t["hint_steps"], t["hint_tasks"]) == (3, 1.0, 2, ["retrieval", "induction"])
