@@ -28,7 +28,7 @@ class AttentionRecord:
     k: np.ndarray  # float32 [batch, head, k, d_head]
     mask: np.ndarray | None  # bool [batch|1, q, k], True = may attend; None = all visible
     bias: np.ndarray | None = None  # float32 [head, q, k] positional bias (ALiBi) or None
-    scores_full: np.ndarray | None = None  # float32 [batch, head, q, k] (eager only)
+    scores_full: np.ndarray | None = None  # float32 [batch, head, q, k] (only when an intervention changed them)
     pattern_full: np.ndarray | None = None  # float32 [batch, head, q, k] (eager only)
 
     # -- shape -----------------------------------------------------------------------------------

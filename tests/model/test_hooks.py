@@ -120,6 +120,27 @@ def test_patching_k_changes_scores_as_computed():
             m(x)
 
 
+def test_eager_records_recompute_scores_unless_an_intervention_changed_them():
+    m = tiny(positional="alibi")  # a bias: scores are scale·q·kᵀ + bias
+    x = tokens(7)
+    with capture(names="blocks.1.attn.hook_attn_scores") as cap:
+        m(x, backend="eager")
+    rec = cap["blocks.1.attn"]
+    assert rec.scores_full is None and rec.pattern_full is not None  # the pattern is kept, the scores are not
+    hooked = cap.tensor("blocks.1.attn.hook_attn_scores")[0].numpy()
+    np.testing.assert_allclose(rec.scores(), hooked, atol=2e-6, rtol=0)
+    np.testing.assert_allclose(rec.scores(head=2, window=(3, 7, 0, 4)), hooked[2, 3:7, :4], atol=2e-6, rtol=0)
+
+    doubled = {"blocks.1.attn.hook_attn_scores": lambda t, name: t * 2}
+    with capture(interventions=doubled) as cap2:
+        m(x, backend="eager")
+    rec2 = cap2["blocks.1.attn"]
+    assert rec2.scores_full is not None  # what the softmax really saw
+    np.testing.assert_allclose(rec2.scores(), 2 * hooked, atol=4e-6, rtol=0)
+    np.testing.assert_allclose(rec2.pattern(), torch.from_numpy(2 * hooked).masked_fill(
+        ~torch.from_numpy(rec2.mask_for()), float("-inf")).softmax(-1).numpy(), atol=1e-6, rtol=0)
+
+
 def test_hooks_cost_nothing_when_off_and_capture_keeps_gradients():
     m = tiny()
     x = tokens(6)
