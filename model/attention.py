@@ -52,12 +52,17 @@ class AttnCtx:
 
 
 def eager_attention(q, k, v, mask, bias, scale, site, cap):
-    """Plain math with hook points on scores, mask and pattern. Returns z [B, H, q, d], scores, pattern."""
+    """Plain math with hook points on scores, mask and pattern. Returns z [B, H, q, d], scores, pattern;
+    the scores come back unmasked only when a hook keeps them or an intervention changed them (else they
+    were masked in place)."""
     scores = torch.matmul(q, k.transpose(-2, -1)).mul_(scale)  # [B, H, q, k]; in place: one T² buffer fewer
     if bias is not None:
         scores = scores + bias
+    kept = False  # does anything hold on to `scores` after this call (a hook tensor, an intervention)?
     if cap is not None:
-        scores = cap.hook(f"{site}.hook_attn_scores", scores)
+        name = f"{site}.hook_attn_scores"
+        kept = name in cap.interventions or cap.wants_tensor(name)
+        scores = cap.hook(name, scores)
         if mask is None:
             mask = torch.ones(1, 1, *scores.shape[-2:], dtype=torch.bool, device=scores.device)
         mask = cap.hook(f"{site}.hook_mask", mask)
@@ -65,7 +70,9 @@ def eager_attention(q, k, v, mask, bias, scale, site, cap):
         pattern = torch.softmax(scores, dim=-1)
     else:
         # −inf before the softmax gives exact zeros at masked keys; only a fully masked row (NaN) needs zeroing.
-        pattern = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+        # Nobody keeps the scores: mask them in place (one T² buffer fewer); the returned scores are then masked.
+        masked = scores.masked_fill(~mask, float("-inf")) if kept else scores.masked_fill_(~mask, float("-inf"))
+        pattern = torch.softmax(masked, dim=-1)
         dead = ~mask.any(-1, keepdim=True)
         if dead.any():
             pattern = pattern.masked_fill(dead, 0.0)

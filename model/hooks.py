@@ -54,6 +54,10 @@ class Capture:
             f"{site}.{p}" in self.interventions or self._want(f"{site}.{p}") for p in PATTERN_HOOKS
         )
 
+    def wants_tensor(self, name: str) -> bool:
+        """True when `hook(name, ...)` keeps the tensor it is given."""
+        return self._want(name)
+
     def hook(self, name: str, x: torch.Tensor) -> torch.Tensor:
         fn = self.interventions.get(name)
         if fn is not None:
