@@ -174,9 +174,8 @@ def _signal_lines(t: dict) -> list[str]:
         out.append(f"- Attention hint ({tasks}): for the first {t['hint_steps']} steps the loss also asked one head "
                    "per task — the model's pick, whichever was closest over the batch — to put weight on each "
                    f"answer's source token (weight {t['hint']} falling linearly to 0; two-hop bridges never "
-                   "hinted); after that the plain loss alone. Without it the retrieval lookup did not form within "
-                   "the CPU budget (chance level after 3,500 steps). The heads named below are measured on "
-                   "held-out text, not assigned.")
+                   "hinted); after that the plain loss alone. The heads named below are measured on held-out "
+                   "text, not assigned.")
     return out
 
 
