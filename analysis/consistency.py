@@ -10,9 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model import hooks
 from model.cache import KVCache
-from model.generate import generate
 from model.record import AttentionRecord
 
 TOL_BACKEND = 1e-5  # fp32 CPU: eager vs sdpa vs flash, outputs and patterns
@@ -64,25 +62,10 @@ def invariants(records: dict[str, AttentionRecord]) -> dict[str, float]:
 
 
 # -- forward helpers -------------------------------------------------------------------------------------
-def _forward(lm, inputs, backend: str, cache: KVCache | None = None, ids=None, memory=None):
-    ids = inputs.ids if ids is None else ids
-    if lm.arch == "encdec":
-        memory = memory if memory is not None else lm.model.encode(inputs.src_ids, backend=backend)
-        return lm.model.decode(ids, memory, cache=cache, backend=backend)
-    if lm.arch == "encoder":
-        return lm.model(ids, token_type_ids=inputs.type_ids, backend=backend)
-    return lm.model(ids, cache=cache, backend=backend)
-
-
-@torch.no_grad()
 def captured(lm, inputs, backend: str):
     """(output, records) of one forward under `backend` with capture on."""
-    with hooks.capture() as cap:
-        if lm.arch == "encdec":
-            out = lm.model(inputs.src_ids, inputs.ids, backend=backend)
-        else:
-            out = _forward(lm, inputs, backend)
-    return out, {s: cap[s] for s in cap.sites}
+    out = lm.forward(inputs, backend=backend)
+    return out, {s: out.capture[s] for s in out.capture.sites}
 
 
 def _max_abs(a, b) -> float:
@@ -124,20 +107,22 @@ def chunks(T: int) -> list[tuple[int, int]]:
 @torch.no_grad()
 def cache_report(lm, inputs, backend: str = "sdpa") -> dict:
     """Cached steps vs one uncached pass: per-step max |Δlogits| and stitched pattern rows."""
-    if lm.arch == "encoder":
+    if not lm.has_cache:
         raise ValueError("an encoder has no KV cache")
     full, full_rec = captured(lm, inputs, backend)
     T = inputs.ids.shape[1]
-    memory = lm.model.encode(inputs.src_ids, backend=backend) if lm.arch == "encdec" else None
-    cache, steps = KVCache(), []
-    with hooks.capture() as cap:
-        for a, b in chunks(T):
-            out = _forward(lm, inputs, backend, cache=cache, ids=inputs.ids[:, a:b], memory=memory)
-            steps.append({"start": a, "stop": b,
+    cache, steps, step_records = KVCache(), [], {}
+    for a, b in chunks(T):
+        out = lm.forward(inputs.span(a, b), backend=backend, cache=cache)
+        for site in out.capture.sites:
+            step_records.setdefault(site, []).append(out.capture[site])
+        steps.append({"start": a, "stop": b,
                           "max_abs_logits": _max_abs(out.logits, full.logits[:, a:b]),
                           "argmax_equal": bool((out.logits.argmax(-1) == full.logits[:, a:b].argmax(-1)).all())})
     pattern_err = {}
-    for site, recs in cap.records.items():
+    for site, recs in step_records.items():
+        if sum(r.q_len for r in recs) != T:  # the encoder ran once over the source: nothing cached to compare
+            continue
         stitched = stitch(recs, T)  # [H, T, K]
         pattern_err[site] = _max_abs(stitched, full_rec[site].pattern())
     return {"backend": backend, "steps": steps, "tolerance": scaled_tolerance(TOL_CACHE, full.logits),
@@ -158,9 +143,10 @@ def stitch(step_records: list[AttentionRecord], T: int) -> np.ndarray:
 @torch.no_grad()
 def greedy_report(lm, inputs, n_new: int = 20, backend: str = "sdpa") -> dict:
     """Greedy ids with and without the cache; positions where they differ."""
-    kw = dict(temperature=0.0, backend=backend, src=inputs.src_ids)
-    a = generate(lm.model, inputs.ids, n_new, use_cache=True, **kw)[0]
-    b = generate(lm.model, inputs.ids, n_new, use_cache=False, **kw)[0]
+    a = torch.tensor(lm.generate("", n_new, inputs=inputs, backend=backend, use_cache=True,
+                                 stop_at_eos=False)[0])
+    b = torch.tensor(lm.generate("", n_new, inputs=inputs, backend=backend, use_cache=False,
+                                 stop_at_eos=False)[0])
     n = min(len(a), len(b))
     diff = int((a[:n] != b[:n]).sum()) + abs(len(a) - len(b))
     return {"cached": a.tolist(), "uncached": b.tolist(), "n_different": diff, "equal": diff == 0}
@@ -182,7 +168,7 @@ def run_checks(lm, inputs) -> dict:
         checks.append(Check(f"eager_vs_{other}", max(worst, rep["max_abs_pattern"]), rep["tolerance"], ok,
                             note=f"patterns within {TOL_BACKEND:g} absolute (worst {rep['max_abs_pattern']:.2e}); "
                                  f"outputs within {TOL_BACKEND:g}·max(1, max|logits|); kernel: " + ", ".join(rep["kernels"])))
-    if lm.arch == "encoder":
+    if not lm.has_cache:
         for name in ("cache_vs_no_cache_logits", "cache_vs_no_cache_pattern"):
             checks.append(Check(name, None, TOL_CACHE, True, note="not applicable: an encoder has no KV cache"))
     else:

@@ -37,14 +37,13 @@ from random import Random
 import numpy as np
 import torch
 
+from analysis.ablation import ablation_deltas
 from analysis.flow import MAX_TOKENS, attention_flow
 from analysis.head_runs import collect_patterns
-from analysis.relevance import attention_sites, forward, gradient_relevance
+from analysis.relevance import attention_sites, gradient_relevance
 from analysis.rollout import attention_rollout, cross_rollout
-from model import hooks
-from model.inputs import InputError
+from model.inputs import InputError, Inputs
 from model.lecture import SPECIAL_TOKENS, Example, decoder_examples, encdec_examples, encoder_examples
-from model.registry import Inputs
 
 METHODS = ("last_layer", "head_mean", "rollout", "flow", "relevance")
 MAX_EXAMPLES = 5000
@@ -137,7 +136,7 @@ def make_cases(lm, n: int, seed: int = 0, examples: list[Example] | None = None)
 def check_model(lm) -> None:
     if lm.arch not in EXAMPLES:
         raise InputError(f"unknown architecture {lm.arch!r}")
-    if lm.cfg.lm_head == "none":
+    if lm.cfg.output_head_kind == "none":
         raise InputError(f"{lm.name} has no language-model head; the faithfulness benchmark needs one "
                          "(an encoder needs its masked-LM head)")
 
@@ -153,9 +152,7 @@ def _for_case(interventions: Interventions, case: Case) -> dict | None:
 @torch.no_grad()
 def clean_patterns(lm, case: Case, interventions: Interventions = None) -> dict[str, np.ndarray]:
     """Patterns per stack (analysis.head_runs.collect_patterns) of the case's input."""
-    with hooks.capture(interventions=_for_case(interventions, case)) as cap:
-        forward(lm, case.inputs)
-    return collect_patterns(cap)
+    return collect_patterns(lm.forward(case.inputs, interventions=_for_case(interventions, case)).capture)
 
 
 def method_scores(lm, case: Case, methods=METHODS, interventions: Interventions = None) -> dict[str, np.ndarray]:
@@ -201,41 +198,10 @@ def head_jobs(lm) -> list[tuple[str, int]]:
     return [(m.site, h) for m in attention_sites(lm.model) for h in range(m.n_heads)]
 
 
-def _zero_rows(rows: torch.Tensor, heads: torch.Tensor):
-    def fn(x: torch.Tensor, name: str) -> torch.Tensor:
-        x = x.clone()
-        x[rows, heads] = 0  # batch row b: head heads[b] of this site zeroed
-        return x
-
-    return fn
-
-
-@torch.no_grad()
-def ablation_deltas(lm, case: Case, jobs: list[tuple[str, int]]) -> np.ndarray:
-    """p(answer | head zeroed) − p(answer | clean) for each (site, head) job: [len(jobs)].
-
-    One batched forward: row 0 clean, row j + 1 with job j's head zeroed (model.hooks.zero_head's
-    effect, per batch row).
-    """
-    b = len(jobs) + 1
-    inp = case.inputs
-    batched = Inputs(inp.ids.expand(b, -1), inp.tokens,
-                     None if inp.src_ids is None else inp.src_ids.expand(b, -1), inp.src_tokens)
-    by_site: dict[str, list[tuple[int, int]]] = {}
-    for j, (site, head) in enumerate(jobs):
-        by_site.setdefault(site, []).append((j + 1, head))
-    iv = {f"{site}.hook_pattern": _zero_rows(torch.tensor([r for r, _ in rh]), torch.tensor([h for _, h in rh]))
-          for site, rh in by_site.items()}
-    with hooks.intervene(iv):
-        logits = forward(lm, batched).logits[:, case.query].float()  # [B, V]
-    p = torch.softmax(logits, -1)[:, case.answer_id]  # [B]
-    return (p[1:] - p[0]).double().numpy()
-
-
 @torch.no_grad()
 def answer_probability(lm, case: Case) -> tuple[float, bool]:
     """(p(answer), answer is the arg-max) at the query, clean run."""
-    logits = forward(lm, case.inputs).logits[0, case.query].float()
+    logits = lm.forward(case.inputs, records=False).logits[0, case.query].float()
     return float(torch.softmax(logits, -1)[case.answer_id]), int(logits.argmax()) == case.answer_id
 
 
@@ -273,7 +239,7 @@ def faithfulness(lm, n: int = 100, seed: int = 0, *, examples: list[Example] | N
         probs.append(p)
         correct.append(ok)
         if ablation:
-            deltas += ablation_deltas(lm, case, jobs)
+            deltas += ablation_deltas(lm, case.inputs, case.query, case.answer_id, jobs)
     deltas /= len(cases)
     return {
         "model": lm.name, "arch": lm.arch, "seed": seed, "n_examples": len(cases),

@@ -24,8 +24,7 @@ from scipy.special import entr
 
 from analysis.head_stats import STATS, head_label, head_statistics
 from analysis.scores import check_patterns, valid_rows
-from model.inputs import InputError
-from model.registry import Inputs
+from model.inputs import InputError, Inputs
 
 DEFAULT_PERIOD = 20
 COLUMNS = ("stack", "layer", "head", *STATS, "duplicate_token", "induction", "label", "site")
@@ -39,7 +38,7 @@ def collect_patterns(capture) -> dict[str, np.ndarray]:
     out: dict[str, list] = {}
     for site in capture.sites:
         rec = capture[site]
-        key = "cross" if rec.kind == "cross" else (rec.stack or "decoder")
+        key = "cross" if rec.attn_type == "cross" else (rec.stack or "decoder")
         out.setdefault(key, []).append((rec.layer, rec.pattern().astype(np.float64)))
     return {k: np.stack([p for _, p in sorted(v, key=lambda x: x[0])]) for k, v in out.items()}
 
@@ -49,7 +48,7 @@ def collect_masks(capture) -> dict[str, np.ndarray]:
     out = {}
     for site in capture.sites:
         rec = capture[site]
-        key = "cross" if rec.kind == "cross" else (rec.stack or "decoder")
+        key = "cross" if rec.attn_type == "cross" else (rec.stack or "decoder")
         if key not in out or rec.layer == 0:
             out[key] = rec.mask_for()
     return out
@@ -60,7 +59,7 @@ def collect_sites(capture) -> dict[str, list[str]]:
     out: dict[str, list] = {}
     for site in capture.sites:
         rec = capture[site]
-        key = "cross" if rec.kind == "cross" else (rec.stack or "decoder")
+        key = "cross" if rec.attn_type == "cross" else (rec.stack or "decoder")
         out.setdefault(key, []).append((rec.layer, site))
     return {k: [s for _, s in sorted(v)] for k, v in out.items()}
 
@@ -154,7 +153,7 @@ def cross_head_statistics(patterns, mask=None, stack: str = "cross") -> pd.DataF
 @torch.no_grad()
 def capture_run(lm, inputs, backend: str = "eager", interventions=None):
     """One forward with records for every attention site: the Capture."""
-    return lm.run("", inputs=inputs, backend=backend, interventions=interventions).capture
+    return lm.forward(inputs, backend=backend, interventions=interventions).capture
 
 
 def model_head_statistics(lm, inputs, *, period: int | None = None, seed: int = 0, backend: str = "eager",

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from analysis.scores import masked_softmax
+from model.softmax import masked_softmax
 
 
 def _grid(T: int, q_len: int | None, q_offset: int | None) -> tuple[np.ndarray, np.ndarray]:

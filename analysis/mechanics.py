@@ -17,13 +17,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from analysis.consistency import TOL_CACHE, _forward, captured, chunks, scaled_tolerance, stitch
-from analysis.scores import masked_softmax
+from analysis.consistency import TOL_CACHE, captured, chunks, scaled_tolerance, stitch
 from analysis.stepwise import Steps, attention_steps
 from model import hooks
 from model.cache import KVCache
-from model.generate import generate
 from model.positions import alibi_bias, alibi_slopes, apply_rope, rope_angles, sinusoidal_table
+from model.softmax import masked_softmax, masked_softmax_torch
 
 TOP_K = 5
 
@@ -86,34 +85,30 @@ def _sampling_probs(logits: torch.Tensor, temperature: float, top_k: int | None)
 def generation_trace(lm, inputs, n_new: int, *, temperature: float = 0.0, top_k: int | None = None,
                      seed: int | None = None, backend: str = "eager", use_cache: bool = True) -> GenTrace:
     """Generate up to `n_new` tokens with capture on; keep each step's new-token row per decoder site."""
-    if lm.arch == "encoder":
-        raise ValueError("an encoder does not generate text; pick a decoder or an encoder–decoder")
     if n_new < 1:
         raise ValueError(f"generate at least one token, got {n_new}")
     eos = getattr(lm.tokenizer, "eos_id", None)
     step_logits: list[torch.Tensor] = []
     with hooks.capture() as cap:
-        ids = generate(lm.model, inputs.ids, n_new, temperature=temperature, top_k=top_k, seed=seed,
-                       use_cache=use_cache, backend=backend, eos_id=eos, src=inputs.src_ids,
-                       step_logits=step_logits)
-    ids = ids[0].tolist()
+        ids, _ = lm.generate("", n_new, inputs=inputs, temperature=temperature, top_k=top_k, seed=seed,
+                             use_cache=use_cache, backend=backend, step_logits=step_logits)
     T0 = inputs.ids.shape[1]
     n_steps = len(step_logits)
     if n_steps == 0:
         raise ValueError(f"the prompt already fills the model's context ({lm.cfg.max_len} tokens); shorten it")
     final = T0 + n_steps - 1  # keys seen by the last step
-    sites = [s for s in cap.sites if not s.startswith("encoder.")]
+    sites = [s for s in cap.sites if len(cap.steps(s)) >= n_steps]  # the encoder ran once: not a step
     rows, kinds, layers, kernels = {}, {}, {}, set()
     for site in sites:
         recs = cap.steps(site)[-n_steps:]
         first = recs[0]
-        K = first.k_len if first.kind == "cross" else final
+        K = first.k_len if first.attn_type == "cross" else final
         out = np.zeros((n_steps, first.n_heads, K), dtype=np.float32)
         for s, rec in enumerate(recs):
             row = rec.pattern(window=(rec.q_len - 1, rec.q_len, 0, rec.k_len))[:, 0]  # [H, k]
             out[s, :, : rec.k_len] = row
             kernels.add(rec.kernel)
-        rows[site], kinds[site], layers[site] = out, first.kind, first.layer
+        rows[site], kinds[site], layers[site] = out, first.attn_type, first.layer
     tops, top_p, chosen = [], np.zeros((n_steps, TOP_K)), np.zeros(n_steps)
     for s, lg in enumerate(step_logits):
         p = _sampling_probs(lg[0], temperature, top_k)
@@ -131,12 +126,13 @@ def generation_trace(lm, inputs, n_new: int, *, temperature: float = 0.0, top_k:
 def cache_generation(lm, inputs, n_new: int, backend: str = "sdpa") -> dict:
     """Greedy generation with and without the cache, step by step: max |Δlogits| of each step's
     next-token logits, the token each picked, and the verdict (all within TOL_CACHE, same tokens)."""
-    if lm.arch == "encoder":
+    if not lm.has_cache:
         raise ValueError("an encoder has no KV cache; pick a decoder or an encoder–decoder")
-    kw = dict(temperature=0.0, backend=backend, src=inputs.src_ids)
     la, lb = [], []
-    a = generate(lm.model, inputs.ids, n_new, use_cache=True, step_logits=la, **kw)[0].tolist()
-    b = generate(lm.model, inputs.ids, n_new, use_cache=False, step_logits=lb, **kw)[0].tolist()
+    a = lm.generate("", n_new, inputs=inputs, backend=backend, use_cache=True, step_logits=la,
+                   stop_at_eos=False)[0]
+    b = lm.generate("", n_new, inputs=inputs, backend=backend, use_cache=False, step_logits=lb,
+                   stop_at_eos=False)[0]
     T0 = inputs.ids.shape[1]
     if not la:
         raise ValueError(f"the prompt already fills the model's context ({lm.cfg.max_len} tokens); shorten it")
@@ -168,20 +164,20 @@ def cache_costs(prompt_len: int, n_steps: int, n_sites: int, n_heads: int) -> di
 def cache_stitched(lm, inputs, backend: str = "sdpa") -> dict:
     """The prompt run in cached chunks (as `attnlab check` does): per site the rows stitched from the
     cached steps [H, T, T], the full uncached matrix [H, T, T], and the step boundaries."""
-    if lm.arch == "encoder":
+    if not lm.has_cache:
         raise ValueError("an encoder has no KV cache; pick a decoder or an encoder–decoder")
     _, full_rec = captured(lm, inputs, backend)
     T = inputs.ids.shape[1]
-    memory = lm.model.encode(inputs.src_ids, backend=backend) if lm.arch == "encdec" else None
-    cache, bounds = KVCache(), chunks(T)
-    with hooks.capture() as cap:
-        for a, b in bounds:
-            _forward(lm, inputs, backend, cache=cache, ids=inputs.ids[:, a:b], memory=memory)
+    cache, bounds, step_records = KVCache(), chunks(T), {}
+    for a, b in bounds:
+        cap = lm.forward(inputs.span(a, b), backend=backend, cache=cache).capture
+        for site in cap.sites:
+            step_records.setdefault(site, []).append(cap[site])
     out = {}
-    for site, recs in cap.records.items():
-        if site.startswith("encoder."):
+    for site, recs in step_records.items():
+        if sum(r.q_len for r in recs) != T or recs[0].stack == "encoder":  # the encoder ran once over the source
             continue
-        out[site] = {"stitched": stitch(recs, T), "full": full_rec[site].pattern(), "kind": recs[0].kind,
+        out[site] = {"stitched": stitch(recs, T), "full": full_rec[site].pattern(), "kind": recs[0].attn_type,
                      "layer": recs[0].layer, "kernels": sorted({r.kernel for r in recs})}
     return {"bounds": bounds, "sites": out, "backend": backend}
 
@@ -194,22 +190,21 @@ def prefix_stability(lm, inputs, backend: str = "eager", max_len: int = 64) -> d
 
     Returns lengths [n] and per length the max |Δ| over all sites of earlier rows, keys and values.
     """
-    if lm.arch == "encoder":
+    if not lm.has_cache:
         raise ValueError("an encoder attends both ways: later tokens do change earlier rows, so no cache")
     ids = inputs.ids[:, :max_len]
     T = ids.shape[1]
     names = ["*.hook_k", "*.hook_v"]
 
-    def run(x):
-        with hooks.capture(names=names) as cap:
-            _forward(lm, inputs, backend, ids=x)
-        dec = [s for s in cap.sites if not s.startswith("encoder.") and cap[s].kind == "self"]
+    def run(t):
+        cap = lm.forward(inputs.span(0, t), backend=backend, names=names).capture
+        dec = [s for s in cap.sites if cap[s].attn_type == "self" and cap[s].stack == "decoder"]
         return cap, dec
 
-    full, sites = run(ids)
+    full, sites = run(T)
     lengths, d_rows, d_k, d_v = [], [], [], []
     for t in range(1, T + 1):
-        cap, _ = run(ids[:, :t])
+        cap, _ = run(t)
         r = k = v = 0.0
         for s in sites:
             r = max(r, float(np.abs(cap[s].pattern() - full[s].pattern(window=(0, t, 0, t))).max()))
@@ -252,7 +247,7 @@ def recovery_report(eager_records: dict, fused_records: dict, at_T: int = 4096) 
     for site, fr in fused_records.items():
         er = eager_records[site]
         B, H, Tq, d = fr.q.shape
-        out.append({"site": site, "layer": fr.layer, "kind": fr.kind, "kernel": fr.kernel, "lazy": fr.lazy,
+        out.append({"site": site, "layer": fr.layer, "kind": fr.attn_type, "kernel": fr.kernel, "lazy": fr.lazy,
                     "kept_bytes": int(fr.q.nbytes + fr.k.nbytes), "pattern_bytes": int(B * H * Tq * fr.k_len * 4),
                     "kept_bytes_at": int(2 * B * H * at_T * d * 4), "pattern_bytes_at": int(B * H * at_T * at_T * 4),
                     "at_T": at_T, "max_abs_pattern": float(np.abs(fr.pattern() - er.pattern()).max())})
@@ -261,8 +256,7 @@ def recovery_report(eager_records: dict, fused_records: dict, at_T: int = 4096) 
 
 def _eager_op(q, k, v, mask):
     s = torch.matmul(q, k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)  # [B, H, T, T] materialised
-    p = torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1)
-    return torch.matmul(p, v)
+    return torch.matmul(masked_softmax_torch(s, mask, in_place=True), v)
 
 
 def _fused_op(q, k, v, flash: bool):

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model import hooks
 from model.attention import Attention
 from model.inputs import InputError
 
@@ -61,15 +60,6 @@ def attention_sites(model: torch.nn.Module) -> list[Attention]:
     return sorted(sites, key=lambda m: (order.get(m.stack, 1), m.layer, m.cross))
 
 
-def forward(lm, inputs, backend: str = "eager"):
-    """One forward of a LoadedModel on `inputs` (no capture of its own): ModelOutput."""
-    if lm.arch == "encdec":
-        return lm.model(inputs.src_ids, inputs.ids, backend=backend)
-    if lm.arch == "encoder":
-        return lm.model(inputs.ids, token_type_ids=inputs.type_ids, backend=backend)
-    return lm.model(inputs.ids, backend=backend)
-
-
 def positive_grad_mean(pattern: torch.Tensor, grad: torch.Tensor) -> np.ndarray:
     """Ā = mean_h relu(∇A ⊙ A): [1, H, q, k] tensors -> [q, k] float64."""
     return (grad * pattern).clamp(min=0).mean(dim=(0, 1)).detach().double().cpu().numpy()
@@ -100,9 +90,8 @@ def gradient_relevance(lm, inputs, position: int = -1, target_id: int | None = N
     was_training = lm.model.training
     lm.model.eval()
     try:
-        with torch.enable_grad(), hooks.capture(names="*.hook_pattern", interventions=interventions,
-                                                  records=False, detach=False) as cap:
-            out = forward(lm, inputs)
+        out = lm.forward(inputs, names="*.hook_pattern", interventions=interventions, records=False, grad=True)
+        cap = out.capture
         if out.logits is None:
             raise InputError(f"{lm.name} has no language-model head; gradient relevance needs logits")
         logits = out.logits[0, pos]  # [V]
@@ -121,7 +110,7 @@ def gradient_relevance(lm, inputs, position: int = -1, target_id: int | None = N
         lm.model.train(was_training)
     cams = [np.zeros(tuple(p.shape[-2:])) if g is None else positive_grad_mean(p, g) for p, g in zip(pats, grads)]
 
-    if lm.arch != "encdec":
+    if not any(m.cross for m in sites):  # one self-attention stack
         r = np.eye(t)
         for cam in cams:
             r = r + cam @ r

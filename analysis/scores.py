@@ -14,6 +14,8 @@ import numpy as np
 import pandas as pd
 from scipy.special import entr
 
+from model.softmax import masked_softmax
+
 ROW_ATOL = 1e-3  # row sums of captured patterns may be off by this much (fp16/bf16 captures)
 
 
@@ -42,27 +44,6 @@ def check_patterns(patterns, ndim: int | None = None, square: bool = False, name
         raise ValueError(f"{name} rows must sum to 1 (or 0 when fully masked); {int(bad.sum())} rows do not, "
                          f"e.g. {s[bad].flat[0]:.6g}")
     return a
-
-
-def masked_softmax(x, mask=None, axis: int = -1) -> np.ndarray:
-    """softmax(x) along `axis` with x = −inf where mask is False; a fully masked row gives zeros.
-
-    x must be finite where the mask allows attention (pass the mask separately, never −inf baked in).
-    """
-    x = np.asarray(x)
-    if not np.issubdtype(x.dtype, np.floating):
-        x = x.astype(np.float64)
-    if mask is not None:
-        mask = np.broadcast_to(np.asarray(mask, dtype=bool), x.shape)
-        x = np.where(mask, x, -np.inf)
-    visible = x[mask] if mask is not None else x
-    if not np.isfinite(visible).all():
-        raise ValueError("scores must be finite where the mask allows attention")
-    m = x.max(axis, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0)  # fully masked row: exp(−inf − 0) = 0
-    e = np.exp(x - m)
-    s = e.sum(axis, keepdims=True)
-    return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
 
 
 def row_entropy(patterns) -> np.ndarray:

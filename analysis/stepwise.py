@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.scores import masked_softmax
+from model.softmax import masked_softmax
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ The capture runs the fused backend (sdpa) with hooks on, so every self-attention
 they need from q and k (analysis.longinput). Nothing here depends on which model ran: the page reads the
 context from the model's config, so a local checkpoint folder with a long context goes the same way.
 
-Pure functions of a loaded model or a LongCapture; the cached entry points keyed by model name and
+Pure functions of a loaded model or its CapturedRun; the cached entry points keyed by model name and
 text (`state.long_capture`, `state.long_overview`) live in app/state.py with the other caches.
 """
 
@@ -19,6 +19,7 @@ import numpy as np
 
 from analysis.longinput import exact_window, rollout_query
 from analysis.longinput import overview as pooled_overview
+from model.captured import CapturedRun
 from model.record import AttentionRecord
 
 BACKEND = "sdpa"  # the fused kernel; a capture keeps q and k only
@@ -28,32 +29,6 @@ OVERVIEW_CELLS = 512  # the overview is pooled to at most this many cells per si
 WINDOW_SIZES = (16, 32, 64, 128, 256)
 MAX_WINDOW = WINDOW_SIZES[-1]
 SAMPLE_TOKENS = 4000  # the long sample's length, when the model's context allows it
-
-
-@dataclass
-class LongCapture:
-    """One fused forward over a long text: the tokens and one lazy record (q, k, mask) per layer of the
-    self-attention that reads the text (the encoder's for an encoder–decoder, where the text is the source)."""
-
-    model: str
-    tokens: list[str]
-    records: list[AttentionRecord]
-    group: str  # "self" or "encoder"
-    context: int  # the model's context (cfg.max_len)
-    kernel: str
-    capture_ms: float
-
-    @property
-    def n_tokens(self) -> int:
-        return len(self.tokens)
-
-    @property
-    def n_layers(self) -> int:
-        return len(self.records)
-
-    @property
-    def n_heads(self) -> int:
-        return self.records[0].n_heads
 
 
 @dataclass
@@ -82,34 +57,27 @@ class Window:
 
 
 # -- pure ------------------------------------------------------------------------------------------------
-def run_capture(lm, text: str, backend: str = BACKEND) -> LongCapture:
+def run_capture(lm, text: str, backend: str = BACKEND) -> CapturedRun:
     """Tokenize and run `text` once with capture (the caller holds the inference lock). Raises InputError
     for an empty text or one longer than the model's context."""
-    t0 = time.perf_counter()
-    if lm.arch == "encdec":  # the long text is the source; the target is just the start token
-        inputs = lm.encode("", text)
-        tokens, group = inputs.src_tokens, "encoder"
-    else:
-        inputs = lm.encode(text)
-        tokens, group = inputs.tokens, "self"
-    run = lm.run(text, backend=backend, inputs=inputs)
-    records = [run.capture[s] for s in run.capture.sites]
-    records = sorted((r for r in records if r.kind == "self" and (group == "self" or r.stack == "encoder")),
-                     key=lambda r: r.layer)
-    ms = (time.perf_counter() - t0) * 1e3
-    return LongCapture(lm.name, list(tokens), records, group, int(lm.cfg.max_len),
-                       ", ".join(sorted({r.kernel for r in records})), ms)
+    return lm.run(inputs=lm.encode_reading(text), backend=backend, top_k=0)
 
 
-def _record(cap: LongCapture, layer: int, head: int) -> AttentionRecord:
-    if not 0 <= layer < cap.n_layers:
-        raise IndexError(f"layer {layer} is outside 0..{cap.n_layers - 1}")
+def text_records(cap: CapturedRun) -> list[AttentionRecord]:
+    """One lazy record per layer of the self-attention that reads the text (the encoder's for a source)."""
+    return cap.layer_records(cap.text_group)
+
+
+def _record(cap: CapturedRun, layer: int, head: int) -> AttentionRecord:
+    records = text_records(cap)
+    if not 0 <= layer < len(records):
+        raise IndexError(f"layer {layer} is outside 0..{len(records) - 1}")
     if not 0 <= head < cap.n_heads:
         raise IndexError(f"head {head} is outside 0..{cap.n_heads - 1}")
-    return cap.records[layer]
+    return records[layer]
 
 
-def head_overview(cap: LongCapture, layer: int, head: int, max_cells: int = OVERVIEW_CELLS,
+def head_overview(cap: CapturedRun, layer: int, head: int, max_cells: int = OVERVIEW_CELLS,
                   how: str = "max") -> Overview:
     """One head's pattern pooled to at most max_cells × max_cells (masked cells ignored)."""
     rec = _record(cap, layer, head)
@@ -128,20 +96,20 @@ def clamp_window(n_tokens: int, q0: int, k0: int, size: int) -> tuple[int, int, 
     return q0, q0 + side, k0, k0 + side
 
 
-def head_window(cap: LongCapture, layer: int, head: int, q0: int, k0: int, size: int) -> Window:
+def head_window(cap: CapturedRun, layer: int, head: int, q0: int, k0: int, size: int) -> Window:
     """The size × size window of one head starting at query row q0 and key column k0 (moved inside the
     text if it runs over the end), at full resolution: exact weights, softmax over the whole row."""
     rec = _record(cap, layer, head)
-    q0, q1, k0, k1 = clamp_window(cap.n_tokens, q0, k0, size)
+    q0, q1, k0, k1 = clamp_window(len(cap.text_tokens), q0, k0, size)
     t0 = time.perf_counter()
     values, mask = exact_window(rec, head, q0, q1, k0, k1)
     return Window(values, mask, q0, q1, k0, k1, (time.perf_counter() - t0) * 1e3)
 
 
-def query_rollout(cap: LongCapture, query: int) -> np.ndarray:
+def query_rollout(cap: CapturedRun, query: int) -> np.ndarray:
     """Attention rollout of one query row over every layer (residual 0.5, mean over heads), [T], streamed
     layer by layer (analysis.longinput.rollout_query)."""
-    return rollout_query(cap.records, query)
+    return rollout_query(text_records(cap), query)
 
 
 def long_sample(n_chars: int = SAMPLE_TOKENS, period: int | None = None, seed: int = 0) -> str:

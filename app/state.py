@@ -13,17 +13,16 @@ from __future__ import annotations
 import os
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import numpy as np
 import streamlit as st
 
-from model.record import AttentionRecord
+from model.captured import GROUP_LABELS, CapturedRun  # noqa: F401 — pages read GROUP_LABELS and MASKS here
+from model.loaded import MASK_CHOICES as MASKS, TOP_K  # noqa: F401
 
 BUSY_WAIT_S = float(os.environ.get("ATTNLAB_BUSY_WAIT_S", "20"))
-TOP_K = 5
 MAX_EAGER_CELLS = 8_000_000  # above this many stored cells a capture keeps q, k only and recomputes lazily
-MASKS = ("default", "causal", "bidirectional", "sliding_window", "prefix_lm", "padding")
 
 
 class BusyError(RuntimeError):
@@ -90,7 +89,7 @@ def model_info(name: str) -> dict:
     lm = model(name)
     info = lm.info()
     info["card"] = {k: v for k, v in (lm.card or {}).items() if isinstance(v, (str, int, float, list, dict))}
-    info["has_logits"] = lm.arch == "encdec" or lm.cfg.lm_head != "none"
+    info["has_logits"] = lm.has_logits
     return info
 
 
@@ -106,122 +105,16 @@ def model_card(name: str) -> str | None:
 
 
 # -- captures ----------------------------------------------------------------------------------------
-GROUP_LABELS = {"self": "self-attention", "encoder": "encoder self-attention",
-                "decoder": "decoder self-attention", "cross": "cross-attention (target → source)"}
-
-
-@dataclass
-class Captured:
-    """One forward pass: tokens, one AttentionRecord per site, and the top predictions per position."""
-
-    model: str
-    arch: str
-    tokens: list[str]
-    src_tokens: list[str] | None
-    records: dict[str, AttentionRecord]
-    backend: str
-    mask: tuple
-    top_ids: np.ndarray | None = None  # int [T, K]
-    top_tokens: list[list[str]] | None = None  # [T][K]
-    top_probs: np.ndarray | None = None  # float [T, K]
-    ids: list[int] = field(default_factory=list)
-    kernels: list[str] = field(default_factory=list)
-
-    # -- site groups --------------------------------------------------------------------------------
-    def groups(self) -> dict[str, list[str]]:
-        """Group name -> sites ordered by layer: 'self' (one stack) or 'encoder', 'decoder', 'cross'."""
-        out: dict[str, list[str]] = {}
-        for site, rec in self.records.items():
-            if self.arch != "encdec":
-                g = "self"
-            else:
-                g = "cross" if rec.kind == "cross" else rec.stack
-            out.setdefault(g, []).append(site)
-        return {g: sorted(s, key=lambda x: self.records[x].layer) for g, s in out.items()}
-
-    def group_tokens(self, group: str) -> tuple[list[str], list[str]]:
-        """(query-axis tokens, key-axis tokens) of a group."""
-        if group == "encoder":
-            return self.src_tokens, self.src_tokens
-        if group == "cross":
-            return self.tokens, self.src_tokens
-        return self.tokens, self.tokens
-
-    def sites(self, group: str) -> list[str]:
-        return self.groups()[group]
-
-    def stack(self, group: str, kind: str = "pattern") -> np.ndarray:
-        """float32 [L, H, q, k] of a group: 'pattern', 'scores' (scaled, unmasked), 'masked' (−inf) or 'raw'."""
-        get = {"pattern": AttentionRecord.pattern, "scores": AttentionRecord.scores,
-               "masked": AttentionRecord.masked_scores, "raw": AttentionRecord.raw_qk}[kind]
-        return np.stack([get(self.records[s]) for s in self.sites(group)]).astype(np.float32)
-
-    def mask_of(self, group: str) -> np.ndarray:
-        """bool [q, k], True = may attend (the first layer's; every layer of a stack shares it)."""
-        return self.records[self.sites(group)[0]].mask_for()
-
-    @property
-    def n_heads(self) -> int:
-        return next(iter(self.records.values())).n_heads
-
-    @property
-    def query_tokens(self) -> list[str]:
-        return self.tokens
-
-
-def _mask_spec(mask: tuple, t: int, arch: str):
-    """A MaskSpec for the decoder/encoder self-attention, or None for the model's own default."""
-    import torch
-
-    from model.masks import MaskSpec
-
-    kind = mask[0] if mask else "default"
-    if kind == "default":
-        return None
-    if kind in ("causal", "bidirectional"):
-        return MaskSpec(kind)
-    if kind == "sliding_window":
-        return MaskSpec("sliding_window", window=int(mask[1]))
-    if kind == "prefix_lm":
-        return MaskSpec("prefix_lm", prefix=int(mask[1]))
-    if kind == "padding":
-        from analysis.masks import bidirectional, causal, padding
-
-        n_pad = int(mask[1])
-        if not 0 <= n_pad < t:
-            raise ValueError(f"padding must leave at least one real token: {n_pad} of {t} tokens")
-        base = causal(t) if arch != "encoder" else bidirectional(t)
-        return MaskSpec("custom", custom=torch.from_numpy(base & padding(t - n_pad, t)))
-    raise ValueError(f"unknown mask {kind!r}; choose one of {', '.join(MASKS)}")
-
-
-def _top(logits, lm, k: int = TOP_K):
-    import torch
-
-    if logits is None:
-        return None, None, None
-    probs = torch.softmax(logits[0].float(), dim=-1)  # [T, V]
-    p, i = probs.topk(min(k, probs.shape[-1]), dim=-1)
-    ids = i.numpy()
-    return ids, [[lm.label(j) for j in row] for row in ids.tolist()], p.numpy()
-
-
 @st.cache_data(max_entries=48, show_spinner=False)
-def capture(name: str, text: str, src: str | None = None, backend: str = "eager", mask: tuple = ()) -> Captured:
+def capture(name: str, text: str, src: str | None = None, backend: str = "eager", mask: tuple = ()) -> CapturedRun:
     """Run the model once with capture; cached by (model, text, source, backend, mask)."""
     lm = model(name)
-    with inference():
-        inputs = lm.encode(text, src)
-        spec = _mask_spec(mask, inputs.ids.shape[1], lm.arch)
-        run = lm.run(text, src, backend=backend, mask=spec, inputs=inputs)
-        top_ids, top_tokens, top_probs = _top(run.logits, lm)  # labels use the tokenizer: inside the lock
-    records = {s: run.capture[s] for s in run.capture.sites}
-    cells = sum(r.pattern_full.size for r in records.values() if r.pattern_full is not None)
+    with inference():  # labels use the tokenizer: inside the lock
+        run = lm.run(text, src, backend=backend, mask=mask)
+    cells = sum(r.pattern_full.size for r in run.records.values() if r.pattern_full is not None)
     if cells > MAX_EAGER_CELLS:  # keep q and k only; patterns are recomputed exactly on demand
-        records = {s: replace(r, scores_full=None, pattern_full=None) for s, r in records.items()}
-    return Captured(name, lm.arch, list(run.inputs.tokens), run.inputs.src_tokens, records, backend, mask,
-                    top_ids, top_tokens, top_probs, ids=run.inputs.ids[0].tolist(),
-                    kernels=sorted({r.kernel for r in records.values()}))
+        run.records = {s: replace(r, scores_full=None, pattern_full=None) for s, r in run.records.items()}
+    return run
 
 
 # -- derived numbers that need the model (cached) -----------------------------------------------------
@@ -241,7 +134,7 @@ def flow(name: str, text: str, src: str | None, backend: str, group: str, query:
     from analysis.flow import attention_flow
 
     cap = capture(name, text, src, backend)
-    return attention_flow(cap.stack(group).astype(np.float64), query, residual=residual)
+    return attention_flow(cap.matrices(group).astype(np.float64), query, residual=residual)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -257,78 +150,33 @@ def head_table(name: str, text: str, src: str | None, backend: str, period: int 
     return df, period
 
 
-@dataclass
-class Prediction:
-    position: int
-    tokens: list[str]  # top-k labels
-    probs: np.ndarray  # [K]
-    target: str  # the token tracked
-    target_id: int
-    target_prob: float
-
-
-def _predict(logits, lm, position: int, target_id: int | None) -> Prediction:
-    import torch
-
-    probs = torch.softmax(logits[0, position].float(), dim=-1)
-    p, i = probs.topk(min(TOP_K, probs.shape[-1]))
-    tid = int(i[0]) if target_id is None else int(target_id)
-    return Prediction(position, [lm.label(j) for j in i.tolist()], p.numpy(), lm.label(tid), tid, float(probs[tid]))
-
-
-def _zero(site: str, head: int) -> dict:
-    from model.hooks import zero_head
-
-    return {f"{site}.hook_z": zero_head(head)}
-
-
 @st.cache_data(max_entries=64, show_spinner=False)
 def ablate(name: str, text: str, src: str | None, backend: str, site: str, head: int, position: int,
-           target_id: int | None = None) -> tuple[Prediction, Prediction]:
-    """The prediction at `position` with all heads, and with head `head` of `site` zeroed (its output z)."""
+           target_id: int | None = None):
+    """analysis.ablation.ablate_head: the prediction at `position` before and after zeroing one head."""
+    from analysis.ablation import ablate_head
+
     lm = model(name)
     with inference():
-        inputs = lm.encode(text, src)
-        base = lm.run(text, src, backend=backend, inputs=inputs, names=[])
-        if base.logits is None:
-            raise ValueError(f"{name} has no prediction head, so there is no prediction to change; "
-                             "pick a model with a language-model head")
-        before = _predict(base.logits, lm, position, target_id)
-        after_run = lm.run(text, src, backend=backend, inputs=inputs, interventions=_zero(site, head))
-        after = _predict(after_run.logits, lm, position, before.target_id)
-    return before, after
+        return ablate_head(lm, lm.encode(text, src), site, head, position, target_id, backend)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def ablation_sweep(name: str, text: str, src: str | None, backend: str, position: int,
-                   target_id: int | None = None) -> tuple[list[str], np.ndarray, Prediction]:
-    """Δp(target) when each head of each site is zeroed in turn: (sites, [sites, H], prediction)."""
+                   target_id: int | None = None):
+    """analysis.ablation.head_sweep: Δp(target) for every head zeroed in turn."""
+    from analysis.ablation import head_sweep
+
     lm = model(name)
     with inference():
-        inputs = lm.encode(text, src)
-        base = lm.run(text, src, backend=backend, inputs=inputs)
-        if base.logits is None:
-            raise ValueError(f"{name} has no prediction head; pick a model with a language-model head")
-        before = _predict(base.logits, lm, position, target_id)
-        sites = list(base.capture.sites)
-        out = np.zeros((len(sites), lm.cfg.n_heads))
-        for i, site in enumerate(sites):
-            for h in range(lm.cfg.n_heads):
-                r = lm.run(text, src, backend=backend, inputs=inputs, interventions=_zero(site, h), names=[])
-                out[i, h] = _predict(r.logits, lm, position, before.target_id).target_prob - before.target_prob
-    return sites, out, before
+        return head_sweep(lm, lm.encode(text, src), position, target_id, backend)
 
 
 def token_id(name: str, label: str) -> int | None:
     """The id of a single-token label (for 'explain this answer'), or None."""
     lm = model(name)
     with inference():
-        try:
-            enc = lm.tokenizer.encode(label, add_special=False)
-        except TypeError:
-            enc = lm.tokenizer.encode(label)
-    ids = [i for i, sp in zip(enc.ids, enc.special or [False] * len(enc.ids)) if not sp]
-    return ids[0] if len(ids) == 1 else None
+        return lm.single_token_id(label)
 
 
 # -- part 2: mechanics pages ---------------------------------------------------------------------------

@@ -18,9 +18,10 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from model import hooks
 from model.cache import KVCache
 from model.config import ModelConfig
-from model.layers import make_norm
+from model.norms import make_norm
 from model.positions import apply_rope
 from model.record import AttentionRecord
+from model.softmax import masked_softmax_torch
 
 _KERNELS = {0: "math", 1: "flash", 2: "mem_efficient", 3: "cudnn", 4: "overrideable"}
 
@@ -66,16 +67,9 @@ def eager_attention(q, k, v, mask, bias, scale, site, cap):
         if mask is None:
             mask = torch.ones(1, 1, *scores.shape[-2:], dtype=torch.bool, device=scores.device)
         mask = cap.hook(f"{site}.hook_mask", mask)
-    if mask is None:
-        pattern = torch.softmax(scores, dim=-1)
-    else:
-        # −inf before the softmax gives exact zeros at masked keys; only a fully masked row (NaN) needs zeroing.
-        # Nobody keeps the scores: mask them in place (one T² buffer fewer); the returned scores are then masked.
-        masked = scores.masked_fill(~mask, float("-inf")) if kept else scores.masked_fill_(~mask, float("-inf"))
-        pattern = torch.softmax(masked, dim=-1)
-        dead = ~mask.any(-1, keepdim=True)
-        if dead.any():
-            pattern = pattern.masked_fill(dead, 0.0)
+    # −inf before the softmax gives exact zeros at masked keys. Nobody keeps the scores: mask them in place
+    # (one T² buffer fewer); the returned scores are then masked.
+    pattern = masked_softmax_torch(scores, mask, in_place=not kept)
     if cap is not None:
         pattern = cap.hook(f"{site}.hook_pattern", pattern)
     return torch.matmul(pattern, v), scores, pattern
@@ -208,7 +202,7 @@ class Attention(nn.Module):
             return None if t is None else t.detach().float().cpu().numpy()
 
         return AttentionRecord(
-            site=self.site, stack=self.stack, layer=self.layer, kind="cross" if self.cross else "self",
+            site=self.site, stack=self.stack, layer=self.layer, attn_type="cross" if self.cross else "self",
             backend=backend, kernel=kernel, scale=self.scale, q_offset=ctx.q_offset,
             q=np32(q), k=np32(k), mask=ctx.mask_np(k.shape[2]),
             bias=np32(ctx.bias), scores_full=np32(scores), pattern_full=np32(pattern),

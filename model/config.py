@@ -12,7 +12,7 @@ NORM_TYPES = ("layernorm", "rmsnorm")
 POSITIONALS = ("learned", "sinusoidal", "rope", "alibi", "none")
 MLPS = ("gelu", "gelu_tanh", "swiglu")
 BACKENDS = ("eager", "sdpa", "flash")
-HEADS = ("none", "lm", "mlm")
+OUTPUT_HEADS = ("none", "lm", "mlm")
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class ModelConfig:
     qk_norm: bool = False
     bias: bool = True
     tie_embeddings: bool = True
-    head: str | None = None  # none | lm | mlm; default lm for decoders, none otherwise
+    output_head: str | None = None  # none | lm | mlm; default lm for decoders, none otherwise
     type_vocab_size: int = 0  # BERT token types (0: none)
     embed_norm: bool = False  # BERT: LayerNorm after the embeddings
     norm_eps: float = 1e-5
@@ -53,8 +53,8 @@ class ModelConfig:
         choice("norm_type", NORM_TYPES)
         choice("mlp", MLPS)
         choice("backend", BACKENDS)
-        if self.head is not None:
-            choice("head", HEADS)
+        if self.output_head is not None:
+            choice("output_head", OUTPUT_HEADS)
         for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
@@ -68,7 +68,7 @@ class ModelConfig:
             raise ValueError(f"d_mlp must be ≥ 1, got {self.d_mlp}")
         if self.type_vocab_size < 0:
             raise ValueError("type_vocab_size must be ≥ 0")
-        if self.arch == "decoder" and self.head == "mlm":
+        if self.arch == "decoder" and self.output_head == "mlm":
             raise ValueError("a decoder has an 'lm' head (or 'none'), not 'mlm'")
 
     @property
@@ -83,10 +83,10 @@ class ModelConfig:
         return 4 * self.d_model if self.mlp != "swiglu" else int(8 * self.d_model / 3)
 
     @property
-    def lm_head(self) -> str:
+    def output_head_kind(self) -> str:
         """The output head actually built: lm, mlm or none."""
-        if self.head is not None:
-            return self.head
+        if self.output_head is not None:
+            return self.output_head
         return "none" if self.arch == "encoder" else "lm"
 
     @property

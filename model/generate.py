@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from model.cache import KVCache
-from model.transformer import EncoderDecoder
+from model.inputs import Inputs
 
 
 def next_token(logits: torch.Tensor, temperature: float, top_k: int | None, gen: torch.Generator | None) -> torch.Tensor:
@@ -33,20 +35,14 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, temperature: f
     if max_new_tokens < 0:
         raise ValueError("max_new_tokens must be ≥ 0")
     gen = torch.Generator().manual_seed(seed) if seed is not None else None
-    encdec = isinstance(model, EncoderDecoder)
-    if encdec and src is None:
-        raise ValueError("an encoder–decoder needs src ids to generate")
-    memory = model.encode(src, src_mask=src_mask, backend=backend) if encdec else None
+    inputs = Inputs(prompt, [], src_ids=src, src_mask=src_mask)
     cache = KVCache() if use_cache else None
     ids, feed = prompt, prompt
     max_len = model.cfg.max_len
     for _ in range(max_new_tokens):
         if ids.shape[1] >= max_len:
             break
-        if encdec:
-            out = model.decode(feed, memory, src_mask=src_mask, cache=cache, backend=backend)
-        else:
-            out = model(feed, cache=cache, backend=backend)
+        out = model.forward_inputs(replace(inputs, ids=feed), cache=cache, backend=backend)
         logits = out.logits[:, -1]  # [B, V]
         if step_logits is not None:
             step_logits.append(logits.clone())

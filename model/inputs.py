@@ -1,8 +1,11 @@
-"""Input validation: every bad input becomes one clear InputError naming the limit."""
+"""The inputs of one forward pass, and their validation: every bad input becomes one clear InputError."""
 
 from __future__ import annotations
 
 import unicodedata
+from dataclasses import dataclass, replace
+
+import torch
 
 MAX_TEXT_CHARS = 20_000  # characters per text box / --text
 MAX_GENERATE = 256  # new tokens per generation request
@@ -37,3 +40,32 @@ def check_generate(n: int) -> int:
     if not 0 <= n <= MAX_GENERATE:
         raise InputError(f"can generate 0 to {MAX_GENERATE} new tokens, not {n}")
     return n
+
+
+@dataclass
+class Inputs:
+    """Token ids of one forward pass and their display labels."""
+
+    ids: torch.Tensor  # long [B, T]
+    tokens: list[str]  # display labels of ids[0]
+    src_ids: torch.Tensor | None = None  # long [B, S] (encoder–decoder source)
+    src_tokens: list[str] | None = None
+    type_ids: torch.Tensor | None = None  # long [B, T] (BERT sentence pairs)
+    src_mask: torch.Tensor | None = None  # bool [B, S], True = a real source token (batches with padding)
+    attention_mask: torch.Tensor | None = None  # bool [B, T], True = a real token (batches with padding)
+
+    def expand(self, batch: int) -> Inputs:
+        """The same single sequence repeated `batch` times (batch 1 only)."""
+        def rep(t):
+            return None if t is None else t.expand(batch, -1)
+
+        return replace(self, ids=rep(self.ids), src_ids=rep(self.src_ids), type_ids=rep(self.type_ids),
+                       src_mask=rep(self.src_mask), attention_mask=rep(self.attention_mask))
+
+    def span(self, start: int, stop: int) -> Inputs:
+        """Target positions start..stop−1 (a cached step); the source stays whole."""
+        def cut(t):
+            return None if t is None else t[:, start:stop]
+
+        return replace(self, ids=cut(self.ids), tokens=self.tokens[start:stop], type_ids=cut(self.type_ids),
+                       attention_mask=cut(self.attention_mask))

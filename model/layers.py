@@ -1,18 +1,13 @@
-"""Norms, MLPs and the transformer block (pre/post/peri-norm chosen once)."""
+"""The MLP and the transformer block (pre/post/peri-norm chosen once)."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn as nn
 
+from model.attention import Attention
 from model.config import ModelConfig
-
-
-def make_norm(cfg: ModelConfig, dim: int | None = None) -> nn.Module:
-    dim = dim or cfg.d_model
-    if cfg.norm_type == "rmsnorm":
-        return nn.RMSNorm(dim, eps=cfg.norm_eps)
-    return nn.LayerNorm(dim, eps=cfg.norm_eps, bias=cfg.bias)
+from model.norms import make_norm
 
 
 class MLP(nn.Module):
@@ -52,8 +47,6 @@ class Block(nn.Module):
 
     def __init__(self, cfg: ModelConfig, cross: bool = False):
         super().__init__()
-        from model.attention import Attention
-
         self.residual = RESIDUALS[cfg.norm]
         norm_in, norm_out = cfg.norm in ("pre", "peri"), cfg.norm in ("post", "peri")
 

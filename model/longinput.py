@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from model.record import AttentionRecord
+from model.softmax import masked_softmax_torch
 
 
 class RowBlock(NamedTuple):
@@ -67,12 +68,8 @@ def pattern_rows(rec: AttentionRecord, heads=None, q0: int = 0, q1: int | None =
     s = torch.matmul(q, k.transpose(-2, -1)).mul_(np.float32(rec.scale))  # [h, b, kb]
     if rec.bias is not None:
         s += torch.from_numpy(np.ascontiguousarray(rec.bias[hs, q0:q1, k0:k1]))
-    if rec.mask is None:
-        return torch.softmax(s, dim=-1)
-    m = torch.from_numpy(np.ascontiguousarray(rec.mask_for(batch, (q0, q1, k0, k1))))  # [b, kb]
-    p = torch.softmax(s.masked_fill_(~m, float("-inf")), dim=-1)
-    dead = ~m.any(-1, keepdim=True)  # rows with no visible key: softmax of all −inf is NaN
-    return p.masked_fill_(dead, 0.0) if bool(dead.any()) else p
+    m = None if rec.mask is None else torch.from_numpy(np.ascontiguousarray(rec.mask_for(batch, (q0, q1, k0, k1))))
+    return masked_softmax_torch(s, m, in_place=True)  # m: [b, kb]
 
 
 def iter_pattern_rows(rec: AttentionRecord, heads=None, block: int = 256, batch: int = 0, rows=None,

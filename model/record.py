@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from model.softmax import masked_softmax
+
 Window = tuple[int, int, int, int]  # (q_start, q_stop, k_start, k_stop), absolute-free row/col indices
 
 
@@ -19,7 +21,7 @@ class AttentionRecord:
     site: str  # hook prefix, e.g. "blocks.0.attn" or "decoder.blocks.1.cross_attn"
     stack: str  # "decoder", "encoder" (or "" for a plain decoder/encoder model: see `name`)
     layer: int
-    kind: str  # "self" | "cross"
+    attn_type: str  # "self" | "cross"
     backend: str  # eager | sdpa | flash
     kernel: str  # the kernel that actually ran
     scale: float  # the 1/√d_k factor applied to q·kᵀ
@@ -112,15 +114,3 @@ class AttentionRecord:
         if not (0 <= q0 < q1 <= self.q_len and 0 <= k0 < k1 <= self.k_len):
             raise IndexError(f"window {window} outside [0,{self.q_len})×[0,{self.k_len})")
         return (q0, q1, k0, k1)
-
-
-def masked_softmax(scores: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis with −inf where mask is False; fully masked rows give 0."""
-    s = np.where(mask, scores, -np.inf).astype(np.float32)
-    row_max = s.max(axis=-1, keepdims=True)
-    row_max = np.where(np.isfinite(row_max), row_max, 0.0)
-    e = np.exp(s - row_max)
-    total = e.sum(axis=-1, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        p = np.where(total > 0, e / total, 0.0)
-    return p.astype(np.float32)

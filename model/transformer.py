@@ -11,8 +11,10 @@ from model.attention import Attention, AttnCtx
 from model.cache import KVCache
 from model.config import ModelConfig
 from model.hooks import HOOK_POINTS
-from model.layers import Block, make_norm
+from model.inputs import Inputs
+from model.layers import Block
 from model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, as_spec, build_mask
+from model.norms import make_norm
 from model.positions import alibi_bias, alibi_slopes, rope_angles, sinusoidal_table
 
 
@@ -159,7 +161,7 @@ class Decoder(Stack):
     def __init__(self, cfg: ModelConfig, cross: bool = False):
         super().__init__(cfg, cfg.dec_layers if cross else cfg.n_layers, cross, CAUSAL)
         self.lm_head = None
-        if cfg.lm_head == "lm":
+        if cfg.output_head_kind == "lm":
             self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         init_weights(self)
         if self.lm_head is not None and cfg.tie_embeddings:
@@ -172,6 +174,11 @@ class Decoder(Stack):
                      cache=cache, backend=backend, memory=memory, memory_mask=memory_mask)
         return ModelOutput(self.lm_head(h) if self.lm_head is not None else None, h)
 
+    def forward_inputs(self, inputs: Inputs, *, backend=None, cache: KVCache | None = None, mask=None) -> ModelOutput:
+        """One forward over `inputs` (ids, token types)."""
+        return self(inputs.ids, cache=cache, mask=mask, attention_mask=inputs.attention_mask,
+                    token_type_ids=inputs.type_ids, backend=backend)
+
 
 class Encoder(Stack):
     """Bidirectional encoder, optionally with BERT's masked-LM head."""
@@ -181,7 +188,7 @@ class Encoder(Stack):
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg, cfg.n_layers, False, BIDIRECTIONAL)
         init_weights(self)
-        self.mlm = MLMHead(cfg, self.embed.tok) if cfg.lm_head == "mlm" else None
+        self.mlm = MLMHead(cfg, self.embed.tok) if cfg.output_head_kind == "mlm" else None
         if self.mlm is not None:
             init_weights(self.mlm)
             self.mlm.decoder.weight = self.embed.tok.weight
@@ -192,6 +199,13 @@ class Encoder(Stack):
                      backend=backend)
         return ModelOutput(self.mlm(h) if self.mlm is not None else None, h)
 
+    def forward_inputs(self, inputs: Inputs, *, backend=None, cache: KVCache | None = None, mask=None) -> ModelOutput:
+        """One forward over `inputs` (ids, token types); an encoder has no KV cache."""
+        if cache is not None:
+            raise ValueError("an encoder has no KV cache")
+        return self(inputs.ids, attention_mask=inputs.attention_mask, token_type_ids=inputs.type_ids, mask=mask,
+                    backend=backend)
+
 
 class EncoderDecoder(nn.Module):
     """Encoder over the source; a causal decoder whose cross-attention reads the encoder's output."""
@@ -199,8 +213,8 @@ class EncoderDecoder(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
-        self.encoder = Encoder(cfg.replace(head="none"))
-        self.decoder = Decoder(cfg.replace(head="lm"), cross=True)
+        self.encoder = Encoder(cfg.replace(output_head="none"))
+        self.decoder = Decoder(cfg.replace(output_head="lm"), cross=True)
         name_sites(self)
 
     def encode(self, src, *, src_mask=None, backend=None) -> torch.Tensor:
@@ -212,6 +226,16 @@ class EncoderDecoder(nn.Module):
     def forward(self, src, tgt, *, src_mask=None, cache=None, mask=None, backend=None) -> ModelOutput:
         memory = self.encode(src, src_mask=src_mask, backend=backend)
         return self.decode(tgt, memory, src_mask=src_mask, cache=cache, mask=mask, backend=backend)
+
+    def forward_inputs(self, inputs: Inputs, *, backend=None, cache: KVCache | None = None, mask=None) -> ModelOutput:
+        """One forward over `inputs` (source → target). A cache that already holds the cross-attention
+        keys and values skips the encoder."""
+        memory = None
+        if cache is None or not cache.cross:
+            if inputs.src_ids is None:
+                raise ValueError("an encoder–decoder needs src ids (the source text)")
+            memory = self.encode(inputs.src_ids, src_mask=inputs.src_mask, backend=backend)
+        return self.decode(inputs.ids, memory, src_mask=inputs.src_mask, cache=cache, mask=mask, backend=backend)
 
     def hook_names(self) -> list[str]:
         return [f"{m.site}.{p}" for m in self.modules() if isinstance(m, Attention) for p in HOOK_POINTS]

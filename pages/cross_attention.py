@@ -20,7 +20,7 @@ with W.page("Cross-attention", "Which source words does each target word read?",
     inp = WM.require_arch(("encdec",), "shows an encoder–decoder's cross-attention")
     present, dark = W.presenting(), W.is_dark()
     cap = inp.capture()
-    cross, dec = cap.stack("cross"), cap.stack("decoder")  # [L, H, T, S], [L, H, T, T]
+    cross, dec = cap.matrices("cross"), cap.matrices("decoder")  # [L, H, T, S], [L, H, T, T]
     n_layers, n_heads = cross.shape[:2]
     src_t, tgt_t = cap.src_tokens, cap.tokens
     align = state.lecture_alignment(inp.model, inp.preset.id if inp.preset else None)

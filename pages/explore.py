@@ -38,7 +38,7 @@ with W.page("Explore", "What does the model see, and where does its attention go
     groups = cap.groups()
     group = "cross" if "cross" in groups else next(iter(groups))
     qt, kt = cap.group_tokens(group)
-    stack = cap.stack(group)  # [L, H, q, k]
+    stack = cap.matrices(group)  # [L, H, q, k]
     q = min(q, len(qt) - 1)
     q = W.token_select("Query token", qt, "query", q, help="The row whose attention is shown below.")
     per_layer = fuse_heads(stack[:, :, q : q + 1, :], "mean")[:, 0]  # [L, k]: head-mean row of each layer

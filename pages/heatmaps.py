@@ -40,7 +40,7 @@ def close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present, dark):
                         "per side; the zoom window below shows any region at full resolution.")
         with right:
             heads = list(range(n_heads)) if fuse == "none" else [0]
-            pats = cap.stack(group) if fuse == "none" else fuse_heads(cap.stack(group), fuse)[:, None]
+            pats = cap.matrices(group) if fuse == "none" else fuse_heads(cap.matrices(group), fuse)[:, None]
             hv_heads = W.select("Head view shows", ["selected", "all"], "hv", "selected", horizontal=True,
                                 format_func=lambda v: "the selected head" if v == "selected" else "all heads")
             fig2 = figures.head_view(pats[layer], qt, kt, query, [head] if hv_heads == "selected" else heads,
@@ -78,7 +78,7 @@ with W.page("Heatmaps", "Which heads look where? Every layer and head at once, t
         kind = W.select("Matrix", list(KINDS), "kind", "pattern", where=c2, format_func=KINDS.get)
         fuse = W.select("Heads", list(FUSE), "fuse", "none", where=c3, format_func=FUSE.get)
     qt, kt = cap.group_tokens(group)
-    stack = cap.stack(group, kind)  # [L, H, q, k]
+    stack = cap.matrices(group, kind)  # [L, H, q, k]
     mask = cap.mask_of(group)
     n_layers, n_heads = stack.shape[:2]
     if fuse != "none":

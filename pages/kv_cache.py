@@ -78,7 +78,7 @@ with W.page("KV cache", "Why may a decoder keep the keys and values of earlier t
     qt = cap.tokens
     kt = cap.src_tokens if group == "cross" else cap.tokens
     stitched, full = sti["sites"][site]["stitched"][head], sti["sites"][site]["full"][head]
-    mask = None if group == "cross" else cap.mask_of("decoder" if cap.arch == "encdec" else "self")
+    mask = None if group == "cross" else cap.mask_of(cap.target_group)
     diff = stitched - full
     side = dict(height=480, max_ticks=24, dark=dark, present=present)
     a, b, c = st.columns(3, gap="small")

@@ -69,10 +69,10 @@ with W.page("Long inputs", "What does one head do across thousands of tokens? Th
         st.stop()
 
     cap = state.long_capture(name, text)  # an over-long text stops here with the model's context in the message
-    T = cap.n_tokens
+    T, n_layers = len(cap.text_tokens), len(L.text_records(cap))
     with W.options("Head and window"):
         c1, c2, c3 = st.columns(3)
-        layer = W.index("Layer", cap.n_layers, "long_layer", cap.n_layers - 1, where=c1)
+        layer = W.index("Layer", n_layers, "long_layer", n_layers - 1, where=c1)
         head = W.index("Head", cap.n_heads, "long_head", 0, where=c2)
         how = W.select("Pooling", ("max", "mean"), "long_pool", "max", where=c3, horizontal=True,
                        help="What one overview cell shows of its block of weights (masked cells ignored).")
@@ -85,13 +85,13 @@ with W.page("Long inputs", "What does one head do across thousands of tokens? Th
 
     win = L.head_window(cap, layer, head, q0, k0, size)
     ov = state.long_overview(name, text, layer, head, how)
-    where = "encoder self-attention, " if cap.group == "encoder" else ""
+    where = "encoder self-attention, " if cap.text_group == "encoder" else ""
     bq, bk = ov.block
     fig_o = overview_heatmap(ov.pooled, ov.q_edges, ov.k_edges, how=how, dark=dark, present=present,
                              window=(win.q0, win.q1, win.k0, win.k1),
                              title=f"{where}layer {layer}, head {head}: all {T:,} tokens"
                                    + (f" ({how} over {bq}×{bk} blocks)" if bq * bk > 1 else ""))
-    fig_w = window_heatmap(win.values, win.mask, cap.tokens, win.q0, win.k0, dark=dark, present=present,
+    fig_w = window_heatmap(win.values, win.mask, cap.text_tokens, win.q0, win.k0, dark=dark, present=present,
                            title=f"rows {win.q0}–{win.q1 - 1}, keys {win.k0}–{win.k1 - 1} (exact)")
     left, right = st.columns(2, gap="medium")
     with left:
@@ -105,13 +105,13 @@ with W.page("Long inputs", "What does one head do across thousands of tokens? Th
         st.caption("Every weight of the window, unpooled: the softmax ran over the whole row, so these are the "
                    "model's own values. Axes are token positions; hover for the tokens and the weight.")
     sent_o, sent_w = payload_bytes(fig_o), payload_bytes(fig_w)
-    st.caption(f"{T:,} tokens · kernel: {cap.kernel} · capture {cap.capture_ms:,.0f} ms (once per text; cached) · "
+    st.caption(f"{T:,} tokens · kernel: {', '.join(cap.kernels)} · capture {cap.seconds * 1e3:,.0f} ms (once per text; cached) · "
                f"overview {ov.ms:,.0f} ms · window {win.ms:,.1f} ms · sent {(sent_o + sent_w) / 1e6:.2f} MB "
                f"(overview {sent_o / 1e6:.2f} MB + window {sent_w / 1e6:.2f} MB)")
     W.downloads(f"long-L{layer}H{head}-{win.q0}-{win.k0}",
-                csv=W.matrix_csv(win.values, cap.tokens[win.q0:win.q1], cap.tokens[win.k0:win.k1]),
+                csv=W.matrix_csv(win.values, cap.text_tokens[win.q0:win.q1], cap.text_tokens[win.k0:win.k1]),
                 npz={"window": win.values, "window_mask": win.mask, "window_origin": [win.q0, win.k0],
                      "overview": ov.pooled, "q_edges": ov.q_edges, "k_edges": ov.k_edges},
                 json_obj={"model": name, "layer": layer, "head": head, "pooling": how, "q0": win.q0, "k0": win.k0,
-                          "tokens": cap.tokens[win.q0:win.q1], "keys": cap.tokens[win.k0:win.k1],
+                          "tokens": cap.text_tokens[win.q0:win.q1], "keys": cap.text_tokens[win.k0:win.k1],
                           "window": win.values})

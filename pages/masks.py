@@ -76,7 +76,7 @@ with W.page("Masks", "What changes when the same text and weights run under a di
         W.chart(figures.matrix_heatmap(pb - pa, qt, kt, mask=ma | mb, kind="diff", present=present, dark=dark,
                                        title=f"layer {layer}, head {head}: weights B − A"), key="diff", name="diff")
     with c2:
-        stack_a, stack_b = cap_a.stack(group), cap_b.stack(group)
+        stack_a, stack_b = cap_a.matrices(group), cap_b.matrices(group)
         dmax = np.abs(stack_b - stack_a).max(axis=(-2, -1))  # [L, H]
         W.chart(figures.grid_heatmap(dmax, [f"layer {i}" for i in range(n_layers)],
                                      [f"head {h}" for h in range(n_heads)], diverging=False, dark=dark,

@@ -30,7 +30,7 @@ with W.page("Rollout & attribution", "Which input tokens does the model use for 
     cap = inp.capture()
     present, dark = W.presenting(), W.is_dark()
     info = state.model_info(inp.model)
-    encdec = cap.arch == "encdec"
+    encdec = cap.has_source
     tgt_group = "decoder" if encdec else "self"
     tokens = cap.group_tokens(tgt_group)[0]
     t = len(tokens)
@@ -55,9 +55,9 @@ with W.page("Rollout & attribution", "Which input tokens does the model use for 
                           else f"the answer “{inp.preset.answer}”", horizontal=True)
 
     rows, src_rows, matrices, notes = {}, {}, {}, {}
-    dec = cap.stack(tgt_group)  # [L, H, T, T]
+    dec = cap.matrices(tgt_group)  # [L, H, T, T]
     if encdec:
-        enc, cross = cap.stack("encoder"), cap.stack("cross")
+        enc, cross = cap.matrices("encoder"), cap.matrices("cross")
         rows["attention"] = fuse_heads(dec[-1], "mean")[q]
         src_rows["attention"] = fuse_heads(cross[-1], "mean")[q]
         cr = cross_rollout(enc, dec, cross, residual, fusion, discard)

@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from model.generate import generate
-from model.inputs import InputError
+from model.inputs import InputError, Inputs
 
 TOL_HIDDEN = 1e-4  # last hidden states, absolute
 TOL_LOGITS = 1e-4
@@ -41,7 +40,7 @@ def load_transformers(lm):
     if lm.family == "gpt2":
         cls = GPT2LMHeadModel
     else:
-        cls = BertForMaskedLM if lm.cfg.lm_head == "mlm" else BertModel
+        cls = BertForMaskedLM if lm.cfg.output_head_kind == "mlm" else BertModel
     model = cls.from_pretrained(folder, attn_implementation="eager", local_files_only=True, use_safetensors=True,
                                 dtype=torch.float32)
     return model.eval()
@@ -54,7 +53,7 @@ def _max_abs(a, b) -> float:
 @torch.no_grad()
 def compare_models(lm, hf, inputs, *, backend: str = "eager", greedy_tokens: int = GREEDY_TOKENS) -> dict:
     """Both models on `inputs` (one sequence, no padding)."""
-    run = lm.run(None, inputs=inputs, backend=backend)
+    run = lm.forward(inputs, backend=backend)
     kw = {"token_type_ids": inputs.type_ids} if inputs.type_ids is not None else {}
     out = hf(inputs.ids, output_attentions=True, output_hidden_states=True, **kw)
     hf_hidden = out.hidden_states[-1]  # GPT-2: after ln_f; BERT: the last layer's output
@@ -78,7 +77,8 @@ def greedy_equal(lm, hf, ids: torch.Tensor, n: int = GREEDY_TOKENS, backend: str
     """Ours (with the KV cache) and transformers (full recompute) continue `ids` identically for
     `n` tokens, or as many as the context leaves room for."""
     n = min(n, lm.cfg.max_len - ids.shape[1])
-    ours = generate(lm.model, ids, n, use_cache=True, backend=backend)
+    ours = torch.tensor([lm.generate("", n, inputs=Inputs(ids, []), use_cache=True, backend=backend,
+                                      stop_at_eos=False)[0]])
     theirs = ids
     for _ in range(n):
         nxt = hf(theirs).logits[:, -1].argmax(-1, keepdim=True)  # [1, 1]

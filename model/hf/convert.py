@@ -63,7 +63,7 @@ def gpt2_config(hf: dict) -> ModelConfig:
         arch="decoder", vocab_size=hf["vocab_size"], d_model=d, n_heads=hf["n_head"], n_layers=hf["n_layer"],
         d_mlp=hf.get("n_inner") or 4 * d, max_len=hf["n_positions"], positional="learned", norm="pre",
         mlp=_activation(hf.get("activation_function", "gelu_new"), "gpt2"), bias=True,
-        tie_embeddings=bool(hf.get("tie_word_embeddings", True)), head="lm",
+        tie_embeddings=bool(hf.get("tie_word_embeddings", True)), output_head="lm",
         norm_eps=float(hf.get("layer_norm_epsilon", 1e-5)),
     )
 
@@ -118,7 +118,7 @@ def bert_config(hf: dict, mlm: bool | None = None) -> ModelConfig:
         arch="encoder", vocab_size=hf["vocab_size"], d_model=hf["hidden_size"], n_heads=hf["num_attention_heads"],
         n_layers=hf["num_hidden_layers"], d_mlp=hf["intermediate_size"], max_len=hf["max_position_embeddings"],
         positional="learned", norm="post", mlp=_activation(hf.get("hidden_act", "gelu"), "bert"), bias=True,
-        tie_embeddings=True, head="mlm" if mlm else "none", type_vocab_size=int(hf.get("type_vocab_size", 2)),
+        tie_embeddings=True, output_head="mlm" if mlm else "none", type_vocab_size=int(hf.get("type_vocab_size", 2)),
         embed_norm=True, norm_eps=float(hf.get("layer_norm_eps", 1e-12)),
     )
 
@@ -130,7 +130,7 @@ def has_mlm_head(hf_state: State) -> bool:
 def convert_bert(hf_state: State, cfg: ModelConfig) -> State:
     """BertModel (unprefixed) or BertForMaskedLM / BertForPreTraining (`bert.` prefix) tensors → ours.
 
-    Pooler and next-sentence head are ignored; the MLM head is converted when cfg.head == "mlm".
+    Pooler and next-sentence head are ignored; the MLM head is converted when cfg.output_head_kind == "mlm".
     """
     s = _strip(_rename_gamma_beta(hf_state), "bert.", "embeddings.word_embeddings.weight")
     D, H, V = cfg.d_model, cfg.hidden, cfg.vocab_size
@@ -154,7 +154,7 @@ def convert_bert(hf_state: State, cfg: ModelConfig) -> State:
         m.norm(h + "output.LayerNorm", b + "ln_mlp_out", D)
     m.ignore_prefix("pooler.", "cls.seq_relationship.")  # sentence-level heads: not part of our model
     p = "cls.predictions."
-    if cfg.lm_head == "mlm":
+    if cfg.output_head_kind == "mlm":
         m.linear(p + "transform.dense", "mlm.dense", (D, D))
         m.norm(p + "transform.LayerNorm", "mlm.norm", D)
         m.take(p + "bias", "mlm.decoder.bias", (V,))

@@ -8,6 +8,7 @@ model/hf/convert.py load, through our own code.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import torch
@@ -16,7 +17,7 @@ from model.checkpoint import CheckpointError, load_state, load_weights, read_con
 from model.config import ModelConfig
 from model.hf import convert
 from model.inputs import InputError
-from model.registry import LoadedModel
+from model.loaded import LoadedModel
 from model.tokenizer import HFTokenizer
 from model.transformer import build_model
 
@@ -46,7 +47,6 @@ def load_hf_folder(folder: str | Path, name: str | None = None, source: str | No
 
 def load_hub(repo_id: str) -> LoadedModel:
     """Download config, safetensors and tokenizer files of a hub model (online only), then load the folder."""
-    from model.registry import hub_allowed
 
     if not hub_allowed():
         raise InputError(f"{repo_id!r} looks like a hub id, but HF_HUB_OFFLINE is set; give a local folder instead")
@@ -165,3 +165,8 @@ def _specials(folder: Path, family: str) -> dict[str, str]:
             if isinstance(v, str):
                 found[ours] = v
     return {**DEFAULT_SPECIALS[family], **found}
+
+
+def hub_allowed() -> bool:
+    """Hub ids are tried only when the machine is online and HF_HUB_OFFLINE is not set."""
+    return os.environ.get("HF_HUB_OFFLINE", "0") in ("0", "")

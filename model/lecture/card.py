@@ -42,7 +42,7 @@ EVAL_N = 1000
 def find_heads(lm, n: int = 100, seed: int = EVAL_SEED) -> dict[str, list[tuple[str, float]]]:
     """Per task (and "previous-token"): heads as ("layer.head" or "stack site layer.head", mean attention
     from the answer's query row to its source), strongest first."""
-    from model import hooks
+    from model.inputs import Inputs
 
     from .evaluate import _pad, _vocab
 
@@ -58,17 +58,12 @@ def find_heads(lm, n: int = 100, seed: int = EVAL_SEED) -> dict[str, list[tuple[
         if arch == "encdec":
             src = _pad([[vocab[t] for t in ex.src_tokens] for ex in examples], pad)
             tgt = _pad([[vocab[t] for t in ex.tgt_tokens[:-1]] for ex in examples], pad)
-            with hooks.capture() as cap:
-                lm.model(src, tgt, src_mask=src != pad, backend="eager")
-            sites = [s for s in cap.sites if "cross_attn" in s]
+            cap = lm.forward(Inputs(tgt, [], src_ids=src, src_mask=src != pad)).capture
+            sites = [s for s in cap.sites if cap[s].attn_type == "cross"]
         else:
             rows = [ex.masked_tokens if arch == "encoder" else ex.tokens for ex in examples]
             x = _pad([[vocab[t] for t in r] for r in rows], pad)
-            with hooks.capture() as cap:
-                if arch == "encoder":
-                    lm.model(x, attention_mask=x != pad, backend="eager")
-                else:
-                    lm.model(x, backend="eager")
+            cap = lm.forward(Inputs(x, [], attention_mask=x != pad)).capture
             sites = cap.sites
         shift = 0 if arch == "encoder" else 1
         scores = {}

@@ -72,7 +72,7 @@ _SHARED = dict(vocab_size=186, d_model=128, n_heads=4, n_layers=4, max_len=MAX_L
 RECIPES = {
     # Decoder and encoder: same size, same positions, same corpus texts — only the mask and the head differ.
     "lecture-decoder": Recipe("decoder", ModelConfig(arch="decoder", positional="rope", **_SHARED), steps=2500),
-    "lecture-encoder": Recipe("encoder", ModelConfig(arch="encoder", head="mlm", positional="rope", **_SHARED),
+    "lecture-encoder": Recipe("encoder", ModelConfig(arch="encoder", output_head="mlm", positional="rope", **_SHARED),
                               steps=2500),
     # Learned positions: on the same 0.02 scale as the token embeddings (a sinusoidal table of norm ~√d
     # drowns them at init and trains far slower here).

@@ -6,16 +6,16 @@ import numpy as np
 import pytest
 import torch
 
+from analysis.ablation import ablation_deltas
 from analysis.faithfulness import (
     METHODS,
-    ablation_deltas,
     faithfulness,
     head_jobs,
     make_cases,
     token_ids,
     top1,
 )
-from analysis.relevance import attention_sites, forward
+from analysis.relevance import attention_sites
 from app.cli import main
 from model import hooks
 from model.inputs import InputError
@@ -118,11 +118,11 @@ def test_batched_ablation_equals_zeroing_one_head_alone(models):
     lm = models["encdec"]
     case = make_cases(lm, 1, seed=3)[0]
     jobs = head_jobs(lm)
-    deltas = ablation_deltas(lm, case, jobs)
+    deltas = ablation_deltas(lm, case.inputs, case.query, case.answer_id, jobs)
 
     def p_answer(iv):
-        with torch.no_grad(), hooks.intervene(iv):
-            return torch.softmax(forward(lm, case.inputs).logits[0, case.query].double(), -1)[case.answer_id]
+        logits = lm.forward(case.inputs, interventions=iv, records=False).logits
+        return torch.softmax(logits[0, case.query].double(), -1)[case.answer_id]
 
     clean = p_answer({})
     for j in (0, 9, len(jobs) - 1):

@@ -74,10 +74,10 @@ def test_table_covers_every_stack_with_values_in_range(encdec):
 
 def test_patterns_match_the_capture(decoder):
     inp = decoder.encode("abcabc")
-    run = decoder.run("", inputs=inp)
-    pats = collect_patterns(run.capture)
+    cap = decoder.forward(inp).capture
+    pats = collect_patterns(cap)
     assert set(pats) == {"decoder"} and pats["decoder"].shape == (2, 4, 7, 7)
-    np.testing.assert_array_equal(pats["decoder"][1], run.capture["blocks.1.attn"].pattern())
+    np.testing.assert_array_equal(pats["decoder"][1], cap["blocks.1.attn"].pattern())
     df = model_head_statistics(decoder, inp, repeated=False)
     assert df["induction"].isna().all() and len(df) == 8
 

@@ -11,7 +11,7 @@ from analysis.masks import (
     sliding_window,
     zero_after_softmax_vs_neg_inf,
 )
-from analysis.scores import masked_softmax
+from model.softmax import masked_softmax
 
 
 def test_causal_and_bidirectional():

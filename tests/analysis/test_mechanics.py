@@ -12,7 +12,8 @@ import torch
 from analysis import mechanics as M
 from analysis.consistency import TOL_CACHE
 from analysis.stepwise import attention_steps
-from model.registry import Inputs, load
+from model.inputs import Inputs
+from model.registry import load
 
 TEXT = "the cat sat on the mat"
 
@@ -34,9 +35,9 @@ def test_generation_trace_rows_equal_the_full_run(dec):
     assert tr.prompt_len == T0 and tr.n_steps == 5 and len(tr.tokens) == T0 + 5
     assert tr.tokens[:T0] == inp.tokens
     # teacher-forcing the generated ids gives the same rows: row of step s = pattern row of position T0 + s − 1
-    full = dec.run("", inputs=Inputs(torch.tensor([tr.ids[:-1]]), tr.tokens[:-1]))
+    full = dec.forward(Inputs(torch.tensor([tr.ids[:-1]]), tr.tokens[:-1])).capture
     for site in tr.sites:
-        want = full.capture[site].pattern()[:, T0 - 1:, :]  # [H, steps, K]
+        want = full[site].pattern()[:, T0 - 1:, :]  # [H, steps, K]
         got = tr.rows[site].transpose(1, 0, 2)  # [H, steps, K]
         assert np.allclose(got, want, atol=1e-5)
         assert np.allclose(tr.rows[site].sum(-1), 1, atol=1e-5)

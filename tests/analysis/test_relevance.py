@@ -16,7 +16,7 @@ TEXT = "abcabx"
 def tiny(arch="decoder", layers=1, seed=0) -> LoadedModel:
     """A float64 model with large random weights, so patterns are peaked and gradients sizeable."""
     cfg = ModelConfig(arch=arch, d_model=16, n_heads=2, n_layers=layers, max_len=32,
-                      head="mlm" if arch == "encoder" else None)
+                      output_head="mlm" if arch == "encoder" else None)
     torch.manual_seed(seed)
     model = build_model(cfg).double().eval()
     with torch.no_grad():
@@ -58,7 +58,7 @@ def test_one_layer_decoder_is_identity_plus_positive_grad_times_attention(pos):
     lm = tiny("decoder", 1)
     inp = encode(lm)
     t = inp.ids.shape[1]
-    logits = lm.run("", inputs=inp).logits[0, pos]
+    logits = lm.forward(inp).logits[0, pos]
     rel = gradient_relevance(lm, inp, position=pos)
     assert rel.target_id == int(logits.argmax())
     assert rel.logit == pytest.approx(float(logits.max()))
@@ -124,7 +124,7 @@ def test_encoder_relevance_at_a_masked_position_sees_both_sides():
     rel = gradient_relevance(lm, inp, position=3)
     assert (rel.row >= 0).all() and rel.row[3] >= 1
     assert rel.row[4:].sum() > 0 and rel.row[:3].sum() > 0  # bidirectional
-    logits = lm.run("", inputs=inp).logits[0, 3]
+    logits = lm.forward(inp).logits[0, 3]
     assert rel.target_id == int(logits.argmax())
 
 

@@ -5,11 +5,11 @@ from analysis.scores import (
     check_patterns,
     counterfactual_softmax,
     effective_keys,
-    masked_softmax,
     row_entropy,
     saturation,
     score_stats,
 )
+from model.softmax import masked_softmax
 
 LN3 = np.log(3)
 

@@ -33,7 +33,7 @@ def cap(lm):
 @pytest.fixture(scope="module")
 def full(cap):
     """Head 2 of the last layer, whole: float32 [T, T] from the record's own (numpy) recomputation."""
-    return cap.records[-1].pattern(2)
+    return L.text_records(cap)[-1].pattern(2)
 
 
 def test_model_and_page_are_registered():
@@ -45,24 +45,24 @@ def test_model_and_page_are_registered():
 
 
 def test_capture_keeps_q_and_k_only(cap):
-    assert cap.n_tokens == T and cap.group == "self" and cap.context == 4096
-    assert (cap.n_layers, cap.n_heads) == (2, 4)
-    for i, rec in enumerate(cap.records):
+    assert len(cap.text_tokens) == T and cap.text_group == "self" and cap.context == 4096
+    assert (len(L.text_records(cap)), cap.n_heads) == (2, 4)
+    for i, rec in enumerate(L.text_records(cap)):
         assert rec.layer == i and rec.lazy and rec.backend == "sdpa" and rec.bias is None
         assert rec.q.shape == rec.k.shape == (1, 4, T, 16)  # O(T·d) per head, no [H, T, T]
-    assert cap.tokens[1:501] == cap.tokens[501:1001]  # the sample repeats every 500 characters
+    assert cap.text_tokens[1:501] == cap.text_tokens[501:1001]  # the sample repeats every 500 characters
 
 
 def test_overview_equals_pooling_the_full_pattern(cap, full):
     ov = L.head_overview(cap, 1, 2, 512, "max")
-    want, qe, ke = pool_matrix(np.where(cap.records[-1].mask_for(), full, np.nan), 512, "max")
+    want, qe, ke = pool_matrix(np.where(L.text_records(cap)[-1].mask_for(), full, np.nan), 512, "max")
     assert ov.pooled.shape == (512, 512) and ov.block == (8, 8)
     assert np.array_equal(ov.q_edges, qe) and np.array_equal(ov.k_edges, ke)
     assert np.array_equal(np.isnan(ov.pooled), np.isnan(want))  # the masked triangle, block for block
     np.testing.assert_allclose(ov.pooled, want, atol=1e-6, equal_nan=True)
     assert np.isnan(ov.pooled[0, 1]) and ov.pooled[0, 0] == pytest.approx(1.0)  # token 0 sees only itself
     mean = L.head_overview(cap, 1, 2, 512, "mean").pooled
-    np.testing.assert_allclose(mean, pool_matrix(np.where(cap.records[-1].mask_for(), full, np.nan), 512,
+    np.testing.assert_allclose(mean, pool_matrix(np.where(L.text_records(cap)[-1].mask_for(), full, np.nan), 512,
                                                  "mean")[0], atol=1e-6, equal_nan=True)
 
 
@@ -93,7 +93,7 @@ def test_figures_at_4096_tokens_stay_under_2_mb(cap):
     ov = L.head_overview(cap, 1, 0)
     w = L.head_window(cap, 1, 0, 3840, 0, L.MAX_WINDOW)  # the largest window, every cell visible
     fo = overview_heatmap(ov.pooled, ov.q_edges, ov.k_edges, how="max", title="o", window=(w.q0, w.q1, w.k0, w.k1))
-    fw = window_heatmap(w.values, w.mask, cap.tokens, w.q0, w.k0, title="w")
+    fw = window_heatmap(w.values, w.mask, cap.text_tokens, w.q0, w.k0, title="w")
     po, pw = payload_bytes(fo), payload_bytes(fw)
     assert po == len(fo.to_json()) and pw + po <= MB2, (po, pw)
     assert po < 1_300_000  # the masked triangle is not sent (a dense 512×512 float32 matrix is ~1.8 MB)
@@ -118,22 +118,22 @@ def test_figures_at_4096_tokens_stay_under_2_mb(cap):
 def test_window_ticks_are_escaped_and_repeats_stay_apart(lm):
     text = "<b> & a " * 250  # 2,000 characters: the same few tokens over and over
     cap = L.run_capture(lm, text)
-    assert cap.n_tokens == 2001
+    assert len(cap.text_tokens) == 2001
     w = L.head_window(cap, 0, 1, 1000, 990, 32)
-    fig = window_heatmap(w.values, w.mask, cap.tokens, w.q0, w.k0, title="w")
+    fig = window_heatmap(w.values, w.mask, cap.text_tokens, w.q0, w.k0, title="w")
     xa = fig.layout.xaxis
     vals = [int(v) for v in xa.tickvals]
     assert vals == sorted(set(vals)) and vals[0] == 990 and len(vals) == 32  # one tick per position, no merging
-    assert list(xa.ticktext) == [html.escape(cap.tokens[v], quote=False) for v in vals]
+    assert list(xa.ticktext) == [html.escape(cap.text_tokens[v], quote=False) for v in vals]
     assert "&lt;" in xa.ticktext and "&amp;" in xa.ticktext and not any("<" in t for t in xa.ticktext)
-    np.testing.assert_allclose(w.values, cap.records[0].pattern(1)[1000:1032, 990:1022], atol=1e-6)
+    np.testing.assert_allclose(w.values, L.text_records(cap)[0].pattern(1)[1000:1032, 990:1022], atol=1e-6)
 
 
 def test_query_rollout_equals_full_rollout(lm):
     cap = L.run_capture(lm, L.long_sample(300, period=37))
-    stack = np.stack([r.pattern() for r in cap.records]).astype(np.float64)
+    stack = np.stack([r.pattern() for r in L.text_records(cap)]).astype(np.float64)
     full = attention_rollout(stack)
-    for q in (0, 150, cap.n_tokens - 1):
+    for q in (0, 150, len(cap.text_tokens) - 1):
         np.testing.assert_allclose(L.query_rollout(cap, q), full[q], atol=1e-6)
 
 
@@ -151,8 +151,8 @@ def test_long_sample_repeats_and_fits(lm):
 def test_encoder_decoder_reads_the_text_as_its_source():
     lm = load("random-encdec")
     cap = L.run_capture(lm, "the cat sat on the mat " * 8)
-    assert cap.group == "encoder" and all(r.stack == "encoder" and r.kind == "self" for r in cap.records)
-    assert cap.n_tokens == cap.records[0].q_len == len("the cat sat on the mat " * 8) + 1  # + end token
+    assert cap.text_group == "encoder" and all(r.stack == "encoder" and r.attn_type == "self" for r in L.text_records(cap))
+    assert len(cap.text_tokens) == L.text_records(cap)[0].q_len == len("the cat sat on the mat " * 8) + 1  # + end token
 
 
 # -- the page --------------------------------------------------------------------------------------------------

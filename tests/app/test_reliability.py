@@ -362,7 +362,7 @@ def test_concurrent_captures_keep_their_own_tokens_and_patterns():
     ref = {}
     for key, (name, text, src, backend) in jobs.items():  # single-threaded reference
         run = state.model(name).run(text, src, backend=backend)
-        ref[key] = (list(run.inputs.tokens), {s: run.capture[s].pattern() for s in run.capture.sites})
+        ref[key] = (list(run.tokens), {s: r.pattern() for s, r in run.records.items()})
     barrier = threading.Barrier(n_threads)
     failures: list[str] = []
     done = [0]
@@ -388,7 +388,7 @@ def test_concurrent_captures_keep_their_own_tokens_and_patterns():
                     lm = state.model(name)
                     with state.inference():
                         run = lm.run(text, src, backend=backend)
-                    check((i, r), list(run.inputs.tokens), {s: run.capture[s].pattern() for s in run.capture.sites})
+                    check((i, r), list(run.tokens), {s: r.pattern() for s, r in run.records.items()})
                 done[0] += 1
         except Exception as e:  # noqa: BLE001 — every error counts
             failures.append(f"thread {i}: {type(e).__name__}: {e}")
@@ -623,7 +623,7 @@ def _texts(name: str):
 def _figure_invariants(cap, name: str) -> None:
     for i, group in enumerate(cap.groups()):
         qt, kt = cap.group_tokens(group)
-        stack, mask = cap.stack(group), cap.mask_of(group)  # [L, H, q, k], [q, k]
+        stack, mask = cap.matrices(group), cap.mask_of(group)  # [L, H, q, k], [q, k]
         assert stack.shape[2:] == (len(qt), len(kt)) and mask.shape == (len(qt), len(kt))
         live = mask.any(-1)
         np.testing.assert_allclose(stack.sum(-1)[..., live], 1, atol=1e-4)

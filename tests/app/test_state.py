@@ -15,7 +15,7 @@ def test_capture_is_picklable_numpy():
     cap = state.capture("random-decoder", "abc", None, "sdpa")
     assert cap.tokens == ["[BOS]", "a", "b", "c"]
     back = pickle.loads(pickle.dumps(cap))
-    stack = back.stack("self")
+    stack = back.matrices("self")
     assert isinstance(stack, np.ndarray) and stack.shape == (2, 4, 4, 4)
     np.testing.assert_allclose(stack.sum(-1), 1, atol=1e-5)
     assert back.mask_of("self").dtype == bool and back.top_probs.shape == (4, state.TOP_K)

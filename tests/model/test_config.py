@@ -15,7 +15,7 @@ from model.config import ModelConfig
         (dict(n_layers=0), "n_layers must be ≥ 1"),
         (dict(positional="rope", d_model=12, n_heads=4), "even head size"),
         (dict(n_dec_layers=2), "only for arch='encdec'"),
-        (dict(head="mlm"), "not 'mlm'"),
+        (dict(output_head="mlm"), "not 'mlm'"),
     ],
 )
 def test_invalid_configs_raise_clear_errors(kw, message):

@@ -27,14 +27,13 @@ def _check(lm, text, src=None):
                                               or "control character" in msg or "source text" in msg
                                               or "no tokens" in msg)
         return
-    for site in run.capture.sites:
-        rec = run.capture[site]
+    for rec in run.records.values():
         p, m = rec.pattern(), rec.mask_for()
         live = m.any(-1)
         np.testing.assert_allclose(p.sum(-1)[:, live], 1, atol=1e-5)
         assert (p[:, ~m] == 0).all() and np.isfinite(p).all()
-    assert len(run.inputs.tokens) == run.inputs.ids.shape[1]
-    assert all(isinstance(t, str) and t for t in run.inputs.tokens)
+    assert len(run.tokens) == len(run.ids)
+    assert all(isinstance(t, str) and t for t in run.tokens)
 
 
 @pytest.mark.parametrize("name", MODELS)

@@ -64,7 +64,7 @@ def _ours(cfg, state):
 def test_gpt2_config_mapping():
     cfg = gpt2_config(dict(vocab_size=50, n_embd=24, n_head=3, n_layer=2, n_positions=40,
                            activation_function="gelu_new", layer_norm_epsilon=1e-5))
-    assert (cfg.arch, cfg.norm, cfg.positional, cfg.mlp, cfg.head) == ("decoder", "pre", "learned", "gelu_tanh", "lm")
+    assert (cfg.arch, cfg.norm, cfg.positional, cfg.mlp, cfg.output_head) == ("decoder", "pre", "learned", "gelu_tanh", "lm")
     assert (cfg.d_model, cfg.n_heads, cfg.n_layers, cfg.max_len, cfg.hidden) == (24, 3, 2, 40, 96)
     assert cfg.tie_embeddings and cfg.norm_eps == 1e-5
     assert gpt2_config(dict(vocab_size=50, n_embd=24, n_head=3, n_layer=2, n_positions=40, n_inner=30,
@@ -153,9 +153,9 @@ def test_bert_config_mapping():
               architectures=["BertModel"])
     cfg = bert_config(hf)
     assert (cfg.arch, cfg.norm, cfg.embed_norm, cfg.type_vocab_size, cfg.mlp) == ("encoder", "post", True, 3, "gelu")
-    assert (cfg.max_len, cfg.hidden, cfg.norm_eps, cfg.lm_head) == (16, 20, 1e-12, "none")
-    assert bert_config({**hf, "architectures": ["BertForMaskedLM"]}).lm_head == "mlm"
-    assert bert_config(hf, mlm=True).lm_head == "mlm"
+    assert (cfg.max_len, cfg.hidden, cfg.norm_eps, cfg.output_head_kind) == (16, 20, 1e-12, "none")
+    assert bert_config({**hf, "architectures": ["BertForMaskedLM"]}).output_head_kind == "mlm"
+    assert bert_config(hf, mlm=True).output_head_kind == "mlm"
     with pytest.raises(CheckpointError, match="position_embedding_type='relative_key'"):
         bert_config({**hf, "position_embedding_type": "relative_key"})
     with pytest.raises(CheckpointError, match="is_decoder"):

@@ -58,7 +58,7 @@ def test_equal_to_transformers_every_backend(folders, name):
         assert r["max_abs_hidden"] <= TOL_HIDDEN, (backend, r)
         assert r["max_abs_attention"] <= TOL_ATTENTION, (backend, r)
         assert (r["n_layers"], r["n_heads"]) == (lm.cfg.n_layers, lm.cfg.n_heads)
-        if gpt2 or lm.cfg.lm_head == "mlm":
+        if gpt2 or lm.cfg.output_head_kind == "mlm":
             assert r["max_abs_logits"] <= TOL_LOGITS, (backend, r)
         else:
             assert r["max_abs_logits"] is None
@@ -84,8 +84,8 @@ def test_config_facts(folders):
     info = lm.info()
     assert (info["layers"], info["heads"], info["context"], info["kind"]) == (1, 5, 12, "decoder")
     bert = load(str(folders["bert-mlm-3heads"]))  # through the registry, by path
-    assert (bert.family, bert.cfg.lm_head, bert.cfg.norm, bert.info()["kind"]) == ("bert", "mlm", "post", "encoder")
-    assert load_hf_folder(folders["bert-base-5heads-ctx12"]).cfg.lm_head == "none"
+    assert (bert.family, bert.cfg.output_head_kind, bert.cfg.norm, bert.info()["kind"]) == ("bert", "mlm", "post", "encoder")
+    assert load_hf_folder(folders["bert-base-5heads-ctx12"]).cfg.output_head_kind == "none"
 
 
 # -- tokens ------------------------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ def test_decoder_invariants_and_backends_agree(pos, norm):
 @pytest.mark.parametrize("spec", MASKS, ids=lambda s: s.kind)
 @pytest.mark.parametrize("arch", ["decoder", "encoder"])
 def test_every_mask_under_every_backend(arch, spec):
-    m = tiny(arch, positional="alibi" if arch == "decoder" else "learned", head="mlm" if arch == "encoder" else None)
+    m = tiny(arch, positional="alibi" if arch == "decoder" else "learned", output_head="mlm" if arch == "encoder" else None)
     x = tokens(11)
     outs = {}
     for backend in ("eager", "sdpa", "flash"):
@@ -111,7 +111,7 @@ def test_encdec_invariants_and_backends(pos):
             outs[backend] = m(src, tgt, src_mask=pad, backend=backend).logits
         check_records(cap)
         cross = cap["decoder.blocks.2.cross_attn"]
-        assert cross.pattern().shape == (4, 6, 9) and cross.kind == "cross"
+        assert cross.pattern().shape == (4, 6, 9) and cross.attn_type == "cross"
         assert (cross.pattern(batch=1)[:, :, 7:] == 0).all()
         assert cap["decoder.blocks.0.attn"].mask_for().tolist() == np.tril(np.ones((6, 6), bool)).tolist()
     assert (outs["sdpa"] - outs["eager"]).abs().max() <= 1e-5

@@ -44,7 +44,7 @@ def test_minilm_facts(minilm):
     lm, hf = minilm
     info = lm.info()
     assert (info["kind"], info["layers"], info["heads"], info["context"]) == ("encoder", 6, 12, 512)
-    assert (lm.family, lm.source, lm.cfg.norm, lm.cfg.type_vocab_size, lm.cfg.lm_head) == (
+    assert (lm.family, lm.source, lm.cfg.norm, lm.cfg.type_vocab_size, lm.cfg.output_head_kind) == (
         "bert", "installed", "post", 2, "none")
     assert type(hf).__name__ == "BertModel"
 

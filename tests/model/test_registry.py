@@ -28,8 +28,8 @@ def test_random_models_are_deterministic():
 def test_run_api_and_generate():
     lm = al.load("random-decoder")
     run = lm.run("abcabc", backend="flash")
-    rec = run.capture["blocks.0.attn"]
-    assert run.inputs.tokens == ["[BOS]", "a", "b", "c", "a", "b", "c"]
+    rec = run["blocks.0.attn"]
+    assert run.tokens == ["[BOS]", "a", "b", "c", "a", "b", "c"]
     assert rec.pattern().shape == (4, 7, 7) and rec.backend == "flash"
     ids, labels = lm.generate("ab", 5)
     assert len(ids) == 8 and labels[:3] == ["[BOS]", "a", "b"]

@@ -1,0 +1,180 @@
+"""LoadedModel: weights, tokenizer(s) and the one run path — the only code outside model/transformer.py that
+knows the architecture (decoder, encoder, encoder–decoder)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from model import hooks
+from model.cache import KVCache
+from model.captured import CapturedRun
+from model.config import ModelConfig
+from model.generate import generate as _generate
+from model.inputs import InputError, Inputs, check_generate, check_tokens, validate_text
+from model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, pair_mask
+from model.tokenizer import ByteTokenizer, Encoding, HFTokenizer
+from model.transformer import Decoder, Encoder, EncoderDecoder
+
+ARCH_NAMES = {"decoder": "decoder", "encoder": "encoder", "encdec": "encoder–decoder"}
+MASK_CHOICES = ("default", "causal", "bidirectional", "sliding_window", "prefix_lm", "padding")
+TOP_K = 5  # predictions kept per position in a CapturedRun
+
+Tokenizer = ByteTokenizer | HFTokenizer
+
+
+@dataclass
+class Forward:
+    """The torch outputs of one forward pass, and what its capture collected."""
+
+    logits: torch.Tensor | None  # [B, T, V] (None for an encoder without an output head)
+    hidden: torch.Tensor  # [B, T, D]
+    capture: hooks.Capture
+
+
+@dataclass
+class LoadedModel:
+    name: str
+    model: Decoder | Encoder | EncoderDecoder
+    tokenizer: Tokenizer
+    cfg: ModelConfig
+    source: str  # "random", "bundled", "installed" or the folder path
+    src_tokenizer: Tokenizer | None = None
+    family: str = "attnlab"
+    card: dict = field(default_factory=dict)
+
+    @property
+    def arch(self) -> str:
+        return self.cfg.arch
+
+    @property
+    def has_logits(self) -> bool:
+        """True when the model predicts tokens (an LM or MLM head, or an encoder–decoder)."""
+        return self.arch == "encdec" or self.cfg.output_head_kind != "none"
+
+    @property
+    def has_cache(self) -> bool:
+        """True when the model can run step by step with a KV cache (it has causal self-attention)."""
+        return self.arch != "encoder"
+
+    @property
+    def reads_source(self) -> bool:
+        """True when the model reads a source text (an encoder–decoder)."""
+        return self.arch == "encdec"
+
+    def info(self) -> dict:
+        c = self.cfg
+        return {"name": self.name, "source": self.source, "family": self.family, "arch": c.arch,
+                "kind": ARCH_NAMES[c.arch], "layers": c.n_layers if c.arch != "encdec" else [c.n_layers, c.dec_layers],
+                "heads": c.n_heads, "d_model": c.d_model, "context": c.max_len, "vocab": c.vocab_size,
+                "positional": c.positional, "norm": c.norm}
+
+    # -- tokens ------------------------------------------------------------------------------------
+    def encode(self, text: str, src_text: str | None = None, pair: str | None = None) -> Inputs:
+        """Validate and tokenize. Encoder–decoder: `src_text` is the source, `text` the target prefix."""
+        if self.arch == "encdec":
+            if src_text is None:
+                raise InputError("an encoder–decoder needs a source text (--src-text)")
+            src = self._encode(self.src_tokenizer or self.tokenizer, validate_text(src_text, "source text"), "source text")
+            tgt = self._encode(self.tokenizer, text, "target text", allow_empty=True)
+            return Inputs(_ids(tgt), tgt.labels, _ids(src), src.labels)
+        enc = self._encode(self.tokenizer, validate_text(text), "text", pair=pair)
+        tt = torch.tensor([enc.type_ids]) if enc.type_ids is not None and self.cfg.type_vocab_size else None
+        return Inputs(_ids(enc), enc.labels, type_ids=tt)
+
+    def encode_reading(self, text: str) -> Inputs:
+        """`text` as the text the model reads: the source of an encoder–decoder (an empty target), else the text."""
+        return self.encode("", text) if self.arch == "encdec" else self.encode(text)
+
+    def _encode(self, tok, text: str, what: str, pair: str | None = None, allow_empty: bool = False) -> Encoding:
+        if text is None or not text.strip():
+            if not allow_empty:
+                raise InputError(f"the {what} is empty; type or choose some text")
+            text = ""
+        else:
+            validate_text(text, what)
+        enc = tok.encode(text, pair=pair) if pair is not None else tok.encode(text)
+        check_tokens(len(enc.ids), self.cfg.max_len, what)
+        return enc
+
+    def label(self, i: int) -> str:
+        return self.tokenizer.label(int(i))
+
+    def single_token_id(self, label: str) -> int | None:
+        """The id of `label` when it is exactly one (non-special) token, else None."""
+        enc = self.tokenizer.encode(label, add_special=False)
+        ids = [i for i, sp in zip(enc.ids, enc.special or [False] * len(enc.ids)) if not sp]
+        return ids[0] if len(ids) == 1 else None
+
+    def mask_spec(self, choice: tuple, n_tokens: int) -> MaskSpec | None:
+        """The self-attention MaskSpec of a mask choice ("kind", value), or None for the model's own."""
+        kind = choice[0] if choice else "default"
+        if kind == "default":
+            return None
+        if kind in ("causal", "bidirectional"):
+            return MaskSpec(kind)
+        if kind == "sliding_window":
+            return MaskSpec("sliding_window", window=int(choice[1]))
+        if kind == "prefix_lm":
+            return MaskSpec("prefix_lm", prefix=int(choice[1]))
+        if kind == "padding":  # the last n_pad keys are padding: hidden from every query
+            n_pad = int(choice[1])
+            if not 0 <= n_pad < n_tokens:
+                raise ValueError(f"padding must leave at least one real token: {n_pad} of {n_tokens} tokens")
+            own = BIDIRECTIONAL if self.arch == "encoder" else CAUSAL
+            base = pair_mask(own, n_tokens, n_tokens)
+            real = torch.arange(n_tokens)[None, :] < n_tokens - n_pad  # [1, k]
+            return MaskSpec("custom", custom=real.expand(n_tokens, -1) if base is None else base & real)
+        raise ValueError(f"unknown mask {kind!r}; choose one of {', '.join(MASK_CHOICES)}")
+
+    # -- running -----------------------------------------------------------------------------------
+    def forward(self, inputs: Inputs, *, backend: str = "eager", cache: KVCache | None = None,
+                mask: MaskSpec | None = None, interventions: dict | None = None, names=None,
+                records: bool = True, grad: bool = False) -> Forward:
+        """One forward pass over `inputs` with capture (records, hook tensors `names`, `interventions`)."""
+        with torch.set_grad_enabled(grad), hooks.capture(names=names, interventions=interventions,
+                                                         records=records, detach=not grad) as cap:
+            out = self.model.forward_inputs(inputs, backend=backend, cache=cache, mask=mask)
+        return Forward(out.logits, out.hidden, cap)
+
+    def run(self, text: str | None = None, src_text: str | None = None, *, backend: str = "eager",
+            mask: tuple = (), interventions: dict | None = None, names=None, inputs: Inputs | None = None,
+            top_k: int = TOP_K) -> CapturedRun:
+        """Tokenize (unless `inputs` are given) and run once with capture: a torch-free CapturedRun."""
+        t0 = time.perf_counter()
+        inp = inputs or self.encode(text, src_text)
+        spec = self.mask_spec(mask, inp.ids.shape[1])
+        fwd = self.forward(inp, backend=backend, mask=spec, interventions=interventions, names=names)
+        top_ids = top_tokens = top_probs = None
+        if fwd.logits is not None and top_k:
+            probs = torch.softmax(fwd.logits[0].float(), dim=-1)  # [T, V]
+            p, i = probs.topk(min(top_k, probs.shape[-1]), dim=-1)  # [T, K]
+            top_ids, top_probs = i.numpy(), p.numpy()
+            top_tokens = [[self.label(j) for j in row] for row in top_ids.tolist()]
+        records = {s: fwd.capture[s] for s in fwd.capture.sites}
+        src_ids = None if inp.src_ids is None else inp.src_ids[0].tolist()
+        return CapturedRun(self.name, list(inp.tokens), inp.ids[0].tolist(), records, backend,
+                           src_tokens=inp.src_tokens, src_ids=src_ids, mask=tuple(mask), context=self.cfg.max_len,
+                           top_ids=top_ids, top_tokens=top_tokens, top_probs=top_probs,
+                           seconds=time.perf_counter() - t0, kernels=sorted({r.kernel for r in records.values()}))
+
+    def generate(self, text: str, max_new_tokens: int = 20, *, src_text: str | None = None, temperature: float = 0.0,
+                 top_k: int | None = None, seed: int | None = None, use_cache: bool = True,
+                 backend: str = "eager", inputs: Inputs | None = None, stop_at_eos: bool = True,
+                 step_logits: list | None = None) -> tuple[list[int], list[str]]:
+        """Continue `text` (or `inputs`); returns all ids and their labels (prompt first)."""
+        if self.arch == "encoder":
+            raise InputError("an encoder does not generate text; pick a decoder or an encoder–decoder")
+        check_generate(max_new_tokens)
+        inp = inputs or self.encode(text, src_text)
+        eos = getattr(self.tokenizer, "eos_id", None) if stop_at_eos else None
+        ids = _generate(self.model, inp.ids, max_new_tokens, temperature=temperature, top_k=top_k, seed=seed,
+                        use_cache=use_cache, backend=backend, eos_id=eos, src=inp.src_ids, step_logits=step_logits)
+        new = [self.label(i) for i in ids[0, inp.ids.shape[1]:].tolist()]
+        return ids[0].tolist(), inp.tokens + new
+
+
+def _ids(enc: Encoding) -> torch.Tensor:
+    return torch.tensor([enc.ids], dtype=torch.long)  # [1, T]

@@ -1,0 +1,42 @@
+"""The masked softmax, once in numpy and once in torch: −inf where the mask forbids attention, so masked
+entries are exactly 0, and a fully masked row gives zeros (never NaN)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def masked_softmax(x, mask=None, axis: int = -1) -> np.ndarray:
+    """softmax(x) along `axis` with x = −inf where `mask` is False (numpy; float32 in, float32 out).
+
+    x must be finite where the mask allows attention (pass the mask separately, never −inf baked in).
+    """
+    x = np.asarray(x)
+    if not np.issubdtype(x.dtype, np.floating):
+        x = x.astype(np.float64)
+    if mask is not None:
+        mask = np.broadcast_to(np.asarray(mask, dtype=bool), x.shape)
+        x = np.where(mask, x, -np.inf)
+    visible = x[mask] if mask is not None else x
+    if not np.isfinite(visible).all():
+        raise ValueError("scores must be finite where the mask allows attention")
+    m = x.max(axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)  # fully masked row: exp(−inf − 0) = 0
+    e = np.exp(x - m)
+    s = e.sum(axis, keepdims=True)
+    return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
+
+
+def masked_softmax_torch(scores: torch.Tensor, mask: torch.Tensor | None = None, *,
+                         in_place: bool = False) -> torch.Tensor:
+    """softmax over the last axis with −inf where `mask` (bool, broadcastable) is False (torch).
+
+    `in_place` writes the −inf into `scores` itself (one [.., q, k] buffer fewer when nobody keeps them).
+    """
+    if mask is None:
+        return torch.softmax(scores, dim=-1)
+    masked = scores.masked_fill_(~mask, float("-inf")) if in_place else scores.masked_fill(~mask, float("-inf"))
+    p = torch.softmax(masked, dim=-1)
+    dead = ~mask.any(-1, keepdim=True)  # rows with no visible key: a softmax of all −inf is NaN
+    return p.masked_fill_(dead, 0.0) if bool(dead.any()) else p
