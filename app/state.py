@@ -19,7 +19,7 @@ import numpy as np
 import streamlit as st
 
 from model.captured import GROUP_LABELS, CapturedRun  # noqa: F401 — pages read GROUP_LABELS and MASKS here
-from model.loaded import MASK_CHOICES as MASKS, TOP_K  # noqa: F401
+from model.loaded import MASK_CHOICES as MASKS  # noqa: F401
 
 BUSY_WAIT_S = float(os.environ.get("ATTNLAB_BUSY_WAIT_S", "20"))
 MAX_EAGER_CELLS = 8_000_000  # above this many stored cells a capture keeps q, k only and recomputes lazily
