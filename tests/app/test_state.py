@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from app import state, widgets
+from model.loaded import TOP_K
 
 
 def test_capture_is_picklable_numpy():
@@ -18,7 +19,7 @@ def test_capture_is_picklable_numpy():
     stack = back.matrices("self")
     assert isinstance(stack, np.ndarray) and stack.shape == (2, 4, 4, 4)
     np.testing.assert_allclose(stack.sum(-1), 1, atol=1e-5)
-    assert back.mask_of("self").dtype == bool and back.top_probs.shape == (4, state.TOP_K)
+    assert back.mask_of("self").dtype == bool and back.top_probs.shape == (4, TOP_K)
 
 
 def test_capture_with_a_mask_option():
