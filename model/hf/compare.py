@@ -7,6 +7,7 @@ import numpy as np
 import torch
 
 from model.inputs import InputError, Inputs
+from model.registry import load
 
 TOL_HIDDEN = 1e-4  # last hidden states, absolute
 TOL_LOGITS = 1e-4
@@ -19,8 +20,6 @@ def compare_hf(folder_or_name: str, text: str | None = None, *, pair: str | None
                backend: str = "eager", greedy_tokens: int = GREEDY_TOKENS) -> dict:
     """Load `folder_or_name` both ways and compare. Raises InputError for a model that is not a
     Hugging Face checkpoint, CheckpointError for a bad folder."""
-    from model.registry import load
-
     lm = load(folder_or_name)
     hf = load_transformers(lm)
     inputs = lm.encode(text if text is not None else DEFAULT_TEXT, pair=pair)

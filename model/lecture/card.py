@@ -17,7 +17,11 @@ from pathlib import Path
 
 import torch
 
+from model.inputs import Inputs
+from model.registry import BUNDLED_DIR, load_attnlab_folder
+
 from .corpus import model_stream, stream
+from .evaluate import _pad, _vocab, evaluate
 
 KIND = {"decoder": "causal language model (decoder)", "encoder": "masked language model (encoder)",
         "encdec": "encoder–decoder (toy translation)"}
@@ -42,10 +46,6 @@ EVAL_N = 1000
 def find_heads(lm, n: int = 100, seed: int = EVAL_SEED) -> dict[str, list[tuple[str, float]]]:
     """Per task (and "previous-token"): heads as ("layer.head" or "stack site layer.head", mean attention
     from the answer's query row to its source), strongest first."""
-    from model.inputs import Inputs
-
-    from .evaluate import _pad, _vocab
-
     arch = lm.cfg.arch
     vocab = _vocab(lm)
     pad = vocab["[PAD]"]
@@ -217,10 +217,6 @@ def write_card(folder: Path, name: str, cfg, training: dict, metrics: dict, *, e
 
 def finalize(folder: Path, name: str, eval_n: int = EVAL_N, note: str = "") -> dict:
     """Evaluate a saved model on eval_n held-out examples, find its heads, write README.md."""
-    from model.registry import load_attnlab_folder
-
-    from .evaluate import evaluate
-
     folder = Path(folder)
     lm = load_attnlab_folder(folder, name, str(folder))
     meta = json.loads((folder / "config.json").read_text())
@@ -232,8 +228,6 @@ def finalize(folder: Path, name: str, eval_n: int = EVAL_N, note: str = "") -> d
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .train import CHECKPOINTS
-
     p = argparse.ArgumentParser(prog="python -m model.lecture.card", description="rewrite a lecture model's card")
     p.add_argument("--model", required=True)
     p.add_argument("--folder", default=None)
@@ -241,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--note", default="")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
-    report = finalize(Path(args.folder) if args.folder else CHECKPOINTS / args.model, args.model, args.n, args.note)
+    report = finalize(Path(args.folder) if args.folder else BUNDLED_DIR / args.model, args.model, args.n, args.note)
     print(json.dumps(report, indent=1))
     return 0
 

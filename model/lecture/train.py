@@ -17,7 +17,9 @@ same weights (single-threaded determinism aside: set --threads 1 for bit-exact r
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import sys
 import time
 from dataclasses import dataclass, replace
 from itertools import islice
@@ -28,16 +30,20 @@ import torch
 import torch.nn.functional as F
 
 from model import hooks
+from model.checkpoint import load_folder, save_folder
 from model.config import ModelConfig
+from model.registry import BUNDLED_DIR, load_attnlab_folder
+from model.tokenizer import HFTokenizer
 from model.transformer import build_model
 
+from .card import EVAL_SEED, finalize, write_card
 from .corpus import model_stream
+from .evaluate import evaluate
 from .tasks_base import MASK, MAX_LEN, PAD
 from .tasks_retrieval import ask_more
 from .tasks_sequences import mask_more
 from .tokenizer import build_tokenizer
 
-CHECKPOINTS = Path(__file__).resolve().parent / "checkpoints"
 SPECIALS = {"bos": "[BOS]", "eos": "[EOS]", "pad": "[PAD]", "mask": "[MASK]"}
 # Most tokens of a story or a random sequence cannot be predicted; their loss is noise that drowns the
 # answers' signal (measured: a 2-layer model learns induction in 600 steps with answer-only loss, not at
@@ -241,8 +247,6 @@ def train(recipe: Recipe, *, progress: bool = True, on_eval=None, log=None) -> R
     torch.manual_seed(recipe.seed)
     model = build_model(recipe.cfg)
     if recipe.init:
-        from model.checkpoint import load_folder
-
         model.load_state_dict(load_folder(recipe.init)[0].state_dict())
     model.train()
     opt = make_optimizer(model, recipe)
@@ -283,9 +287,6 @@ def train(recipe: Recipe, *, progress: bool = True, on_eval=None, log=None) -> R
 
 
 def save(model, cfg: ModelConfig, folder: Path, extra: dict | None = None) -> Path:
-    from model.checkpoint import save_folder
-    from model.tokenizer import HFTokenizer
-
     return save_folder(model, cfg, folder, tokenizer=HFTokenizer(build_tokenizer()), specials=SPECIALS, extra=extra)
 
 
@@ -314,14 +315,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    import json
-    import sys
-
-    from model.registry import load_attnlab_folder
-
-    from .card import EVAL_SEED, finalize, write_card
-    from .evaluate import evaluate
-
     torch.set_num_threads(max(1, args.threads))
     recipe = RECIPES[args.model]
     names = ("steps", "batch", "lr", "seed", "warmup", "init", "questions", "mask_share", "hint", "hint_steps")
@@ -333,7 +326,7 @@ def run(args) -> int:
     if args.mix:
         overrides["mix"] = {k: float(v) for k, v in (kv.split("=") for kv in args.mix.split(","))}
     recipe = replace(recipe, **overrides)
-    out = Path(args.out) if args.out else CHECKPOINTS / args.model
+    out = Path(args.out) if args.out else BUNDLED_DIR / args.model
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
