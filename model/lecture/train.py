@@ -22,7 +22,6 @@ import math
 import sys
 import time
 from dataclasses import dataclass, replace
-from itertools import islice
 from pathlib import Path
 from random import Random
 
@@ -36,22 +35,14 @@ from model.registry import BUNDLED_DIR, load_attnlab_folder
 from model.tokenizer import HFTokenizer
 from model.transformer import build_model
 
+from .batches import IGNORE, Batcher, denser, length_sorted_batches
 from .card import EVAL_SEED, finalize, write_card
 from .corpus import model_stream
 from .evaluate import evaluate
-from .tasks_base import MASK, MAX_LEN, PAD
-from .tasks_retrieval import ask_more
-from .tasks_sequences import mask_more
+from .tasks_base import MAX_LEN
 from .tokenizer import build_tokenizer
 
 SPECIALS = {"bos": "[BOS]", "eos": "[EOS]", "pad": "[PAD]", "mask": "[MASK]"}
-# Most tokens of a story or a random sequence cannot be predicted; their loss is noise that drowns the
-# answers' signal (measured: a 2-layer model learns induction in 600 steps with answer-only loss, not at
-# all in 800 steps with the plain LM loss). So answers weigh 1 and every other target a little.
-OTHER_WEIGHT = 0.01  # decoder: weight of a non-answer next token (keeps it a language model)
-EXTRA_MASK = 0.10  # encoder: share of the other (non-source) tokens masked as well
-EXTRA_WEIGHT = 0.1  # encoder: weight of such an extra masked token
-IGNORE = -100
 
 
 @dataclass(frozen=True)
@@ -87,105 +78,6 @@ RECIPES = {
 }
 TINY = ModelConfig(arch="decoder", vocab_size=186, d_model=32, n_heads=2, n_layers=1, max_len=MAX_LEN,
                    positional="rope")
-
-
-# -- batches ------------------------------------------------------------------------------------------
-class Batcher:
-    """Examples → padded id tensors for one model kind. Pure function of (examples, rng)."""
-
-    def __init__(self, kind: str, hint_tasks: tuple = ()):
-        self.kind = kind
-        self.hint_tasks = hint_tasks
-        vocab = build_tokenizer().get_vocab(with_added_tokens=True)
-        self.vocab = vocab
-        self.pad, self.mask = vocab[PAD], vocab[MASK]
-
-    def ids(self, tokens) -> list[int]:
-        return [self.vocab[t] for t in tokens]
-
-    def __call__(self, examples, rng: Random) -> dict[str, torch.Tensor]:
-        batch = getattr(self, f"_{self.kind}")(examples, rng)
-        if self.hint_tasks:  # (example, query row, source, task) of every answer of a hinted task
-            shift = 1 if self.kind == "decoder" else 0
-            batch["hint"] = torch.tensor([(i, p - shift, s, self.hint_tasks.index(ex.task))
-                                          for i, ex in enumerate(examples) if ex.task in self.hint_tasks
-                                          for p, s in zip(ex.answer_positions, ex.source_positions)],
-                                         dtype=torch.long).reshape(-1, 4)  # [N, 4]
-        return batch
-
-    def _pad(self, rows: list[list[int]], value: int) -> torch.Tensor:
-        T = max(len(r) for r in rows)
-        return torch.tensor([r + [value] * (T - len(r)) for r in rows], dtype=torch.long)
-
-    def _decoder(self, examples, rng):
-        inputs, targets, weights = [], [], []
-        for ex in examples:
-            ids = self.ids(ex.tokens)
-            w = [OTHER_WEIGHT] * len(ids)
-            for p in ex.answer_positions:
-                w[p] = 1.0
-            inputs.append(ids[:-1])
-            targets.append(ids[1:])
-            weights.append(w[1:])
-        x = self._pad(inputs, self.pad)
-        y = self._pad(targets, IGNORE)
-        T = x.shape[1]
-        wt = torch.tensor([w + [0.0] * (T - len(w)) for w in weights])
-        return {"x": x, "y": y, "w": wt}
-
-    def _encoder(self, examples, rng):
-        inputs, targets, weights = [], [], []
-        for ex in examples:
-            ids = self.ids(ex.tokens)
-            x, y, w = list(ids), [IGNORE] * len(ids), [0.0] * len(ids)
-            for p in ex.answer_positions:
-                x[p], y[p], w[p] = self.mask, ids[p], 1.0
-            if ex.task != "brackets":
-                keep = set(ex.source_positions) | set(ex.support_positions) | set(ex.answer_positions) | {0}
-                for p in range(1, len(ids)):
-                    if p not in keep and rng.random() < EXTRA_MASK:
-                        x[p], y[p], w[p] = self.mask, ids[p], EXTRA_WEIGHT
-            inputs.append(x)
-            targets.append(y)
-            weights.append(w)
-        x = self._pad(inputs, self.pad)
-        T = x.shape[1]
-        return {"x": x, "y": self._pad(targets, IGNORE), "w": torch.tensor([w + [0.0] * (T - len(w)) for w in weights]),
-                "attention_mask": x != self.pad}
-
-    def _encdec(self, examples, rng):
-        src = self._pad([self.ids(ex.src_tokens) for ex in examples], self.pad)
-        tgt = [self.ids(ex.tgt_tokens) for ex in examples]
-        x = self._pad([t[:-1] for t in tgt], self.pad)
-        y = self._pad([t[1:] for t in tgt], IGNORE)
-        return {"src": src, "src_mask": src != self.pad, "x": x, "y": y, "w": (y != IGNORE).float()}
-
-
-def denser(data, recipe: Recipe, rng: Random):
-    """Training examples with more answers per sequence: retrieval stories with up to `recipe.questions`
-    questions (`ask_more`), masked induction and brackets with `recipe.mask_share` hidden (`mask_more`).
-
-    Options for experiments, off in the shipped recipes: a causal model's first answer sees exactly the
-    held-out format; an encoder sees 0..questions−1 extra questions (all answers masked), so
-    single-question stories stay in its mix. Measured (model cards' notes): neither these nor the
-    attention hint lifted held-out retrieval above chance within 1,200 steps."""
-    for ex in data:
-        if ex.task == "retrieval" and recipe.questions > 1:
-            n = recipe.questions - 1 if recipe.corpus == "decoder" else rng.randint(0, recipe.questions - 1)
-            ex = ask_more(ex, rng, n, recipe.cfg.max_len - 1)
-        elif recipe.mask_share > 0:
-            ex = mask_more(ex, rng, recipe.mask_share)
-        yield ex
-
-
-def length_sorted_batches(data, batch: int, rng: Random, pool: int = 4):
-    """Batches of similar length (less padding): sort `pool` batches' worth of examples, deal them out
-    in a seeded random order."""
-    while True:
-        chunk = sorted(islice(data, batch * pool), key=lambda ex: len(ex.tokens) + len(ex.src_tokens))
-        groups = [chunk[i * batch:(i + 1) * batch] for i in range(pool)]
-        rng.shuffle(groups)
-        yield from groups
 
 
 def forward_loss(model, kind: str, batch: dict, backend: str = "sdpa") -> torch.Tensor:

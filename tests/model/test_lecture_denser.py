@@ -7,9 +7,10 @@ from random import Random
 import pytest
 
 from model.lecture import MASK, generate, model_stream
+from model.lecture.batches import Batcher, denser
 from model.lecture.tasks_retrieval import ask_more, solve_retrieval
 from model.lecture.tasks_sequences import mask_more, solve_brackets
-from model.lecture.train import RECIPES, Batcher, denser
+from model.lecture.train import RECIPES
 
 
 def test_ask_more_keeps_the_first_question_and_answers_each_from_the_story():

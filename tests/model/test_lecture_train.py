@@ -11,8 +11,9 @@ import torch
 
 from app.cli import main
 from model.lecture import model_stream
+from model.lecture.batches import IGNORE, Batcher
 from model.lecture.evaluate import evaluate
-from model.lecture.train import IGNORE, RECIPES, TINY, Batcher, Recipe, train
+from model.lecture.train import RECIPES, TINY, Recipe, train
 from model.registry import bundled_names, load
 
 BUNDLED = ["lecture-decoder", "lecture-encoder", "lecture-encdec"]
