@@ -6,9 +6,9 @@ from model.config import ModelConfig
 from model.generate import generate
 from model.hooks import capture, intervene, replace_with, zero_head
 from model.inputs import InputError, Inputs
+from model.loaded import Forward, LoadedModel
 from model.masks import MaskSpec
 from model.record import AttentionRecord
-from model.loaded import Forward, LoadedModel
 from model.registry import load
 from model.transformer import Decoder, Encoder, EncoderDecoder, build_model
 
