@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.longinput import exact_window, rollout_query
+from analysis.longinput import exact_window
 from analysis.longinput import overview as pooled_overview
 from model.captured import CapturedRun
 from model.record import AttentionRecord
@@ -104,12 +104,6 @@ def head_window(cap: CapturedRun, layer: int, head: int, q0: int, k0: int, size:
     t0 = time.perf_counter()
     values, mask = exact_window(rec, head, q0, q1, k0, k1)
     return Window(values, mask, q0, q1, k0, k1, (time.perf_counter() - t0) * 1e3)
-
-
-def query_rollout(cap: CapturedRun, query: int) -> np.ndarray:
-    """Attention rollout of one query row over every layer (residual 0.5, mean over heads), [T], streamed
-    layer by layer (analysis.longinput.rollout_query)."""
-    return rollout_query(text_records(cap), query)
 
 
 def long_sample(n_chars: int = SAMPLE_TOKENS, period: int | None = None, seed: int = 0) -> str:

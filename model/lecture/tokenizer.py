@@ -8,8 +8,6 @@ tokens ([PAD]=0, [UNK]=1, [BOS]=2, [EOS]=3, [MASK]=4, [SEP]=5) are recognised in
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
 from .corpus import vocabulary
@@ -30,31 +28,6 @@ def build_tokenizer(vocab: list[str] | None = None) -> Tokenizer:
     tok.post_processor = processors.TemplateProcessing(
         single=f"{BOS} $A", pair=f"{BOS} $A {SEP} $B:1", special_tokens=[(BOS, ids[BOS]), (SEP, ids[SEP])])
     return tok
-
-
-def save_tokenizer(path: str | Path, tokenizer: Tokenizer | None = None) -> Path:
-    """Write tokenizer.json into directory `path` (or to `path` itself if it ends in .json)."""
-    path = Path(path)
-    if path.suffix != ".json":
-        path.mkdir(parents=True, exist_ok=True)
-        path = path / FILENAME
-    (tokenizer or build_tokenizer()).save(str(path))
-    return path
-
-
-def load_tokenizer(path: str | Path) -> Tokenizer:
-    """Read a tokenizer.json, or the one inside directory `path`."""
-    path = Path(path)
-    return Tokenizer.from_file(str(path / FILENAME if path.is_dir() else path))
-
-
-def encode_tokens(tokens, tokenizer: Tokenizer) -> list[int]:
-    """Ids of already-split tokens (an Example's `tokens`, [BOS] included); KeyError on an unknown one."""
-    vocab = tokenizer.get_vocab(with_added_tokens=True)
-    try:
-        return [vocab[t] for t in tokens]
-    except KeyError as e:
-        raise KeyError(f"token {e.args[0]!r} is not in the lecture vocabulary") from None
 
 
 def unknown_words(text: str, tokenizer: Tokenizer) -> list[str]:

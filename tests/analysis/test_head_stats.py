@@ -4,7 +4,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analysis.head_stats import duplicate_token_score, head_metrics, head_statistics, induction_score
-from analysis.masks import causal
+
+
+def causal(t: int) -> np.ndarray:
+    return np.tril(np.ones((t, t), dtype=bool))  # bool [t, t], True = may attend
+
 
 PREV = np.array([[1.0, 0, 0, 0], [1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]])  # one-hot previous-token head
 UNIFORM = np.full((4, 4), 0.25)

@@ -8,6 +8,7 @@ import html
 import numpy as np
 import pytest
 
+from analysis.longinput import rollout_query
 from analysis.pooling import pool_matrix
 from analysis.rollout import attention_rollout
 from app import longinput as L
@@ -134,7 +135,7 @@ def test_query_rollout_equals_full_rollout(lm):
     stack = np.stack([r.pattern() for r in L.text_records(cap)]).astype(np.float64)
     full = attention_rollout(stack)
     for q in (0, 150, len(cap.text_tokens) - 1):
-        np.testing.assert_allclose(L.query_rollout(cap, q), full[q], atol=1e-6)
+        np.testing.assert_allclose(rollout_query(L.text_records(cap), q), full[q], atol=1e-6)
 
 
 def test_long_sample_repeats_and_fits(lm):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import subprocess
 import sys
@@ -37,9 +36,6 @@ from model.lecture.tasks_retrieval import AGES, NAMES, PETS, solve_retrieval
 from model.lecture.tasks_sequences import CLOSER_OF, CLOSERS, OPENERS, solve_brackets, solve_induction
 from model.lecture.tokenizer import (
     build_tokenizer,
-    encode_tokens,
-    load_tokenizer,
-    save_tokenizer,
     unknown_words,
 )
 
@@ -289,7 +285,7 @@ def test_tokenizer_ids_and_round_trip(tok):
         enc = tok.encode(e.text)
         want = e.tokens[:-1] if e.objective == "seq2seq" else e.tokens  # the target's [EOS] is not added
         assert enc.tokens == list(want)
-        assert unk not in enc.ids and enc.ids == encode_tokens(want, tok)
+        assert unk not in enc.ids and enc.ids == [tok.token_to_id(t) for t in want]
         assert tok.decode(enc.ids) == e.text  # specials skipped, words joined by spaces
         assert tok.decode(enc.ids, skip_special_tokens=False) == " ".join(want)
         if e.src_tokens:
@@ -305,23 +301,8 @@ def test_tokenizer_specials_unknowns_and_pairs(tok):
     pair = tok.encode("the dog runs .", "ka vasko rapo .")
     assert pair.tokens == ["[BOS]", "the", "dog", "runs", ".", "[SEP]", "ka", "vasko", "rapo", "."]
     assert pair.type_ids == [0] * 6 + [1] * 4
-    with pytest.raises(KeyError, match="zebra"):
-        encode_tokens(["[BOS]", "zebra"], tok)
     with pytest.raises(ValueError, match="start with"):
         build_tokenizer(["a", "b"])
-
-
-def test_tokenizer_saves_and_loads(tmp_path, tok):
-    path = save_tokenizer(tmp_path / "lecture-decoder")
-    assert path == tmp_path / "lecture-decoder" / "tokenizer.json"
-    data = json.loads(path.read_text())
-    assert data["model"]["type"] == "WordLevel" and len(data["model"]["vocab"]) == 186
-    for loaded in (load_tokenizer(path), load_tokenizer(path.parent)):
-        text = "the dogs that the cat chases [MASK] happy ."
-        assert loaded.encode(text).ids == tok.encode(text).ids
-        assert loaded.get_vocab() == tok.get_vocab()
-    assert save_tokenizer(tmp_path / "t.json").name == "t.json"
-    assert (tmp_path / "t.json").read_text() == path.read_text()  # the same bytes every time
 
 
 # ---- samples -------------------------------------------------------------------------------------
