@@ -24,9 +24,10 @@ MOSAIC_CELLS = 150_000  # cells in the all-heads mosaic before each head is pool
 HOVER_TEXT_CELLS = 4_096  # per-cell hover labels (query and key token) up to 64×64 cells: they dominate the payload
 PNG_CELLS = 120_000  # above this, a single matrix is sent as a PNG (no per-cell hover)
 MASKED_BG = "rgba(128,128,128,0.28)"
-LIGHT_SCALE = "Blues"
+LIGHT_SCALE = "Blues"  # a PNG has no theme: these two stand in for the theme's scale (see png_scale)
 DARK_SCALE = "Viridis"
 DIVERGING = "RdBu_r"
+THEME_SCALE = None  # no colorscale: the Streamlit theme's own sequential scale, which the browser adapts to light and dark
 # Saturated colours, readable on light and dark themes; orange and red are kept for the query/source marks.
 HEAD_COLORS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f",
                *px.colors.qualitative.Dark24]
@@ -70,9 +71,12 @@ def _layout(fig: go.Figure, title: str, present: bool, height: int | None = None
     return fig
 
 
-def sequential(dark: bool) -> str | None:
-    """None: the Streamlit theme's own sequential scale, which the browser adapts to light and dark."""
-    return None
+def png_scale() -> str:
+    """The colour scale of a matrix sent as a PNG, which the theme cannot recolour: the one that reads like the
+    theme's own sequential scale (light → dark on a light page, dark → bright on a dark one)."""
+    from app.widgets import is_dark  # the browser's theme, read when the figure is built
+
+    return DARK_SCALE if is_dark() else LIGHT_SCALE
 
 
 # -- single matrix -----------------------------------------------------------------------------------------
@@ -97,7 +101,7 @@ def _colour_png(z: np.ndarray, scale: str, zmin: float, zmax: float) -> np.ndarr
 
 
 def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", title: str = "",
-                   dark: bool = False, present: bool = False, pool: str = "max", max_side: int = MAX_SIDE,
+                   present: bool = False, pool: str = "max", max_side: int = MAX_SIDE,
                    zrange: tuple[float, float] | None = None, height: int | None = None,
                    q_offset: int = 0, k_offset: int = 0, value_name: str | None = None,
                    mark: tuple[int | None, int | None] = (None, None), max_ticks: int | None = None,
@@ -125,7 +129,7 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
     finite = z[np.isfinite(z)]
     value_name = value_name or {"pattern": "weight", "scores": "score", "diff": "Δ"}.get(kind, "value")
     if kind == "pattern":
-        scale = sequential(dark)
+        scale = THEME_SCALE
         zmin, zmax = zrange or (0.0, float(finite.max()) if finite.size and finite.max() > 0 else 1.0)
     else:
         scale = DIVERGING
@@ -134,8 +138,7 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
     x, y = np.arange(nx) + (0 if pooled else k_offset), np.arange(ny) + (0 if pooled else q_offset)
     fig = go.Figure()
     if z.size > PNG_CELLS:
-        png_scale = scale or (DARK_SCALE if dark else LIGHT_SCALE)
-        img = px.imshow(_colour_png(z, png_scale, zmin, zmax), binary_string=True).data[0]
+        img = px.imshow(_colour_png(z, scale or png_scale(), zmin, zmax), binary_string=True).data[0]
         img.update(x0=x[0], dx=1, y0=y[0], dy=1, hovertemplate="query %{y}<br>key %{x}<extra></extra>")
         fig.add_trace(img)
     else:
@@ -167,8 +170,7 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
 
 
 # -- all heads ---------------------------------------------------------------------------------------------
-def mosaic(stack, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", title: str = "", dark: bool = False,
-           present: bool = False, pool: str = "max", layer_labels=None, height: int | None = None,
+def mosaic(stack, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", title: str = "", present: bool = False, pool: str = "max", layer_labels=None, height: int | None = None,
            max_cells: int = MOSAIC_CELLS) -> go.Figure:
     """Every layer × head of `stack` [L, H, q, k] as ONE heatmap with NaN gutters between heads.
 
@@ -210,7 +212,7 @@ def mosaic(stack, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", title
             x += [f"gap {h}.{g}" for g in range(gap)]
     finite = z[np.isfinite(z)]
     if kind == "pattern":
-        scale, zmin, zmax = sequential(dark), 0.0, float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+        scale, zmin, zmax = THEME_SCALE, 0.0, float(finite.max()) if finite.size and finite.max() > 0 else 1.0
     else:
         lim = float(np.abs(finite).max()) if finite.size else 1.0
         scale, zmin, zmax = DIVERGING, -lim, lim
@@ -304,7 +306,7 @@ def token_bars(values, tokens, *, title: str = "", present: bool = False, highli
     return _layout(fig, title, present, 360)
 
 
-def method_rows(rows: dict, tokens, *, title: str = "", dark: bool = False, present: bool = False,
+def method_rows(rows: dict, tokens, *, title: str = "", present: bool = False,
                 source: int | None = None, exclude: int | None = None) -> go.Figure:
     """Several [T] relevance rows (one per method), each scaled to its own max, as one heatmap.
     `exclude`: a position left out of the max (the query token, which often dominates its own row)."""
@@ -316,7 +318,7 @@ def method_rows(rows: dict, tokens, *, title: str = "", dark: bool = False, pres
     x = np.arange(z.shape[1])
     labels = tick_labels(tokens, 12)
     fig = go.Figure(go.Heatmap(
-        z=zn, x=x, y=names, customdata=z, colorscale=sequential(dark), zmin=0, zmax=1,
+        z=zn, x=x, y=names, customdata=z, colorscale=THEME_SCALE, zmin=0, zmax=1,
         text=[labels] * len(names), colorbar={"title": {"text": "share of max"}, "thickness": 14},
         hovertemplate="%{y}<br>%{x} %{text}<br>value %{customdata:.4f}<extra></extra>"))
     step = max(1, len(x) // (40 if present else 70))
@@ -372,13 +374,13 @@ def lines(x, series: dict, *, title: str = "", xlabel: str = "", ylabel: str = "
 
 
 def grid_heatmap(z, row_labels, col_labels, *, title: str = "", present: bool = False, diverging: bool = True,
-                 value_name: str = "value", dark: bool = False, fmt: str = ".2f") -> go.Figure:
+                 value_name: str = "value", fmt: str = ".2f") -> go.Figure:
     """A small labelled grid (e.g. layers × heads of a statistic), values printed in the cells."""
     z = np.asarray(z, dtype=np.float64)
     finite = z[np.isfinite(z)]
     lim = float(np.abs(finite).max()) if finite.size else 1.0
     kw = {"colorscale": DIVERGING, "zmin": -lim or -1, "zmax": lim or 1} if diverging else \
-        {"colorscale": sequential(dark), "zmin": float(finite.min()) if finite.size else 0,
+        {"colorscale": THEME_SCALE, "zmin": float(finite.min()) if finite.size else 0,
          "zmax": float(finite.max()) if finite.size else 1}
     x, y = np.arange(z.shape[1]), np.arange(z.shape[0])
     fig = go.Figure(go.Heatmap(z=z, x=x, y=y, texttemplate=f"%{{z:{fmt}}}", hoverongaps=False,

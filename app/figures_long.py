@@ -39,8 +39,7 @@ def row_bands(z: np.ndarray, n_bands: int = BANDS) -> list[tuple[int, int, int, 
     return out
 
 
-def overview_heatmap(pooled, q_edges, k_edges, *, how: str = "max", title: str = "", dark: bool = False,
-                     present: bool = False, window: tuple[int, int, int, int] | None = None,
+def overview_heatmap(pooled, q_edges, k_edges, *, how: str = "max", title: str = "", present: bool = False, window: tuple[int, int, int, int] | None = None,
                      max_ticks: int | None = None, n_bands: int = BANDS) -> go.Figure:
     """A pooled [nq, nk] pattern (NaN = every cell of the block masked) whose blocks cover the token ranges
     given by `q_edges` / `k_edges`. `window` = (q0, q1, k0, k1) in token positions is outlined.
@@ -78,7 +77,7 @@ def overview_heatmap(pooled, q_edges, k_edges, *, how: str = "max", title: str =
         fig.add_shape(type="rect", x0=k0 / bk - 0.5, x1=k1 / bk - 0.5, y0=q0 / bq - 0.5, y1=q1 / bq - 0.5,
                       line=WINDOW_LINE, fillcolor="rgba(0,0,0,0)", xref="x", yref="y")
     F._layout(fig, title, present, 680 if present else 620, plot_bgcolor=F.MASKED_BG,
-              coloraxis={"colorscale": F.sequential(dark), "cmin": 0.0, "cmax": zmax,
+              coloraxis={"colorscale": F.THEME_SCALE, "cmin": 0.0, "cmax": zmax,
                          "colorbar": {"title": {"text": f"{how} weight" if pooled_blocks else "weight"},
                                       "thickness": 14}},
               meta={"pooled": pooled_blocks, "shape": [ny, nx], "block": [int(qe[1] - qe[0]), int(ke[1] - ke[0])],
@@ -110,11 +109,10 @@ def overview_z(fig: go.Figure) -> np.ndarray:
     return z
 
 
-def window_heatmap(values, mask, tokens, q0: int, k0: int, *, title: str = "", dark: bool = False,
-                   present: bool = False) -> go.Figure:
+def window_heatmap(values, mask, tokens, q0: int, k0: int, *, title: str = "", present: bool = False) -> go.Figure:
     """An exact [q, k] window of a pattern whose first row is query q0 and first column key k0."""
     v = np.asarray(values, dtype=np.float32)
-    fig = F.matrix_heatmap(v, tokens, tokens, mask=mask, kind="pattern", title=title, dark=dark, present=present,
+    fig = F.matrix_heatmap(v, tokens, tokens, mask=mask, kind="pattern", title=title, present=present,
                            q_offset=q0, k_offset=k0, max_side=max(v.shape))
     tr = fig.data[0]
     if tr.type == "heatmap":  # float32 precision instead of 4 decimals: a weight at T = 4,096 is often ~1e-4

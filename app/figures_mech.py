@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app.figures import DIVERGING, HEAD_COLORS, MASKED_BG, _font, _layout, esc, sequential, tick_labels
+from app.figures import DIVERGING, HEAD_COLORS, MASKED_BG, THEME_SCALE, _font, _layout, esc, tick_labels
 
 BACKEND_COLORS = {"eager": "#d62728", "sdpa": "#1f77b4", "flash": "#2ca02c"}
 FLOOR = 1e-12  # |Δ| values of exactly 0 sit here on log axes
@@ -132,7 +132,7 @@ def scaling(rows, *, title: str = "", present: bool = False, time_key: str = "ms
 
 # -- step by step ------------------------------------------------------------------------------------------
 def number_grid(m, row_labels, col_labels, *, title: str = "", present: bool = False, kind: str = "scores",
-                dark: bool = False, fmt: str = "{:.2f}", mark: tuple[int, int] | None = None,
+                fmt: str = "{:.2f}", mark: tuple[int, int] | None = None,
                 hidden: bool = False, height: int | None = None) -> go.Figure:
     """A small matrix with its numbers printed in the cells. −∞ cells (masked) are grey and read '−∞'.
     kind 'weights' (sequential 0..1), 'scores' (diverging) or 'values' (diverging). `hidden` draws the
@@ -145,7 +145,7 @@ def number_grid(m, row_labels, col_labels, *, title: str = "", present: bool = F
     text = [["?" if hidden else (fmt.format(v) if np.isfinite(v) else ("−∞" if v < 0 else "∞")) for v in r]
             for r in a]
     if kind == "weights":
-        kw = {"colorscale": sequential(dark), "zmin": 0.0, "zmax": 1.0}
+        kw = {"colorscale": THEME_SCALE, "zmin": 0.0, "zmax": 1.0}
     else:
         lim = float(np.abs(z[finite]).max()) if finite.any() else 1.0
         kw = {"colorscale": DIVERGING, "zmin": -(lim or 1.0), "zmax": lim or 1.0}
@@ -178,7 +178,7 @@ def number_grid(m, row_labels, col_labels, *, title: str = "", present: bool = F
 
 # -- positions ---------------------------------------------------------------------------------------------
 def table_heatmap(z, *, title: str = "", xlabel: str = "", ylabel: str = "", present: bool = False,
-                  dark: bool = False, diverging: bool = True, value_name: str = "value", mask=None,
+                  diverging: bool = True, value_name: str = "value", mask=None,
                   height: int | None = None, y_labels=None, x_labels=None) -> go.Figure:
     """A plain numeric matrix (positions × dimensions, positions × positions, …) on integer axes."""
     a = np.array(z, dtype=np.float32)
@@ -189,7 +189,7 @@ def table_heatmap(z, *, title: str = "", xlabel: str = "", ylabel: str = "", pre
         lim = float(np.abs(finite).max()) if finite.size else 1.0
         kw = {"colorscale": DIVERGING, "zmin": -(lim or 1.0), "zmax": lim or 1.0}
     else:
-        kw = {"colorscale": sequential(dark), "zmin": float(finite.min()) if finite.size else 0.0,
+        kw = {"colorscale": THEME_SCALE, "zmin": float(finite.min()) if finite.size else 0.0,
               "zmax": float(finite.max()) if finite.size else 1.0}
     ny, nx = a.shape
     x, y = np.arange(nx), np.arange(ny)
@@ -217,8 +217,7 @@ def curves(x, series: dict, *, title: str = "", xlabel: str = "", ylabel: str = 
 
 
 # -- generation --------------------------------------------------------------------------------------------
-def generation_matrix(rows, tokens, prompt_len: int, *, k_tokens=None, title: str = "", dark: bool = False,
-                      present: bool = False, current: int | None = None, animate: bool = True) -> go.Figure:
+def generation_matrix(rows, tokens, prompt_len: int, *, k_tokens=None, title: str = "", present: bool = False, current: int | None = None, animate: bool = True) -> go.Figure:
     """Each generated token's attention row (rows = steps, columns = context positions). Rows appear one
     by one under ▶ (Plotly frames), as the tokens were produced; `current` outlines one step's row.
 
@@ -240,7 +239,7 @@ def generation_matrix(rows, tokens, prompt_len: int, *, k_tokens=None, title: st
 
     def trace(upto: int) -> go.Heatmap:
         z = np.where(y[:, None] <= upto, a, np.nan) if upto < n - 1 else a
-        return go.Heatmap(z=z, x=x, y=y, colorscale=sequential(dark), zmin=0, zmax=zmax, hoverongaps=False,
+        return go.Heatmap(z=z, x=x, y=y, colorscale=THEME_SCALE, zmin=0, zmax=zmax, hoverongaps=False,
                           text=text, colorbar={"title": {"text": "weight"}, "thickness": 14},
                           hovertemplate="step %{text}<br>weight %{z:.4f}<extra></extra>")
 
@@ -270,7 +269,7 @@ def generation_matrix(rows, tokens, prompt_len: int, *, k_tokens=None, title: st
                    meta={"steps": int(n), "keys": int(K), "prompt_len": int(prompt_len)})
 
 
-def head_rows(rows, k_tokens, *, title: str = "", dark: bool = False, present: bool = False,
+def head_rows(rows, k_tokens, *, title: str = "", present: bool = False,
               highlight: int | None = None) -> go.Figure:
     """One query's attention row for every head: [H, K] (rows = heads, the last row the head mean)."""
     a = np.asarray(rows, dtype=np.float32)
@@ -279,7 +278,7 @@ def head_rows(rows, k_tokens, *, title: str = "", dark: bool = False, present: b
     ylab = [f"head {h}" for h in range(H)] + ["mean"]
     x, y = np.arange(K), np.arange(H + 1)
     xlab = tick_labels(k_tokens, 12)
-    fig = go.Figure(go.Heatmap(z=z, x=x, y=y, colorscale=sequential(dark), zmin=0, zmax=1, ygap=1,
+    fig = go.Figure(go.Heatmap(z=z, x=x, y=y, colorscale=THEME_SCALE, zmin=0, zmax=1, ygap=1,
                                text=[xlab] * (H + 1), colorbar={"title": {"text": "weight"}, "thickness": 14},
                                hovertemplate="%{y}<br>key %{x} %{text}<br>weight %{z:.4f}<extra></extra>"))
     step = max(1, int(np.ceil(K / (40 if present else 64))))

@@ -16,7 +16,7 @@ BACKEND_CHECKS = ("eager_vs_sdpa", "eager_vs_flash")
 
 with W.page("Backends", "Do eager, sdpa and flash compute the same attention — and what does each cost?", icon="⚙"):
     inp = W.inputs()
-    present, dark = W.presenting(), W.is_dark()
+    present = W.presenting()
     dev = device_summary()
 
     # -- what runs here ---------------------------------------------------------------------------------
@@ -131,7 +131,7 @@ with W.page("Backends", "Do eager, sdpa and flash compute the same attention —
     qt, kt = cap_f.group_tokens(group)
     mask = cap_f.mask_of(group)
     recomputed, stored = cap_f.records[site].pattern(head), cap_e.records[site].pattern(head)
-    side = dict(mask=mask, dark=dark, present=present, height=480, max_ticks=24)
+    side = dict(mask=mask, present=present, height=480, max_ticks=24)
     a, b, c = st.columns(3, gap="small")
     with a:
         W.chart(figures.matrix_heatmap(recomputed, qt, kt, title=f"{fused}: recomputed from q, k", showscale=False,

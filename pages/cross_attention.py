@@ -18,7 +18,7 @@ def head_name(h: int) -> str:
 
 with W.page("Cross-attention", "Which source words does each target word read?", icon="⇄"):
     inp = WM.require_arch(("encdec",), "shows an encoder–decoder's cross-attention")
-    present, dark = W.presenting(), W.is_dark()
+    present = W.presenting()
     cap = inp.capture()
     cross, dec = cap.stack("cross"), cap.stack("decoder")  # [L, H, T, S], [L, H, T, T]
     n_layers, n_heads = cross.shape[:2]
@@ -33,7 +33,7 @@ with W.page("Cross-attention", "Which source words does each target word read?",
     W.token_strip(tgt_t, label=f"target ({len(tgt_t)} tokens, decoder input)")
 
     st.subheader("Every layer and head of cross-attention")
-    W.chart(figures.mosaic(cross, tgt_t, src_t, kind="pattern", dark=dark, present=present,
+    W.chart(figures.mosaic(cross, tgt_t, src_t, kind="pattern", present=present,
                            title="cross-attention: target tokens (rows) × source tokens (columns)",
                            layer_labels=[f"layer {i}" for i in range(n_layers)]), key="x-mosaic", name="cross-mosaic")
 
@@ -47,7 +47,7 @@ with W.page("Cross-attention", "Which source words does each target word read?",
 
     a, b = st.columns([1, 1], gap="medium")
     with a:
-        fig = figures.matrix_heatmap(pick(cross), tgt_t, src_t, dark=dark, present=present,
+        fig = figures.matrix_heatmap(pick(cross), tgt_t, src_t, present=present,
                                      title=f"cross-attention, layer {layer}, {head_name(head)}")
         fig.update_xaxes(title="source token (key)")
         fig.update_yaxes(title="target token (query)")
@@ -58,8 +58,8 @@ with W.page("Cross-attention", "Which source words does each target word read?",
             st.caption("Circles: the reference word alignment of this lecture sample, drawn on the row that writes "
                        "each target word — the row of the token before it, since position t predicts token t + 1.")
     with b:
-        fig = figures.matrix_heatmap(pick(dec), tgt_t, tgt_t, mask=cap.mask_of("decoder"), dark=dark,
-                                     present=present, title=f"decoder self-attention, layer {layer}, {head_name(head)}")
+        fig = figures.matrix_heatmap(pick(dec), tgt_t, tgt_t, mask=cap.mask_of("decoder"), present=present,
+                                     title=f"decoder self-attention, layer {layer}, {head_name(head)}")
         W.chart(fig, key="x-self", name="decoder-self")
         st.caption("Causal: grey cells above the diagonal are masked, each target token sees only earlier ones.")
 
@@ -86,12 +86,12 @@ with W.page("Cross-attention", "Which source words does each target word read?",
                   "query token (mean of heads)")
     a, b = st.columns([2, 3], gap="medium")
     with a:
-        W.chart(FM.head_rows(row, tr.src_tokens, dark=dark, present=present,
+        W.chart(FM.head_rows(row, tr.src_tokens, present=present,
                              title=f"step {step}: cross-attention of each head over the source"),
                 key="x-step", name="replay-step")
     with b:
         W.chart(FM.generation_matrix(tr.step_matrix(site, None if head == HEADS_MEAN else head), tr.tokens,
-                                     tr.prompt_len, k_tokens=tr.src_tokens, dark=dark, present=present, current=step,
+                                     tr.prompt_len, k_tokens=tr.src_tokens, present=present, current=step,
                                      title=f"all steps: source tokens read while writing ({head_name(head)}, "
                                            f"layer {layer}) — ▶ replays them"),
                 key="x-replay", name="replay")

@@ -55,7 +55,7 @@ with W.page("Explore", "What does the model see, and where does its attention go
 
     fig = figures.method_rows({f"layer {i}": per_layer[i] for i in range(len(per_layer))}, kt,
                               title=f"Where does token {q} ({figures.esc(qt[q])}) look? Head mean per layer",
-                              dark=W.is_dark(), present=W.presenting(), source=src if group != "cross" else None,
+                              present=W.presenting(), source=src if group != "cross" else None,
                               exclude=q if group != "cross" else None)
     W.chart(fig, key="explore-rows", name="explore")
     st.caption("Each row is one layer: the attention weights of the query token, averaged over heads and scaled "

@@ -19,7 +19,7 @@ def head_name(h: int) -> str:
 
 with W.page("Generate", "What does each new token look at while it is being written?", icon="✍"):
     inp = WM.require_arch(("decoder", "encdec"), "generates text (it needs a decoder or an encoder–decoder)")
-    present, dark = W.presenting(), W.is_dark()
+    present = W.presenting()
     with W.options():
         c1, c2, c3, c4 = st.columns(4)
         n_new = W.slider("New tokens", 1, 48, "gen_n", 16, where=c1)
@@ -54,7 +54,7 @@ with W.page("Generate", "What does each new token look at while it is being writ
     step = W.slider("Step", 0, tr.n_steps - 1, "gen_step", tr.n_steps - 1,
                     help="Which generated token to inspect; ▶ on the chart replays every step.")
     W.chart(FM.generation_matrix(tr.step_matrix(site, None if head == MEAN else head), tr.tokens, tr.prompt_len,
-                                 k_tokens=keys if cross else None, dark=dark, present=present, current=step,
+                                 k_tokens=keys if cross else None, present=present, current=step,
                                  title=f"Each new token's attention ({head_name(head)}, layer {layer}) — ▶ replays "
                                        "the generation"), key="gen-matrix", name="generation")
     st.caption("Row s: while writing token s, the last token fed (its query) attends to every key so far. Grey cells "
@@ -66,7 +66,7 @@ with W.page("Generate", "What does each new token look at while it is being writ
     k_len = len(keys) if cross else q + 1
     a, b = st.columns([3, 2], gap="medium")
     with a:
-        W.chart(FM.head_rows(row[:, :k_len], keys[:k_len], dark=dark, present=present,
+        W.chart(FM.head_rows(row[:, :k_len], keys[:k_len], present=present,
                              title=f"query {q} ({figures.esc(tr.tokens[q], 20)}) → keys, every head of layer {layer}"),
                 key="gen-step", name=f"step-{step}")
         W.token_strip(keys[:k_len], row[:, :k_len].mean(0) if head == MEAN else row[head, :k_len],

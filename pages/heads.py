@@ -16,7 +16,7 @@ STAT_HELP = {
 with W.page("Heads", "What does each head do — and does the model need it?"):
     inp = W.inputs()
     cap = inp.capture()
-    present, dark = W.presenting(), W.is_dark()
+    present = W.presenting()
     df, period = state.head_table(inp.model, inp.text, inp.src, inp.backend)
     stats = [c for c in STAT_HELP if c in df.columns]
 
@@ -45,7 +45,7 @@ with W.page("Heads", "What does each head do — and does the model need it?"):
         part = df[df["stack"] == s]
         grid = part.pivot(index="layer", columns="head", values=stat).to_numpy()
         W.chart(figures.grid_heatmap(grid, [f"{s} layer {i}" for i in range(grid.shape[0])],
-                                     [f"head {h}" for h in range(grid.shape[1])], diverging=False, dark=dark,
+                                     [f"head {h}" for h in range(grid.shape[1])], diverging=False,
                                      value_name=stat, present=present, title=f"{stat} — {s}"),
                 key=f"grid-{s}", name=f"{stat}-{s}")
 
@@ -77,7 +77,7 @@ with W.page("Heads", "What does each head do — and does the model need it?"):
         sweep = W.toggle(f"Ablate every head in turn ({n_runs} forward passes)", "sweep", n_runs <= 64)
         if sweep:
             names, grid, base = state.ablation_sweep(inp.model, inp.text, inp.src, inp.backend, q, answer_id)
-            W.chart(figures.grid_heatmap(grid, names, [f"head {h}" for h in range(grid.shape[1])], dark=dark,
+            W.chart(figures.grid_heatmap(grid, names, [f"head {h}" for h in range(grid.shape[1])],
                                          value_name="Δp", present=present, fmt="+.3f",
                                          title=f"Change in p(“{base.target}”) when one head is zeroed"),
                     key="sweep-grid", name="ablation")

@@ -13,7 +13,7 @@ FUSE = {"none": "every head", "mean": "mean over heads", "max": "max over heads"
 
 
 @st.fragment
-def close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present, dark):
+def close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present):
     """One head: its matrix, the head view and a zoom window. A fragment: its widgets rerun only this part,
     so the mosaic above is not rebuilt or redrawn when the head changes."""
     qt, kt = cap.group_tokens(group)
@@ -32,7 +32,7 @@ def close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present, dark):
         left, right = st.columns([3, 2], gap="medium")
         name = f"layer {layer}, " + (f"head {head}" if fuse == "none" else FUSE[fuse])
         with left:
-            fig1 = figures.matrix_heatmap(m, qt, kt, mask=vmask, kind=vkind, title=name, dark=dark, present=present,
+            fig1 = figures.matrix_heatmap(m, qt, kt, mask=vmask, kind=vkind, title=name, present=present,
                                           pool=pool, mark=(query, src))
             W.chart(fig1, key="head", name=f"head-{layer}-{head}")
             if big:
@@ -57,7 +57,7 @@ def close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present, dark):
             win = window(m, zq[0], zq[1] + 1, zk[0], zk[1] + 1)
             wmask = None if vmask is None else window(vmask, zq[0], zq[1] + 1, zk[0], zk[1] + 1)
             W.chart(figures.matrix_heatmap(win, qt, kt, mask=wmask, kind=vkind, title=f"{name}: rows {zq[0]}–{zq[1]}, "
-                                           f"keys {zk[0]}–{zk[1]}", dark=dark, present=present, q_offset=zq[0],
+                                           f"keys {zk[0]}–{zk[1]}", present=present, q_offset=zq[0],
                                            k_offset=zk[0], max_side=10**6), key="zoom", name="zoom")
 
         W.downloads(f"{group}-{kind}-L{layer}H{head}", csv=W.matrix_csv(m, qt, kt),
@@ -70,7 +70,7 @@ def close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present, dark):
 with W.page("Heatmaps", "Which heads look where? Every layer and head at once, then one up close."):
     inp = W.inputs()
     cap = inp.capture()
-    present, dark = W.presenting(), W.is_dark()
+    present = W.presenting()
     groups = cap.groups()
     with W.options():
         c1, c2, c3 = st.columns(3) if len(groups) > 1 else (None, *st.columns(2))
@@ -88,11 +88,11 @@ with W.page("Heatmaps", "Which heads look where? Every layer and head at once, t
     vkind = "pattern" if kind == "pattern" else "scores"
 
     title = f"{state.GROUP_LABELS.get(group, group)} — {KINDS[kind]}" + ("" if fuse == "none" else f", {FUSE[fuse]}")
-    fig = figures.mosaic(shown, qt, kt, mask=vmask, kind=vkind, title=title, dark=dark, present=present,
+    fig = figures.mosaic(shown, qt, kt, mask=vmask, kind=vkind, title=title, present=present,
                          layer_labels=[f"layer {i}" for i in range(n_layers)])
     W.chart(fig, key="mosaic", name="mosaic")
     st.caption("Rows are layers, columns heads; inside each block rows are query tokens and columns key tokens. "
                "Blank cells are masked. Hover for layer, head, tokens and value.")
 
     st.subheader("One head up close")
-    close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present, dark)
+    close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present)

@@ -18,7 +18,7 @@ GROUPS = {"self": "self-attention", "cross": "cross-attention (target → source
 with W.page("KV cache", "Why may a decoder keep the keys and values of earlier tokens — and does the cache change "
                         "anything?", icon="♻"):
     inp = WM.require_arch(("decoder", "encdec"), "needs a model that generates (a decoder or an encoder–decoder)")
-    present, dark = W.presenting(), W.is_dark()
+    present = W.presenting()
     info = state.model_info(inp.model)
     with W.options():
         c1, c2 = st.columns(2)
@@ -80,7 +80,7 @@ with W.page("KV cache", "Why may a decoder keep the keys and values of earlier t
     stitched, full = sti["sites"][site]["stitched"][head], sti["sites"][site]["full"][head]
     mask = None if group == "cross" else cap.mask_of("decoder" if cap.arch == "encdec" else "self")
     diff = stitched - full
-    side = dict(height=480, max_ticks=24, dark=dark, present=present)
+    side = dict(height=480, max_ticks=24, present=present)
     a, b, c = st.columns(3, gap="small")
     with a:
         fig = figures.matrix_heatmap(stitched, qt, kt, mask=mask, title="stitched from the cached steps",

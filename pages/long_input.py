@@ -31,7 +31,7 @@ def _number(label: str, key: str, hi: int, default: int, where) -> int:
 
 with W.page("Long inputs", "What does one head do across thousands of tokens? The whole matrix pooled, then any "
                            "window of it exactly.", icon="📏"):
-    present, dark = W.presenting(), W.is_dark()
+    present = W.presenting()
     ss = st.session_state
     with W.options("Model and text"):
         c1, c2 = st.columns([2, 3])
@@ -87,11 +87,11 @@ with W.page("Long inputs", "What does one head do across thousands of tokens? Th
     ov = state.long_overview(name, text, layer, head, how)
     where = "encoder self-attention, " if cap.group == "encoder" else ""
     bq, bk = ov.block
-    fig_o = overview_heatmap(ov.pooled, ov.q_edges, ov.k_edges, how=how, dark=dark, present=present,
+    fig_o = overview_heatmap(ov.pooled, ov.q_edges, ov.k_edges, how=how, present=present,
                              window=(win.q0, win.q1, win.k0, win.k1),
                              title=f"{where}layer {layer}, head {head}: all {T:,} tokens"
                                    + (f" ({how} over {bq}×{bk} blocks)" if bq * bk > 1 else ""))
-    fig_w = window_heatmap(win.values, win.mask, cap.tokens, win.q0, win.k0, dark=dark, present=present,
+    fig_w = window_heatmap(win.values, win.mask, cap.tokens, win.q0, win.k0, present=present,
                            title=f"rows {win.q0}–{win.q1 - 1}, keys {win.k0}–{win.k1 - 1} (exact)")
     left, right = st.columns(2, gap="medium")
     with left:

@@ -20,7 +20,7 @@ ASSUMES = {
 
 with W.page("Masks", "What changes when the same text and weights run under a different mask?"):
     inp = W.inputs()
-    present, dark = W.presenting(), W.is_dark()
+    present = W.presenting()
     own = state.model_info(inp.model)["arch"]
     base = "bidirectional" if own == "encoder" else "causal"
     other = "causal" if base == "bidirectional" else "bidirectional"
@@ -57,15 +57,16 @@ with W.page("Masks", "What changes when the same text and weights run under a di
         cols = st.columns(3)
         with cols[0]:
             W.chart(figures.matrix_heatmap(np.ones(m.shape, np.float32), qt, kt, mask=m, kind="pattern",
-                                           zrange=(0, 1), title=f"{label}: mask (grey = hidden)", dark=dark,
-                                           present=present, height=440, max_ticks=16, showscale=False), key=f"mask-{label}", name=f"mask-{label}")
+                                           zrange=(0, 1), title=f"{label}: mask (grey = hidden)",
+                                           present=present, height=440, max_ticks=16, showscale=False),
+                    key=f"mask-{label}", name=f"mask-{label}")
         with cols[1]:
             W.chart(figures.matrix_heatmap(r.masked_scores(head), qt, kt, kind="scores",
-                                           title=f"{label}: scores with −∞ where masked", dark=dark, present=present,
+                                           title=f"{label}: scores with −∞ where masked", present=present,
                                            height=440, max_ticks=16, showscale=False), key=f"scores-{label}", name=f"scores-{label}")
         with cols[2]:
             W.chart(figures.matrix_heatmap(p, qt, kt, mask=m, kind="pattern", title=f"{label}: attention weights",
-                                           dark=dark, present=present, height=440, max_ticks=16, showscale=False),
+                                           present=present, height=440, max_ticks=16, showscale=False),
                     key=f"pattern-{label}", name=f"pattern-{label}")
 
     st.caption("Scores: red = positive, blue = negative; weights: darker = larger (0 to the largest weight); "
@@ -73,13 +74,13 @@ with W.page("Masks", "What changes when the same text and weights run under a di
     st.subheader("Difference B − A")
     c1, c2 = st.columns([3, 2])
     with c1:
-        W.chart(figures.matrix_heatmap(pb - pa, qt, kt, mask=ma | mb, kind="diff", present=present, dark=dark,
+        W.chart(figures.matrix_heatmap(pb - pa, qt, kt, mask=ma | mb, kind="diff", present=present,
                                        title=f"layer {layer}, head {head}: weights B − A"), key="diff", name="diff")
     with c2:
         stack_a, stack_b = cap_a.stack(group), cap_b.stack(group)
         dmax = np.abs(stack_b - stack_a).max(axis=(-2, -1))  # [L, H]
         W.chart(figures.grid_heatmap(dmax, [f"layer {i}" for i in range(n_layers)],
-                                     [f"head {h}" for h in range(n_heads)], diverging=False, dark=dark,
+                                     [f"head {h}" for h in range(n_heads)], diverging=False,
                                      title="max |Δ weight| per head", value_name="max |Δ|", present=present),
                 key="dmax", name="max-diff")
 
@@ -107,7 +108,7 @@ with W.page("Masks", "What changes when the same text and weights run under a di
                 tq, tk = c.group_tokens(g)
                 with col:
                     W.chart(figures.matrix_heatmap(c.records[c.sites(g)[lyr]].pattern(hd), tq, tk, mask=c.mask_of(g),
-                                                   title=f"{name}: layer {lyr}, head {hd}", dark=dark, present=present),
+                                                   title=f"{name}: layer {lyr}, head {hd}", present=present),
                             key=f"trained-{name}", name=name)
 
     W.downloads(f"masks-L{layer}H{head}", csv=W.matrix_csv(pb - pa, qt, kt),

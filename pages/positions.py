@@ -16,7 +16,7 @@ LEARNED_MODELS = ("minilm", "random-decoder")
 
 with W.page("Positions", "Attention itself ignores order. How does the model know where each token is?", icon="⌖"):
     inp = W.inputs()
-    present, dark = W.presenting(), W.is_dark()
+    present = W.presenting()
     info = state.model_info(inp.model)
     own = info["positional"]
     d_model, n_heads = int(info["d_model"]), int(info["heads"])
@@ -38,12 +38,12 @@ with W.page("Positions", "Attention itself ignores order. How does the model kno
         arrays = {"sinusoidal": table}
         a, b = st.columns(2, gap="medium")
         with a:
-            W.chart(FM.table_heatmap(table, xlabel="dimension", ylabel="position", value_name="PE", dark=dark,
+            W.chart(FM.table_heatmap(table, xlabel="dimension", ylabel="position", value_name="PE",
                                      present=present, title=f"PE [{P} positions × {d} dims]"), key="pos-sin",
                     name="sinusoidal")
         with b:
             W.chart(FM.table_heatmap(M.similarity(table), xlabel="position", ylabel="position", value_name="cos",
-                                     dark=dark, present=present, diverging=False,
+                                     present=present, diverging=False,
                                      title="cosine similarity between positions"),
                     key="pos-sin-sim", name="sinusoidal-similarity")
         dims = [0, 2, min(8, d - 2), d // 2]
@@ -73,12 +73,12 @@ with W.page("Positions", "Attention itself ignores order. How does the model kno
             a, b = st.columns(2, gap="medium")
             with a:
                 W.chart(FM.table_heatmap(table[:n], xlabel="dimension", ylabel="position", value_name="weight",
-                                         dark=dark, present=present,
+                                         present=present,
                                          title=f"{src}: position embeddings [{n} of {table.shape[0]} × {table.shape[1]}]"),
                         key="pos-learned", name="learned")
             with b:
                 W.chart(FM.table_heatmap(M.similarity(table[:n]), xlabel="position", ylabel="position",
-                                         value_name="cos", dark=dark, present=present, diverging=False,
+                                         value_name="cos", present=present, diverging=False,
                                          title="cosine similarity between positions"), key="pos-learned-sim",
                         name="learned-similarity")
             note = ("Random initial weights: no structure, every position unrelated to its neighbours."
@@ -104,11 +104,11 @@ with W.page("Positions", "Attention itself ignores order. How does the model kno
         a, b = st.columns(2, gap="medium")
         with a:
             W.chart(FM.table_heatmap(demo["S"], xlabel="key position n", ylabel="query position m", value_name="score",
-                                     dark=dark, present=present, title="RoPE: rot(q, m) · rot(k, n)"),
+                                     present=present, title="RoPE: rot(q, m) · rot(k, n)"),
                     key="pos-rope", name="rope-scores")
         with b:
             W.chart(FM.table_heatmap(demo["A"], xlabel="key position n", ylabel="query position m", value_name="score",
-                                     dark=dark, present=present, title="absolute: (q + p_m) · (k + p_n)"),
+                                     present=present, title="absolute: (q + p_m) · (k + p_n)"),
                     key="pos-abs", name="absolute-scores")
         W.chart(FM.curves(demo["offsets"], {"RoPE": demo["spread_rope"], "absolute (sinusoidal added)":
                                             demo["spread_abs"]}, log_y=True, markers=True,
@@ -120,7 +120,7 @@ with W.page("Positions", "Attention itself ignores order. How does the model kno
                     f"(largest spread over all offsets: {np.nanmax(demo['spread_rope']):.1e}, float32 rounding).")
         st.dataframe(diag.style.format("{:.5f}", na_rep="—"), width="stretch")
         W.chart(FM.table_heatmap(demo["cos_angles"], xlabel="dimension pair i", ylabel="position",
-                                 value_name="cos θᵢp", dark=dark, present=present,
+                                 value_name="cos θᵢp", present=present,
                                  title="cos of the rotation angle θᵢ·p per pair of dimensions"), key="pos-angles",
                 name="rope-angles")
         if own == "rope":
@@ -135,7 +135,7 @@ with W.page("Positions", "Attention itself ignores order. How does the model kno
         al = M.alibi(H, T)
         arrays = {"alibi_bias": al["bias"], "slopes": al["slopes"], "mask": al["mask"]}
         pos = [str(i) for i in range(T)]
-        W.chart(figures.mosaic(al["bias"][None], pos, pos, mask=al["mask"], kind="scores", dark=dark, present=present,
+        W.chart(figures.mosaic(al["bias"][None], pos, pos, mask=al["mask"], kind="scores", present=present,
                                layer_labels=["bias"], title=f"ALiBi bias per head (T = {T}; masked cells grey)"),
                 key="pos-alibi", name="alibi")
         a, b = st.columns([2, 3], gap="medium")

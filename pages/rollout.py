@@ -28,7 +28,7 @@ with W.page("Rollout & attribution", "Which input tokens does the model use for 
             "Attention weights are not explanations — compare four ways to trace them."):
     inp = W.inputs()
     cap = inp.capture()
-    present, dark = W.presenting(), W.is_dark()
+    present = W.presenting()
     info = state.model_info(inp.model)
     encdec = cap.arch == "encdec"
     tgt_group = "decoder" if encdec else "self"
@@ -87,11 +87,11 @@ with W.page("Rollout & attribution", "Which input tokens does the model use for 
         notes["relevance"] = f"{inp.model} has no prediction head, so there is no logit to explain."
 
     title_tok = figures.esc(tokens[q])
-    W.chart(figures.method_rows({LABELS[k]: v for k, v in rows.items()}, tokens, dark=dark, present=present,
+    W.chart(figures.method_rows({LABELS[k]: v for k, v in rows.items()}, tokens, present=present,
                                 source=src_idx, exclude=q, title=f"Which tokens matter for token {q} ({title_tok})?"
                                 + (" — target side" if encdec else "")), key="methods", name="methods")
     if encdec:
-        W.chart(figures.method_rows({LABELS[k]: v for k, v in src_rows.items()}, cap.src_tokens, dark=dark,
+        W.chart(figures.method_rows({LABELS[k]: v for k, v in src_rows.items()}, cap.src_tokens,
                                     present=present, title="… and on the source side"), key="methods-src",
                 name="methods-source")
     for k, msg in notes.items():
@@ -118,7 +118,7 @@ with W.page("Rollout & attribution", "Which input tokens does the model use for 
         which = W.select("Matrix", list(matrices), "rollout_matrix", None, horizontal=True)
         m, qa, ka = matrices[which]
         W.chart(figures.matrix_heatmap(m, qa, ka, kind="pattern", title=f"{which}: row = output, column = input",
-                                       dark=dark, present=present, mark=(q, src_idx if ka is tokens else None)),
+                                       present=present, mark=(q, src_idx if ka is tokens else None)),
                 key="matrix", name=which)
 
     W.downloads(f"rollout-q{q}", csv=pd.DataFrame({"index": range(t), "token": tokens,

@@ -13,7 +13,7 @@ TAUS = np.round(np.geomspace(0.1, 10, 13), 3)
 with W.page("Score scales", "Why divide by √d_k? What happens to the softmax when the scores grow?"):
     inp = W.inputs()
     cap = inp.capture()
-    present, dark = W.presenting(), W.is_dark()
+    present = W.presenting()
     groups = cap.groups()
     with W.options():
         c1, c2, c3 = st.columns(3) if len(groups) > 1 else (None, *st.columns(2))
@@ -55,7 +55,7 @@ with W.page("Score scales", "Why divide by √d_k? What happens to the softmax w
     shown = cf.scaled if use_scale else cf.unscaled
     left, right = st.columns([3, 2])
     with left:
-        W.chart(figures.matrix_heatmap(shown, qt, kt, mask=mask, zrange=(0, 1), dark=dark, present=present,
+        W.chart(figures.matrix_heatmap(shown, qt, kt, mask=mask, zrange=(0, 1), present=present,
                                        title=f"head {head}: softmax({'QKᵀ/√d_k' if use_scale else 'QKᵀ'} / τ={tau:g})"),
                 key="cf", name="counterfactual")
     with right:
