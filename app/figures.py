@@ -74,9 +74,20 @@ def _layout(fig: go.Figure, title: str, present: bool, height: int | None = None
 def png_scale() -> str:
     """The colour scale of a matrix sent as a PNG, which the theme cannot recolour: the one that reads like the
     theme's own sequential scale (light → dark on a light page, dark → bright on a dark one)."""
-    from app.widgets import is_dark  # the browser's theme, read when the figure is built
-
     return DARK_SCALE if is_dark() else LIGHT_SCALE
+
+
+def is_dark() -> bool:
+    """The browser's theme (Streamlit reports it from the second run on), else the server's theme.base."""
+    import streamlit as st  # only here: the builders themselves need no Streamlit
+
+    try:
+        kind = st.context.theme.type
+    except Exception:  # noqa: BLE001 — no browser context (tests, the bench command)
+        kind = None
+    if kind is None:
+        kind = st.get_option("theme.base")
+    return kind == "dark"
 
 
 # -- single matrix -----------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
-from app import figures, state, widgets
+from app import figures, frame, inputs, state
 from model.checkpoint import save_folder
 from model.config import ModelConfig
 from model.inputs import MAX_GENERATE, MAX_TEXT_CHARS, InputError
@@ -42,7 +42,7 @@ from tests.app.conftest import open_page, specs, titled, z_of
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = state.default_model()
-FOLDER = widgets.FOLDER
+FOLDER = inputs.FOLDER
 REPORT = ROOT / "artifacts" / "reliability.json"
 LOADED = "The model could not be loaded: "
 FIX = ". Pick another model or fix the folder."
@@ -495,8 +495,8 @@ def test_generation_limits():
     assert not errors(at) and at.slider(key="gen_n").value == 16  # falls back to the default, within the slider
     with pytest.raises(InputError) as e:  # the app's generation path refuses more than MAX_GENERATE itself
         state.generation_trace("random-decoder", "hi", None, MAX_GENERATE + 1)
-    assert widgets.error_message(e.value)[1] == (f"Can generate 0 to {MAX_GENERATE} new tokens, not "
-                                                 f"{MAX_GENERATE + 1}{CHANGE}")
+    assert frame.error_message(e.value)[1] == (f"Can generate 0 to {MAX_GENERATE} new tokens, not "
+                                               f"{MAX_GENERATE + 1}{CHANGE}")
     with pytest.raises(InputError, match=f"can generate 0 to {MAX_GENERATE} new tokens"):
         state.cache_generation("random-decoder", "hi", None, MAX_GENERATE + 1, "eager")
 
@@ -657,7 +657,7 @@ def test_fuzz_text_to_figure(name):
         try:
             cap = state.capture(name, text, src, backend)
         except InputError as e:
-            level, msg = widgets.error_message(e)
+            level, msg = frame.error_message(e)
             assert level == "error" and any(x in msg for x in EXPECTED) and "\n" not in msg, msg
             counts["refused"] += 1
             return
