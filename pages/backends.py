@@ -6,9 +6,11 @@ import streamlit as st
 
 from analysis.consistency import TOL_BACKEND
 from analysis.mechanics import device_summary
-from app import figures, state
-from app import figures_mech as FM
+from app import state
 from app.downloads import downloads
+from app.figures.grids import delta_grid
+from app.figures.lines import scaling
+from app.figures.matrix import matrix_heatmap
 from app.frame import chart, page, presenting
 from app.inputs import inputs
 from app.url_state import select, slider
@@ -69,8 +71,8 @@ with page("Backends", "Do eager, sdpa and flash compute the same attention — a
     z = [[reps[b]["per_site"][s] for b in ("sdpa", "flash")] for s in sites]
     left, right = st.columns([3, 2], gap="medium")
     with left:
-        chart(FM.delta_grid(z, sites, ["sdpa vs eager: pattern", "flash vs eager: pattern"], TOL_BACKEND,
-                            title=f"Max |Δ pattern| per layer (tolerance {TOL_BACKEND:g})", present=present),
+        chart(delta_grid(z, sites, ["sdpa vs eager: pattern", "flash vs eager: pattern"], TOL_BACKEND,
+                         title=f"Max |Δ pattern| per layer (tolerance {TOL_BACKEND:g})", present=present),
               key="be-grid", name="backend-deltas")
     with right:
         summary = pd.DataFrame([{"backend": b, "max |Δ logits|": reps[b]["max_abs_logits"],
@@ -90,8 +92,8 @@ with page("Backends", "Do eager, sdpa and flash compute the same attention — a
                  help="Measured now, on this machine, for one attention call; larger sizes come from the benchmark.")
     lengths = tuple(t for t in (64, 128, 256, 512, 1024) if t <= top)
     live = state.attention_timings(lengths, heads, d_head)
-    chart(FM.scaling(live, title=f"Live: one causal attention call, {heads} heads × d_head {d_head}",
-                     present=present), key="be-live", name="backend-live")
+    chart(scaling(live, title=f"Live: one causal attention call, {heads} heads × d_head {d_head}",
+                  present=present), key="be-live", name="backend-live")
     live_df = pd.DataFrame(live)
     st.caption("Measured just now on this machine, on one CPU thread, best time of at least 5 runs (other users' "
                "requests wait meanwhile). Memory: peak bytes of the "
@@ -111,9 +113,9 @@ with page("Backends", "Do eager, sdpa and flash compute the same attention — a
                     "passes at long inputs, peak memory above the loaded model" + (f" — {machine}" if machine else ""))
         if bench["rows"]:
             brow = [r for r in bench["rows"] if r.get("peak_mb") is not None or r.get("median_s") is not None]
-            chart(FM.scaling(brow, series_key="series", time_key="median_s", time_unit="s", mem_key="peak_mb",
-                             mem_scale=1.0, theory=False, present=present, title="Benchmark: time and peak memory "
-                             "per mode"), key="be-bench", name="backend-bench")
+            chart(scaling(brow, series_key="series", time_key="median_s", time_unit="s", mem_key="peak_mb",
+                          mem_scale=1.0, theory=False, present=present, title="Benchmark: time and peak memory "
+                          "per mode"), key="be-bench", name="backend-bench")
             st.dataframe(pd.DataFrame(brow).drop(columns="series"), hide_index=True)
         elif bench.get("markdown"):
             with st.expander("docs/benchmarks.md", expanded=True):
@@ -154,16 +156,16 @@ with page("Backends", "Do eager, sdpa and flash compute the same attention — a
     side = dict(mask=mask, present=present, height=480, max_ticks=24)
     a, b, c = st.columns(3, gap="small")
     with a:
-        chart(figures.matrix_heatmap(recomputed, qt, kt, title=f"{fused}: recomputed from q, k", showscale=False,
-                                     zrange=(0.0, 1.0), **side), key="be-recomputed", name="recomputed")
+        chart(matrix_heatmap(recomputed, qt, kt, title=f"{fused}: recomputed from q, k", showscale=False,
+                             zrange=(0.0, 1.0), **side), key="be-recomputed", name="recomputed")
     with b:
-        chart(figures.matrix_heatmap(stored, qt, kt, title="eager: stored weights", zrange=(0.0, 1.0), **side),
+        chart(matrix_heatmap(stored, qt, kt, title="eager: stored weights", zrange=(0.0, 1.0), **side),
               key="be-eager", name="eager")
     with c:
         d = recomputed - stored
         lim = max(float(abs(d).max()), TOL_BACKEND)
-        chart(figures.matrix_heatmap(d, qt, kt, kind="diff", zrange=(-lim, lim), value_name="Δ",
-                                     title=f"difference (max |Δ| {abs(d).max():.1e})", **side),
+        chart(matrix_heatmap(d, qt, kt, kind="diff", zrange=(-lim, lim), value_name="Δ",
+                             title=f"difference (max |Δ| {abs(d).max():.1e})", **side),
               key="be-diff", name="diff")
     st.caption(f"{site}, head {head}: kernel {cap_f.records[site].kernel}. Long inputs stay cheap: a capture that "
                "would exceed a few million weights keeps q and k only, and large matrices are pooled for display.")

@@ -4,9 +4,12 @@ at a time."""
 
 import streamlit as st
 
-from app import figures, state
-from app import figures_mech as FM
+from app import state
 from app.downloads import downloads, matrix_csv
+from app.figures.matrix import mark_cells, matrix_heatmap
+from app.figures.mosaic import mosaic
+from app.figures.rows import generation_matrix, head_rows
+from app.figures.style import md
 from app.frame import chart, page, presenting
 from app.inputs import require_arch
 from app.token_strip import token_strip
@@ -36,9 +39,9 @@ with page("Cross-attention", "Which source words does each target word read?", i
     token_strip(tgt_t, label=f"target ({len(tgt_t)} tokens, decoder input)")
 
     st.subheader("Every layer and head of cross-attention")
-    chart(figures.mosaic(cross, tgt_t, src_t, kind="pattern", present=present,
-                         title="cross-attention: target tokens (rows) × source tokens (columns)",
-                         layer_labels=[f"layer {i}" for i in range(n_layers)]), key="x-mosaic", name="cross-mosaic")
+    chart(mosaic(cross, tgt_t, src_t, kind="pattern", present=present,
+                 title="cross-attention: target tokens (rows) × source tokens (columns)",
+                 layer_labels=[f"layer {i}" for i in range(n_layers)]), key="x-mosaic", name="cross-mosaic")
 
     st.subheader("One layer up close: cross-attention next to the decoder's self-attention")
     c1, c2 = st.columns(2)
@@ -50,19 +53,19 @@ with page("Cross-attention", "Which source words does each target word read?", i
 
     a, b = st.columns([1, 1], gap="medium")
     with a:
-        fig = figures.matrix_heatmap(pick(cross), tgt_t, src_t, present=present,
-                                     title=f"cross-attention, layer {layer}, {head_name(head)}")
+        fig = matrix_heatmap(pick(cross), tgt_t, src_t, present=present,
+                             title=f"cross-attention, layer {layer}, {head_name(head)}")
         fig.update_xaxes(title="source token (key)")
         fig.update_yaxes(title="target token (query)")
         # the row that WRITES target token t is row t − 1 (the decoder at position t − 1 predicts token t)
-        chart(FM.mark_cells(fig, [(t - 1, s) for t, s in align if 1 <= t <= len(tgt_t) and s < len(src_t)]),
+        chart(mark_cells(fig, [(t - 1, s) for t, s in align if 1 <= t <= len(tgt_t) and s < len(src_t)]),
               key="x-cross", name="cross")
         if align:
             st.caption("Circles: the reference word alignment of this lecture sample, drawn on the row that writes "
                        "each target word — the row of the token before it, since position t predicts token t + 1.")
     with b:
-        fig = figures.matrix_heatmap(pick(dec), tgt_t, tgt_t, mask=cap.mask_of("decoder"), present=present,
-                                     title=f"decoder self-attention, layer {layer}, {head_name(head)}")
+        fig = matrix_heatmap(pick(dec), tgt_t, tgt_t, mask=cap.mask_of("decoder"), present=present,
+                             title=f"decoder self-attention, layer {layer}, {head_name(head)}")
         chart(fig, key="x-self", name="decoder-self")
         st.caption("Causal: grey cells above the diagonal are masked, each target token sees only earlier ones.")
 
@@ -80,8 +83,8 @@ with page("Cross-attention", "Which source words does each target word read?", i
     site = cross_sites[min(layer, len(cross_sites) - 1)]
     new_tok = tr.tokens[tr.prompt_len + step]
     q = tr.query_position(step)
-    st.markdown(f"Step **{step}**: the decoder reads position {q} ({figures.md(tr.tokens[q])}) and writes "
-                f"**{figures.md(new_tok)}** (p = {tr.chosen_prob[step]:.3f}). Greedy decoding, layer {layer}.")
+    st.markdown(f"Step **{step}**: the decoder reads position {q} ({md(tr.tokens[q])}) and writes "
+                f"**{md(new_tok)}** (p = {tr.chosen_prob[step]:.3f}). Greedy decoding, layer {layer}.")
     token_strip(tr.tokens[: tr.prompt_len + step + 1], query=q,
                 label="target so far (the query token outlined; the last token is the one just written)")
     row = tr.rows[site][step]  # [H, S]
@@ -89,14 +92,14 @@ with page("Cross-attention", "Which source words does each target word read?", i
                 "query token (mean of heads)")
     a, b = st.columns([2, 3], gap="medium")
     with a:
-        chart(FM.head_rows(row, tr.src_tokens, present=present,
-                           title=f"step {step}: cross-attention of each head over the source"),
+        chart(head_rows(row, tr.src_tokens, present=present,
+                        title=f"step {step}: cross-attention of each head over the source"),
               key="x-step", name="replay-step")
     with b:
-        chart(FM.generation_matrix(tr.step_matrix(site, None if head == HEADS_MEAN else head), tr.tokens,
-                                   tr.prompt_len, k_tokens=tr.src_tokens, present=present, current=step,
-                                   title=f"all steps: source tokens read while writing ({head_name(head)}, "
-                                         f"layer {layer}) — ▶ replays them"),
+        chart(generation_matrix(tr.step_matrix(site, None if head == HEADS_MEAN else head), tr.tokens,
+                                tr.prompt_len, k_tokens=tr.src_tokens, present=present, current=step,
+                                title=f"all steps: source tokens read while writing ({head_name(head)}, "
+                                      f"layer {layer}) — ▶ replays them"),
               key="x-replay", name="replay")
     if inp.preset is not None and inp.preset.src_text and start == "source":
         st.caption(f"Reference translation of this sample: “{inp.preset.text}”. Generated: "

@@ -3,8 +3,10 @@
 import streamlit as st
 
 from analysis.rollout import fuse_heads
-from app import figures, state
+from app import state
 from app.downloads import downloads, matrix_csv
+from app.figures.rows import method_rows
+from app.figures.style import esc
 from app.frame import chart, page, presenting
 from app.inputs import inputs
 from app.presets import default_query, source_index
@@ -58,10 +60,10 @@ with page("Explore", "What does the model see, and where does its attention go?"
         token_strip(cap.src_tokens, per_layer[-1], label="shaded by the last layer's cross-attention from the "
                     "outlined target token (head mean)")
 
-    fig = figures.method_rows({f"layer {i}": per_layer[i] for i in range(len(per_layer))}, kt,
-                              title=f"Where does token {q} ({figures.esc(qt[q])}) look? Head mean per layer",
-                              present=presenting(), source=src if group != "cross" else None,
-                              exclude=q if group != "cross" else None)
+    fig = method_rows({f"layer {i}": per_layer[i] for i in range(len(per_layer))}, kt,
+                      title=f"Where does token {q} ({esc(qt[q])}) look? Head mean per layer",
+                      present=presenting(), source=src if group != "cross" else None,
+                      exclude=q if group != "cross" else None)
     chart(fig, key="explore-rows", name="explore")
     st.caption("Each row is one layer: the attention weights of the query token, averaged over heads and scaled "
                "to the row's largest weight on another token. A red dotted box marks the preset's ground-truth source token.")

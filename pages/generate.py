@@ -4,9 +4,10 @@ context, shown step by step as it is produced (▶ replays the steps)."""
 import pandas as pd
 import streamlit as st
 
-from app import figures, state
-from app import figures_mech as FM
+from app import state
 from app.downloads import downloads
+from app.figures.rows import generation_matrix, head_rows
+from app.figures.style import esc, md
 from app.frame import chart, options, page, presenting
 from app.inputs import require_arch
 from app.token_strip import predictions_table, token_strip
@@ -56,28 +57,28 @@ with page("Generate", "What does each new token look at while it is being writte
 
     step = slider("Step", 0, tr.n_steps - 1, "gen_step", tr.n_steps - 1,
                   help="Which generated token to inspect; ▶ on the chart replays every step.")
-    chart(FM.generation_matrix(tr.step_matrix(site, None if head == MEAN else head), tr.tokens, tr.prompt_len,
-                               k_tokens=keys if cross else None, present=present, current=step,
-                               title=f"Each new token's attention ({head_name(head)}, layer {layer}) — ▶ replays "
-                                     "the generation"), key="gen-matrix", name="generation")
+    chart(generation_matrix(tr.step_matrix(site, None if head == MEAN else head), tr.tokens, tr.prompt_len,
+                            k_tokens=keys if cross else None, present=present, current=step,
+                            title=f"Each new token's attention ({head_name(head)}, layer {layer}) — ▶ replays "
+                                  "the generation"), key="gen-matrix", name="generation")
     st.caption("Row s: while writing token s, the last token fed (its query) attends to every key so far. Grey cells "
                "lie in the future of that step; the dotted line ends the prompt.")
 
-    st.subheader(f"Step {step}: writing “{figures.md(tr.tokens[tr.prompt_len + step])}”")
+    st.subheader(f"Step {step}: writing “{md(tr.tokens[tr.prompt_len + step])}”")
     q = tr.query_position(step)
     row = tr.rows[site][step]  # [H, K]
     k_len = len(keys) if cross else q + 1
     a, b = st.columns([3, 2], gap="medium")
     with a:
-        chart(FM.head_rows(row[:, :k_len], keys[:k_len], present=present,
-                           title=f"query {q} ({figures.esc(tr.tokens[q], 20)}) → keys, every head of layer {layer}"),
+        chart(head_rows(row[:, :k_len], keys[:k_len], present=present,
+                        title=f"query {q} ({esc(tr.tokens[q], 20)}) → keys, every head of layer {layer}"),
               key="gen-step", name=f"step-{step}")
         token_strip(keys[:k_len], row[:, :k_len].mean(0) if head == MEAN else row[head, :k_len],
                     query=None if cross else q, label=f"keys shaded by {head_name(head)}")
     with b:
         st.markdown("**The choice** (the distribution it was drawn from)")
         predictions_table(tr.top_tokens[step], tr.top_probs[step])
-        st.caption(f"Picked “{figures.md(tr.tokens[tr.prompt_len + step])}” with p = {tr.chosen_prob[step]:.3f}."
+        st.caption(f"Picked “{md(tr.tokens[tr.prompt_len + step])}” with p = {tr.chosen_prob[step]:.3f}."
                    + (" Temperature divides the logits before the softmax; top-k keeps only the k best."
                       if sampling else ""))
 

@@ -3,8 +3,9 @@
 import numpy as np
 import streamlit as st
 
-from app import figures, state
+from app import state
 from app.downloads import downloads
+from app.figures.grids import grid_heatmap
 from app.frame import chart, options, page, presenting
 from app.inputs import inputs
 from app.presets import default_query
@@ -49,9 +50,9 @@ with page("Heads", "What does each head do — and does the model need it?"):
     for s in sorted(df["stack"].unique()):
         part = df[df["stack"] == s]
         grid = part.pivot(index="layer", columns="head", values=stat).to_numpy()
-        chart(figures.grid_heatmap(grid, [f"{s} layer {i}" for i in range(grid.shape[0])],
-                                   [f"head {h}" for h in range(grid.shape[1])], diverging=False,
-                                   value_name=stat, present=present, title=f"{stat} — {s}"),
+        chart(grid_heatmap(grid, [f"{s} layer {i}" for i in range(grid.shape[0])],
+                           [f"head {h}" for h in range(grid.shape[1])], diverging=False,
+                           value_name=stat, present=present, title=f"{stat} — {s}"),
               key=f"grid-{s}", name=f"{stat}-{s}")
 
     st.subheader("Switch a head off")
@@ -82,9 +83,9 @@ with page("Heads", "What does each head do — and does the model need it?"):
         sweep = toggle(f"Ablate every head in turn ({n_runs} forward passes)", "sweep", n_runs <= 64)
         if sweep:
             names, grid, base = state.ablation_sweep(inp.model, inp.text, inp.src, inp.backend, q, answer_id)
-            chart(figures.grid_heatmap(grid, names, [f"head {h}" for h in range(grid.shape[1])],
-                                       value_name="Δp", present=present, fmt="+.3f",
-                                       title=f"Change in p(“{base.target}”) when one head is zeroed"),
+            chart(grid_heatmap(grid, names, [f"head {h}" for h in range(grid.shape[1])],
+                               value_name="Δp", present=present, fmt="+.3f",
+                               title=f"Change in p(“{base.target}”) when one head is zeroed"),
                   key="sweep-grid", name="ablation")
             worst = np.unravel_index(np.argmin(grid), grid.shape)
             st.caption(f"Most needed: {names[worst[0]]}, head {worst[1]} (Δp = {grid[worst]:+.3f}).")

@@ -4,8 +4,11 @@ import streamlit as st
 
 from analysis.pooling import window
 from analysis.rollout import fuse_heads
-from app import figures, state
+from app import state
 from app.downloads import downloads, matrix_csv
+from app.figures.head_view import head_view
+from app.figures.matrix import MAX_SIDE, matrix_heatmap
+from app.figures.mosaic import mosaic
 from app.frame import chart, guard, options, page, presenting
 from app.inputs import inputs
 from app.presets import default_query, source_index
@@ -30,25 +33,25 @@ def close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present):
         query = token_select("Query token (head view)", qt, "query", min(q_default, len(qt) - 1), where=c3)
         src = source_index(cap, inp.preset) if group != "cross" and group != "encoder" else None
         m = shown[layer, head]
-        big = max(m.shape) > figures.MAX_SIDE
+        big = max(m.shape) > MAX_SIDE
         pool = select("Pooling of large matrices", ("max", "mean"), "pool", "max", show=big and not present,
                       horizontal=True)
         left, right = st.columns([3, 2], gap="medium")
         name = f"layer {layer}, " + (f"head {head}" if fuse == "none" else FUSE[fuse])
         with left:
-            fig1 = figures.matrix_heatmap(m, qt, kt, mask=vmask, kind=vkind, title=name, present=present,
-                                          pool=pool, mark=(query, src))
+            fig1 = matrix_heatmap(m, qt, kt, mask=vmask, kind=vkind, title=name, present=present,
+                                  pool=pool, mark=(query, src))
             chart(fig1, key="head", name=f"head-{layer}-{head}")
             if big:
-                st.info(f"This {m.shape[0]}×{m.shape[1]} matrix is pooled ({pool}) to at most {figures.MAX_SIDE} cells "
+                st.info(f"This {m.shape[0]}×{m.shape[1]} matrix is pooled ({pool}) to at most {MAX_SIDE} cells "
                         "per side; the zoom window below shows any region at full resolution.")
         with right:
             heads = list(range(n_heads)) if fuse == "none" else [0]
             pats = cap.stack(group) if fuse == "none" else fuse_heads(cap.stack(group), fuse)[:, None]
             hv_heads = select("Head view shows", ["selected", "all"], "hv", "selected", horizontal=True,
                               format_func=lambda v: "the selected head" if v == "selected" else "all heads")
-            fig2 = figures.head_view(pats[layer], qt, kt, query, [head] if hv_heads == "selected" else heads,
-                                     present=present, title=f"Head view: token {query} → keys (layer {layer})")
+            fig2 = head_view(pats[layer], qt, kt, query, [head] if hv_heads == "selected" else heads,
+                             present=present, title=f"Head view: token {query} → keys (layer {layer})")
             chart(fig2, key="headview", name="head-view")
             st.caption("Line strength = attention weight (of the pattern, whatever matrix is shown on the left).")
 
@@ -60,9 +63,9 @@ def close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present):
             zk = range_slider("Key columns", 0, nk - 1, "zoom_k", (0, span[1] - 1))
             win = window(m, zq[0], zq[1] + 1, zk[0], zk[1] + 1)
             wmask = None if vmask is None else window(vmask, zq[0], zq[1] + 1, zk[0], zk[1] + 1)
-            chart(figures.matrix_heatmap(win, qt, kt, mask=wmask, kind=vkind, title=f"{name}: rows {zq[0]}–{zq[1]}, "
-                                         f"keys {zk[0]}–{zk[1]}", present=present, q_offset=zq[0],
-                                         k_offset=zk[0], max_side=10**6), key="zoom", name="zoom")
+            chart(matrix_heatmap(win, qt, kt, mask=wmask, kind=vkind, title=f"{name}: rows {zq[0]}–{zq[1]}, "
+                                 f"keys {zk[0]}–{zk[1]}", present=present, q_offset=zq[0],
+                                 k_offset=zk[0], max_side=10**6), key="zoom", name="zoom")
 
         downloads(f"{group}-{kind}-L{layer}H{head}", csv=matrix_csv(m, qt, kt),
                   npz={"matrices": shown, "mask": cap.mask_of(group), "q_tokens": qt, "k_tokens": kt},
@@ -92,8 +95,8 @@ with page("Heatmaps", "Which heads look where? Every layer and head at once, the
     vkind = "pattern" if kind == "pattern" else "scores"
 
     title = f"{state.GROUP_LABELS.get(group, group)} — {KINDS[kind]}" + ("" if fuse == "none" else f", {FUSE[fuse]}")
-    fig = figures.mosaic(shown, qt, kt, mask=vmask, kind=vkind, title=title, present=present,
-                         layer_labels=[f"layer {i}" for i in range(n_layers)])
+    fig = mosaic(shown, qt, kt, mask=vmask, kind=vkind, title=title, present=present,
+                 layer_labels=[f"layer {i}" for i in range(n_layers)])
     chart(fig, key="mosaic", name="mosaic")
     st.caption("Rows are layers, columns heads; inside each block rows are query tokens and columns key tokens. "
                "Blank cells are masked. Hover for layer, head, tokens and value.")

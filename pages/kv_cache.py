@@ -7,9 +7,11 @@ import streamlit as st
 
 from analysis.consistency import TOL_CACHE
 from analysis.mechanics import cache_costs
-from app import figures, state
-from app import figures_mech as FM
+from app import state
 from app.downloads import downloads
+from app.figures.bars import step_deltas
+from app.figures.lines import cache_cost, tiny_lines
+from app.figures.matrix import chunk_lines, matrix_heatmap
 from app.frame import chart, options, page, presenting
 from app.inputs import require_arch
 from app.token_strip import token_strip
@@ -53,8 +55,8 @@ with page("KV cache", "Why may a decoder keep the keys and values of earlier tok
                    f"Some steps differ (worst max |Δlogits| {gen['max_abs_logits']:.2e}).")
     left, right = st.columns([3, 2], gap="medium")
     with left:
-        chart(FM.step_deltas(steps["max_abs_logits"], steps["cached_token"], gen["tolerance"], passed=steps["passed"],
-                             title="max |Δ next-token logits| per step (cached − uncached)", present=present),
+        chart(step_deltas(steps["max_abs_logits"], steps["cached_token"], gen["tolerance"], passed=steps["passed"],
+                          title="max |Δ next-token logits| per step (cached − uncached)", present=present),
               key="kv-steps", name="kv-steps")
     with right:
         st.dataframe(steps[["step", "position", "cached_token", "uncached_token", "max_abs_logits", "passed"]],
@@ -87,16 +89,16 @@ with page("KV cache", "Why may a decoder keep the keys and values of earlier tok
     side = dict(height=480, max_ticks=24, present=present)
     a, b, c = st.columns(3, gap="small")
     with a:
-        fig = figures.matrix_heatmap(stitched, qt, kt, mask=mask, title="stitched from the cached steps",
-                                     showscale=False, zrange=(0.0, 1.0), **side)
-        chart(FM.chunk_lines(fig, sti["bounds"], len(kt)), key="kv-stitched", name="kv-stitched")
+        fig = matrix_heatmap(stitched, qt, kt, mask=mask, title="stitched from the cached steps",
+                             showscale=False, zrange=(0.0, 1.0), **side)
+        chart(chunk_lines(fig, sti["bounds"], len(kt)), key="kv-stitched", name="kv-stitched")
     with b:
-        chart(figures.matrix_heatmap(full, qt, kt, mask=mask, title="one uncached pass", zrange=(0.0, 1.0), **side),
+        chart(matrix_heatmap(full, qt, kt, mask=mask, title="one uncached pass", zrange=(0.0, 1.0), **side),
               key="kv-full", name="kv-full")
     with c:
         lim = max(float(np.abs(diff).max()), TOL_CACHE)
-        chart(figures.matrix_heatmap(diff, qt, kt, mask=mask, kind="diff", zrange=(-lim, lim), value_name="Δ",
-                                     title=f"difference (max |Δ| {np.abs(diff).max():.1e})", **side),
+        chart(matrix_heatmap(diff, qt, kt, mask=mask, kind="diff", zrange=(-lim, lim), value_name="Δ",
+                             title=f"difference (max |Δ| {np.abs(diff).max():.1e})", **side),
               key="kv-diff", name="kv-diff")
     (p0, p1), rest = sti["bounds"][0], sti["bounds"][1:]
     st.caption(f"{site}, head {head}. The text is fed as the cache would see it: a prefill of rows {p0}–{p1 - 1}, "
@@ -110,10 +112,10 @@ with page("KV cache", "Why may a decoder keep the keys and values of earlier tok
     ps = state.prefix_stability(inp.model, inp.text, inp.src, inp.backend)
     left, right = st.columns([3, 2], gap="medium")
     with left:
-        chart(FM.tiny_lines(ps["lengths"], {"attention rows of earlier tokens": ps["rows"],
-                                            "their keys": ps["keys"], "their values": ps["values"]},
-                            TOL_CACHE, xlabel="tokens fed so far (t)", ylabel="max |Δ| vs the whole text (log)",
-                            title="Feed the text one more token at a time", present=present),
+        chart(tiny_lines(ps["lengths"], {"attention rows of earlier tokens": ps["rows"],
+                                         "their keys": ps["keys"], "their values": ps["values"]},
+                         TOL_CACHE, xlabel="tokens fed so far (t)", ylabel="max |Δ| vs the whole text (log)",
+                         title="Feed the text one more token at a time", present=present),
               key="kv-prefix", name="kv-prefix")
     with right:
         st.markdown(
@@ -128,9 +130,9 @@ with page("KV cache", "Why may a decoder keep the keys and values of earlier tok
             st.caption(f"(the first {ps['T']} tokens of the text)")
     n_sites = len([s for s in sites if sti["sites"][s]["kind"] == "self"])
     cost = cache_costs(len(cap.tokens), len(gen["steps"]), n_sites, n_heads)
-    chart(FM.cache_cost(cost["steps"], cost["cached"], cost["uncached"], present=present,
-                        title=f"Work of self-attention over {len(gen['steps'])} generation steps "
-                              f"({info['heads']} heads, {n_sites} layers)"), key="kv-cost", name="kv-cost")
+    chart(cache_cost(cost["steps"], cost["cached"], cost["uncached"], present=present,
+                     title=f"Work of self-attention over {len(gen['steps'])} generation steps "
+                           f"({info['heads']} heads, {n_sites} layers)"), key="kv-cost", name="kv-cost")
 
     downloads("kv-cache", csv=steps,
               npz={"stitched": sti["sites"][site]["stitched"], "full": sti["sites"][site]["full"],

@@ -6,7 +6,7 @@ import streamlit as st
 from app import longinput as L
 from app import state
 from app.downloads import downloads, matrix_csv
-from app.figures_long import overview_heatmap, payload_bytes, window_heatmap
+from app.figures.overview import overview_heatmap, payload_bytes, window_heatmap
 from app.frame import chart, options, page, presenting
 from app.inputs import FOLDER, URL_TEXT_LIMIT
 from app.url_state import URL, index, select, url_active

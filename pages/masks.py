@@ -4,8 +4,11 @@ import numpy as np
 import streamlit as st
 
 from analysis.masks import zero_after_softmax_vs_neg_inf
-from app import figures, state
+from app import state
 from app.downloads import downloads, matrix_csv
+from app.figures.bars import token_bars
+from app.figures.grids import grid_heatmap
+from app.figures.matrix import matrix_heatmap
 from app.frame import chart, guard, options, page, presenting
 from app.inputs import inputs
 from app.presets import presets
@@ -60,17 +63,17 @@ with page("Masks", "What changes when the same text and weights run under a diff
         st.markdown(f"**{label}: {NAMES[kind]}** — {ASSUMES[kind]}")
         cols = st.columns(3)
         with cols[0]:
-            chart(figures.matrix_heatmap(np.ones(m.shape, np.float32), qt, kt, mask=m, kind="pattern",
-                                         zrange=(0, 1), title=f"{label}: mask (grey = hidden)",
-                                         present=present, height=440, max_ticks=16, showscale=False),
+            chart(matrix_heatmap(np.ones(m.shape, np.float32), qt, kt, mask=m, kind="pattern",
+                                 zrange=(0, 1), title=f"{label}: mask (grey = hidden)",
+                                 present=present, height=440, max_ticks=16, showscale=False),
                   key=f"mask-{label}", name=f"mask-{label}")
         with cols[1]:
-            chart(figures.matrix_heatmap(r.masked_scores(head), qt, kt, kind="scores",
-                                         title=f"{label}: scores with −∞ where masked", present=present,
-                                         height=440, max_ticks=16, showscale=False), key=f"scores-{label}", name=f"scores-{label}")
+            chart(matrix_heatmap(r.masked_scores(head), qt, kt, kind="scores",
+                                 title=f"{label}: scores with −∞ where masked", present=present,
+                                 height=440, max_ticks=16, showscale=False), key=f"scores-{label}", name=f"scores-{label}")
         with cols[2]:
-            chart(figures.matrix_heatmap(p, qt, kt, mask=m, kind="pattern", title=f"{label}: attention weights",
-                                         present=present, height=440, max_ticks=16, showscale=False),
+            chart(matrix_heatmap(p, qt, kt, mask=m, kind="pattern", title=f"{label}: attention weights",
+                                 present=present, height=440, max_ticks=16, showscale=False),
                   key=f"pattern-{label}", name=f"pattern-{label}")
 
     st.caption("Scores: red = positive, blue = negative; weights: darker = larger (0 to the largest weight); "
@@ -78,14 +81,14 @@ with page("Masks", "What changes when the same text and weights run under a diff
     st.subheader("Difference B − A")
     c1, c2 = st.columns([3, 2])
     with c1:
-        chart(figures.matrix_heatmap(pb - pa, qt, kt, mask=ma | mb, kind="diff", present=present,
-                                     title=f"layer {layer}, head {head}: weights B − A"), key="diff", name="diff")
+        chart(matrix_heatmap(pb - pa, qt, kt, mask=ma | mb, kind="diff", present=present,
+                             title=f"layer {layer}, head {head}: weights B − A"), key="diff", name="diff")
     with c2:
         stack_a, stack_b = cap_a.stack(group), cap_b.stack(group)
         dmax = np.abs(stack_b - stack_a).max(axis=(-2, -1))  # [L, H]
-        chart(figures.grid_heatmap(dmax, [f"layer {i}" for i in range(n_layers)],
-                                   [f"head {h}" for h in range(n_heads)], diverging=False,
-                                   title="max |Δ weight| per head", value_name="max |Δ|", present=present),
+        chart(grid_heatmap(dmax, [f"layer {i}" for i in range(n_layers)],
+                           [f"head {h}" for h in range(n_heads)], diverging=False,
+                           title="max |Δ weight| per head", value_name="max |Δ|", present=present),
               key="dmax", name="max-diff")
 
     with st.expander("Why −∞ before the softmax, not zero after?", expanded=False):
@@ -94,8 +97,8 @@ with page("Masks", "What changes when the same text and weights run under a diff
         st.markdown(f"Zeroing masked weights *after* the softmax leaves rows that sum to less than 1 (here as low as "
                     f"**{sums.min():.3f}**) because the masked keys were in the denominator. Re-normalising fixes it "
                     f"(max difference to −∞-before-softmax: {np.abs(v.zero_renorm - v.neg_inf).max():.2e}).")
-        chart(figures.token_bars(sums, qt, title=f"Row sums when zeroing after the softmax ({NAMES[kind_b]} mask)",
-                                 present=present, name="row sum"), key="rowsums", name="row-sums")
+        chart(token_bars(sums, qt, title=f"Row sums when zeroing after the softmax ({NAMES[kind_b]} mask)",
+                         present=present, name="row sum"), key="rowsums", name="row-sums")
 
     bundled = state.bundled_names()
     if "lecture-decoder" in bundled and "lecture-encoder" in bundled:
@@ -111,8 +114,8 @@ with page("Masks", "What changes when the same text and weights run under a diff
                 hd = min(head, c.n_heads - 1)
                 tq, tk = c.group_tokens(g)
                 with col:
-                    chart(figures.matrix_heatmap(c.records[c.sites(g)[lyr]].pattern(hd), tq, tk, mask=c.mask_of(g),
-                                                 title=f"{name}: layer {lyr}, head {hd}", present=present),
+                    chart(matrix_heatmap(c.records[c.sites(g)[lyr]].pattern(hd), tq, tk, mask=c.mask_of(g),
+                                         title=f"{name}: layer {lyr}, head {hd}", present=present),
                           key=f"trained-{name}", name=name)
 
     downloads(f"masks-L{layer}H{head}", csv=matrix_csv(pb - pa, qt, kt),

@@ -7,9 +7,11 @@ import pandas as pd
 import streamlit as st
 
 from analysis import mechanics as M
-from app import figures, state
-from app import figures_mech as FM
+from app import state
 from app.downloads import downloads
+from app.figures.grids import table_heatmap
+from app.figures.lines import curves
+from app.figures.mosaic import mosaic
 from app.frame import chart, page, presenting
 from app.inputs import inputs
 from app.url_state import select, slider
@@ -41,18 +43,18 @@ with page("Positions", "Attention itself ignores order. How does the model know 
         arrays = {"sinusoidal": table}
         a, b = st.columns(2, gap="medium")
         with a:
-            chart(FM.table_heatmap(table, xlabel="dimension", ylabel="position", value_name="PE",
-                                   present=present, title=f"PE [{P} positions × {d} dims]"), key="pos-sin",
+            chart(table_heatmap(table, xlabel="dimension", ylabel="position", value_name="PE",
+                                present=present, title=f"PE [{P} positions × {d} dims]"), key="pos-sin",
                   name="sinusoidal")
         with b:
-            chart(FM.table_heatmap(M.similarity(table), xlabel="position", ylabel="position", value_name="cos",
-                                   present=present, diverging=False,
-                                   title="cosine similarity between positions"),
+            chart(table_heatmap(M.similarity(table), xlabel="position", ylabel="position", value_name="cos",
+                                present=present, diverging=False,
+                                title="cosine similarity between positions"),
                   key="pos-sin-sim", name="sinusoidal-similarity")
         dims = [0, 2, min(8, d - 2), d // 2]
-        chart(FM.curves(np.arange(P), {f"dim {i} (wavelength {2 * np.pi * 10000 ** (i / d):.0f})": table[:, i]
-                                       for i in dict.fromkeys(dims)}, xlabel="position", ylabel="PE",
-                        present=present, title="Each pair of dimensions is a wave of its own frequency"),
+        chart(curves(np.arange(P), {f"dim {i} (wavelength {2 * np.pi * 10000 ** (i / d):.0f})": table[:, i]
+                                    for i in dict.fromkeys(dims)}, xlabel="position", ylabel="PE",
+                     present=present, title="Each pair of dimensions is a wave of its own frequency"),
               key="pos-sin-waves", name="sinusoidal-waves")
         st.caption("Low dimensions change fast, high ones slowly — like the digits of a clock. The similarity of two "
                    "positions depends (almost) only on their distance, so the model can learn to attend by offset.")
@@ -75,14 +77,14 @@ with page("Positions", "Attention itself ignores order. How does the model know 
             arrays = {"learned": table[:n]}
             a, b = st.columns(2, gap="medium")
             with a:
-                chart(FM.table_heatmap(table[:n], xlabel="dimension", ylabel="position", value_name="weight",
-                                       present=present,
-                                       title=f"{src}: position embeddings [{n} of {table.shape[0]} × {table.shape[1]}]"),
+                chart(table_heatmap(table[:n], xlabel="dimension", ylabel="position", value_name="weight",
+                                    present=present,
+                                    title=f"{src}: position embeddings [{n} of {table.shape[0]} × {table.shape[1]}]"),
                       key="pos-learned", name="learned")
             with b:
-                chart(FM.table_heatmap(M.similarity(table[:n]), xlabel="position", ylabel="position",
-                                       value_name="cos", present=present, diverging=False,
-                                       title="cosine similarity between positions"), key="pos-learned-sim",
+                chart(table_heatmap(M.similarity(table[:n]), xlabel="position", ylabel="position",
+                                    value_name="cos", present=present, diverging=False,
+                                    title="cosine similarity between positions"), key="pos-learned-sim",
                       name="learned-similarity")
             note = ("Random initial weights: no structure, every position unrelated to its neighbours."
                     if src.startswith("random-") else
@@ -106,25 +108,25 @@ with page("Positions", "Attention itself ignores order. How does the model know 
                     "diagonal.")
         a, b = st.columns(2, gap="medium")
         with a:
-            chart(FM.table_heatmap(demo["S"], xlabel="key position n", ylabel="query position m", value_name="score",
-                                   present=present, title="RoPE: rot(q, m) · rot(k, n)"),
+            chart(table_heatmap(demo["S"], xlabel="key position n", ylabel="query position m", value_name="score",
+                                present=present, title="RoPE: rot(q, m) · rot(k, n)"),
                   key="pos-rope", name="rope-scores")
         with b:
-            chart(FM.table_heatmap(demo["A"], xlabel="key position n", ylabel="query position m", value_name="score",
-                                   present=present, title="absolute: (q + p_m) · (k + p_n)"),
+            chart(table_heatmap(demo["A"], xlabel="key position n", ylabel="query position m", value_name="score",
+                                present=present, title="absolute: (q + p_m) · (k + p_n)"),
                   key="pos-abs", name="absolute-scores")
-        chart(FM.curves(demo["offsets"], {"RoPE": demo["spread_rope"], "absolute (sinusoidal added)":
-                                          demo["spread_abs"]}, log_y=True, markers=True,
-                        xlabel="offset m − n", ylabel="max − min along the diagonal (log)", present=present,
-                        title="Spread of the scores at a fixed offset"), key="pos-spread", name="rope-spread")
+        chart(curves(demo["offsets"], {"RoPE": demo["spread_rope"], "absolute (sinusoidal added)":
+                                       demo["spread_abs"]}, log_y=True, markers=True,
+                     xlabel="offset m − n", ylabel="max − min along the diagonal (log)", present=present,
+                     title="Spread of the scores at a fixed offset"), key="pos-spread", name="rope-spread")
         diag = pd.DataFrame(demo["diagonals"], index=[f"offset {o}" for o in range(len(demo["diagonals"]))],
                             columns=[f"m = {o}…" if o == 0 else str(o) for o in range(demo["diagonals"].shape[1])])
         st.markdown(f"**The numbers**: score at (m + offset, m) for m = 0, 1, 2, … — every row repeats one value "
                     f"(largest spread over all offsets: {np.nanmax(demo['spread_rope']):.1e}, float32 rounding).")
         st.dataframe(diag.style.format("{:.5f}", na_rep="—"), width="stretch")
-        chart(FM.table_heatmap(demo["cos_angles"], xlabel="dimension pair i", ylabel="position",
-                               value_name="cos θᵢp", present=present,
-                               title="cos of the rotation angle θᵢ·p per pair of dimensions"), key="pos-angles",
+        chart(table_heatmap(demo["cos_angles"], xlabel="dimension pair i", ylabel="position",
+                            value_name="cos θᵢp", present=present,
+                            title="cos of the rotation angle θᵢ·p per pair of dimensions"), key="pos-angles",
               name="rope-angles")
         if own == "rope":
             st.caption(f"{info['name']} uses RoPE with base {base:g} on heads of size {d}: these are its angles.")
@@ -138,8 +140,8 @@ with page("Positions", "Attention itself ignores order. How does the model know 
         al = M.alibi(H, T)
         arrays = {"alibi_bias": al["bias"], "slopes": al["slopes"], "mask": al["mask"]}
         pos = [str(i) for i in range(T)]
-        chart(figures.mosaic(al["bias"][None], pos, pos, mask=al["mask"], kind="scores", present=present,
-                             layer_labels=["bias"], title=f"ALiBi bias per head (T = {T}; masked cells grey)"),
+        chart(mosaic(al["bias"][None], pos, pos, mask=al["mask"], kind="scores", present=present,
+                     layer_labels=["bias"], title=f"ALiBi bias per head (T = {T}; masked cells grey)"),
               key="pos-alibi", name="alibi")
         a, b = st.columns([2, 3], gap="medium")
         with a:
@@ -147,9 +149,9 @@ with page("Positions", "Attention itself ignores order. How does the model know 
                                        "distance where bias = −ln 2": al["half_life"]}).style.format(
                 {"slope m_h": "{:.4f}", "distance where bias = −ln 2": "{:.1f}"}), hide_index=True)
         with b:
-            chart(FM.curves(np.arange(T), {f"head {h}": al["last_weights"][h] for h in range(H)},
-                            xlabel="key position", ylabel="weight", present=present,
-                            title=f"Query {T - 1} with equal raw scores: weights from the bias alone"),
+            chart(curves(np.arange(T), {f"head {h}": al["last_weights"][h] for h in range(H)},
+                         xlabel="key position", ylabel="weight", present=present,
+                         title=f"Query {T - 1} with equal raw scores: weights from the bias alone"),
                   key="pos-alibi-w", name="alibi-weights")
         st.caption("Steep heads (large m) look only at the last few tokens, gentle ones far back. Nothing is learned "
                    "and nothing is added to the embeddings, so ALiBi extrapolates to longer inputs.")

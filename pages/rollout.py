@@ -6,8 +6,11 @@ import streamlit as st
 
 from analysis.flow import MAX_TOKENS as FLOW_MAX
 from analysis.rollout import attention_rollout, cross_rollout, fuse_heads
-from app import figures, state
+from app import state
 from app.downloads import downloads
+from app.figures.matrix import matrix_heatmap
+from app.figures.rows import method_rows
+from app.figures.style import esc
 from app.frame import chart, guard, options, page, presenting
 from app.inputs import inputs
 from app.presets import default_query, source_index
@@ -91,13 +94,13 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
     else:
         notes["relevance"] = f"{inp.model} has no prediction head, so there is no logit to explain."
 
-    title_tok = figures.esc(tokens[q])
-    chart(figures.method_rows({LABELS[k]: v for k, v in rows.items()}, tokens, present=present,
-                              source=src_idx, exclude=q, title=f"Which tokens matter for token {q} ({title_tok})?"
-                              + (" — target side" if encdec else "")), key="methods", name="methods")
+    title_tok = esc(tokens[q])
+    chart(method_rows({LABELS[k]: v for k, v in rows.items()}, tokens, present=present,
+                      source=src_idx, exclude=q, title=f"Which tokens matter for token {q} ({title_tok})?"
+                      + (" — target side" if encdec else "")), key="methods", name="methods")
     if encdec:
-        chart(figures.method_rows({LABELS[k]: v for k, v in src_rows.items()}, cap.src_tokens,
-                                  present=present, title="… and on the source side"), key="methods-src",
+        chart(method_rows({LABELS[k]: v for k, v in src_rows.items()}, cap.src_tokens,
+                          present=present, title="… and on the source side"), key="methods-src",
               name="methods-source")
     for k, msg in notes.items():
         if k in ASSUMES:
@@ -122,8 +125,8 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
         st.subheader("As matrices")
         which = select("Matrix", list(matrices), "rollout_matrix", None, horizontal=True)
         m, qa, ka = matrices[which]
-        chart(figures.matrix_heatmap(m, qa, ka, kind="pattern", title=f"{which}: row = output, column = input",
-                                     present=present, mark=(q, src_idx if ka is tokens else None)),
+        chart(matrix_heatmap(m, qa, ka, kind="pattern", title=f"{which}: row = output, column = input",
+                             present=present, mark=(q, src_idx if ka is tokens else None)),
               key="matrix", name=which)
 
     downloads(f"rollout-q{q}", csv=pd.DataFrame({"index": range(t), "token": tokens,

@@ -5,8 +5,10 @@ import pandas as pd
 import streamlit as st
 
 from analysis.scores import counterfactual_softmax, effective_keys, saturation, score_stats
-from app import figures
 from app.downloads import downloads
+from app.figures.bars import score_boxes
+from app.figures.lines import lines
+from app.figures.matrix import matrix_heatmap
 from app.frame import chart, options, page, presenting
 from app.inputs import inputs
 from app.url_state import group_select, index, slider, toggle
@@ -32,9 +34,9 @@ with page("Score scales", "Why divide by √d_k? What happens to the softmax whe
     st.subheader(f"Score distributions, layer {layer}")
     raw_view = toggle("Show raw QKᵀ (without the 1/√d_k factor)", "raw_view", False)
     scores = rec.raw_qk() if raw_view else rec.scores()
-    chart(figures.score_boxes(scores, mask, present=present, name="QKᵀ" if raw_view else "scaled score",
-                              title=f"{'raw QKᵀ' if raw_view else 'scaled scores QKᵀ/√d_k'} per head "
-                                    f"(visible pairs only; d_k = {d_k})"), key="boxes", name="scores")
+    chart(score_boxes(scores, mask, present=present, name="QKᵀ" if raw_view else "scaled score",
+                      title=f"{'raw QKᵀ' if raw_view else 'scaled scores QKᵀ/√d_k'} per head "
+                            f"(visible pairs only; d_k = {d_k})"), key="boxes", name="scores")
 
     patterns = rec.pattern()  # [H, q, k]
     stats = score_stats({sites[layer]: rec.raw_qk()}, rec.scale, mask=mask, bias=rec.bias)
@@ -58,8 +60,8 @@ with page("Score scales", "Why divide by √d_k? What happens to the softmax whe
     shown = cf.scaled if use_scale else cf.unscaled
     left, right = st.columns([3, 2])
     with left:
-        chart(figures.matrix_heatmap(shown, qt, kt, mask=mask, zrange=(0, 1), present=present,
-                                     title=f"head {head}: softmax({'QKᵀ/√d_k' if use_scale else 'QKᵀ'} / τ={tau:g})"),
+        chart(matrix_heatmap(shown, qt, kt, mask=mask, zrange=(0, 1), present=present,
+                             title=f"head {head}: softmax({'QKᵀ/√d_k' if use_scale else 'QKᵀ'} / τ={tau:g})"),
               key="cf", name="counterfactual")
     with right:
         sweep = {"with 1/√d_k": [], "without": []}
@@ -68,8 +70,8 @@ with page("Score scales", "Why divide by √d_k? What happens to the softmax whe
             valid = mask.any(-1)
             sweep["with 1/√d_k"].append(float(c.scaled_entropy[valid].mean()))
             sweep["without"].append(float(c.unscaled_entropy[valid].mean()))
-        chart(figures.lines(TAUS, sweep, title="Mean row entropy (nats) vs temperature", xlabel="τ (log)",
-                            ylabel="entropy", present=present, log_x=True, vline=tau), key="sweep", name="entropy")
+        chart(lines(TAUS, sweep, title="Mean row entropy (nats) vs temperature", xlabel="τ (log)",
+                    ylabel="entropy", present=present, log_x=True, vline=tau), key="sweep", name="entropy")
         live = mask.any(-1)
         m1, m2 = st.columns(2)
         m1.metric("rows > 0.9 with 1/√d_k", f"{(cf.scaled.max(-1)[live] > 0.9).mean():.0%}")

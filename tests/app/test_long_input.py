@@ -11,7 +11,7 @@ import pytest
 from analysis.pooling import pool_matrix
 from analysis.rollout import attention_rollout
 from app import longinput as L
-from app.figures_long import overview_heatmap, overview_z, payload_bytes, row_bands, window_heatmap
+from app.figures.overview import overview_heatmap, overview_z, payload_bytes, row_bands, window_heatmap
 from app.navigation import PAGES
 from model.registry import RANDOM, load
 from tests.app.conftest import ok, open_page, specs, z_of
