@@ -9,13 +9,11 @@ import plotly.graph_objects as go
 from app.figures.style import FLOOR, apply_layout, log_floor, tick_labels
 
 
-def token_bars(values, tokens, *, title: str = "", present: bool = False, highlight=None, name: str = "value",
-               color: str = "#1f77b4") -> go.Figure:
+def token_bars(values, tokens, *, title: str = "", present: bool = False, name: str = "value") -> go.Figure:
     """A bar per token (integer x axis, escaped tick labels)."""
-    v = np.asarray(values, dtype=np.float64)
+    v = np.asarray(values, dtype=np.float64)  # [T]
     x = np.arange(len(v))
-    colors = [("#d62728" if highlight is not None and i == highlight else color) for i in x]
-    fig = go.Figure(go.Bar(x=x, y=v, marker_color=colors, text=tick_labels(tokens, 12),
+    fig = go.Figure(go.Bar(x=x, y=v, marker_color="#1f77b4", text=tick_labels(tokens, 12),
                            hovertemplate=f"%{{x}} %{{text}}<br>{name} %{{y:.4f}}<extra></extra>",
                            textposition="none"))
     step = max(1, len(v) // (40 if present else 70))

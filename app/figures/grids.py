@@ -43,7 +43,7 @@ def grid_heatmap(z, row_labels, col_labels, *, title: str = "", present: bool = 
 
 def number_grid(m, row_labels, col_labels, *, title: str = "", present: bool = False, kind: str = "scores",
                 fmt: str = "{:.2f}", mark: tuple[int, int] | None = None,
-                hidden: bool = False, height: int | None = None) -> go.Figure:
+                hidden: bool = False) -> go.Figure:
     """A small matrix with its numbers printed in the cells. −∞ cells (masked) are grey and read '−∞'.
     kind 'weights' (sequential 0..1), 'scores' (diverging) or 'values' (diverging). `hidden` draws the
     grid with '?' in every cell (quiz mode)."""
@@ -82,17 +82,14 @@ def number_grid(m, row_labels, col_labels, *, title: str = "", present: bool = F
         fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5,
                       line={"color": "#ff7f0e", "width": 4})
     cell = 44 if present else 36
-    apply_layout(fig, title, present, height or int(90 + cell * ny), plot_bgcolor=MASKED_BG, meta={"shape": [ny, nx]})
+    apply_layout(fig, title, present, int(90 + cell * ny), plot_bgcolor=MASKED_BG, meta={"shape": [ny, nx]})
     return fig.update_layout(margin={"l": 10, "r": 10, "t": 80 if title else 30, "b": 10})
 
 
 def table_heatmap(z, *, title: str = "", xlabel: str = "", ylabel: str = "", present: bool = False,
-                  diverging: bool = True, value_name: str = "value", mask=None,
-                  height: int | None = None, y_labels=None, x_labels=None) -> go.Figure:
+                  diverging: bool = True, value_name: str = "value") -> go.Figure:
     """A plain numeric matrix (positions × dimensions, positions × positions, …) on integer axes."""
     a = np.array(z, dtype=np.float32)
-    if mask is not None:
-        a = np.where(np.asarray(mask, bool), a, np.nan)
     finite = a[np.isfinite(a)]
     if diverging:
         lim = float(np.abs(finite).max()) if finite.size else 1.0
@@ -106,11 +103,9 @@ def table_heatmap(z, *, title: str = "", xlabel: str = "", ylabel: str = "", pre
                                                                           "thickness": 14},
                                hovertemplate=f"{ylabel} %{{y}}<br>{xlabel} %{{x}}<br>{value_name} %{{z:.4f}}"
                                              "<extra></extra>", **kw))
-    xa = {"tickmode": "array", "tickvals": x, "ticktext": [esc(t, 10) for t in x_labels]} if x_labels else {}
-    ya = {"tickmode": "array", "tickvals": y, "ticktext": [esc(t, 10) for t in y_labels]} if y_labels else {}
-    fig.update_xaxes(title=xlabel, showgrid=False, zeroline=False, **xa)
-    fig.update_yaxes(title=ylabel, showgrid=False, zeroline=False, autorange="reversed", **ya)
-    return apply_layout(fig, title, present, height or 420, plot_bgcolor=MASKED_BG, meta={"shape": [ny, nx]})
+    fig.update_xaxes(title=xlabel, showgrid=False, zeroline=False)
+    fig.update_yaxes(title=ylabel, showgrid=False, zeroline=False, autorange="reversed")
+    return apply_layout(fig, title, present, 420, plot_bgcolor=MASKED_BG, meta={"shape": [ny, nx]})
 
 
 def delta_grid(z, rows, cols, tolerance: float, *, title: str = "", present: bool = False) -> go.Figure:

@@ -15,6 +15,7 @@ BACKEND_COLORS = {"eager": "#d62728", "sdpa": "#1f77b4", "flash": "#2ca02c"}
 
 def lines(x, series: dict, *, title: str = "", xlabel: str = "", ylabel: str = "", present: bool = False,
           log_x: bool = False, vline: float | None = None) -> go.Figure:
+    """Series against a shared x, one colour each (optionally a log x and a dotted vertical line at `vline`)."""
     fig = go.Figure()
     for i, (name, y) in enumerate(series.items()):
         fig.add_trace(go.Scatter(x=np.asarray(x), y=np.asarray(y, dtype=np.float64), mode="lines+markers",
@@ -27,7 +28,8 @@ def lines(x, series: dict, *, title: str = "", xlabel: str = "", ylabel: str = "
 
 
 def curves(x, series: dict, *, title: str = "", xlabel: str = "", ylabel: str = "", present: bool = False,
-           log_y: bool = False, height: int = 340, markers: bool = False) -> go.Figure:
+           log_y: bool = False, markers: bool = False) -> go.Figure:
+    """Series against a shared x (optionally a log y, exact zeros at FLOOR), one colour each."""
     fig = go.Figure()
     for i, (name, y) in enumerate(series.items()):
         y = np.asarray(y, dtype=np.float64)
@@ -35,7 +37,7 @@ def curves(x, series: dict, *, title: str = "", xlabel: str = "", ylabel: str = 
                                  else "lines", name=name, line={"color": HEAD_COLORS[i % len(HEAD_COLORS)], "width": 2.5}))
     fig.update_xaxes(title=xlabel)
     fig.update_yaxes(title=ylabel, type="log" if log_y else "linear")
-    return apply_layout(fig, title, present, height, legend={"orientation": "h", "y": -0.3})
+    return apply_layout(fig, title, present, 340, legend={"orientation": "h", "y": -0.3})
 
 
 def tiny_lines(x, series: dict, tolerance: float | None = None, *, title: str = "", xlabel: str = "",

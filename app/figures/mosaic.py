@@ -13,8 +13,8 @@ from app.figures.style import DIVERGING, THEME_SCALE, apply_layout, tick_labels
 MOSAIC_CELLS = 150_000  # cells in the all-heads mosaic before each head is pooled
 
 
-def mosaic(stack, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", title: str = "", present: bool = False, pool: str = "max", layer_labels=None, height: int | None = None,
-           max_cells: int = MOSAIC_CELLS) -> go.Figure:
+def mosaic(stack, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", title: str = "", present: bool = False,
+           pool: str = "max", layer_labels=None, max_cells: int = MOSAIC_CELLS) -> go.Figure:
     """Every layer × head of `stack` [L, H, q, k] as ONE heatmap with NaN gutters between heads.
 
     Rows are layers, columns heads. Axes are categorical with a unique name per row/column
@@ -70,7 +70,7 @@ def mosaic(stack, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", title
                      tickvals=[y[layer * (pq + gap) + pq // 2] for layer in range(n_layers)],
                      ticktext=[str(s) for s in layer_labels], showgrid=False)
     cell = max(3, min(14, int(700 / max(rows, 1) * 1.0)))
-    apply_layout(fig, title, present, height or int(min(1000, max(420, rows * cell + 160))), plot_bgcolor="rgba(0,0,0,0)",
+    apply_layout(fig, title, present, int(min(1000, max(420, rows * cell + 160))), plot_bgcolor="rgba(0,0,0,0)",
                  meta={"pooled": bool(pooled), "shape": [rows, cols], "heads": n_heads, "layers": n_layers,
                        "cell": [pq, pk], "gap": gap})
     return fig

@@ -40,8 +40,9 @@ def row_bands(z: np.ndarray, n_bands: int = BANDS) -> list[tuple[int, int, int, 
     return out
 
 
-def overview_heatmap(pooled, q_edges, k_edges, *, how: str = "max", title: str = "", present: bool = False, window: tuple[int, int, int, int] | None = None,
-                     max_ticks: int | None = None, n_bands: int = BANDS) -> go.Figure:
+def overview_heatmap(pooled, q_edges, k_edges, *, how: str = "max", title: str = "", present: bool = False,
+                     window: tuple[int, int, int, int] | None = None, max_ticks: int | None = None,
+                     n_bands: int = BANDS) -> go.Figure:
     """A pooled [nq, nk] pattern (NaN = every cell of the block masked) whose blocks cover the token ranges
     given by `q_edges` / `k_edges`. `window` = (q0, q1, k0, k1) in token positions is outlined.
 
@@ -97,20 +98,8 @@ def colour_cap(z: np.ndarray, q: float = CAP_PERCENTILE) -> float:
     return top if top > 0 else float(finite.max()) or 1.0
 
 
-def overview_z(fig: go.Figure) -> np.ndarray:
-    """The [nq, nk] matrix an overview figure shows, its bands put back together (NaN where nothing was sent)."""
-    ny, nx = fig.layout.meta["shape"]
-    rows = {name: i for i, name in enumerate(fig.layout.yaxis.categoryarray)}
-    cols = {name: j for j, name in enumerate(fig.layout.xaxis.categoryarray)}
-    z = np.full((ny, nx), np.nan, dtype=np.float32)
-    for tr in fig.data:
-        r, c = rows[tr.y[0]], cols[tr.x[0]]
-        band = np.asarray(tr.z, dtype=np.float32)
-        z[r:r + band.shape[0], c:c + band.shape[1]] = band
-    return z
-
-
-def window_heatmap(values, mask, tokens, q0: int, k0: int, *, title: str = "", present: bool = False) -> go.Figure:
+def window_heatmap(values, mask, tokens, q0: int, k0: int, *, title: str = "",
+                   present: bool = False) -> go.Figure:
     """An exact [q, k] window of a pattern whose first row is query q0 and first column key k0."""
     v = np.asarray(values, dtype=np.float32)
     fig = matrix_heatmap(v, tokens, tokens, mask=mask, kind="pattern", title=title, present=present,

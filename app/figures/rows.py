@@ -33,8 +33,7 @@ def method_rows(rows: dict, tokens, *, title: str = "", present: bool = False,
     return apply_layout(fig, title, present, 140 + 46 * len(names) + (20 if present else 0))
 
 
-def head_rows(rows, k_tokens, *, title: str = "", present: bool = False,
-              highlight: int | None = None) -> go.Figure:
+def head_rows(rows, k_tokens, *, title: str = "", present: bool = False) -> go.Figure:
     """One query's attention row for every head: [H, K] (rows = heads, the last row the head mean)."""
     a = np.asarray(rows, dtype=np.float32)
     H, K = a.shape
@@ -48,13 +47,11 @@ def head_rows(rows, k_tokens, *, title: str = "", present: bool = False,
     step = max(1, int(np.ceil(K / (40 if present else 64))))
     fig.update_xaxes(tickmode="array", tickvals=x[::step], ticktext=xlab[::step], tickangle=-60, showgrid=False)
     fig.update_yaxes(tickmode="array", tickvals=y, ticktext=ylab, autorange="reversed", showgrid=False)
-    if highlight is not None and 0 <= highlight < K:
-        fig.add_vrect(x0=highlight - 0.5, x1=highlight + 0.5, line={"color": "#d62728", "width": 2, "dash": "dot"},
-                      fillcolor="rgba(0,0,0,0)")
     return apply_layout(fig, title, present, int(140 + 34 * (H + 1)), meta={"shape": [H + 1, K]})
 
 
-def generation_matrix(rows, tokens, prompt_len: int, *, k_tokens=None, title: str = "", present: bool = False, current: int | None = None, animate: bool = True) -> go.Figure:
+def generation_matrix(rows, tokens, prompt_len: int, *, k_tokens=None, title: str = "", present: bool = False,
+                      current: int | None = None) -> go.Figure:
     """Each generated token's attention row (rows = steps, columns = context positions). Rows appear one
     by one under ▶ (Plotly frames), as the tokens were produced; `current` outlines one step's row.
 
@@ -81,7 +78,7 @@ def generation_matrix(rows, tokens, prompt_len: int, *, k_tokens=None, title: st
                           hovertemplate="step %{text}<br>weight %{z:.4f}<extra></extra>")
 
     fig = go.Figure(trace(n - 1))
-    if animate and n > 1:
+    if n > 1:
         fig.frames = [go.Frame(data=[trace(s)], name=str(s)) for s in range(n)]
         fig.update_layout(updatemenus=[{
             "type": "buttons", "direction": "left", "x": 0, "y": -0.08, "xanchor": "left", "yanchor": "top",
