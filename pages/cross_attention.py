@@ -49,7 +49,7 @@ with page("Cross-attention", "Which source words does each target word read?", i
     head = select("Head", [HEADS_MEAN, *range(n_heads)], "x_head", HEADS_MEAN, where=c2, format_func=head_name)
 
     def pick(stack):
-        return stack[layer].mean(0) if head == HEADS_MEAN else stack[layer, head]
+        return stack[layer].mean(0) if head == HEADS_MEAN else stack[layer, head]  # [q, k]: the head mean or one head
 
     a, b = st.columns([1, 1], gap="medium")
     with a:
@@ -87,7 +87,7 @@ with page("Cross-attention", "Which source words does each target word read?", i
                 f"**{md(new_tok)}** (p = {tr.chosen_prob[step]:.3f}). Greedy decoding, layer {layer}.")
     token_strip(tr.tokens[: tr.prompt_len + step + 1], query=q,
                 label="target so far (the query token outlined; the last token is the one just written)")
-    row = tr.rows[site][step]  # [H, S]
+    row = tr.rows[site][step]  # [H, S]; row.mean(0) [S] shades the source below
     token_strip(tr.src_tokens, row.mean(0), label=f"source, shaded by layer {layer}'s cross-attention from the "
                 "query token (mean of heads)")
     a, b = st.columns([2, 3], gap="medium")

@@ -67,7 +67,7 @@ with page("Generate", "What does each new token look at while it is being writte
     st.subheader(f"Step {step}: writing “{md(tr.tokens[tr.prompt_len + step])}”")
     q = tr.query_position(step)
     row = tr.rows[site][step]  # [H, K]
-    k_len = len(keys) if cross else q + 1
+    k_len = len(keys) if cross else q + 1  # row[:, :k_len] [H, k_len]: the keys this step saw; .mean(0) [k_len]
     a, b = st.columns([3, 2], gap="medium")
     with a:
         chart(head_rows(row[:, :k_len], keys[:k_len], present=present,

@@ -49,7 +49,7 @@ with page("Heads", "What does each head do — and does the model need it?"):
     stat = select("Map of", stats, "stat", "induction" if "induction" in stats else stats[0], horizontal=True)
     for s in sorted(df["stack"].unique()):
         part = df[df["stack"] == s]
-        grid = part.pivot(index="layer", columns="head", values=stat).to_numpy()
+        grid = part.pivot(index="layer", columns="head", values=stat).to_numpy()  # [layers, heads]
         chart(grid_heatmap(grid, [f"{s} layer {i}" for i in range(grid.shape[0])],
                            [f"head {h}" for h in range(grid.shape[1])], diverging=False,
                            value_name=stat, present=present, title=f"{stat} — {s}"),

@@ -47,7 +47,7 @@ def close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present):
                         "per side; the zoom window below shows any region at full resolution.")
         with right:
             heads = list(range(n_heads)) if fuse == "none" else [0]
-            pats = cap.stack(group) if fuse == "none" else fuse_heads(cap.stack(group), fuse)[:, None]
+            pats = cap.stack(group) if fuse == "none" else fuse_heads(cap.stack(group), fuse)[:, None]  # [L, H or 1, q, k]
             hv_heads = select("Head view shows", ["selected", "all"], "hv", "selected", horizontal=True,
                               format_func=lambda v: "the selected head" if v == "selected" else "all heads")
             fig2 = head_view(pats[layer], qt, kt, query, [head] if hv_heads == "selected" else heads,

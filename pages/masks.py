@@ -93,7 +93,7 @@ with page("Masks", "What changes when the same text and weights run under a diff
 
     with st.expander("Why −∞ before the softmax, not zero after?", expanded=False):
         v = zero_after_softmax_vs_neg_inf(rb.scores(head), mb)
-        sums = v.zero_after.sum(-1)
+        sums = v.zero_after.sum(-1)  # [q]: each row's sum
         st.markdown(f"Zeroing masked weights *after* the softmax leaves rows that sum to less than 1 (here as low as "
                     f"**{sums.min():.3f}**) because the masked keys were in the denominator. Re-normalising fixes it "
                     f"(max difference to −∞-before-softmax: {np.abs(v.zero_renorm - v.neg_inf).max():.2e}).")

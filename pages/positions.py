@@ -139,7 +139,7 @@ with page("Positions", "Attention itself ignores order. How does the model know 
         T = min(P, 24)
         al = M.alibi(H, T)
         arrays = {"alibi_bias": al["bias"], "slopes": al["slopes"], "mask": al["mask"]}
-        pos = [str(i) for i in range(T)]
+        pos = [str(i) for i in range(T)]  # al["bias"] [H, T, T]; [None] makes it one "layer" [1, H, T, T]
         chart(mosaic(al["bias"][None], pos, pos, mask=al["mask"], kind="scores", present=present,
                      layer_labels=["bias"], title=f"ALiBi bias per head (T = {T}; masked cells grey)"),
               key="pos-alibi", name="alibi")
@@ -156,7 +156,7 @@ with page("Positions", "Attention itself ignores order. How does the model know 
         st.caption("Steep heads (large m) look only at the last few tokens, gentle ones far back. Nothing is learned "
                    "and nothing is added to the embeddings, so ALiBi extrapolates to longer inputs.")
 
-    first = next(iter(arrays.values()), None)
+    first = next(iter(arrays.values()), None)  # its CSV: the array flattened to 2-D [rows, last dimension]
     downloads(f"positions-{scheme}", csv=pd.DataFrame(first.reshape(-1, first.shape[-1])).to_csv(index=False)
               if first is not None and first.ndim >= 2 else None, npz=arrays or None,
               json_obj={"model": inp.model, "scheme": scheme, "positions": P, "model_positional": own} | arrays)

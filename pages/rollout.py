@@ -66,14 +66,14 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
     dec = cap.stack(tgt_group)  # [L, H, T, T]
     if encdec:
         enc, cross = cap.stack("encoder"), cap.stack("cross")
-        rows["attention"] = fuse_heads(dec[-1], "mean")[q]
-        src_rows["attention"] = fuse_heads(cross[-1], "mean")[q]
+        rows["attention"] = fuse_heads(dec[-1], "mean")[q]  # [T]: the query's head-mean row of the last layer
+        src_rows["attention"] = fuse_heads(cross[-1], "mean")[q]  # [S]
         cr = cross_rollout(enc, dec, cross, residual, fusion, discard)
         rows["rollout"], src_rows["rollout"] = cr.target[q], cr.source[q]
         matrices["rollout (source side)"] = (cr.source, tokens, cap.src_tokens)
         notes["flow"] = "Flow is defined here for one self-attention stack; this is an encoder–decoder."
     else:
-        rows["attention"] = fuse_heads(dec[-1], "mean")[q]
+        rows["attention"] = fuse_heads(dec[-1], "mean")[q]  # [T]: the query's head-mean row of the last layer
         r = attention_rollout(dec, residual, fusion, discard)
         rows["rollout"] = r[q]
         matrices["rollout"] = (r, tokens, tokens)

@@ -45,11 +45,11 @@ def step_deltas(deltas, labels, tolerance: float, *, title: str = "", present: b
 def box_stats(stack, mask) -> dict[str, np.ndarray]:
     """Per head [H]: quartiles, mean and Tukey fences (the most extreme scores within 1.5·IQR) of the
     visible scores — what a box plot draws, so the page sends 7 numbers per head, not every score."""
-    a = np.asarray(stack, dtype=np.float64)
-    m = np.broadcast_to(np.asarray(mask, bool), a.shape)
+    a = np.asarray(stack, dtype=np.float64)  # [H, q, k]
+    m = np.broadcast_to(np.asarray(mask, bool), a.shape)  # [q, k] → [H, q, k]
     out = {k: np.full(a.shape[0], np.nan) for k in ("q1", "median", "q3", "mean", "lowerfence", "upperfence")}
     for h in range(a.shape[0]):
-        v = a[h][m[h]]
+        v = a[h][m[h]]  # [visible cells]: head h's scores, flattened
         if not v.size:
             continue
         q1, med, q3 = np.percentile(v, [25, 50, 75])

@@ -49,7 +49,7 @@ def number_grid(m, row_labels, col_labels, *, title: str = "", present: bool = F
     grid with '?' in every cell (quiz mode)."""
     a = np.asarray(m, dtype=np.float64)
     if a.ndim == 1:
-        a = a[:, None]
+        a = a[:, None]  # [n] → [n, 1]: a vector as one column
     finite = np.isfinite(a)
     z = np.where(finite, a, np.nan)
     text = [["?" if hidden else (fmt.format(v) if np.isfinite(v) else ("−∞" if v < 0 else "∞")) for v in r]

@@ -53,7 +53,7 @@ def head_view(patterns, q_tokens, k_tokens, query: int, heads, *, present: bool 
         x=[0.16], y=[yq[query]], mode="text+markers", text=[qlab[query]], textposition="middle left",
         marker={"color": "#ff7f0e", "size": 10, "symbol": "circle"}, textfont={"size": size + 1, "color": "#ff7f0e"},
         showlegend=False, hovertemplate=f"query {query}: %{{text}}<extra></extra>"))
-    mean_w = p[heads, query].mean(0) if heads else np.zeros(nk)
+    mean_w = p[heads, query].mean(0) if heads else np.zeros(nk)  # [k]: the query's row, mean over the heads shown
     fig.add_trace(go.Scatter(
         x=[0.84] * nk, y=yk, mode="text", text=tick_labels(k_tokens, 18), textposition="middle right",
         textfont={"size": size}, showlegend=False, customdata=mean_w,

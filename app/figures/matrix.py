@@ -73,7 +73,7 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
     (diverging around 0). Pooled above `max_side` cells per side; `q_offset`/`k_offset` number the
     rows/columns of a zoom window by their absolute positions. `mark` = (query row, key column) to outline.
     """
-    z = np.array(m, dtype=np.float32)
+    z = np.array(m, dtype=np.float32)  # [q, k]
     if mask is not None:
         z = np.where(np.asarray(mask, bool), z, np.nan)
     z = np.where(np.isfinite(z), z, np.nan)  # −inf (masked scores) shows as masked
@@ -82,7 +82,7 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
     pooled = max(nq, nk) > max_side
     limit = 10 if max(nq, nk) > 48 else 14
     if pooled:
-        z, qe, ke = pool_matrix(z, max_side, pool)
+        z, qe, ke = pool_matrix(z, max_side, pool)  # [ny, nx] ≤ max_side per side; block edges [ny + 1], [nx + 1]
         ylab, xlab = block_labels(q_tokens, qe, limit), block_labels(k_tokens, ke, limit)
         title = f"{title} — pooled ({pool} over {qe[1] - qe[0]}×{ke[1] - ke[0]} blocks)"
     else:

@@ -21,7 +21,7 @@ def mosaic(stack, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", title
     ("L1 · 7 cat"), so hover shows layer, head, query and key token without per-cell data; tick
     labels name the heads and layers. Heads are pooled when the whole mosaic exceeds `max_cells`.
     """
-    a = np.array(stack, dtype=np.float32)
+    a = np.array(stack, dtype=np.float32)  # [L, H, q, k]
     n_layers, n_heads, nq, nk = a.shape
     if mask is not None:
         a = np.where(np.asarray(mask, bool), a, np.nan)
@@ -30,12 +30,12 @@ def mosaic(stack, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", title
     pooled = n_layers * n_heads * nq * nk > max_cells
     if pooled:
         side = max(2, int(np.sqrt(max_cells / (n_layers * n_heads))))
-        a, qe, ke = pool_matrix(a, side, pool)
+        a, qe, ke = pool_matrix(a, side, pool)  # [L, H, pq, pk], pq and pk ≤ side; block edges [pq + 1], [pk + 1]
         title = f"{title} — pooled ({pool} over {qe[1] - qe[0]}-token blocks)"
     pq, pk = a.shape[-2:]
     gap = 1 if max(pq, pk) <= 24 else max(1, round(max(pq, pk) / 24))
     rows, cols = n_layers * (pq + gap) - gap, n_heads * (pk + gap) - gap
-    z = np.full((rows, cols), np.nan, dtype=np.float32)
+    z = np.full((rows, cols), np.nan, dtype=np.float32)  # [L·(pq + gap) − gap, H·(pk + gap) − gap]: NaN gutters
     for layer in range(n_layers):
         for h in range(n_heads):
             r0, c0 = layer * (pq + gap), h * (pk + gap)

@@ -15,7 +15,7 @@ def method_rows(rows: dict, tokens, *, title: str = "", present: bool = False,
     `exclude`: a position left out of the max (the query token, which often dominates its own row)."""
     names = list(rows)
     z = np.stack([np.asarray(rows[n], dtype=np.float64) for n in names])  # [M, T]
-    others = np.delete(z, exclude, axis=1) if exclude is not None and z.shape[1] > 1 else z
+    others = np.delete(z, exclude, axis=1) if exclude is not None and z.shape[1] > 1 else z  # [M, T − 1]
     top = np.nanmax(np.abs(others), axis=1, keepdims=True)
     zn = np.clip(np.divide(z, top, out=np.zeros_like(z), where=top > 0), 0, 1)
     x = np.arange(z.shape[1])
@@ -37,7 +37,7 @@ def head_rows(rows, k_tokens, *, title: str = "", present: bool = False) -> go.F
     """One query's attention row for every head: [H, K] (rows = heads, the last row the head mean)."""
     a = np.asarray(rows, dtype=np.float32)
     H, K = a.shape
-    z = np.vstack([a, a.mean(0, keepdims=True)])
+    z = np.vstack([a, a.mean(0, keepdims=True)])  # [H + 1, K]: the heads, then their mean
     ylab = [f"head {h}" for h in range(H)] + ["mean"]
     x, y = np.arange(K), np.arange(H + 1)
     xlab = tick_labels(k_tokens, 12)
@@ -62,7 +62,7 @@ def generation_matrix(rows, tokens, prompt_len: int, *, k_tokens=None, title: st
     cross = k_tokens is not None
     keys = list(k_tokens) if cross else list(tokens)[:K]
     if not cross:  # step s attends keys 0..prompt_len+s−1
-        a = np.where(np.arange(K)[None, :] < (prompt_len + np.arange(n))[:, None], a, np.nan)
+        a = np.where(np.arange(K)[None, :] < (prompt_len + np.arange(n))[:, None], a, np.nan)  # [1, K] vs [n, 1] → [n, K]
     x, y = np.arange(K), np.arange(n)
     new = list(tokens)[prompt_len:prompt_len + n]
     ylab = [f"{i} → {esc(t, 12)}" for i, t in enumerate(new)]
@@ -72,7 +72,7 @@ def generation_matrix(rows, tokens, prompt_len: int, *, k_tokens=None, title: st
     text = [[f"{ylab[i]} ← {xlab[j]}" for j in range(K)] for i in range(n)]
 
     def trace(upto: int) -> go.Heatmap:
-        z = np.where(y[:, None] <= upto, a, np.nan) if upto < n - 1 else a
+        z = np.where(y[:, None] <= upto, a, np.nan) if upto < n - 1 else a  # [n, K]: the rows up to step `upto`
         return go.Heatmap(z=z, x=x, y=y, colorscale=THEME_SCALE, zmin=0, zmax=zmax, hoverongaps=False,
                           text=text, colorbar={"title": {"text": "weight"}, "thickness": 14},
                           hovertemplate="step %{text}<br>weight %{z:.4f}<extra></extra>")
