@@ -311,7 +311,7 @@ def page_payloads(lengths, progress=None) -> tuple[list[dict], str]:
                         "build_s": round(time.perf_counter() - t, 3)})
     out = [p for p in out if p["bytes"] is not None] + [p for p in out if p["bytes"] is None]
     note = ("Pages not measured: " + "; ".join(f"{k} ({v})" for k, v in NOT_MEASURED.items()) + ". Figures are "
-            "built as each page calls the builders in app/figures.py; the heatmaps mosaic is fed heads pre-pooled by "
+            "built as each page calls the builders in app/figures/; the heatmaps mosaic is fed heads pre-pooled by "
             "analysis.longinput.overview to the size mosaic pools them to, and the rollout matrix is drawn "
             "with a pattern of the same shape.")
     return out, note
