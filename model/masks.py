@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 KINDS = ("causal", "bidirectional", "sliding_window", "prefix_lm", "custom")
@@ -90,3 +91,12 @@ def build_mask(
         kpm = key_padding.to(device=device, dtype=torch.bool)[:, None, None, :]  # [B, 1, 1, k]
         m = kpm.expand(-1, 1, q_len, -1) if m is None else (m & kpm)
     return m
+
+
+def mask_array(spec: MaskSpec, T: int, real_keys: int | None = None) -> np.ndarray:
+    """bool [T, T] as numpy, True = may attend; keys from `real_keys` on are padding (hidden from every query)."""
+    m = pair_mask(spec, T, T)
+    out = np.ones((T, T), dtype=bool) if m is None else m.cpu().numpy()
+    if real_keys is not None:
+        out &= np.arange(T)[None, :] < real_keys  # [1, T]: per key, never per pair
+    return out

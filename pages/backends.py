@@ -6,17 +6,39 @@ import streamlit as st
 
 from analysis.consistency import TOL_BACKEND
 from analysis.mechanics import device_summary
-from app import figures, state
-from app import figures_mech as FM
-from app import widgets as W
-from app import widgets_mech as WM
+from app import state
+from app.downloads import downloads
+from app.figures.grids import delta_grid
+from app.figures.lines import scaling
+from app.figures.matrix import matrix_heatmap
+from app.frame import chart, page, presenting
+from app.inputs import inputs
+from app.url_state import select, slider
+from app.verdicts import check_rows, scale_note, verdict_banner, verdict_table
 
 LIVE = {256: "64 … 256", 512: "64 … 512", 1024: "64 … 1024"}
 BACKEND_CHECKS = ("eager_vs_sdpa", "eager_vs_flash")
 
-with W.page("Backends", "Do eager, sdpa and flash compute the same attention — and what does each cost?", icon="⚙"):
-    inp = W.inputs()
-    present, dark = W.presenting(), W.is_dark()
+
+def fmt_bytes(n: float | None) -> str:
+    """A byte count in B, KiB, MiB or GiB; '—' for None."""
+    if n is None:
+        return "—"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def model_shape(name: str) -> tuple[int, int]:
+    """(heads, d_head) of a model, for live timings at its own size."""
+    info = state.model_info(name)
+    return int(info["heads"]), int(info["d_model"]) // int(info["heads"])
+
+with page("Backends", "Do eager, sdpa and flash compute the same attention — and what does each cost?", icon="⚙"):
+    inp = inputs()
+    present = presenting()
     dev = device_summary()
 
     # -- what runs here ---------------------------------------------------------------------------------
@@ -37,21 +59,21 @@ with W.page("Backends", "Do eager, sdpa and flash compute the same attention —
     # -- 1. agreement ---------------------------------------------------------------------------------------
     st.subheader("Same input, three backends — the same numbers as `attnlab check`")
     report = state.check_report(inp.model, inp.text, inp.src)
-    rows = WM.check_rows(report, BACKEND_CHECKS)
-    WM.verdict_table(rows)
-    WM.scale_note(rows, state.output_scale(inp.model, inp.text, inp.src))
-    WM.verdict_banner(all(r["passed"] for r in rows),
-                      f"sdpa and flash match eager: every pattern within {TOL_BACKEND:g}, logits and hidden states "
-                      f"within {TOL_BACKEND:g}·max(1, max|logits|).",
-                      "A fused backend differs from eager beyond the tolerance.")
+    rows = check_rows(report, BACKEND_CHECKS)
+    verdict_table(rows)
+    scale_note(rows, state.output_scale(inp.model, inp.text, inp.src))
+    verdict_banner(all(r["passed"] for r in rows),
+                   f"sdpa and flash match eager: every pattern within {TOL_BACKEND:g}, logits and hidden states "
+                   f"within {TOL_BACKEND:g}·max(1, max|logits|).",
+                   "A fused backend differs from eager beyond the tolerance.")
     reps = state.backend_reports(inp.model, inp.text, inp.src)
     sites = list(reps["sdpa"]["per_site"])
     z = [[reps[b]["per_site"][s] for b in ("sdpa", "flash")] for s in sites]
     left, right = st.columns([3, 2], gap="medium")
     with left:
-        W.chart(FM.delta_grid(z, sites, ["sdpa vs eager: pattern", "flash vs eager: pattern"], TOL_BACKEND,
-                              title=f"Max |Δ pattern| per layer (tolerance {TOL_BACKEND:g})", present=present),
-                key="be-grid", name="backend-deltas")
+        chart(delta_grid(z, sites, ["sdpa vs eager: pattern", "flash vs eager: pattern"], TOL_BACKEND,
+                         title=f"Max |Δ pattern| per layer (tolerance {TOL_BACKEND:g})", present=present),
+              key="be-grid", name="backend-deltas")
     with right:
         summary = pd.DataFrame([{"backend": b, "max |Δ logits|": reps[b]["max_abs_logits"],
                                  "max |Δ hidden|": reps[b]["max_abs_hidden"], "max |Δ pattern|": reps[b]["max_abs_pattern"]}
@@ -65,13 +87,13 @@ with W.page("Backends", "Do eager, sdpa and flash compute the same attention —
 
     # -- 2. cost ---------------------------------------------------------------------------------------------
     st.subheader("Time and memory as the text grows")
-    heads, d_head = WM.model_shape(inp.model)
-    top = W.select("Live sizes T", list(LIVE), "be_max", 512, format_func=LIVE.get, horizontal=True,
-                   help="Measured now, on this machine, for one attention call; larger sizes come from the benchmark.")
+    heads, d_head = model_shape(inp.model)
+    top = select("Live sizes T", list(LIVE), "be_max", 512, format_func=LIVE.get, horizontal=True,
+                 help="Measured now, on this machine, for one attention call; larger sizes come from the benchmark.")
     lengths = tuple(t for t in (64, 128, 256, 512, 1024) if t <= top)
     live = state.attention_timings(lengths, heads, d_head)
-    W.chart(FM.scaling(live, title=f"Live: one causal attention call, {heads} heads × d_head {d_head}",
-                       present=present), key="be-live", name="backend-live")
+    chart(scaling(live, title=f"Live: one causal attention call, {heads} heads × d_head {d_head}",
+                  present=present), key="be-live", name="backend-live")
     live_df = pd.DataFrame(live)
     st.caption("Measured just now on this machine, on one CPU thread, best time of at least 5 runs (other users' "
                "requests wait meanwhile). Memory: peak bytes of the "
@@ -91,9 +113,9 @@ with W.page("Backends", "Do eager, sdpa and flash compute the same attention —
                     "passes at long inputs, peak memory above the loaded model" + (f" — {machine}" if machine else ""))
         if bench["rows"]:
             brow = [r for r in bench["rows"] if r.get("peak_mb") is not None or r.get("median_s") is not None]
-            W.chart(FM.scaling(brow, series_key="series", time_key="median_s", time_unit="s", mem_key="peak_mb",
-                               mem_scale=1.0, theory=False, present=present, title="Benchmark: time and peak memory "
-                               "per mode"), key="be-bench", name="backend-bench")
+            chart(scaling(brow, series_key="series", time_key="median_s", time_unit="s", mem_key="peak_mb",
+                          mem_scale=1.0, theory=False, present=present, title="Benchmark: time and peak memory "
+                          "per mode"), key="be-bench", name="backend-bench")
             st.dataframe(pd.DataFrame(brow).drop(columns="series"), hide_index=True)
         elif bench.get("markdown"):
             with st.expander("docs/benchmarks.md", expanded=True):
@@ -110,10 +132,10 @@ with W.page("Backends", "Do eager, sdpa and flash compute the same attention —
                 "taken over whole rows — the same numbers eager would have stored.")
     rec = pd.DataFrame(state.pattern_recovery(inp.model, inp.text, inp.src, fused))
     at_t = f"{int(rec['at_T'].iloc[0]):,}"
-    rec["kept (q, k)"] = rec["kept_bytes"].map(WM.fmt_bytes)
-    rec["full weights"] = rec["pattern_bytes"].map(WM.fmt_bytes)
-    rec[f"kept at T = {at_t}"] = rec["kept_bytes_at"].map(WM.fmt_bytes)
-    rec[f"weights at T = {at_t}"] = rec["pattern_bytes_at"].map(WM.fmt_bytes)
+    rec["kept (q, k)"] = rec["kept_bytes"].map(fmt_bytes)
+    rec["full weights"] = rec["pattern_bytes"].map(fmt_bytes)
+    rec[f"kept at T = {at_t}"] = rec["kept_bytes_at"].map(fmt_bytes)
+    rec[f"weights at T = {at_t}"] = rec["pattern_bytes_at"].map(fmt_bytes)
     st.dataframe(rec[["site", "kernel", "lazy", "kept (q, k)", "full weights", f"kept at T = {at_t}",
                       f"weights at T = {at_t}", "max_abs_pattern"]], hide_index=True,
                  column_config={"max_abs_pattern": st.column_config.NumberColumn("max |Δ| recomputed vs eager",
@@ -123,31 +145,31 @@ with W.page("Backends", "Do eager, sdpa and flash compute the same attention —
     cap_f = state.capture(inp.model, inp.text, inp.src, fused)
     groups = cap_f.groups()
     c1, c2, c3 = st.columns(3)
-    group = W.select("Attention", list(groups), "be_group", None, where=c1, show=len(groups) > 1,
-                     format_func=state.GROUP_LABELS.get)
-    layer = W.slider("Layer", 0, len(groups[group]) - 1, "be_layer", 0, where=c2)
-    head = W.slider("Head", 0, cap_f.n_heads - 1, "be_head", 0, where=c3)
+    group = select("Attention", list(groups), "be_group", None, where=c1, show=len(groups) > 1,
+                   format_func=state.GROUP_LABELS.get)
+    layer = slider("Layer", 0, len(groups[group]) - 1, "be_layer", 0, where=c2)
+    head = slider("Head", 0, cap_f.n_heads - 1, "be_head", 0, where=c3)
     site = groups[group][layer]
     qt, kt = cap_f.group_tokens(group)
     mask = cap_f.mask_of(group)
     recomputed, stored = cap_f.records[site].pattern(head), cap_e.records[site].pattern(head)
-    side = dict(mask=mask, dark=dark, present=present, height=480, max_ticks=24)
+    side = dict(mask=mask, present=present, height=480, max_ticks=24)
     a, b, c = st.columns(3, gap="small")
     with a:
-        W.chart(figures.matrix_heatmap(recomputed, qt, kt, title=f"{fused}: recomputed from q, k", showscale=False,
-                                       zrange=(0.0, 1.0), **side), key="be-recomputed", name="recomputed")
+        chart(matrix_heatmap(recomputed, qt, kt, title=f"{fused}: recomputed from q, k", showscale=False,
+                             zrange=(0.0, 1.0), **side), key="be-recomputed", name="recomputed")
     with b:
-        W.chart(figures.matrix_heatmap(stored, qt, kt, title="eager: stored weights", zrange=(0.0, 1.0), **side),
-                key="be-eager", name="eager")
+        chart(matrix_heatmap(stored, qt, kt, title="eager: stored weights", zrange=(0.0, 1.0), **side),
+              key="be-eager", name="eager")
     with c:
         d = recomputed - stored
         lim = max(float(abs(d).max()), TOL_BACKEND)
-        W.chart(figures.matrix_heatmap(d, qt, kt, kind="diff", zrange=(-lim, lim), value_name="Δ",
-                                       title=f"difference (max |Δ| {abs(d).max():.1e})", **side),
-                key="be-diff", name="diff")
+        chart(matrix_heatmap(d, qt, kt, kind="diff", zrange=(-lim, lim), value_name="Δ",
+                             title=f"difference (max |Δ| {abs(d).max():.1e})", **side),
+              key="be-diff", name="diff")
     st.caption(f"{site}, head {head}: kernel {cap_f.records[site].kernel}. Long inputs stay cheap: a capture that "
                "would exceed a few million weights keeps q and k only, and large matrices are pooled for display.")
 
-    W.downloads("backends", csv=live_df,
-                json_obj={"model": inp.model, "text": inp.text, "src_text": inp.src, "device": dev, "checks": rows,
-                          "reports": reps, "live": live, "benchmark": bench, "recovery": rec.to_dict("records")})
+    downloads("backends", csv=live_df,
+              json_obj={"model": inp.model, "text": inp.text, "src_text": inp.src, "device": dev, "checks": rows,
+                        "reports": reps, "live": live, "benchmark": bench, "recovery": rec.to_dict("records")})

@@ -4,10 +4,16 @@ at a time."""
 
 import streamlit as st
 
-from app import figures, state
-from app import figures_mech as FM
-from app import widgets as W
-from app import widgets_mech as WM
+from app import state
+from app.downloads import downloads, matrix_csv
+from app.figures.matrix import mark_cells, matrix_heatmap
+from app.figures.mosaic import mosaic
+from app.figures.rows import generation_matrix, head_rows
+from app.figures.style import md
+from app.frame import chart, page, presenting
+from app.inputs import require_arch
+from app.token_strip import token_strip
+from app.url_state import select, slider
 
 HEADS_MEAN = -1
 
@@ -16,9 +22,9 @@ def head_name(h: int) -> str:
     return "mean of heads" if h == HEADS_MEAN else f"head {h}"
 
 
-with W.page("Cross-attention", "Which source words does each target word read?", icon="⇄"):
-    inp = WM.require_arch(("encdec",), "shows an encoder–decoder's cross-attention")
-    present, dark = W.presenting(), W.is_dark()
+with page("Cross-attention", "Which source words does each target word read?", icon="⇄"):
+    inp = require_arch(("encdec",), "shows an encoder–decoder's cross-attention")
+    present = presenting()
     cap = inp.capture()
     cross, dec = cap.matrices("cross"), cap.matrices("decoder")  # [L, H, T, S], [L, H, T, T]
     n_layers, n_heads = cross.shape[:2]
@@ -29,79 +35,79 @@ with W.page("Cross-attention", "Which source words does each target word read?",
                 "the target: its self-attention is causal (each target token sees the ones before it), and its "
                 "**cross-attention** takes queries from the target and keys and values from the encoder's output — "
                 "that is where a translation looks up the source words.")
-    W.token_strip(src_t, label=f"source ({len(src_t)} tokens, encoder input)")
-    W.token_strip(tgt_t, label=f"target ({len(tgt_t)} tokens, decoder input)")
+    token_strip(src_t, label=f"source ({len(src_t)} tokens, encoder input)")
+    token_strip(tgt_t, label=f"target ({len(tgt_t)} tokens, decoder input)")
 
     st.subheader("Every layer and head of cross-attention")
-    W.chart(figures.mosaic(cross, tgt_t, src_t, kind="pattern", dark=dark, present=present,
-                           title="cross-attention: target tokens (rows) × source tokens (columns)",
-                           layer_labels=[f"layer {i}" for i in range(n_layers)]), key="x-mosaic", name="cross-mosaic")
+    chart(mosaic(cross, tgt_t, src_t, kind="pattern", present=present,
+                 title="cross-attention: target tokens (rows) × source tokens (columns)",
+                 layer_labels=[f"layer {i}" for i in range(n_layers)]), key="x-mosaic", name="cross-mosaic")
 
     st.subheader("One layer up close: cross-attention next to the decoder's self-attention")
     c1, c2 = st.columns(2)
-    layer = W.slider("Layer", 0, n_layers - 1, "x_layer", n_layers - 1, where=c1)
-    head = W.select("Head", [HEADS_MEAN, *range(n_heads)], "x_head", HEADS_MEAN, where=c2, format_func=head_name)
+    layer = slider("Layer", 0, n_layers - 1, "x_layer", n_layers - 1, where=c1)
+    head = select("Head", [HEADS_MEAN, *range(n_heads)], "x_head", HEADS_MEAN, where=c2, format_func=head_name)
 
     def pick(stack):
-        return stack[layer].mean(0) if head == HEADS_MEAN else stack[layer, head]
+        return stack[layer].mean(0) if head == HEADS_MEAN else stack[layer, head]  # [q, k]: the head mean or one head
 
     a, b = st.columns([1, 1], gap="medium")
     with a:
-        fig = figures.matrix_heatmap(pick(cross), tgt_t, src_t, dark=dark, present=present,
-                                     title=f"cross-attention, layer {layer}, {head_name(head)}")
+        fig = matrix_heatmap(pick(cross), tgt_t, src_t, present=present,
+                             title=f"cross-attention, layer {layer}, {head_name(head)}")
         fig.update_xaxes(title="source token (key)")
         fig.update_yaxes(title="target token (query)")
         # the row that WRITES target token t is row t − 1 (the decoder at position t − 1 predicts token t)
-        W.chart(FM.mark_cells(fig, [(t - 1, s) for t, s in align if 1 <= t <= len(tgt_t) and s < len(src_t)]),
-                key="x-cross", name="cross")
+        chart(mark_cells(fig, [(t - 1, s) for t, s in align if 1 <= t <= len(tgt_t) and s < len(src_t)]),
+              key="x-cross", name="cross")
         if align:
             st.caption("Circles: the reference word alignment of this lecture sample, drawn on the row that writes "
                        "each target word — the row of the token before it, since position t predicts token t + 1.")
     with b:
-        fig = figures.matrix_heatmap(pick(dec), tgt_t, tgt_t, mask=cap.mask_of("decoder"), dark=dark,
-                                     present=present, title=f"decoder self-attention, layer {layer}, {head_name(head)}")
-        W.chart(fig, key="x-self", name="decoder-self")
+        fig = matrix_heatmap(pick(dec), tgt_t, tgt_t, mask=cap.mask_of("decoder"), present=present,
+                             title=f"decoder self-attention, layer {layer}, {head_name(head)}")
+        chart(fig, key="x-self", name="decoder-self")
         st.caption("Causal: grey cells above the diagonal are masked, each target token sees only earlier ones.")
 
     # -- generation replay ----------------------------------------------------------------------------------
     st.subheader("Replay: writing the target one token at a time")
     c1, c2, c3 = st.columns(3)
-    n_new = W.slider("Tokens to generate", 1, 40, "x_n", 16, where=c1)
-    start = W.select("Start from", ["source", "prefix"], "x_start", "source", where=c2,
-                     format_func={"source": "the source only (an empty target)",
-                                  "prefix": "the target text above as a prefix"}.get)
+    n_new = slider("Tokens to generate", 1, 40, "x_n", 16, where=c1)
+    start = select("Start from", ["source", "prefix"], "x_start", "source", where=c2,
+                   format_func={"source": "the source only (an empty target)",
+                                "prefix": "the target text above as a prefix"}.get)
     prompt = "" if start == "source" else inp.text
     tr = state.generation_trace(inp.model, prompt, inp.src, n_new, 0.0, None, None, inp.backend)
-    step = W.slider("Step", 0, tr.n_steps - 1, "x_step", 0, where=c3, help="Which generated token to look at.")
+    step = slider("Step", 0, tr.n_steps - 1, "x_step", 0, where=c3, help="Which generated token to look at.")
     cross_sites = [s for s in tr.sites if tr.kinds[s] == "cross"]
     site = cross_sites[min(layer, len(cross_sites) - 1)]
     new_tok = tr.tokens[tr.prompt_len + step]
     q = tr.query_position(step)
-    st.markdown(f"Step **{step}**: the decoder reads position {q} ({figures.md(tr.tokens[q])}) and writes "
-                f"**{figures.md(new_tok)}** (p = {tr.chosen_prob[step]:.3f}). Greedy decoding, layer {layer}.")
-    W.token_strip(tr.tokens[: tr.prompt_len + step + 1], query=q,
-                  label="target so far (the query token outlined; the last token is the one just written)")
-    row = tr.rows[site][step]  # [H, S]
-    W.token_strip(tr.src_tokens, row.mean(0), label=f"source, shaded by layer {layer}'s cross-attention from the "
-                  "query token (mean of heads)")
+    st.markdown(f"Step **{step}**: the decoder reads position {q} ({md(tr.tokens[q])}) and writes "
+                f"**{md(new_tok)}** (p = {tr.chosen_prob[step]:.3f}). Greedy decoding, layer {layer}.")
+    token_strip(tr.tokens[: tr.prompt_len + step + 1], query=q,
+                label="target so far (the query token outlined; the last token is the one just written)")
+    row = tr.rows[site][step]  # [H, S]; row.mean(0) [S] shades the source below
+    token_strip(tr.src_tokens, row.mean(0), label=f"source, shaded by layer {layer}'s cross-attention from the "
+                "query token (mean of heads)")
     a, b = st.columns([2, 3], gap="medium")
     with a:
-        W.chart(FM.head_rows(row, tr.src_tokens, dark=dark, present=present,
-                             title=f"step {step}: cross-attention of each head over the source"),
-                key="x-step", name="replay-step")
+        chart(head_rows(row, tr.src_tokens, present=present,
+                        title=f"step {step}: cross-attention of each head over the source"),
+              key="x-step", name="replay-step")
     with b:
-        W.chart(FM.generation_matrix(tr.step_matrix(site, None if head == HEADS_MEAN else head), tr.tokens,
-                                     tr.prompt_len, k_tokens=tr.src_tokens, dark=dark, present=present, current=step,
-                                     title=f"all steps: source tokens read while writing ({head_name(head)}, "
-                                           f"layer {layer}) — ▶ replays them"),
-                key="x-replay", name="replay")
+        chart(generation_matrix(tr.step_matrix(site, None if head == HEADS_MEAN else head), tr.tokens,
+                                tr.prompt_len, k_tokens=tr.src_tokens, present=present, current=step,
+                                title=f"all steps: source tokens read while writing ({head_name(head)}, "
+                                      f"layer {layer}) — ▶ replays them"),
+              key="x-replay", name="replay")
     if inp.preset is not None and inp.preset.src_text and start == "source":
         st.caption(f"Reference translation of this sample: “{inp.preset.text}”. Generated: "
                    f"“{' '.join(tr.new_tokens)}”.")
 
-    W.downloads("cross-attention", csv=W.matrix_csv(pick(cross), tgt_t, src_t),
-                npz={"cross": cross, "decoder_self": dec, "replay_cross": tr.rows[site], "src_tokens": src_t,
-                     "tgt_tokens": tgt_t},
-                json_obj={"model": inp.model, "src_text": inp.src, "text": inp.text, "layer": layer, "head": head,
-                          "src_tokens": src_t, "tgt_tokens": tgt_t, "alignment": align, "generated": tr.new_tokens,
-                          "replay_probs": tr.chosen_prob})
+    downloads("cross-attention", csv=matrix_csv(pick(cross), tgt_t, src_t),
+              npz={"cross": cross, "decoder_self": dec, "replay_cross": tr.rows[site], "src_tokens": src_t,
+                   "tgt_tokens": tgt_t},
+              json_obj={"model": inp.model, "src_text": inp.src, "text": inp.text, "layer": layer, "head": head,
+                        "src_tokens": src_t, "tgt_tokens": tgt_t, "alignment": align, "generated": tr.new_tokens,
+                        "replay_probs": tr.chosen_prob})

@@ -3,12 +3,19 @@
 import streamlit as st
 
 from analysis.rollout import fuse_heads
-from app import figures, state
-from app import widgets as W
+from app import state
+from app.downloads import downloads, matrix_csv
+from app.figures.rows import method_rows
+from app.figures.style import esc
+from app.frame import chart, page, presenting
+from app.inputs import inputs
+from app.presets import default_query, source_index
+from app.token_strip import predictions_table, token_strip
+from app.url_state import token_select
 
-with W.page("Explore", "What does the model see, and where does its attention go?"):
+with page("Explore", "What does the model see, and where does its attention go?"):
     left, right = st.columns([3, 2], gap="large")
-    inp = W.inputs(where=left)
+    inp = inputs(where=left)
     info = state.model_info(inp.model)
     with right:
         st.subheader(f"{info['name']}")
@@ -25,8 +32,8 @@ with W.page("Explore", "What does the model see, and where does its attention go
             st.info("Random weights show no structure. Pick a bundled lecture model to see trained attention.")
 
     cap = inp.capture()
-    q = W.default_query(cap, inp.preset)
-    src = W.source_index(cap, inp.preset)
+    q = default_query(cap, inp.preset)
+    src = source_index(cap, inp.preset)
     if inp.preset is not None:
         st.markdown(f"#### What to look at — {inp.preset.title}")
         st.markdown(inp.preset.note)
@@ -40,34 +47,34 @@ with W.page("Explore", "What does the model see, and where does its attention go
     qt, kt = cap.group_tokens(group)
     stack = cap.matrices(group)  # [L, H, q, k]
     q = min(q, len(qt) - 1)
-    q = W.token_select("Query token", qt, "query", q, help="The row whose attention is shown below.")
+    q = token_select("Query token", qt, "query", q, help="The row whose attention is shown below.")
     per_layer = fuse_heads(stack[:, :, q : q + 1, :], "mean")[:, 0]  # [L, k]: head-mean row of each layer
 
     st.markdown(f"#### Tokens ({len(cap.tokens)})" + (" — target" if cap.src_tokens else ""))
-    W.token_strip(qt, per_layer[-1] if group != "cross" else None, query=q,
-                  source=src if group != "cross" else None,
-                  label="shaded by the last layer's head-mean attention from the outlined query token"
-                  if group != "cross" else None)
+    token_strip(qt, per_layer[-1] if group != "cross" else None, query=q,
+                source=src if group != "cross" else None,
+                label="shaded by the last layer's head-mean attention from the outlined query token"
+                if group != "cross" else None)
     if cap.src_tokens:
         st.markdown(f"#### Source tokens ({len(cap.src_tokens)})")
-        W.token_strip(cap.src_tokens, per_layer[-1], label="shaded by the last layer's cross-attention from the "
-                      "outlined target token (head mean)")
+        token_strip(cap.src_tokens, per_layer[-1], label="shaded by the last layer's cross-attention from the "
+                    "outlined target token (head mean)")
 
-    fig = figures.method_rows({f"layer {i}": per_layer[i] for i in range(len(per_layer))}, kt,
-                              title=f"Where does token {q} ({figures.esc(qt[q])}) look? Head mean per layer",
-                              dark=W.is_dark(), present=W.presenting(), source=src if group != "cross" else None,
-                              exclude=q if group != "cross" else None)
-    W.chart(fig, key="explore-rows", name="explore")
+    fig = method_rows({f"layer {i}": per_layer[i] for i in range(len(per_layer))}, kt,
+                      title=f"Where does token {q} ({esc(qt[q])}) look? Head mean per layer",
+                      present=presenting(), source=src if group != "cross" else None,
+                      exclude=q if group != "cross" else None)
+    chart(fig, key="explore-rows", name="explore")
     st.caption("Each row is one layer: the attention weights of the query token, averaged over heads and scaled "
                "to the row's largest weight on another token. A red dotted box marks the preset's ground-truth source token.")
 
     if cap.top_tokens is not None:
         st.markdown(f"#### The model's prediction at token {q}")
-        W.predictions_table(cap.top_tokens[q], cap.top_probs[q])
+        predictions_table(cap.top_tokens[q], cap.top_probs[q])
     st.caption(f"Backend {cap.backend}: kernels {', '.join(cap.kernels)}.")
-    W.downloads("explore", csv=W.matrix_csv(per_layer, [f"layer {i}" for i in range(len(per_layer))], kt),
-                npz={f"{s}/pattern": cap.records[s].pattern() for s in cap.records} | {"tokens": cap.tokens},
-                json_obj={"model": inp.model, "text": inp.text, "src_text": inp.src, "tokens": cap.tokens,
-                          "src_tokens": cap.src_tokens, "ids": cap.ids, "query": q,
-                          "top_tokens": cap.top_tokens[q] if cap.top_tokens else None,
-                          "top_probs": cap.top_probs[q] if cap.top_probs is not None else None})
+    downloads("explore", csv=matrix_csv(per_layer, [f"layer {i}" for i in range(len(per_layer))], kt),
+              npz={f"{s}/pattern": cap.records[s].pattern() for s in cap.records} | {"tokens": cap.tokens},
+              json_obj={"model": inp.model, "text": inp.text, "src_text": inp.src, "tokens": cap.tokens,
+                        "src_tokens": cap.src_tokens, "ids": cap.ids, "query": q,
+                        "top_tokens": cap.top_tokens[q] if cap.top_tokens else None,
+                        "top_probs": cap.top_probs[q] if cap.top_probs is not None else None})

@@ -3,8 +3,14 @@
 import numpy as np
 import streamlit as st
 
-from app import figures, state
-from app import widgets as W
+from app import state
+from app.downloads import downloads
+from app.figures.grids import grid_heatmap
+from app.frame import chart, options, page, presenting
+from app.inputs import inputs
+from app.presets import default_query
+from app.token_strip import predictions_table
+from app.url_state import index, select, toggle, token_select
 
 STAT_HELP = {
     "entropy": "nats; low = focused", "max_weight": "largest weight, row mean", "mean_distance": "tokens back",
@@ -13,21 +19,21 @@ STAT_HELP = {
     "induction": "to the token after the earlier copy (repeated sequence)",
 }
 
-with W.page("Heads", "What does each head do — and does the model need it?"):
-    inp = W.inputs()
+with page("Heads", "What does each head do — and does the model need it?"):
+    inp = inputs()
     cap = inp.capture()
-    present, dark = W.presenting(), W.is_dark()
+    present = presenting()
     df, period = state.head_table(inp.model, inp.text, inp.src, inp.backend)
     stats = [c for c in STAT_HELP if c in df.columns]
 
     st.subheader("Head statistics")
-    with W.options("Filter and sort"):
+    with options("Filter and sort"):
         c1, c2, c3 = st.columns(3)
         labels = sorted(df["label"].unique())
         chosen = c1.multiselect("Head types", labels, default=labels, key="labels")
         stacks = sorted(df["stack"].unique())
-        stack = W.select("Stack", ["all", *stacks], "stack", "all", where=c2, show=len(stacks) > 1)
-        sort = W.select("Sort by", ["layer", *stats], "sort", "layer", where=c3)
+        stack = select("Stack", ["all", *stacks], "stack", "all", where=c2, show=len(stacks) > 1)
+        sort = select("Sort by", ["layer", *stats], "sort", "layer", where=c3)
     view = df[df["label"].isin(chosen)]
     if stack != "all":
         view = view[view["stack"] == stack]
@@ -40,14 +46,14 @@ with W.page("Heads", "What does each head do — and does the model need it?"):
                "(as TransformerLens' head detectors). Labels: first rule that fits — induction, duplicate-token, "
                "previous-token, broad/uniform, sink, self/diagonal — else mixed. Click a column header to sort.")
 
-    stat = W.select("Map of", stats, "stat", "induction" if "induction" in stats else stats[0], horizontal=True)
+    stat = select("Map of", stats, "stat", "induction" if "induction" in stats else stats[0], horizontal=True)
     for s in sorted(df["stack"].unique()):
         part = df[df["stack"] == s]
-        grid = part.pivot(index="layer", columns="head", values=stat).to_numpy()
-        W.chart(figures.grid_heatmap(grid, [f"{s} layer {i}" for i in range(grid.shape[0])],
-                                     [f"head {h}" for h in range(grid.shape[1])], diverging=False, dark=dark,
-                                     value_name=stat, present=present, title=f"{stat} — {s}"),
-                key=f"grid-{s}", name=f"{stat}-{s}")
+        grid = part.pivot(index="layer", columns="head", values=stat).to_numpy()  # [layers, heads]
+        chart(grid_heatmap(grid, [f"{s} layer {i}" for i in range(grid.shape[0])],
+                           [f"head {h}" for h in range(grid.shape[1])], diverging=False,
+                           value_name=stat, present=present, title=f"{stat} — {s}"),
+              key=f"grid-{s}", name=f"{stat}-{s}")
 
     st.subheader("Switch a head off")
     if not state.model_info(inp.model)["has_logits"]:
@@ -56,33 +62,33 @@ with W.page("Heads", "What does each head do — and does the model need it?"):
         sites = list(cap.records)
         tokens = cap.tokens
         c1, c2, c3 = st.columns(3)
-        site = W.select("Attention site", sites, "site", sites[-1] if len(sites) else None, where=c1)
-        head = W.index("Head", cap.n_heads, "head", 0, where=c2)
-        q = W.token_select("Prediction at token", tokens, "query", W.default_query(cap, inp.preset), where=c3)
+        site = select("Attention site", sites, "site", sites[-1] if len(sites) else None, where=c1)
+        head = index("Head", cap.n_heads, "head", 0, where=c2)
+        q = token_select("Prediction at token", tokens, "query", default_query(cap, inp.preset), where=c3)
         answer_id = state.token_id(inp.model, inp.preset.answer) if inp.preset and inp.preset.answer else None
         before, after = state.ablate(inp.model, inp.text, inp.src, inp.backend, site, head, q, answer_id)
         c1, c2 = st.columns(2)
         with c1:
             st.markdown("**All heads**")
-            W.predictions_table(before.tokens, before.probs)
+            predictions_table(before.tokens, before.probs)
         with c2:
             st.markdown(f"**{site}, head {head} zeroed**")
-            W.predictions_table(after.tokens, after.probs)
+            predictions_table(after.tokens, after.probs)
         delta = after.target_prob - before.target_prob
         st.metric(f"p(“{before.target}”)", f"{after.target_prob:.3f}", f"{delta:+.3f}", delta_color="normal")
         st.caption("Zeroing a head sets its output z to 0 before the output projection (model.hooks.zero_head on "
                    "hook_z); the rest of the model runs unchanged.")
 
         n_runs = len(sites) * cap.n_heads
-        sweep = W.toggle(f"Ablate every head in turn ({n_runs} forward passes)", "sweep", n_runs <= 64)
+        sweep = toggle(f"Ablate every head in turn ({n_runs} forward passes)", "sweep", n_runs <= 64)
         if sweep:
             names, grid, base = state.ablation_sweep(inp.model, inp.text, inp.src, inp.backend, q, answer_id)
-            W.chart(figures.grid_heatmap(grid, names, [f"head {h}" for h in range(grid.shape[1])], dark=dark,
-                                         value_name="Δp", present=present, fmt="+.3f",
-                                         title=f"Change in p(“{base.target}”) when one head is zeroed"),
-                    key="sweep-grid", name="ablation")
+            chart(grid_heatmap(grid, names, [f"head {h}" for h in range(grid.shape[1])],
+                               value_name="Δp", present=present, fmt="+.3f",
+                               title=f"Change in p(“{base.target}”) when one head is zeroed"),
+                  key="sweep-grid", name="ablation")
             worst = np.unravel_index(np.argmin(grid), grid.shape)
             st.caption(f"Most needed: {names[worst[0]]}, head {worst[1]} (Δp = {grid[worst]:+.3f}).")
 
-    W.downloads("heads", csv=df, json_obj={"model": inp.model, "text": inp.text, "period": period,
-                                           "heads": df.to_dict("records")})
+    downloads("heads", csv=df, json_obj={"model": inp.model, "text": inp.text, "period": period,
+                                         "heads": df.to_dict("records")})

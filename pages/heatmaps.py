@@ -4,8 +4,15 @@ import streamlit as st
 
 from analysis.pooling import window
 from analysis.rollout import fuse_heads
-from app import figures, state
-from app import widgets as W
+from app import state
+from app.downloads import downloads, matrix_csv
+from app.figures.head_view import head_view
+from app.figures.matrix import MAX_SIDE, matrix_heatmap
+from app.figures.mosaic import mosaic
+from app.frame import chart, guard, options, page, presenting
+from app.inputs import inputs
+from app.presets import default_query, source_index
+from app.url_state import group_select, index, range_slider, select, sync_url, toggle, token_select
 
 KINDS = {"pattern": "attention weights (softmax)", "scores": "raw scores (scaled QKᵀ, before the mask)",
          "masked": "masked scores (what the softmax sees)"}
@@ -13,70 +20,70 @@ FUSE = {"none": "every head", "mean": "mean over heads", "max": "max over heads"
 
 
 @st.fragment
-def close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present, dark):
+def close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present):
     """One head: its matrix, the head view and a zoom window. A fragment: its widgets rerun only this part,
     so the mosaic above is not rebuilt or redrawn when the head changes."""
     qt, kt = cap.group_tokens(group)
     n_layers, n_heads = len(cap.sites(group)), cap.n_heads
-    with W.guard():
+    with guard():
         c1, c2, c3 = st.columns(3)
-        layer = W.index("Layer", n_layers, "layer", n_layers - 1, where=c1)
-        head = 0 if fuse != "none" else W.index("Head", n_heads, "head", 0, where=c2)
-        q_default = W.default_query(cap, inp.preset) if group != "encoder" else len(qt) - 1
-        query = W.token_select("Query token (head view)", qt, "query", min(q_default, len(qt) - 1), where=c3)
-        src = W.source_index(cap, inp.preset) if group != "cross" and group != "encoder" else None
+        layer = index("Layer", n_layers, "layer", n_layers - 1, where=c1)
+        head = 0 if fuse != "none" else index("Head", n_heads, "head", 0, where=c2)
+        q_default = default_query(cap, inp.preset) if group != "encoder" else len(qt) - 1
+        query = token_select("Query token (head view)", qt, "query", min(q_default, len(qt) - 1), where=c3)
+        src = source_index(cap, inp.preset) if group != "cross" and group != "encoder" else None
         m = shown[layer, head]
-        big = max(m.shape) > figures.MAX_SIDE
-        pool = W.select("Pooling of large matrices", ("max", "mean"), "pool", "max", show=big and not present,
-                        horizontal=True)
+        big = max(m.shape) > MAX_SIDE
+        pool = select("Pooling of large matrices", ("max", "mean"), "pool", "max", show=big and not present,
+                      horizontal=True)
         left, right = st.columns([3, 2], gap="medium")
         name = f"layer {layer}, " + (f"head {head}" if fuse == "none" else FUSE[fuse])
         with left:
-            fig1 = figures.matrix_heatmap(m, qt, kt, mask=vmask, kind=vkind, title=name, dark=dark, present=present,
-                                          pool=pool, mark=(query, src))
-            W.chart(fig1, key="head", name=f"head-{layer}-{head}")
+            fig1 = matrix_heatmap(m, qt, kt, mask=vmask, kind=vkind, title=name, present=present,
+                                  pool=pool, mark=(query, src))
+            chart(fig1, key="head", name=f"head-{layer}-{head}")
             if big:
-                st.info(f"This {m.shape[0]}×{m.shape[1]} matrix is pooled ({pool}) to at most {figures.MAX_SIDE} cells "
+                st.info(f"This {m.shape[0]}×{m.shape[1]} matrix is pooled ({pool}) to at most {MAX_SIDE} cells "
                         "per side; the zoom window below shows any region at full resolution.")
         with right:
             heads = list(range(n_heads)) if fuse == "none" else [0]
-            pats = cap.matrices(group) if fuse == "none" else fuse_heads(cap.matrices(group), fuse)[:, None]
-            hv_heads = W.select("Head view shows", ["selected", "all"], "hv", "selected", horizontal=True,
-                                format_func=lambda v: "the selected head" if v == "selected" else "all heads")
-            fig2 = figures.head_view(pats[layer], qt, kt, query, [head] if hv_heads == "selected" else heads,
-                                     present=present, title=f"Head view: token {query} → keys (layer {layer})")
-            W.chart(fig2, key="headview", name="head-view")
+            pats = cap.matrices(group) if fuse == "none" else fuse_heads(cap.matrices(group), fuse)[:, None]  # [L, H or 1, q, k]
+            hv_heads = select("Head view shows", ["selected", "all"], "hv", "selected", horizontal=True,
+                              format_func=lambda v: "the selected head" if v == "selected" else "all heads")
+            fig2 = head_view(pats[layer], qt, kt, query, [head] if hv_heads == "selected" else heads,
+                             present=present, title=f"Head view: token {query} → keys (layer {layer})")
+            chart(fig2, key="headview", name="head-view")
             st.caption("Line strength = attention weight (of the pattern, whatever matrix is shown on the left).")
 
-        if W.toggle("Zoom window (full resolution)", "zoom", big, show=not present or big):
+        if toggle("Zoom window (full resolution)", "zoom", big, show=not present or big):
             nq, nk = m.shape
             span = min(64, nq), min(64, nk)
             q0 = max(0, min(query - span[0] // 2, nq - span[0]))
-            zq = W.range_slider("Query rows", 0, nq - 1, "zoom_q", (q0, q0 + span[0] - 1))
-            zk = W.range_slider("Key columns", 0, nk - 1, "zoom_k", (0, span[1] - 1))
+            zq = range_slider("Query rows", 0, nq - 1, "zoom_q", (q0, q0 + span[0] - 1))
+            zk = range_slider("Key columns", 0, nk - 1, "zoom_k", (0, span[1] - 1))
             win = window(m, zq[0], zq[1] + 1, zk[0], zk[1] + 1)
             wmask = None if vmask is None else window(vmask, zq[0], zq[1] + 1, zk[0], zk[1] + 1)
-            W.chart(figures.matrix_heatmap(win, qt, kt, mask=wmask, kind=vkind, title=f"{name}: rows {zq[0]}–{zq[1]}, "
-                                           f"keys {zk[0]}–{zk[1]}", dark=dark, present=present, q_offset=zq[0],
-                                           k_offset=zk[0], max_side=10**6), key="zoom", name="zoom")
+            chart(matrix_heatmap(win, qt, kt, mask=wmask, kind=vkind, title=f"{name}: rows {zq[0]}–{zq[1]}, "
+                                 f"keys {zk[0]}–{zk[1]}", present=present, q_offset=zq[0],
+                                 k_offset=zk[0], max_side=10**6), key="zoom", name="zoom")
 
-        W.downloads(f"{group}-{kind}-L{layer}H{head}", csv=W.matrix_csv(m, qt, kt),
-                    npz={"matrices": shown, "mask": cap.mask_of(group), "q_tokens": qt, "k_tokens": kt},
-                    json_obj={"model": inp.model, "text": inp.text, "group": group, "kind": kind, "fuse": fuse,
-                              "layer": layer, "head": head, "q_tokens": qt, "k_tokens": kt, "matrix": m})
-    W.sync_url()
+        downloads(f"{group}-{kind}-L{layer}H{head}", csv=matrix_csv(m, qt, kt),
+                  npz={"matrices": shown, "mask": cap.mask_of(group), "q_tokens": qt, "k_tokens": kt},
+                  json_obj={"model": inp.model, "text": inp.text, "group": group, "kind": kind, "fuse": fuse,
+                            "layer": layer, "head": head, "q_tokens": qt, "k_tokens": kt, "matrix": m})
+    sync_url()
 
 
-with W.page("Heatmaps", "Which heads look where? Every layer and head at once, then one up close."):
-    inp = W.inputs()
+with page("Heatmaps", "Which heads look where? Every layer and head at once, then one up close."):
+    inp = inputs()
     cap = inp.capture()
-    present, dark = W.presenting(), W.is_dark()
+    present = presenting()
     groups = cap.groups()
-    with W.options():
+    with options():
         c1, c2, c3 = st.columns(3) if len(groups) > 1 else (None, *st.columns(2))
-        group = W.group_select(groups, where=c1)
-        kind = W.select("Matrix", list(KINDS), "kind", "pattern", where=c2, format_func=KINDS.get)
-        fuse = W.select("Heads", list(FUSE), "fuse", "none", where=c3, format_func=FUSE.get)
+        group = group_select(groups, where=c1)
+        kind = select("Matrix", list(KINDS), "kind", "pattern", where=c2, format_func=KINDS.get)
+        fuse = select("Heads", list(FUSE), "fuse", "none", where=c3, format_func=FUSE.get)
     qt, kt = cap.group_tokens(group)
     stack = cap.matrices(group, kind)  # [L, H, q, k]
     mask = cap.mask_of(group)
@@ -88,11 +95,11 @@ with W.page("Heatmaps", "Which heads look where? Every layer and head at once, t
     vkind = "pattern" if kind == "pattern" else "scores"
 
     title = f"{state.GROUP_LABELS.get(group, group)} — {KINDS[kind]}" + ("" if fuse == "none" else f", {FUSE[fuse]}")
-    fig = figures.mosaic(shown, qt, kt, mask=vmask, kind=vkind, title=title, dark=dark, present=present,
-                         layer_labels=[f"layer {i}" for i in range(n_layers)])
-    W.chart(fig, key="mosaic", name="mosaic")
+    fig = mosaic(shown, qt, kt, mask=vmask, kind=vkind, title=title, present=present,
+                 layer_labels=[f"layer {i}" for i in range(n_layers)])
+    chart(fig, key="mosaic", name="mosaic")
     st.caption("Rows are layers, columns heads; inside each block rows are query tokens and columns key tokens. "
                "Blank cells are masked. Hover for layer, head, tokens and value.")
 
     st.subheader("One head up close")
-    close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present, dark)
+    close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present)

@@ -7,36 +7,42 @@ import streamlit as st
 
 from analysis.consistency import TOL_CACHE
 from analysis.mechanics import cache_costs
-from app import figures, state
-from app import figures_mech as FM
-from app import widgets as W
-from app import widgets_mech as WM
+from app import state
+from app.downloads import downloads
+from app.figures.bars import step_deltas
+from app.figures.lines import cache_cost, tiny_lines
+from app.figures.matrix import chunk_lines, matrix_heatmap
+from app.frame import chart, options, page, presenting
+from app.inputs import require_arch
+from app.token_strip import token_strip
+from app.url_state import select, slider
+from app.verdicts import check_rows, scale_note, verdict_banner, verdict_table
 
 CACHE_CHECKS = ("cache_vs_no_cache_logits", "cache_vs_no_cache_pattern", "greedy_cache_tokens_equal")
 GROUPS = {"self": "self-attention", "cross": "cross-attention (target → source)"}
 
-with W.page("KV cache", "Why may a decoder keep the keys and values of earlier tokens — and does the cache change "
-                        "anything?", icon="♻"):
-    inp = WM.require_arch(("decoder", "encdec"), "needs a model that generates (a decoder or an encoder–decoder)")
-    present, dark = W.presenting(), W.is_dark()
+with page("KV cache", "Why may a decoder keep the keys and values of earlier tokens — and does the cache change "
+                      "anything?", icon="♻"):
+    inp = require_arch(("decoder", "encdec"), "needs a model that generates (a decoder or an encoder–decoder)")
+    present = presenting()
     info = state.model_info(inp.model)
-    with W.options():
+    with options():
         c1, c2 = st.columns(2)
-        n_new = W.slider("New tokens to generate", 1, 32, "kv_n", 12, where=c1,
-                         help="Greedy generation, once with the cache and once recomputing everything each step.")
+        n_new = slider("New tokens to generate", 1, 32, "kv_n", 12, where=c1,
+                       help="Greedy generation, once with the cache and once recomputing everything each step.")
         c2.markdown(f"Backend **{inp.backend}** (sidebar). `attnlab check` itself uses sdpa for the cache checks.")
 
     # -- 1. the verdict (= attnlab check) --------------------------------------------------------------------
     st.subheader("Verdict — the same numbers `attnlab check` prints for this input")
     report = state.check_report(inp.model, inp.text, inp.src)
-    rows = WM.check_rows(report, CACHE_CHECKS)
-    WM.verdict_table(rows)
-    WM.scale_note(rows, state.output_scale(inp.model, inp.text, inp.src))
-    WM.verdict_banner(all(r["passed"] for r in rows),
-                      "With the cache, every attention row equals full recomputation within "
-                      f"{TOL_CACHE:g}, the logits within {TOL_CACHE:g}·max(1, max|logits|), and greedy generation "
-                      "picks the same tokens.",
-                      "The cache changed the result beyond the tolerance — see the steps below.")
+    rows = check_rows(report, CACHE_CHECKS)
+    verdict_table(rows)
+    scale_note(rows, state.output_scale(inp.model, inp.text, inp.src))
+    verdict_banner(all(r["passed"] for r in rows),
+                   "With the cache, every attention row equals full recomputation within "
+                   f"{TOL_CACHE:g}, the logits within {TOL_CACHE:g}·max(1, max|logits|), and greedy generation "
+                   "picks the same tokens.",
+                   "The cache changed the result beyond the tolerance — see the steps below.")
     st.caption("The check runs the text in cached chunks (half the text as a prefill, a 2-token chunk, then one "
                "token at a time) against one uncached pass, and generates 20 greedy tokens both ways.")
 
@@ -44,14 +50,14 @@ with W.page("KV cache", "Why may a decoder keep the keys and values of earlier t
     st.subheader(f"Generating {n_new} tokens: with the cache vs recomputing everything")
     gen = state.cache_generation(inp.model, inp.text, inp.src, n_new, inp.backend)
     steps = pd.DataFrame(gen["steps"])
-    WM.verdict_banner(gen["passed"], f"All {len(steps)} steps: max |Δlogits| ≤ {gen['tolerance']:g} and the same "
-                                     f"token each time (worst {gen['max_abs_logits']:.2e}).",
-                      f"Some steps differ (worst max |Δlogits| {gen['max_abs_logits']:.2e}).")
+    verdict_banner(gen["passed"], f"All {len(steps)} steps: max |Δlogits| ≤ {gen['tolerance']:g} and the same "
+                                  f"token each time (worst {gen['max_abs_logits']:.2e}).",
+                   f"Some steps differ (worst max |Δlogits| {gen['max_abs_logits']:.2e}).")
     left, right = st.columns([3, 2], gap="medium")
     with left:
-        W.chart(FM.step_deltas(steps["max_abs_logits"], steps["cached_token"], gen["tolerance"], passed=steps["passed"],
-                               title="max |Δ next-token logits| per step (cached − uncached)", present=present),
-                key="kv-steps", name="kv-steps")
+        chart(step_deltas(steps["max_abs_logits"], steps["cached_token"], gen["tolerance"], passed=steps["passed"],
+                          title="max |Δ next-token logits| per step (cached − uncached)", present=present),
+              key="kv-steps", name="kv-steps")
     with right:
         st.dataframe(steps[["step", "position", "cached_token", "uncached_token", "max_abs_logits", "passed"]],
                      hide_index=True, height=340, column_config={
@@ -59,9 +65,9 @@ with W.page("KV cache", "Why may a decoder keep the keys and values of earlier t
                          "max_abs_logits": st.column_config.NumberColumn("max |Δlogits|", format="%.2e"),
                          "passed": st.column_config.CheckboxColumn("≤ tol, same token")})
     cap = state.capture(inp.model, inp.text, inp.src, "eager")
-    W.token_strip(list(cap.tokens) + gen["cached"], query=len(cap.tokens) - 1,
-                  label=f"the prompt (its last token outlined) and the {len(gen['cached'])} tokens generated with "
-                        "the cache")
+    token_strip(list(cap.tokens) + gen["cached"], query=len(cap.tokens) - 1,
+                label=f"the prompt (its last token outlined) and the {len(gen['cached'])} tokens generated with "
+                      "the cache")
 
     # -- 3. stitched rows vs the full matrix ----------------------------------------------------------------
     st.subheader("Attention rows from the cached steps next to the full matrix")
@@ -69,31 +75,31 @@ with W.page("KV cache", "Why may a decoder keep the keys and values of earlier t
     sites = list(sti["sites"])
     kinds = sorted({v["kind"] for v in sti["sites"].values()}, key=["self", "cross"].index)
     c1, c2, c3 = st.columns(3)
-    group = W.select("Attention", kinds, "kv_group", "self", where=c1, format_func=GROUPS.get, show=len(kinds) > 1)
+    group = select("Attention", kinds, "kv_group", "self", where=c1, format_func=GROUPS.get, show=len(kinds) > 1)
     layered = [s for s in sites if sti["sites"][s]["kind"] == group]
-    layer = W.slider("Layer", 0, len(layered) - 1, "kv_layer", len(layered) - 1, where=c2)
+    layer = slider("Layer", 0, len(layered) - 1, "kv_layer", len(layered) - 1, where=c2)
     site = layered[layer]
     n_heads = sti["sites"][site]["full"].shape[0]
-    head = W.slider("Head", 0, n_heads - 1, "kv_head", 0, where=c3)
+    head = slider("Head", 0, n_heads - 1, "kv_head", 0, where=c3)
     qt = cap.tokens
     kt = cap.src_tokens if group == "cross" else cap.tokens
     stitched, full = sti["sites"][site]["stitched"][head], sti["sites"][site]["full"][head]
     mask = None if group == "cross" else cap.mask_of(cap.target_group)
     diff = stitched - full
-    side = dict(height=480, max_ticks=24, dark=dark, present=present)
+    side = dict(height=480, max_ticks=24, present=present)
     a, b, c = st.columns(3, gap="small")
     with a:
-        fig = figures.matrix_heatmap(stitched, qt, kt, mask=mask, title="stitched from the cached steps",
-                                     showscale=False, zrange=(0.0, 1.0), **side)
-        W.chart(FM.chunk_lines(fig, sti["bounds"], len(kt)), key="kv-stitched", name="kv-stitched")
+        fig = matrix_heatmap(stitched, qt, kt, mask=mask, title="stitched from the cached steps",
+                             showscale=False, zrange=(0.0, 1.0), **side)
+        chart(chunk_lines(fig, sti["bounds"], len(kt)), key="kv-stitched", name="kv-stitched")
     with b:
-        W.chart(figures.matrix_heatmap(full, qt, kt, mask=mask, title="one uncached pass", zrange=(0.0, 1.0), **side),
-                key="kv-full", name="kv-full")
+        chart(matrix_heatmap(full, qt, kt, mask=mask, title="one uncached pass", zrange=(0.0, 1.0), **side),
+              key="kv-full", name="kv-full")
     with c:
         lim = max(float(np.abs(diff).max()), TOL_CACHE)
-        W.chart(figures.matrix_heatmap(diff, qt, kt, mask=mask, kind="diff", zrange=(-lim, lim), value_name="Δ",
-                                       title=f"difference (max |Δ| {np.abs(diff).max():.1e})", **side),
-                key="kv-diff", name="kv-diff")
+        chart(matrix_heatmap(diff, qt, kt, mask=mask, kind="diff", zrange=(-lim, lim), value_name="Δ",
+                             title=f"difference (max |Δ| {np.abs(diff).max():.1e})", **side),
+              key="kv-diff", name="kv-diff")
     (p0, p1), rest = sti["bounds"][0], sti["bounds"][1:]
     st.caption(f"{site}, head {head}. The text is fed as the cache would see it: a prefill of rows {p0}–{p1 - 1}, "
                + (f"a 2-token chunk (rows {rest[0][0]}–{rest[0][1] - 1}; its mask is the bottom-right corner of the "
@@ -106,11 +112,11 @@ with W.page("KV cache", "Why may a decoder keep the keys and values of earlier t
     ps = state.prefix_stability(inp.model, inp.text, inp.src, inp.backend)
     left, right = st.columns([3, 2], gap="medium")
     with left:
-        W.chart(FM.tiny_lines(ps["lengths"], {"attention rows of earlier tokens": ps["rows"],
-                                              "their keys": ps["keys"], "their values": ps["values"]},
-                              TOL_CACHE, xlabel="tokens fed so far (t)", ylabel="max |Δ| vs the whole text (log)",
-                              title="Feed the text one more token at a time", present=present),
-                key="kv-prefix", name="kv-prefix")
+        chart(tiny_lines(ps["lengths"], {"attention rows of earlier tokens": ps["rows"],
+                                         "their keys": ps["keys"], "their values": ps["values"]},
+                         TOL_CACHE, xlabel="tokens fed so far (t)", ylabel="max |Δ| vs the whole text (log)",
+                         title="Feed the text one more token at a time", present=present),
+              key="kv-prefix", name="kv-prefix")
     with right:
         st.markdown(
             "Run the model on the first *t* tokens, for every *t*, and compare what it computes for those tokens "
@@ -124,13 +130,13 @@ with W.page("KV cache", "Why may a decoder keep the keys and values of earlier t
             st.caption(f"(the first {ps['T']} tokens of the text)")
     n_sites = len([s for s in sites if sti["sites"][s]["kind"] == "self"])
     cost = cache_costs(len(cap.tokens), len(gen["steps"]), n_sites, n_heads)
-    W.chart(FM.cache_cost(cost["steps"], cost["cached"], cost["uncached"], present=present,
-                          title=f"Work of self-attention over {len(gen['steps'])} generation steps "
-                                f"({info['heads']} heads, {n_sites} layers)"), key="kv-cost", name="kv-cost")
+    chart(cache_cost(cost["steps"], cost["cached"], cost["uncached"], present=present,
+                     title=f"Work of self-attention over {len(gen['steps'])} generation steps "
+                           f"({info['heads']} heads, {n_sites} layers)"), key="kv-cost", name="kv-cost")
 
-    W.downloads("kv-cache", csv=steps,
-                npz={"stitched": sti["sites"][site]["stitched"], "full": sti["sites"][site]["full"],
-                     "bounds": np.array(sti["bounds"]), "prefix_lengths": ps["lengths"], "prefix_rows": ps["rows"],
-                     "prefix_keys": ps["keys"], "prefix_values": ps["values"]},
-                json_obj={"model": inp.model, "text": inp.text, "src_text": inp.src, "backend": inp.backend,
-                          "check": rows, "generation": gen})
+    downloads("kv-cache", csv=steps,
+              npz={"stitched": sti["sites"][site]["stitched"], "full": sti["sites"][site]["full"],
+                   "bounds": np.array(sti["bounds"]), "prefix_lengths": ps["lengths"], "prefix_rows": ps["rows"],
+                   "prefix_keys": ps["keys"], "prefix_values": ps["values"]},
+              json_obj={"model": inp.model, "text": inp.text, "src_text": inp.src, "backend": inp.backend,
+                        "check": rows, "generation": gen})

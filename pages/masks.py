@@ -4,8 +4,15 @@ import numpy as np
 import streamlit as st
 
 from analysis.masks import zero_after_softmax_vs_neg_inf
-from app import figures, state
-from app import widgets as W
+from app import state
+from app.downloads import downloads, matrix_csv
+from app.figures.bars import token_bars
+from app.figures.grids import grid_heatmap
+from app.figures.matrix import matrix_heatmap
+from app.frame import chart, guard, options, page, presenting
+from app.inputs import inputs
+from app.presets import presets
+from app.url_state import index, select, slider
 
 NAMES = {"causal": "causal", "bidirectional": "bidirectional", "sliding_window": "sliding window",
          "prefix_lm": "prefix-LM", "padding": "padding (per key)"}
@@ -18,29 +25,29 @@ ASSUMES = {
                "padded query rows are still computed and ignored later.",
 }
 
-with W.page("Masks", "What changes when the same text and weights run under a different mask?"):
-    inp = W.inputs()
-    present, dark = W.presenting(), W.is_dark()
+with page("Masks", "What changes when the same text and weights run under a different mask?"):
+    inp = inputs()
+    present = presenting()
     own = state.model_info(inp.model)["arch"]
     base = "bidirectional" if own == "encoder" else "causal"
     other = "causal" if base == "bidirectional" else "bidirectional"
     cap_a = inp.capture()
     group = "decoder" if own == "encdec" else "self"
     t = len(cap_a.group_tokens(group)[0])
-    with W.options():
+    with options():
         c1, c2, c3, c4 = st.columns(4)
-        kind_b = W.select("Compare with", [k for k in NAMES if k != base], "mask_b", other, where=c1,
-                          format_func=NAMES.get)
+        kind_b = select("Compare with", [k for k in NAMES if k != base], "mask_b", other, where=c1,
+                        format_func=NAMES.get)
         param = None
         if kind_b == "sliding_window":
-            param = W.slider("Window w", 1, max(1, t), "window", min(4, t), where=c2)
+            param = slider("Window w", 1, max(1, t), "window", min(4, t), where=c2)
         elif kind_b == "prefix_lm":
-            param = W.slider("Prefix p", 0, t, "prefix", min(t // 2, t), where=c2)
+            param = slider("Prefix p", 0, t, "prefix", min(t // 2, t), where=c2)
         elif kind_b == "padding":
-            param = W.slider("Padding tokens n", 0, max(0, t - 1), "pad", min(3, t - 1), where=c2)
+            param = slider("Padding tokens n", 0, max(0, t - 1), "pad", min(3, t - 1), where=c2)
         n_layers, n_heads = len(cap_a.sites(group)), cap_a.n_heads
-        layer = W.index("Layer", n_layers, "layer", 0, where=c3)
-        head = W.index("Head", n_heads, "head", 0, where=c4)
+        layer = index("Layer", n_layers, "layer", 0, where=c3)
+        head = index("Head", n_heads, "head", 0, where=c4)
     mask_b = (kind_b,) if param is None else (kind_b, int(param))
     cap_b = inp.capture(mask_b)
     qt, kt = cap_a.group_tokens(group)
@@ -56,48 +63,49 @@ with W.page("Masks", "What changes when the same text and weights run under a di
         st.markdown(f"**{label}: {NAMES[kind]}** — {ASSUMES[kind]}")
         cols = st.columns(3)
         with cols[0]:
-            W.chart(figures.matrix_heatmap(np.ones(m.shape, np.float32), qt, kt, mask=m, kind="pattern",
-                                           zrange=(0, 1), title=f"{label}: mask (grey = hidden)", dark=dark,
-                                           present=present, height=440, max_ticks=16, showscale=False), key=f"mask-{label}", name=f"mask-{label}")
+            chart(matrix_heatmap(np.ones(m.shape, np.float32), qt, kt, mask=m, kind="pattern",
+                                 zrange=(0, 1), title=f"{label}: mask (grey = hidden)",
+                                 present=present, height=440, max_ticks=16, showscale=False),
+                  key=f"mask-{label}", name=f"mask-{label}")
         with cols[1]:
-            W.chart(figures.matrix_heatmap(r.masked_scores(head), qt, kt, kind="scores",
-                                           title=f"{label}: scores with −∞ where masked", dark=dark, present=present,
-                                           height=440, max_ticks=16, showscale=False), key=f"scores-{label}", name=f"scores-{label}")
+            chart(matrix_heatmap(r.masked_scores(head), qt, kt, kind="scores",
+                                 title=f"{label}: scores with −∞ where masked", present=present,
+                                 height=440, max_ticks=16, showscale=False), key=f"scores-{label}", name=f"scores-{label}")
         with cols[2]:
-            W.chart(figures.matrix_heatmap(p, qt, kt, mask=m, kind="pattern", title=f"{label}: attention weights",
-                                           dark=dark, present=present, height=440, max_ticks=16, showscale=False),
-                    key=f"pattern-{label}", name=f"pattern-{label}")
+            chart(matrix_heatmap(p, qt, kt, mask=m, kind="pattern", title=f"{label}: attention weights",
+                                 present=present, height=440, max_ticks=16, showscale=False),
+                  key=f"pattern-{label}", name=f"pattern-{label}")
 
     st.caption("Scores: red = positive, blue = negative; weights: darker = larger (0 to the largest weight); "
                "grey = masked. Hover any cell for its tokens and value.")
     st.subheader("Difference B − A")
     c1, c2 = st.columns([3, 2])
     with c1:
-        W.chart(figures.matrix_heatmap(pb - pa, qt, kt, mask=ma | mb, kind="diff", present=present, dark=dark,
-                                       title=f"layer {layer}, head {head}: weights B − A"), key="diff", name="diff")
+        chart(matrix_heatmap(pb - pa, qt, kt, mask=ma | mb, kind="diff", present=present,
+                             title=f"layer {layer}, head {head}: weights B − A"), key="diff", name="diff")
     with c2:
         stack_a, stack_b = cap_a.matrices(group), cap_b.matrices(group)
         dmax = np.abs(stack_b - stack_a).max(axis=(-2, -1))  # [L, H]
-        W.chart(figures.grid_heatmap(dmax, [f"layer {i}" for i in range(n_layers)],
-                                     [f"head {h}" for h in range(n_heads)], diverging=False, dark=dark,
-                                     title="max |Δ weight| per head", value_name="max |Δ|", present=present),
-                key="dmax", name="max-diff")
+        chart(grid_heatmap(dmax, [f"layer {i}" for i in range(n_layers)],
+                           [f"head {h}" for h in range(n_heads)], diverging=False,
+                           title="max |Δ weight| per head", value_name="max |Δ|", present=present),
+              key="dmax", name="max-diff")
 
     with st.expander("Why −∞ before the softmax, not zero after?", expanded=False):
         v = zero_after_softmax_vs_neg_inf(rb.scores(head), mb)
-        sums = v.zero_after.sum(-1)
+        sums = v.zero_after.sum(-1)  # [q]: each row's sum
         st.markdown(f"Zeroing masked weights *after* the softmax leaves rows that sum to less than 1 (here as low as "
                     f"**{sums.min():.3f}**) because the masked keys were in the denominator. Re-normalising fixes it "
                     f"(max difference to −∞-before-softmax: {np.abs(v.zero_renorm - v.neg_inf).max():.2e}).")
-        W.chart(figures.token_bars(sums, qt, title=f"Row sums when zeroing after the softmax ({NAMES[kind_b]} mask)",
-                                   present=present, name="row sum"), key="rowsums", name="row-sums")
+        chart(token_bars(sums, qt, title=f"Row sums when zeroing after the softmax ({NAMES[kind_b]} mask)",
+                         present=present, name="row sum"), key="rowsums", name="row-sums")
 
     bundled = state.bundled_names()
     if "lecture-decoder" in bundled and "lecture-encoder" in bundled:
         st.subheader("Trained causal vs trained bidirectional attention")
-        text = inp.text if inp.model in ("lecture-decoder", "lecture-encoder") else W.presets("lecture-decoder")[0].text
+        text = inp.text if inp.model in ("lecture-decoder", "lecture-encoder") else presets("lecture-decoder")[0].text
         st.caption(f"The bundled decoder and encoder were trained on the same corpus; here both read: “{text}”.")
-        with W.guard():
+        with guard():
             cols = st.columns(2)
             for col, name in zip(cols, ("lecture-decoder", "lecture-encoder")):
                 c = state.capture(name, text, None, inp.backend)
@@ -106,12 +114,12 @@ with W.page("Masks", "What changes when the same text and weights run under a di
                 hd = min(head, c.n_heads - 1)
                 tq, tk = c.group_tokens(g)
                 with col:
-                    W.chart(figures.matrix_heatmap(c.records[c.sites(g)[lyr]].pattern(hd), tq, tk, mask=c.mask_of(g),
-                                                   title=f"{name}: layer {lyr}, head {hd}", dark=dark, present=present),
-                            key=f"trained-{name}", name=name)
+                    chart(matrix_heatmap(c.records[c.sites(g)[lyr]].pattern(hd), tq, tk, mask=c.mask_of(g),
+                                         title=f"{name}: layer {lyr}, head {hd}", present=present),
+                          key=f"trained-{name}", name=name)
 
-    W.downloads(f"masks-L{layer}H{head}", csv=W.matrix_csv(pb - pa, qt, kt),
-                npz={"mask_a": ma, "mask_b": mb, "pattern_a": pa, "pattern_b": pb, "scores": ra.scores(head),
-                     "max_abs_diff": dmax, "tokens": qt},
-                json_obj={"model": inp.model, "text": inp.text, "mask_a": base, "mask_b": list(mask_b), "layer": layer,
-                          "head": head, "max_abs_diff_per_head": dmax})
+    downloads(f"masks-L{layer}H{head}", csv=matrix_csv(pb - pa, qt, kt),
+              npz={"mask_a": ma, "mask_b": mb, "pattern_a": pa, "pattern_b": pb, "scores": ra.scores(head),
+                   "max_abs_diff": dmax, "tokens": qt},
+              json_obj={"model": inp.model, "text": inp.text, "mask_a": base, "mask_b": list(mask_b), "layer": layer,
+                        "head": head, "max_abs_diff_per_head": dmax})

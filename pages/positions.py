@@ -7,16 +7,21 @@ import pandas as pd
 import streamlit as st
 
 from analysis import mechanics as M
-from app import figures, state
-from app import figures_mech as FM
-from app import widgets as W
+from app import state
+from app.downloads import downloads
+from app.figures.grids import table_heatmap
+from app.figures.lines import curves
+from app.figures.mosaic import mosaic
+from app.frame import chart, page, presenting
+from app.inputs import inputs
+from app.url_state import select, slider
 
 SCHEMES = {"sinusoidal": "Sinusoidal", "learned": "Learned", "rope": "RoPE", "alibi": "ALiBi"}
 LEARNED_MODELS = ("minilm", "random-decoder")
 
-with W.page("Positions", "Attention itself ignores order. How does the model know where each token is?", icon="⌖"):
-    inp = W.inputs()
-    present, dark = W.presenting(), W.is_dark()
+with page("Positions", "Attention itself ignores order. How does the model know where each token is?", icon="⌖"):
+    inp = inputs()
+    present = presenting()
     info = state.model_info(inp.model)
     own = info["positional"]
     d_model, n_heads = int(info["d_model"]), int(info["heads"])
@@ -24,9 +29,9 @@ with W.page("Positions", "Attention itself ignores order. How does the model kno
                 f"(d_model {d_model}, {n_heads} heads, context {info['context']} tokens). Without any position "
                 "information self-attention is permutation-equivariant: shuffle the tokens and every output is "
                 "shuffled the same way.")
-    scheme = W.select("Scheme", list(SCHEMES), "pos_scheme", own if own in SCHEMES else "sinusoidal",
-                      format_func=SCHEMES.get, horizontal=True)
-    P = W.slider("Positions shown", 8, 128, "pos_n", 48)
+    scheme = select("Scheme", list(SCHEMES), "pos_scheme", own if own in SCHEMES else "sinusoidal",
+                    format_func=SCHEMES.get, horizontal=True)
+    P = slider("Positions shown", 8, 128, "pos_n", 48)
     arrays: dict = {}
 
     if scheme == "sinusoidal":
@@ -38,19 +43,19 @@ with W.page("Positions", "Attention itself ignores order. How does the model kno
         arrays = {"sinusoidal": table}
         a, b = st.columns(2, gap="medium")
         with a:
-            W.chart(FM.table_heatmap(table, xlabel="dimension", ylabel="position", value_name="PE", dark=dark,
-                                     present=present, title=f"PE [{P} positions × {d} dims]"), key="pos-sin",
-                    name="sinusoidal")
+            chart(table_heatmap(table, xlabel="dimension", ylabel="position", value_name="PE",
+                                present=present, title=f"PE [{P} positions × {d} dims]"), key="pos-sin",
+                  name="sinusoidal")
         with b:
-            W.chart(FM.table_heatmap(M.similarity(table), xlabel="position", ylabel="position", value_name="cos",
-                                     dark=dark, present=present, diverging=False,
-                                     title="cosine similarity between positions"),
-                    key="pos-sin-sim", name="sinusoidal-similarity")
+            chart(table_heatmap(M.similarity(table), xlabel="position", ylabel="position", value_name="cos",
+                                present=present, diverging=False,
+                                title="cosine similarity between positions"),
+                  key="pos-sin-sim", name="sinusoidal-similarity")
         dims = [0, 2, min(8, d - 2), d // 2]
-        W.chart(FM.curves(np.arange(P), {f"dim {i} (wavelength {2 * np.pi * 10000 ** (i / d):.0f})": table[:, i]
-                                         for i in dict.fromkeys(dims)}, xlabel="position", ylabel="PE",
-                          present=present, title="Each pair of dimensions is a wave of its own frequency"),
-                key="pos-sin-waves", name="sinusoidal-waves")
+        chart(curves(np.arange(P), {f"dim {i} (wavelength {2 * np.pi * 10000 ** (i / d):.0f})": table[:, i]
+                                    for i in dict.fromkeys(dims)}, xlabel="position", ylabel="PE",
+                     present=present, title="Each pair of dimensions is a wave of its own frequency"),
+              key="pos-sin-waves", name="sinusoidal-waves")
         st.caption("Low dimensions change fast, high ones slowly — like the digits of a clock. The similarity of two "
                    "positions depends (almost) only on their distance, so the model can learn to attend by offset.")
         if own == "sinusoidal":
@@ -62,8 +67,8 @@ with W.page("Positions", "Attention itself ignores order. How does the model kno
     elif scheme == "learned":
         st.subheader("Learned: one trained vector per position (BERT, GPT-2)")
         choices = list(dict.fromkeys(([inp.model] if own == "learned" else []) + list(LEARNED_MODELS)))
-        src = W.select("Table from", choices, "pos_model", choices[0],
-                       help="A model whose positions are learned: MiniLM (trained, BERT-style) or a random model.")
+        src = select("Table from", choices, "pos_model", choices[0],
+                     help="A model whose positions are learned: MiniLM (trained, BERT-style) or a random model.")
         kind, table = state.position_table(src)
         if table is None:
             st.warning(f"{src} has {kind} positions, no learned table.")
@@ -72,15 +77,15 @@ with W.page("Positions", "Attention itself ignores order. How does the model kno
             arrays = {"learned": table[:n]}
             a, b = st.columns(2, gap="medium")
             with a:
-                W.chart(FM.table_heatmap(table[:n], xlabel="dimension", ylabel="position", value_name="weight",
-                                         dark=dark, present=present,
-                                         title=f"{src}: position embeddings [{n} of {table.shape[0]} × {table.shape[1]}]"),
-                        key="pos-learned", name="learned")
+                chart(table_heatmap(table[:n], xlabel="dimension", ylabel="position", value_name="weight",
+                                    present=present,
+                                    title=f"{src}: position embeddings [{n} of {table.shape[0]} × {table.shape[1]}]"),
+                      key="pos-learned", name="learned")
             with b:
-                W.chart(FM.table_heatmap(M.similarity(table[:n]), xlabel="position", ylabel="position",
-                                         value_name="cos", dark=dark, present=present, diverging=False,
-                                         title="cosine similarity between positions"), key="pos-learned-sim",
-                        name="learned-similarity")
+                chart(table_heatmap(M.similarity(table[:n]), xlabel="position", ylabel="position",
+                                    value_name="cos", present=present, diverging=False,
+                                    title="cosine similarity between positions"), key="pos-learned-sim",
+                      name="learned-similarity")
             note = ("Random initial weights: no structure, every position unrelated to its neighbours."
                     if src.startswith("random-") else
                     "Training made neighbouring positions similar (the bright band near the diagonal), without being "
@@ -103,55 +108,55 @@ with W.page("Positions", "Attention itself ignores order. How does the model kno
                     "diagonal.")
         a, b = st.columns(2, gap="medium")
         with a:
-            W.chart(FM.table_heatmap(demo["S"], xlabel="key position n", ylabel="query position m", value_name="score",
-                                     dark=dark, present=present, title="RoPE: rot(q, m) · rot(k, n)"),
-                    key="pos-rope", name="rope-scores")
+            chart(table_heatmap(demo["S"], xlabel="key position n", ylabel="query position m", value_name="score",
+                                present=present, title="RoPE: rot(q, m) · rot(k, n)"),
+                  key="pos-rope", name="rope-scores")
         with b:
-            W.chart(FM.table_heatmap(demo["A"], xlabel="key position n", ylabel="query position m", value_name="score",
-                                     dark=dark, present=present, title="absolute: (q + p_m) · (k + p_n)"),
-                    key="pos-abs", name="absolute-scores")
-        W.chart(FM.curves(demo["offsets"], {"RoPE": demo["spread_rope"], "absolute (sinusoidal added)":
-                                            demo["spread_abs"]}, log_y=True, markers=True,
-                          xlabel="offset m − n", ylabel="max − min along the diagonal (log)", present=present,
-                          title="Spread of the scores at a fixed offset"), key="pos-spread", name="rope-spread")
+            chart(table_heatmap(demo["A"], xlabel="key position n", ylabel="query position m", value_name="score",
+                                present=present, title="absolute: (q + p_m) · (k + p_n)"),
+                  key="pos-abs", name="absolute-scores")
+        chart(curves(demo["offsets"], {"RoPE": demo["spread_rope"], "absolute (sinusoidal added)":
+                                       demo["spread_abs"]}, log_y=True, markers=True,
+                     xlabel="offset m − n", ylabel="max − min along the diagonal (log)", present=present,
+                     title="Spread of the scores at a fixed offset"), key="pos-spread", name="rope-spread")
         diag = pd.DataFrame(demo["diagonals"], index=[f"offset {o}" for o in range(len(demo["diagonals"]))],
                             columns=[f"m = {o}…" if o == 0 else str(o) for o in range(demo["diagonals"].shape[1])])
         st.markdown(f"**The numbers**: score at (m + offset, m) for m = 0, 1, 2, … — every row repeats one value "
                     f"(largest spread over all offsets: {np.nanmax(demo['spread_rope']):.1e}, float32 rounding).")
         st.dataframe(diag.style.format("{:.5f}", na_rep="—"), width="stretch")
-        W.chart(FM.table_heatmap(demo["cos_angles"], xlabel="dimension pair i", ylabel="position",
-                                 value_name="cos θᵢp", dark=dark, present=present,
-                                 title="cos of the rotation angle θᵢ·p per pair of dimensions"), key="pos-angles",
-                name="rope-angles")
+        chart(table_heatmap(demo["cos_angles"], xlabel="dimension pair i", ylabel="position",
+                            value_name="cos θᵢp", present=present,
+                            title="cos of the rotation angle θᵢ·p per pair of dimensions"), key="pos-angles",
+              name="rope-angles")
         if own == "rope":
             st.caption(f"{info['name']} uses RoPE with base {base:g} on heads of size {d}: these are its angles.")
 
     else:
         st.subheader("ALiBi: no embedding — a penalty on the scores that grows with distance")
         st.latex(r"\text{score}_{ij} = \frac{q_i^\top k_j}{\sqrt{d_k}} - m_h\,(i - j),\qquad m_h = 2^{-8h/H}")
-        H = W.select("Heads", [4, 8, 12, 16], "pos_heads", n_heads if n_heads in (4, 8, 12, 16) else 8,
-                     horizontal=True)
+        H = select("Heads", [4, 8, 12, 16], "pos_heads", n_heads if n_heads in (4, 8, 12, 16) else 8,
+                   horizontal=True)
         T = min(P, 24)
         al = M.alibi(H, T)
         arrays = {"alibi_bias": al["bias"], "slopes": al["slopes"], "mask": al["mask"]}
-        pos = [str(i) for i in range(T)]
-        W.chart(figures.mosaic(al["bias"][None], pos, pos, mask=al["mask"], kind="scores", dark=dark, present=present,
-                               layer_labels=["bias"], title=f"ALiBi bias per head (T = {T}; masked cells grey)"),
-                key="pos-alibi", name="alibi")
+        pos = [str(i) for i in range(T)]  # al["bias"] [H, T, T]; [None] makes it one "layer" [1, H, T, T]
+        chart(mosaic(al["bias"][None], pos, pos, mask=al["mask"], kind="scores", present=present,
+                     layer_labels=["bias"], title=f"ALiBi bias per head (T = {T}; masked cells grey)"),
+              key="pos-alibi", name="alibi")
         a, b = st.columns([2, 3], gap="medium")
         with a:
             st.dataframe(pd.DataFrame({"head": range(H), "slope m_h": al["slopes"],
                                        "distance where bias = −ln 2": al["half_life"]}).style.format(
                 {"slope m_h": "{:.4f}", "distance where bias = −ln 2": "{:.1f}"}), hide_index=True)
         with b:
-            W.chart(FM.curves(np.arange(T), {f"head {h}": al["last_weights"][h] for h in range(H)},
-                              xlabel="key position", ylabel="weight", present=present,
-                              title=f"Query {T - 1} with equal raw scores: weights from the bias alone"),
-                    key="pos-alibi-w", name="alibi-weights")
+            chart(curves(np.arange(T), {f"head {h}": al["last_weights"][h] for h in range(H)},
+                         xlabel="key position", ylabel="weight", present=present,
+                         title=f"Query {T - 1} with equal raw scores: weights from the bias alone"),
+                  key="pos-alibi-w", name="alibi-weights")
         st.caption("Steep heads (large m) look only at the last few tokens, gentle ones far back. Nothing is learned "
                    "and nothing is added to the embeddings, so ALiBi extrapolates to longer inputs.")
 
-    first = next(iter(arrays.values()), None)
-    W.downloads(f"positions-{scheme}", csv=pd.DataFrame(first.reshape(-1, first.shape[-1])).to_csv(index=False)
-                if first is not None and first.ndim >= 2 else None, npz=arrays or None,
-                json_obj={"model": inp.model, "scheme": scheme, "positions": P, "model_positional": own} | arrays)
+    first = next(iter(arrays.values()), None)  # its CSV: the array flattened to 2-D [rows, last dimension]
+    downloads(f"positions-{scheme}", csv=pd.DataFrame(first.reshape(-1, first.shape[-1])).to_csv(index=False)
+              if first is not None and first.ndim >= 2 else None, npz=arrays or None,
+              json_obj={"model": inp.model, "scheme": scheme, "positions": P, "model_positional": own} | arrays)

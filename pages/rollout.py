@@ -6,8 +6,16 @@ import streamlit as st
 
 from analysis.flow import MAX_TOKENS as FLOW_MAX
 from analysis.rollout import attention_rollout, cross_rollout, fuse_heads
-from app import figures, state
-from app import widgets as W
+from app import state
+from app.downloads import downloads
+from app.figures.matrix import matrix_heatmap
+from app.figures.rows import method_rows
+from app.figures.style import esc
+from app.frame import chart, guard, options, page, presenting
+from app.inputs import inputs
+from app.presets import default_query, source_index
+from app.token_strip import token_strip
+from app.url_state import select, slider, token_select
 
 ASSUMES = {
     "attention": "Raw attention of the last layer, head mean: assumes the last layer alone decides and that a "
@@ -24,58 +32,58 @@ ASSUMES = {
 }
 LABELS = {"attention": "last-layer attention", "rollout": "rollout", "flow": "flow", "relevance": "gradient relevance"}
 
-with W.page("Rollout & attribution", "Which input tokens does the model use for this output? "
-            "Attention weights are not explanations — compare four ways to trace them."):
-    inp = W.inputs()
+with page("Rollout & attribution", "Which input tokens does the model use for this output? "
+          "Attention weights are not explanations — compare four ways to trace them."):
+    inp = inputs()
     cap = inp.capture()
-    present, dark = W.presenting(), W.is_dark()
+    present = presenting()
     info = state.model_info(inp.model)
     encdec = cap.has_source
     tgt_group = "decoder" if encdec else "self"
     tokens = cap.group_tokens(tgt_group)[0]
     t = len(tokens)
-    src_idx = W.source_index(cap, inp.preset)
-    with W.options():
+    src_idx = source_index(cap, inp.preset)
+    with options():
         c1, c2, c3, c4 = st.columns(4)
-        q = W.token_select("Output token (query row)", tokens, "query", W.default_query(cap, inp.preset), where=c1,
-                           help="For a decoder, row t predicts token t+1; for an encoder, the [MASK] row.")
-        residual = W.slider("Residual weight", 0.0, 1.0, "residual", 0.5, where=c2, step=0.05,
-                            help="Â = residual·I + (1 − residual)·A, rows re-normalised (0.5 in the paper).")
-        fusion = W.select("Head fusion", ("mean", "max", "min"), "fusion", "mean", where=c3)
-        discard = W.slider("Discard ratio", 0.0, 0.9, "discard", 0.0, where=c4, step=0.05,
-                           help="Drop this share of the smallest weights per row before re-normalising.")
+        q = token_select("Output token (query row)", tokens, "query", default_query(cap, inp.preset), where=c1,
+                         help="For a decoder, row t predicts token t+1; for an encoder, the [MASK] row.")
+        residual = slider("Residual weight", 0.0, 1.0, "residual", 0.5, where=c2, step=0.05,
+                          help="Â = residual·I + (1 − residual)·A, rows re-normalised (0.5 in the paper).")
+        fusion = select("Head fusion", ("mean", "max", "min"), "fusion", "mean", where=c3)
+        discard = slider("Discard ratio", 0.0, 0.9, "discard", 0.0, where=c4, step=0.05,
+                         help="Drop this share of the smallest weights per row before re-normalising.")
         targets = ["predicted"]
         answer_id = None
         if inp.preset is not None and inp.preset.answer:
             answer_id = state.token_id(inp.model, inp.preset.answer)
             if answer_id is not None:
                 targets.append("answer")
-        target = W.select("Explain the logit of", targets, "target", "answer" if "answer" in targets else None,
-                          format_func=lambda v: "the predicted token" if v == "predicted"
-                          else f"the answer “{inp.preset.answer}”", horizontal=True)
+        target = select("Explain the logit of", targets, "target", "answer" if "answer" in targets else None,
+                        format_func=lambda v: "the predicted token" if v == "predicted"
+                        else f"the answer “{inp.preset.answer}”", horizontal=True)
 
     rows, src_rows, matrices, notes = {}, {}, {}, {}
     dec = cap.matrices(tgt_group)  # [L, H, T, T]
     if encdec:
         enc, cross = cap.matrices("encoder"), cap.matrices("cross")
-        rows["attention"] = fuse_heads(dec[-1], "mean")[q]
-        src_rows["attention"] = fuse_heads(cross[-1], "mean")[q]
+        rows["attention"] = fuse_heads(dec[-1], "mean")[q]  # [T]: the query's head-mean row of the last layer
+        src_rows["attention"] = fuse_heads(cross[-1], "mean")[q]  # [S]
         cr = cross_rollout(enc, dec, cross, residual, fusion, discard)
         rows["rollout"], src_rows["rollout"] = cr.target[q], cr.source[q]
         matrices["rollout (source side)"] = (cr.source, tokens, cap.src_tokens)
         notes["flow"] = "Flow is defined here for one self-attention stack; this is an encoder–decoder."
     else:
-        rows["attention"] = fuse_heads(dec[-1], "mean")[q]
+        rows["attention"] = fuse_heads(dec[-1], "mean")[q]  # [T]: the query's head-mean row of the last layer
         r = attention_rollout(dec, residual, fusion, discard)
         rows["rollout"] = r[q]
         matrices["rollout"] = (r, tokens, tokens)
         if t <= FLOW_MAX:
-            with W.guard():
+            with guard():
                 rows["flow"] = state.flow(inp.model, inp.text, inp.src, inp.backend, tgt_group, q, residual)
         else:
             notes["flow"] = f"Flow needs T ≤ {FLOW_MAX} tokens (exact max-flow per token); this text has {t}."
     if info["has_logits"]:
-        with W.guard():
+        with guard():
             rel = state.relevance(inp.model, inp.text, inp.src, q, answer_id if target == "answer" else None)
             rows["relevance"] = rel.row
             matrices["relevance"] = (rel.matrix, tokens, tokens)
@@ -86,14 +94,14 @@ with W.page("Rollout & attribution", "Which input tokens does the model use for 
     else:
         notes["relevance"] = f"{inp.model} has no prediction head, so there is no logit to explain."
 
-    title_tok = figures.esc(tokens[q])
-    W.chart(figures.method_rows({LABELS[k]: v for k, v in rows.items()}, tokens, dark=dark, present=present,
-                                source=src_idx, exclude=q, title=f"Which tokens matter for token {q} ({title_tok})?"
-                                + (" — target side" if encdec else "")), key="methods", name="methods")
+    title_tok = esc(tokens[q])
+    chart(method_rows({LABELS[k]: v for k, v in rows.items()}, tokens, present=present,
+                      source=src_idx, exclude=q, title=f"Which tokens matter for token {q} ({title_tok})?"
+                      + (" — target side" if encdec else "")), key="methods", name="methods")
     if encdec:
-        W.chart(figures.method_rows({LABELS[k]: v for k, v in src_rows.items()}, cap.src_tokens, dark=dark,
-                                    present=present, title="… and on the source side"), key="methods-src",
-                name="methods-source")
+        chart(method_rows({LABELS[k]: v for k, v in src_rows.items()}, cap.src_tokens,
+                          present=present, title="… and on the source side"), key="methods-src",
+              name="methods-source")
     for k, msg in notes.items():
         if k in ASSUMES:
             st.caption(f"{LABELS[k]}: {msg}")
@@ -105,7 +113,7 @@ with W.page("Rollout & attribution", "Which input tokens does the model use for 
         top = ranked[0]
         summary.append({"method": LABELS[k], "top token": f"{top} · {tokens[top]}",
                         **({"finds the source": "✓" if top == src_idx else "✗"} if src_idx is not None else {})})
-        W.token_strip(tokens, v, query=q, source=src_idx, label=LABELS[k])
+        token_strip(tokens, v, query=q, source=src_idx, label=LABELS[k])
         st.caption(ASSUMES[k] + (f" Here it {notes['relevance-target']}." if k == "relevance" and
                                  "relevance-target" in notes else ""))
     st.dataframe(pd.DataFrame(summary), hide_index=True)
@@ -115,15 +123,15 @@ with W.page("Rollout & attribution", "Which input tokens does the model use for 
 
     if matrices:
         st.subheader("As matrices")
-        which = W.select("Matrix", list(matrices), "rollout_matrix", None, horizontal=True)
+        which = select("Matrix", list(matrices), "rollout_matrix", None, horizontal=True)
         m, qa, ka = matrices[which]
-        W.chart(figures.matrix_heatmap(m, qa, ka, kind="pattern", title=f"{which}: row = output, column = input",
-                                       dark=dark, present=present, mark=(q, src_idx if ka is tokens else None)),
-                key="matrix", name=which)
+        chart(matrix_heatmap(m, qa, ka, kind="pattern", title=f"{which}: row = output, column = input",
+                             present=present, mark=(q, src_idx if ka is tokens else None)),
+              key="matrix", name=which)
 
-    W.downloads(f"rollout-q{q}", csv=pd.DataFrame({"index": range(t), "token": tokens,
-                                                   **{LABELS[k]: v for k, v in rows.items()}}),
-                npz={**{f"row/{k}": v for k, v in rows.items()}, **{f"source_row/{k}": v for k, v in src_rows.items()},
-                     **{f"matrix/{k}": v[0] for k, v in matrices.items()}, "tokens": tokens},
-                json_obj={"model": inp.model, "text": inp.text, "query": q, "residual": residual, "fusion": fusion,
-                          "discard_ratio": discard, "rows": rows, "source_rows": src_rows, "summary": summary})
+    downloads(f"rollout-q{q}", csv=pd.DataFrame({"index": range(t), "token": tokens,
+                                                 **{LABELS[k]: v for k, v in rows.items()}}),
+              npz={**{f"row/{k}": v for k, v in rows.items()}, **{f"source_row/{k}": v for k, v in src_rows.items()},
+                   **{f"matrix/{k}": v[0] for k, v in matrices.items()}, "tokens": tokens},
+              json_obj={"model": inp.model, "text": inp.text, "query": q, "residual": residual, "fusion": fusion,
+                        "discard_ratio": discard, "rows": rows, "source_rows": src_rows, "summary": summary})

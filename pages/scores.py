@@ -5,33 +5,38 @@ import pandas as pd
 import streamlit as st
 
 from analysis.scores import counterfactual_softmax, effective_keys, saturation, score_stats
-from app import figures
-from app import widgets as W
+from app.downloads import downloads
+from app.figures.bars import score_boxes
+from app.figures.lines import lines
+from app.figures.matrix import matrix_heatmap
+from app.frame import chart, options, page, presenting
+from app.inputs import inputs
+from app.url_state import group_select, index, slider, toggle
 
 TAUS = np.round(np.geomspace(0.1, 10, 13), 3)
 
-with W.page("Score scales", "Why divide by √d_k? What happens to the softmax when the scores grow?"):
-    inp = W.inputs()
+with page("Score scales", "Why divide by √d_k? What happens to the softmax when the scores grow?"):
+    inp = inputs()
     cap = inp.capture()
-    present, dark = W.presenting(), W.is_dark()
+    present = presenting()
     groups = cap.groups()
-    with W.options():
+    with options():
         c1, c2, c3 = st.columns(3) if len(groups) > 1 else (None, *st.columns(2))
-        group = W.group_select(groups, where=c1)
+        group = group_select(groups, where=c1)
         sites = cap.sites(group)
-        layer = W.index("Layer", len(sites), "layer", 0, where=c2)
-        head = W.index("Head", cap.n_heads, "head", 0, where=c3)
+        layer = index("Layer", len(sites), "layer", 0, where=c2)
+        head = index("Head", cap.n_heads, "head", 0, where=c3)
     rec = cap.records[sites[layer]]
     qt, kt = cap.group_tokens(group)
     mask = rec.mask_for()
     d_k = round(1 / rec.scale**2)
 
     st.subheader(f"Score distributions, layer {layer}")
-    raw_view = W.toggle("Show raw QKᵀ (without the 1/√d_k factor)", "raw_view", False)
+    raw_view = toggle("Show raw QKᵀ (without the 1/√d_k factor)", "raw_view", False)
     scores = rec.raw_qk() if raw_view else rec.scores()
-    W.chart(figures.score_boxes(scores, mask, present=present, name="QKᵀ" if raw_view else "scaled score",
-                                title=f"{'raw QKᵀ' if raw_view else 'scaled scores QKᵀ/√d_k'} per head "
-                                      f"(visible pairs only; d_k = {d_k})"), key="boxes", name="scores")
+    chart(score_boxes(scores, mask, present=present, name="QKᵀ" if raw_view else "scaled score",
+                      title=f"{'raw QKᵀ' if raw_view else 'scaled scores QKᵀ/√d_k'} per head "
+                            f"(visible pairs only; d_k = {d_k})"), key="boxes", name="scores")
 
     patterns = rec.pattern()  # [H, q, k]
     stats = score_stats({sites[layer]: rec.raw_qk()}, rec.scale, mask=mask, bias=rec.bias)
@@ -47,17 +52,17 @@ with W.page("Score scales", "Why divide by √d_k? What happens to the softmax w
 
     st.subheader("Take away the √d_k — or turn the temperature")
     c1, c2 = st.columns(2)
-    use_scale = W.toggle("Divide by √d_k", "sqrt_dk", True, where=c1)
-    tau = W.slider("Temperature τ", 0.1, 5.0, "tau", 1.0, where=c2, step=0.1)
+    use_scale = toggle("Divide by √d_k", "sqrt_dk", True, where=c1)
+    tau = slider("Temperature τ", 0.1, 5.0, "tau", 1.0, where=c2, step=0.1)
     raw = rec.raw_qk(head)
     bias = None if rec.bias is None else rec.bias[head]
     cf = counterfactual_softmax(raw, rec.scale, tau=tau, mask=mask, bias=bias)
     shown = cf.scaled if use_scale else cf.unscaled
     left, right = st.columns([3, 2])
     with left:
-        W.chart(figures.matrix_heatmap(shown, qt, kt, mask=mask, zrange=(0, 1), dark=dark, present=present,
-                                       title=f"head {head}: softmax({'QKᵀ/√d_k' if use_scale else 'QKᵀ'} / τ={tau:g})"),
-                key="cf", name="counterfactual")
+        chart(matrix_heatmap(shown, qt, kt, mask=mask, zrange=(0, 1), present=present,
+                             title=f"head {head}: softmax({'QKᵀ/√d_k' if use_scale else 'QKᵀ'} / τ={tau:g})"),
+              key="cf", name="counterfactual")
     with right:
         sweep = {"with 1/√d_k": [], "without": []}
         for t in TAUS:
@@ -65,8 +70,8 @@ with W.page("Score scales", "Why divide by √d_k? What happens to the softmax w
             valid = mask.any(-1)
             sweep["with 1/√d_k"].append(float(c.scaled_entropy[valid].mean()))
             sweep["without"].append(float(c.unscaled_entropy[valid].mean()))
-        W.chart(figures.lines(TAUS, sweep, title="Mean row entropy (nats) vs temperature", xlabel="τ (log)",
-                              ylabel="entropy", present=present, log_x=True, vline=tau), key="sweep", name="entropy")
+        chart(lines(TAUS, sweep, title="Mean row entropy (nats) vs temperature", xlabel="τ (log)",
+                    ylabel="entropy", present=present, log_x=True, vline=tau), key="sweep", name="entropy")
         live = mask.any(-1)
         m1, m2 = st.columns(2)
         m1.metric("rows > 0.9 with 1/√d_k", f"{(cf.scaled.max(-1)[live] > 0.9).mean():.0%}")
@@ -75,9 +80,9 @@ with W.page("Score scales", "Why divide by √d_k? What happens to the softmax w
                "puts nearly all weight on one key (entropy → 0) and the gradient to every other key vanishes. "
                "A large τ flattens the rows instead.")
 
-    W.downloads(f"scores-L{layer}", csv=table,
-                npz={"raw_qk": rec.raw_qk(), "scaled": rec.scores(), "mask": mask, "pattern_shown": shown,
-                     "taus": TAUS, "entropy_scaled": np.array(sweep["with 1/√d_k"]),
-                     "entropy_unscaled": np.array(sweep["without"])},
-                json_obj={"model": inp.model, "text": inp.text, "layer": layer, "head": head, "tau": tau,
-                          "sqrt_dk": bool(use_scale), "d_k": d_k, "table": pd.DataFrame(table).to_dict("list")})
+    downloads(f"scores-L{layer}", csv=table,
+              npz={"raw_qk": rec.raw_qk(), "scaled": rec.scores(), "mask": mask, "pattern_shown": shown,
+                   "taus": TAUS, "entropy_scaled": np.array(sweep["with 1/√d_k"]),
+                   "entropy_unscaled": np.array(sweep["without"])},
+              json_obj={"model": inp.model, "text": inp.text, "layer": layer, "head": head, "tau": tau,
+                        "sqrt_dk": bool(use_scale), "d_k": d_k, "table": pd.DataFrame(table).to_dict("list")})

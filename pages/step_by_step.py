@@ -4,12 +4,14 @@ several, and a quiz ("what is α₂,₂ under a causal mask?") that checks the a
 import numpy as np
 import streamlit as st
 
-from analysis import masks
 from analysis.mechanics import explain_weight, multi_head_steps
 from analysis.stepwise import attention_steps
-from app import figures_mech as FM
-from app import widgets as W
-from app import widgets_mech as WM
+from app.downloads import downloads, matrix_csv
+from app.figures.grids import number_grid
+from app.frame import chart, options, page, presenting
+from app.step_inputs import flag, matrix_editor, quiz_next, reset_matrices
+from app.url_state import URL, kept, select, toggle, url_active
+from model.masks import BIDIRECTIONAL, CAUSAL, mask_array
 
 # The lecture's quiz: scaled scores, a causal mask, and α₂,₂ = 0.5 (rows and columns counted from 1).
 QUIZ_SCORES = np.array([[1, 0, -1, -1], [1, 1, -1, 0], [0, 1, 1, -1], [-1, -1, 2, 1]], dtype=float)
@@ -30,27 +32,27 @@ def example(kind: str, T: int, d: int, seed: int) -> np.ndarray:
 
 def mask_of(kind: str, T: int) -> np.ndarray:
     if kind == "causal":
-        return masks.causal(T)
-    if kind == "padding":
-        return masks.padding(T - 1, T) if T > 1 else masks.bidirectional(T)
-    return masks.bidirectional(T)
+        return mask_array(CAUSAL, T)
+    if kind == "padding":  # the last key is padding (one real key at least)
+        return mask_array(BIDIRECTIONAL, T, real_keys=max(1, T - 1))
+    return mask_array(BIDIRECTIONAL, T)
 
 
-with W.page("Step by step", "softmax(Q·Kᵀ / √d_k) · V: what happens at each step?", icon="∑"):
-    present, dark = W.presenting(), W.is_dark()
-    with W.options():
+with page("Step by step", "softmax(Q·Kᵀ / √d_k) · V: what happens at each step?", icon="∑"):
+    present = presenting()
+    with options():
         c1, c2, c3, c4 = st.columns(4)
-        mode = W.select("Start from", list(MODES), "sbs_mode", "scores", where=c1, format_func=MODES.get)
-        mask_kind = W.select("Mask", list(MASKS), "sbs_mask", "causal", where=c2, format_func=MASKS.get)
-        T = W.select("Tokens (T)", [2, 3, 4, 5, 6], "sbs_T", 4, where=c3)
-        quiz = W.toggle("Quiz mode", "sbs_quiz", False, where=c4, help="Hide the weights and ask for one of them.")
+        mode = select("Start from", list(MODES), "sbs_mode", "scores", where=c1, format_func=MODES.get)
+        mask_kind = select("Mask", list(MASKS), "sbs_mask", "causal", where=c2, format_func=MASKS.get)
+        T = select("Tokens (T)", [2, 3, 4, 5, 6], "sbs_T", 4, where=c3)
+        quiz = toggle("Quiz mode", "sbs_quiz", False, where=c4, help="Hide the weights and ask for one of them.")
         if mode == "scores":
-            dk = W.select("d_k (the table is divided by √d_k)", [1, 2, 4, 16, 64], "sbs_dk", 1, where=c3,
-                          help="1: the table already holds scaled scores, as in the lecture's quiz.")
+            dk = select("d_k (the table is divided by √d_k)", [1, 2, 4, 16, 64], "sbs_dk", 1, where=c3,
+                        help="1: the table already holds scaled scores, as in the lecture's quiz.")
             heads = 1
         else:
-            heads = W.select("Heads", [1, 2, 4], "sbs_heads", 1, where=c2,
-                             help=f"d_model = {D_MODEL}: each head gets d_head = {D_MODEL}/heads columns of Q, K, V.")
+            heads = select("Heads", [1, 2, 4], "sbs_heads", 1, where=c2,
+                           help=f"d_model = {D_MODEL}: each head gets d_head = {D_MODEL}/heads columns of Q, K, V.")
             dk = D_MODEL // heads
     mask = mask_of(mask_kind, T)
     qs = [f"q{i + 1}" for i in range(T)]
@@ -61,12 +63,12 @@ with W.page("Step by step", "softmax(Q·Kᵀ / √d_k) · V: what happens at eac
         st.markdown("Edit any cell. Rows are queries, columns are keys, both counted from 1 as in the lecture.")
         left, right = st.columns([3, 2])
         with left:
-            S = WM.matrix_editor("**Scores** (one row per query)", "sbs_scores", example("scores", T, T, 1),
-                                 row_labels=qs, col_labels=ks)
+            S = matrix_editor("**Scores** (one row per query)", "sbs_scores", example("scores", T, T, 1),
+                              row_labels=qs, col_labels=ks)
         with right:
-            V = WM.matrix_editor("**Values V** (one row per key)", "sbs_v", example("v2", T, 2, 2),
-                                 row_labels=[f"v{j + 1}" for j in range(T)], col_labels=["d1", "d2"])
-        st.button("Back to the lecture's example", on_click=WM.reset_matrices,
+            V = matrix_editor("**Values V** (one row per key)", "sbs_v", example("v2", T, 2, 2),
+                              row_labels=[f"v{j + 1}" for j in range(T)], col_labels=["d1", "d2"])
+        st.button("Back to the lecture's example", on_click=reset_matrices,
                   args=((("sbs_scores", QUIZ_SCORES), ("sbs_v", QUIZ_V)),), disabled=T != 4)
         steps = [attention_steps(scores=S, v=V, mask=mask, scale=1 / np.sqrt(dk))]
         output = steps[0].output
@@ -75,29 +77,29 @@ with W.page("Step by step", "softmax(Q·Kᵀ / √d_k) · V: what happens at eac
                     "A real layer computes them as x·W_Q, x·W_K, x·W_V from the token's embedding x.")
         cols = st.columns(3)
         dims = [f"d{i + 1}" for i in range(D_MODEL)]
-        Q, K, V = (WM.matrix_editor(f"**{n}**", f"sbs_{n}", example("qkv", T, D_MODEL, seed), row_labels=[
+        Q, K, V = (matrix_editor(f"**{n}**", f"sbs_{n}", example("qkv", T, D_MODEL, seed), row_labels=[
             f"{n.lower()}{i + 1}" for i in range(T)], col_labels=dims, where=cols[c])
                    for c, (n, seed) in enumerate((("Q", 3), ("K", 4), ("V", 5))))
         steps, output = multi_head_steps(Q, K, V, heads, mask=mask)
 
     shown = 0
     if heads > 1:
-        shown = W.select("Show the steps of head", list(range(heads)), "sbs_head", 0, horizontal=True,
-                         format_func=lambda h: f"head {h + 1} (columns {h * dk + 1}–{(h + 1) * dk})")
+        shown = select("Show the steps of head", list(range(heads)), "sbs_head", 0, horizontal=True,
+                       format_func=lambda h: f"head {h + 1} (columns {h * dk + 1}–{(h + 1) * dk})")
     s = steps[shown]
 
     # -- the quiz question ------------------------------------------------------------------------------
     ask = (min(2, T), min(2, T))
     if quiz:
-        raw = st.session_state.get("sbs_ask") or (st.query_params.get("sbs_ask") if W.url_active() else None) \
-            or st.session_state.get(W.KEEP, {}).get("sbs_ask") or "2,2"
+        raw = st.session_state.get("sbs_ask") or (st.query_params.get("sbs_ask") if url_active() else None) \
+            or kept().get("sbs_ask") or "2,2"
         try:
             i, j = (int(x) for x in str(raw).split(","))
             ask = (i, j) if 1 <= i <= T and 1 <= j <= T else ask
         except ValueError:
             pass
         st.session_state["sbs_ask"] = f"{ask[0]},{ask[1]}"
-        st.session_state.setdefault(W.URL, {})["sbs_ask"] = f"{ask[0]},{ask[1]}"
+        st.session_state.setdefault(URL, {})["sbs_ask"] = f"{ask[0]},{ask[1]}"
         # a new question (other cell, numbers, mask or head) starts without an answer
         sig = (ask, mode, mask_kind, shown, s.weights.round(6).tobytes())
         if st.session_state.get("_sbs_sig") != sig:
@@ -112,19 +114,19 @@ with W.page("Step by step", "softmax(Q·Kᵀ / √d_k) · V: what happens at eac
     a, b = st.columns(2)
     with a:
         title = "① Scores S = Q·Kᵀ" if mode == "qkv" else "① Scores (your table)"
-        W.chart(FM.number_grid(s.raw, qs, ks, title=title, present=present, dark=dark, mark=mark), key="sbs-raw",
-                name="scores")
+        chart(number_grid(s.raw, qs, ks, title=title, present=present, mark=mark), key="sbs-raw",
+              name="scores")
         st.caption("Each cell is the dot product of a query row with a key row: how well they match."
                    if mode == "qkv" else "Rows are queries, columns are keys.")
     with b:
-        W.chart(FM.number_grid(s.scaled, qs, ks, title=f"② Scaled: × 1/√d_k = × {s.scale:.3g}", present=present,
-                               dark=dark, mark=mark), key="sbs-scaled", name="scaled")
+        chart(number_grid(s.scaled, qs, ks, title=f"② Scaled: × 1/√d_k = × {s.scale:.3g}", present=present,
+                          mark=mark), key="sbs-scaled", name="scaled")
         st.caption(f"d_k = {dk}. Without this factor dot products grow with the dimension and the softmax saturates "
                    "(one weight near 1, the rest near 0: vanishing gradients).")
     a, b = st.columns(2)
     with a:
-        W.chart(FM.number_grid(s.masked, qs, ks, title="③ Masked: −∞ where a query may not look", present=present,
-                               dark=dark, mark=mark), key="sbs-masked", name="masked")
+        chart(number_grid(s.masked, qs, ks, title="③ Masked: −∞ where a query may not look", present=present,
+                          mark=mark), key="sbs-masked", name="masked")
         st.caption({"causal": "Causal: query i sees keys 1…i. The −∞ goes in BEFORE the softmax, so every row still "
                               "sums to 1 (zeroing weights afterwards would need another normalisation).",
                     "none": "No mask: every query sees every key (an encoder such as BERT).",
@@ -136,9 +138,9 @@ with W.page("Step by step", "softmax(Q·Kᵀ / √d_k) · V: what happens at eac
         if quiz:
             answered = st.session_state.get("sbs_answer") is not None
             hide = hide and not answered
-        W.chart(FM.number_grid(s.weights, qs, ks, title="④ Softmax of each row: the weights α", kind="weights",
-                               present=present, dark=dark, fmt="{:.3f}", mark=mark, hidden=hide),
-                key="sbs-weights", name="weights")
+        chart(number_grid(s.weights, qs, ks, title="④ Softmax of each row: the weights α", kind="weights",
+                          present=present, fmt="{:.3f}", mark=mark, hidden=hide),
+              key="sbs-weights", name="weights")
         if hide:
             st.caption("Quiz mode: the weights appear once you answer below.")
         else:
@@ -157,8 +159,8 @@ with W.page("Step by step", "softmax(Q·Kᵀ / √d_k) · V: what happens at eac
         q1, q2, q3 = st.columns([2, 1, 1])
         ans = q1.number_input("Your answer (0 to 1)", min_value=0.0, max_value=1.0, value=None, step=0.01,
                               format="%.3f", key="sbs_answer")
-        q2.button("Another question", on_click=WM.quiz_next, args=("sbs_ask", T, mask_kind == "causal"))
-        q3.button("Show the answer", on_click=WM.flag, args=("_sbs_reveal",))
+        q2.button("Another question", on_click=quiz_next, args=("sbs_ask", T, mask_kind == "causal"))
+        q3.button("Show the answer", on_click=flag, args=("_sbs_reveal",))
         if ans is not None or st.session_state.get("_sbs_reveal"):
             if ans is not None:
                 if abs(ans - e["weight"]) <= 0.005:
@@ -188,11 +190,11 @@ with W.page("Step by step", "softmax(Q·Kᵀ / √d_k) · V: what happens at eac
         vdims = [f"d{c + 1}" for c in range(v_shown.shape[1])] if heads == 1 else \
             [f"d{shown * dk + c + 1}" for c in range(dk)]
         with a:
-            W.chart(FM.number_grid(v_shown, [f"v{j + 1}" for j in range(T)], vdims, title="V (one row per key)",
-                                   kind="values", present=present, dark=dark), key="sbs-v", name="values")
+            chart(number_grid(v_shown, [f"v{j + 1}" for j in range(T)], vdims, title="V (one row per key)",
+                              kind="values", present=present), key="sbs-v", name="values")
         with b:
-            W.chart(FM.number_grid(s.output, qs, vdims, title="Output: one row per query", kind="values",
-                                   present=present, dark=dark), key="sbs-out", name="output")
+            chart(number_grid(s.output, qs, vdims, title="Output: one row per query", kind="values",
+                              present=present), key="sbs-out", name="output")
         st.caption("Each output row is a mix of the value rows, weighted by that query's row of α.")
 
     if heads > 1 and not (quiz and hide):
@@ -200,23 +202,23 @@ with W.page("Step by step", "softmax(Q·Kᵀ / √d_k) · V: what happens at eac
         cols = st.columns(heads)
         for h, c in enumerate(cols):
             with c:
-                W.chart(FM.number_grid(steps[h].weights, qs, ks, title=f"head {h + 1}: α", kind="weights",
-                                       present=present, dark=dark, fmt="{:.2f}"), key=f"sbs-head{h}", name=f"head{h + 1}")
+                chart(number_grid(steps[h].weights, qs, ks, title=f"head {h + 1}: α", kind="weights",
+                                  present=present, fmt="{:.2f}"), key=f"sbs-head{h}", name=f"head{h + 1}")
         single = attention_steps(Q, K, V, mask=mask)
         a, b = st.columns(2)
         with a:
-            W.chart(FM.number_grid(output, qs, [f"d{c + 1}" for c in range(D_MODEL)],
-                                   title="Concatenated heads (then × W_O, here the identity)", kind="values",
-                                   present=present, dark=dark), key="sbs-concat", name="concat")
+            chart(number_grid(output, qs, [f"d{c + 1}" for c in range(D_MODEL)],
+                              title="Concatenated heads (then × W_O, here the identity)", kind="values",
+                              present=present), key="sbs-concat", name="concat")
         with b:
-            W.chart(FM.number_grid(single.weights, qs, ks, title=f"One head over all {D_MODEL} dims: α", kind="weights",
-                                   present=present, dark=dark), key="sbs-single", name="single-head")
+            chart(number_grid(single.weights, qs, ks, title=f"One head over all {D_MODEL} dims: α", kind="weights",
+                              present=present), key="sbs-single", name="single-head")
         st.caption("Each head compares only its own columns of Q and K, with its own scale 1/√d_head, so heads can "
                    "attend to different keys; one big head mixes all columns into one pattern. The four matrix "
                    "multiplies: QKV projection, Q·Kᵀ, α·V, output projection.")
 
-    W.downloads("step-by-step", csv=W.matrix_csv(s.weights, qs, ks),
-                npz={"raw": s.raw, "scaled": s.scaled, "masked": s.masked, "weights": s.weights, "output": output,
-                     "mask": mask},
-                json_obj={"mode": mode, "mask": mask_kind, "heads": heads, "d_k": dk, "scale": s.scale,
-                          "raw": s.raw, "scaled": s.scaled, "weights": s.weights, "output": output})
+    downloads("step-by-step", csv=matrix_csv(s.weights, qs, ks),
+              npz={"raw": s.raw, "scaled": s.scaled, "masked": s.masked, "weights": s.weights, "output": output,
+                   "mask": mask},
+              json_obj={"mode": mode, "mask": mask_kind, "heads": heads, "d_k": dk, "scale": s.scale,
+                        "raw": s.raw, "scaled": s.scaled, "weights": s.weights, "output": output})

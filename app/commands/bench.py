@@ -192,7 +192,13 @@ def page_figures(page: str, T: int, recs, tokens) -> list:
     import numpy as np
 
     from analysis.longinput import overview
-    from app import figures as F
+    from app.figures.bars import score_boxes, token_bars
+    from app.figures.grids import grid_heatmap
+    from app.figures.head_view import head_view
+    from app.figures.lines import lines
+    from app.figures.matrix import matrix_heatmap
+    from app.figures.mosaic import MOSAIC_CELLS, mosaic
+    from app.figures.rows import method_rows
     from model.longinput import full_pattern
 
     L, H = len(recs), recs[0].n_heads
@@ -203,63 +209,63 @@ def page_figures(page: str, T: int, recs, tokens) -> list:
     grid = np.random.default_rng(1).random((L, H))
     rows = {f"layer {i}": _row_mean(recs[i], q) for i in range(L)}
     if page == "explore":
-        return [F.method_rows(rows, tokens, title=f"Where does token {q} look? Head mean per layer")]
+        return [method_rows(rows, tokens, title=f"Where does token {q} look? Head mean per layer")]
     if page == "heatmaps":
-        side = max(2, int(np.sqrt(F.MOSAIC_CELLS / (L * H))))  # what mosaic pools each head to
+        side = max(2, int(np.sqrt(MOSAIC_CELLS / (L * H))))  # what mosaic pools each head to
         pooled, edges = [], None
         for r in recs:
             m, edges, _ = overview(r, None, side, "max")  # [H, n, n]: every head of the layer at once
             pooled.append(m)
         labels = [tokens[a] if b - a == 1 else f"{a}–{b - 1}" for a, b in zip(edges[:-1], edges[1:])]
         zq = (max(0, q - 32), q + 1)
-        return [F.mosaic(np.array(pooled), labels, labels, kind="pattern", title="self-attention — weights",
-                         layer_labels=[f"layer {i}" for i in range(L)]),
-                F.matrix_heatmap(P, tokens, tokens, mask=mask, title=f"layer {L - 1}, head 0", mark=(q, None)),
-                F.head_view(P[None], tokens, tokens, q, [0], title=f"Head view: token {q} → keys"),
-                F.matrix_heatmap(P[zq[0]:zq[1], :64], tokens, tokens, mask=mask[zq[0]:zq[1], :64],
-                                 title="zoom", q_offset=zq[0], k_offset=0, max_side=10**6)]
+        return [mosaic(np.array(pooled), labels, labels, kind="pattern", title="self-attention — weights",
+                       layer_labels=[f"layer {i}" for i in range(L)]),
+                matrix_heatmap(P, tokens, tokens, mask=mask, title=f"layer {L - 1}, head 0", mark=(q, None)),
+                head_view(P[None], tokens, tokens, q, [0], title=f"Head view: token {q} → keys"),
+                matrix_heatmap(P[zq[0]:zq[1], :64], tokens, tokens, mask=mask[zq[0]:zq[1], :64],
+                               title="zoom", q_offset=zq[0], k_offset=0, max_side=10**6)]
     if page == "masks":
         window = np.tri(T, dtype=bool) & ~np.tri(T, k=-4, dtype=bool)
         rec_b = _with_mask(rec, window)
         Pb = full_pattern(rec_b, 0)[0]
         figs = []
         for m, r, p in ((mask, rec, P), (window, rec_b, Pb)):
-            figs += [F.matrix_heatmap(np.ones(m.shape, np.float32), tokens, tokens, mask=m, zrange=(0, 1), title="mask"),
-                     F.matrix_heatmap(r.masked_scores(0), tokens, tokens, kind="scores", title="masked scores"),
-                     F.matrix_heatmap(p, tokens, tokens, mask=m, title="weights")]
-        figs += [F.matrix_heatmap(Pb - P, tokens, tokens, mask=mask | window, kind="diff", title="B − A"),
-                 F.grid_heatmap(grid, [f"layer {i}" for i in range(L)], [f"head {h}" for h in range(H)],
-                                diverging=False, title="max |Δ weight| per head"),
-                 F.token_bars(np.random.default_rng(2).random(T), tokens, title="row sums", name="row sum")]
+            figs += [matrix_heatmap(np.ones(m.shape, np.float32), tokens, tokens, mask=m, zrange=(0, 1), title="mask"),
+                     matrix_heatmap(r.masked_scores(0), tokens, tokens, kind="scores", title="masked scores"),
+                     matrix_heatmap(p, tokens, tokens, mask=m, title="weights")]
+        figs += [matrix_heatmap(Pb - P, tokens, tokens, mask=mask | window, kind="diff", title="B − A"),
+                 grid_heatmap(grid, [f"layer {i}" for i in range(L)], [f"head {h}" for h in range(H)],
+                              diverging=False, title="max |Δ weight| per head"),
+                 token_bars(np.random.default_rng(2).random(T), tokens, title="row sums", name="row sum")]
         return figs
     if page == "scores":
         taus = np.round(np.geomspace(0.1, 10, 13), 3)
-        return [F.score_boxes(rec.scores(), mask, name="scaled score", title="scaled scores per head"),
-                F.matrix_heatmap(P, tokens, tokens, mask=mask, zrange=(0, 1), title="softmax(QKᵀ/√d_k / τ)"),
-                F.lines(taus, {"with 1/√d_k": list(taus), "without": list(taus)}, title="entropy", log_x=True)]
+        return [score_boxes(rec.scores(), mask, name="scaled score", title="scaled scores per head"),
+                matrix_heatmap(P, tokens, tokens, mask=mask, zrange=(0, 1), title="softmax(QKᵀ/√d_k / τ)"),
+                lines(taus, {"with 1/√d_k": list(taus), "without": list(taus)}, title="entropy", log_x=True)]
     if page == "rollout":
         method = {k: rows[f"layer {L - 1}"] for k in ("last-layer attention", "rollout", "flow", "gradient relevance")}
-        return [F.method_rows(method, tokens, title=f"Which tokens matter for token {q}?"),
-                F.matrix_heatmap(P, tokens, tokens, kind="pattern", title="rollout: row = output, column = input")]
+        return [method_rows(method, tokens, title=f"Which tokens matter for token {q}?"),
+                matrix_heatmap(P, tokens, tokens, kind="pattern", title="rollout: row = output, column = input")]
     if page == "heads":
         names = [f"layer {i}" for i in range(L)]
-        return [F.grid_heatmap(grid, names, [f"head {h}" for h in range(H)], diverging=False, title="induction"),
-                F.grid_heatmap(grid - 0.5, names, [f"head {h}" for h in range(H)], title="Δp when one head is zeroed")]
+        return [grid_heatmap(grid, names, [f"head {h}" for h in range(H)], diverging=False, title="induction"),
+                grid_heatmap(grid - 0.5, names, [f"head {h}" for h in range(H)], title="Δp when one head is zeroed")]
     if page == "long_input":
         from analysis.longinput import exact_window
-        from app import figures_long as FL
+        from app.figures.overview import overview_heatmap, window_heatmap
         from app.longinput import MAX_WINDOW, OVERVIEW_CELLS
 
         pooled, qe, ke = overview(rec, 0, OVERVIEW_CELLS, "max")
         side = min(MAX_WINDOW, T)
         values, wmask = exact_window(rec, 0, T - side, T, T - side, T)  # the largest window, on the diagonal
-        return [FL.overview_heatmap(pooled, qe, ke, how="max", title="overview"),
-                FL.window_heatmap(values, wmask, tokens, T - side, T - side, title="window")]
+        return [overview_heatmap(pooled, qe, ke, how="max", title="overview"),
+                window_heatmap(values, wmask, tokens, T - side, T - side, title="window")]
     if page in ("backends", "kv_cache"):
         d = (P - full_pattern(rec, 0)[0]).astype(np.float32)
-        return [F.matrix_heatmap(P, tokens, tokens, mask=mask, title="recomputed"),
-                F.matrix_heatmap(P, tokens, tokens, mask=mask, title="stored"),
-                F.matrix_heatmap(d, tokens, tokens, mask=mask, kind="diff", zrange=(-1e-5, 1e-5), title="difference")]
+        return [matrix_heatmap(P, tokens, tokens, mask=mask, title="recomputed"),
+                matrix_heatmap(P, tokens, tokens, mask=mask, title="stored"),
+                matrix_heatmap(d, tokens, tokens, mask=mask, kind="diff", zrange=(-1e-5, 1e-5), title="difference")]
     raise ValueError(f"unknown page {page!r}")
 
 
@@ -305,7 +311,7 @@ def page_payloads(lengths, progress=None) -> tuple[list[dict], str]:
                         "build_s": round(time.perf_counter() - t, 3)})
     out = [p for p in out if p["bytes"] is not None] + [p for p in out if p["bytes"] is None]
     note = ("Pages not measured: " + "; ".join(f"{k} ({v})" for k, v in NOT_MEASURED.items()) + ". Figures are "
-            "built as each page calls the builders in app/figures.py; the heatmaps mosaic is fed heads pre-pooled by "
+            "built as each page calls the builders in app/figures/; the heatmaps mosaic is fed heads pre-pooled by "
             "analysis.longinput.overview to the size mosaic pools them to, and the rollout matrix is drawn "
             "with a pattern of the same shape.")
     return out, note

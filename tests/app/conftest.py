@@ -55,6 +55,20 @@ def z_of(trace: dict) -> np.ndarray:
     return np.array([[np.nan if v is None else v for v in row] for row in z], dtype=np.float64)
 
 
+def overview_z(fig) -> np.ndarray:
+    """The [nq, nk] matrix an overview figure (app.figures.overview) shows, its row bands put back together
+    (NaN where nothing was sent)."""
+    ny, nx = fig.layout.meta["shape"]
+    rows = {name: i for i, name in enumerate(fig.layout.yaxis.categoryarray)}
+    cols = {name: j for j, name in enumerate(fig.layout.xaxis.categoryarray)}
+    z = np.full((ny, nx), np.nan, dtype=np.float32)
+    for tr in fig.data:
+        r, c = rows[tr.y[0]], cols[tr.x[0]]
+        band = np.asarray(tr.z, dtype=np.float32)  # [band rows, band columns]
+        z[r:r + band.shape[0], c:c + band.shape[1]] = band
+    return z
+
+
 def ok(at: AppTest) -> None:
     """No exception element and no error message on the page."""
     assert not at.exception, [e.message for e in at.exception]

@@ -5,7 +5,11 @@ from __future__ import annotations
 import numpy as np
 import plotly.io as pio
 
-from app import figures
+from app.figures.bars import box_stats, score_boxes
+from app.figures.head_view import head_view
+from app.figures.matrix import matrix_heatmap
+from app.figures.mosaic import mosaic
+from app.figures.rows import method_rows
 from tests.app.conftest import z_of
 
 
@@ -19,7 +23,7 @@ def test_matrix_heatmap_escapes_labels_keeps_repeats_and_masks():
     tokens = ["<b>", "a", "&", "a", "</b>"]
     m = np.tril(np.full((5, 5), 0.2, np.float32))
     mask = np.tril(np.ones((5, 5), bool))
-    spec = _json(figures.matrix_heatmap(m, tokens, tokens, mask=mask, title="t"))
+    spec = _json(matrix_heatmap(m, tokens, tokens, mask=mask, title="t"))
     (trace,) = spec["data"]
     x = spec["layout"]["xaxis"]
     assert x["ticktext"] == ["&lt;b&gt;", "a", "&amp;", "a", "&lt;/b&gt;"]
@@ -30,7 +34,7 @@ def test_matrix_heatmap_escapes_labels_keeps_repeats_and_masks():
 
 
 def test_matrix_heatmap_integer_axes_for_repeated_tokens():
-    fig = figures.matrix_heatmap(np.eye(4), ["x"] * 4, ["x"] * 4)
+    fig = matrix_heatmap(np.eye(4), ["x"] * 4, ["x"] * 4)
     xaxis = fig.layout.xaxis
     assert list(xaxis.tickvals) == [0, 1, 2, 3] and list(xaxis.ticktext) == ["x"] * 4
     assert list(fig.data[0].x) == [0, 1, 2, 3]
@@ -39,7 +43,7 @@ def test_matrix_heatmap_integer_axes_for_repeated_tokens():
 def test_large_matrix_is_pooled_with_a_notice():
     t = 600
     m = np.random.default_rng(0).random((t, t)).astype(np.float32)
-    fig = figures.matrix_heatmap(m, [str(i) for i in range(t)], [str(i) for i in range(t)], title="big")
+    fig = matrix_heatmap(m, [str(i) for i in range(t)], [str(i) for i in range(t)], title="big")
     assert fig.layout.meta["pooled"] is True and "pooled (max over 2×2 blocks)" in fig.layout.title.text
     assert fig.layout.meta["shape"] == [300, 300] and fig.data[0].type == "heatmap"
     assert fig.data[0].z.dtype == np.float32 and fig.data[0].z.shape == (300, 300)
@@ -48,20 +52,20 @@ def test_large_matrix_is_pooled_with_a_notice():
 def test_very_large_matrix_goes_as_a_colour_png():
     t = 400  # 160,000 cells: above PNG_CELLS, below the pooling threshold
     m = np.tril(np.random.default_rng(0).random((t, t)))
-    fig = figures.matrix_heatmap(m, ["a"] * t, ["a"] * t, mask=np.tril(np.ones((t, t), bool)))
+    fig = matrix_heatmap(m, ["a"] * t, ["a"] * t, mask=np.tril(np.ones((t, t), bool)))
     assert fig.data[0].type == "image" and fig.data[0].source.startswith("data:image/png;base64,")
     assert fig.layout.meta["pooled"] is False
 
 
 def test_mid_size_matrix_is_float32_heatmap_without_per_cell_text():
     t = 200
-    fig = figures.matrix_heatmap(np.zeros((t, t)), ["a"] * t, ["a"] * t)
+    fig = matrix_heatmap(np.zeros((t, t)), ["a"] * t, ["a"] * t)
     assert fig.data[0].type == "heatmap" and fig.data[0].z.dtype == np.float32 and fig.data[0].text is None
 
 
 def test_mosaic_is_one_heatmap_with_nan_gutters():
     a = np.random.default_rng(1).random((3, 2, 5, 5)).astype(np.float32)
-    fig = figures.mosaic(a, list("abcde"), list("abcde"), mask=np.tril(np.ones((5, 5), bool)))
+    fig = mosaic(a, list("abcde"), list("abcde"), mask=np.tril(np.ones((5, 5), bool)))
     assert len(fig.data) == 1 and fig.data[0].type == "heatmap"
     z = np.asarray(fig.data[0].z, dtype=float)
     assert z.shape == (3 * 6 - 1, 2 * 6 - 1)
@@ -73,7 +77,7 @@ def test_mosaic_is_one_heatmap_with_nan_gutters():
 
 def test_mosaic_pools_heads_over_the_cell_budget():
     a = np.random.default_rng(2).random((4, 4, 100, 100))
-    fig = figures.mosaic(a, [str(i) for i in range(100)], [str(i) for i in range(100)], max_cells=16 * 50 * 50)
+    fig = mosaic(a, [str(i) for i in range(100)], [str(i) for i in range(100)], max_cells=16 * 50 * 50)
     assert fig.layout.meta["pooled"] is True and fig.layout.meta["cell"] == [50, 50]
     assert "pooled" in fig.layout.title.text
 
@@ -81,7 +85,7 @@ def test_mosaic_pools_heads_over_the_cell_budget():
 def test_head_view_lines_grow_with_weight():
     p = np.zeros((2, 4, 4))
     p[:, 3] = [0.1, 0.2, 0.3, 0.4]
-    fig = figures.head_view(p, list("abcd"), list("abcd"), query=3, heads=[0, 1], bins=4)
+    fig = head_view(p, list("abcd"), list("abcd"), query=3, heads=[0, 1], bins=4)
     lines = [t for t in fig.data if t.mode == "lines" and t.x and t.x[0] is not None]
     assert lines and len(lines) <= 2 * 4
     widths = sorted({t.line.width for t in lines})
@@ -92,18 +96,13 @@ def test_head_view_lines_grow_with_weight():
 
 
 def test_method_rows_scale_without_the_query():
-    fig = figures.method_rows({"m": [0.1, 0.2, 10.0]}, ["a", "b", "c"], exclude=2)
+    fig = method_rows({"m": [0.1, 0.2, 10.0]}, ["a", "b", "c"], exclude=2)
     z = np.asarray(fig.data[0].z)
     np.testing.assert_allclose(z[0], [0.5, 1.0, 1.0])
 
 
 def test_score_boxes_send_statistics_not_every_score():
     import json
-
-    import numpy as np
-    import plotly.io as pio
-
-    from app.figures import box_stats, score_boxes
 
     a = np.arange(2 * 4 * 4, dtype=np.float32).reshape(2, 4, 4)
     a[1, 3, 0] = 1000.0  # an outlier outside the fences

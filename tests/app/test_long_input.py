@@ -12,10 +12,10 @@ from analysis.longinput import rollout_query
 from analysis.pooling import pool_matrix
 from analysis.rollout import attention_rollout
 from app import longinput as L
-from app.figures_long import overview_heatmap, overview_z, payload_bytes, row_bands, window_heatmap
+from app.figures.overview import overview_heatmap, payload_bytes, row_bands, window_heatmap
 from app.navigation import PAGES
 from model.registry import RANDOM, load
-from tests.app.conftest import ok, open_page, specs, z_of
+from tests.app.conftest import ok, open_page, overview_z, specs, z_of
 
 T = 4096
 MB2 = 2_000_000

@@ -246,7 +246,7 @@ def test_presentation_mode_hides_options_and_keeps_state_across_pages():
 
 
 def test_bookmarked_preset_opens_its_text():
-    from app.widgets import presets
+    from app.presets import presets
 
     p = presets(DEFAULT)[-1]
     at = open_page("rollout", model=DEFAULT, preset=p.id)

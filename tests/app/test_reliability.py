@@ -32,7 +32,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
-from app import figures, state, widgets
+from app import frame, inputs, state
+from app.figures.head_view import head_view
+from app.figures.matrix import matrix_heatmap
+from app.figures.mosaic import mosaic
+from app.figures.style import md
 from model.checkpoint import save_folder
 from model.config import ModelConfig
 from model.inputs import MAX_GENERATE, MAX_TEXT_CHARS, InputError
@@ -42,7 +46,7 @@ from tests.app.conftest import open_page, specs, titled, z_of
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = state.default_model()
-FOLDER = widgets.FOLDER
+FOLDER = inputs.FOLDER
 REPORT = ROOT / "artifacts" / "reliability.json"
 LOADED = "The model could not be loaded: "
 FIX = ". Pick another model or fix the folder."
@@ -495,8 +499,8 @@ def test_generation_limits():
     assert not errors(at) and at.slider(key="gen_n").value == 16  # falls back to the default, within the slider
     with pytest.raises(InputError) as e:  # the app's generation path refuses more than MAX_GENERATE itself
         state.generation_trace("random-decoder", "hi", None, MAX_GENERATE + 1)
-    assert widgets.error_message(e.value)[1] == (f"Can generate 0 to {MAX_GENERATE} new tokens, not "
-                                                 f"{MAX_GENERATE + 1}{CHANGE}")
+    assert frame.error_message(e.value)[1] == (f"Can generate 0 to {MAX_GENERATE} new tokens, not "
+                                               f"{MAX_GENERATE + 1}{CHANGE}")
     with pytest.raises(InputError, match=f"can generate 0 to {MAX_GENERATE} new tokens"):
         state.cache_generation("random-decoder", "hi", None, MAX_GENERATE + 1, "eager")
 
@@ -628,17 +632,17 @@ def _figure_invariants(cap, name: str) -> None:
         live = mask.any(-1)
         np.testing.assert_allclose(stack.sum(-1)[..., live], 1, atol=1e-4)
         assert (stack[..., ~mask] == 0).all()
-        fig = figures.matrix_heatmap(stack[-1, 0], qt, kt, mask=mask, title="fuzz")
+        fig = matrix_heatmap(stack[-1, 0], qt, kt, mask=mask, title="fuzz")
         z = np.asarray(fig.data[0].z, dtype=np.float64)
         assert z.shape == (len(qt), len(kt)) and np.isnan(z[~mask]).all() and np.isfinite(z[mask]).all()
         for axis, toks in ((fig.layout.xaxis, kt), (fig.layout.yaxis, qt)):
             assert all(escaped_label(t, toks[int(v)]) for t, v in zip(axis.ticktext, axis.tickvals))
-        mos = figures.mosaic(stack, qt, kt, mask=mask)
+        mos = mosaic(stack, qt, kt, mask=mask)
         assert mos.layout.meta["heads"] == stack.shape[1]
         assert all(html.escape(html.unescape(s), quote=False) == s for s in mos.data[0].y)
         if i:
             continue
-        hv = figures.head_view(stack[-1], qt, kt, len(qt) - 1, range(stack.shape[1]))
+        hv = head_view(stack[-1], qt, kt, len(qt) - 1, range(stack.shape[1]))
         assert all(escaped_label(t, tok) for t, tok in zip(hv.data[-1].text, kt))
 
 
@@ -657,7 +661,7 @@ def test_fuzz_text_to_figure(name):
         try:
             cap = state.capture(name, text, src, backend)
         except InputError as e:
-            level, msg = widgets.error_message(e)
+            level, msg = frame.error_message(e)
             assert level == "error" and any(x in msg for x in EXPECTED) and "\n" not in msg, msg
             counts["refused"] += 1
             return
@@ -679,7 +683,7 @@ MD_TEXT = "the [evil](https://evil.example)"
 @settings(max_examples=200, deadline=None, database=None)
 @given(label=hs.text(min_size=1, max_size=40))
 def test_markdown_label_is_one_code_span(label):
-    out = figures.md(label, limit=60)
+    out = md(label, limit=60)
     fence = re.match(r"`+", out).group()
     assert out.endswith(fence) and fence not in label  # no backtick run inside can close the span early
     inner = out[len(fence):-len(fence)]

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from app import state, widgets
+from app import downloads, frame, state
 from model.loaded import TOP_K
 
 
@@ -56,11 +56,11 @@ def test_error_messages_say_what_to_do():
     from model.checkpoint import CheckpointError
     from model.inputs import InputError
 
-    assert widgets.error_message(InputError("the text is empty"))[1].startswith("The text is empty.")
-    assert "Pick another model" in widgets.error_message(CheckpointError("bad shapes"))[1]
-    level, msg = widgets.error_message(state.BusyError("The server is busy"))
+    assert frame.error_message(InputError("the text is empty"))[1].startswith("The text is empty.")
+    assert "Pick another model" in frame.error_message(CheckpointError("bad shapes"))[1]
+    level, msg = frame.error_message(state.BusyError("The server is busy"))
     assert level == "warning" and "busy" in msg
-    assert "Traceback" not in widgets.error_message(RuntimeError("boom"))[1]
+    assert "Traceback" not in frame.error_message(RuntimeError("boom"))[1]
 
 
 def test_ablation_changes_the_prediction_of_a_random_model():
@@ -76,9 +76,9 @@ def test_download_payloads_are_valid_files():
     import pandas as pd
 
     arrays = {"m": np.eye(2, dtype=np.float32), "tokens": ["a", "<b>"]}
-    back = np.load(io.BytesIO(widgets._npz_bytes(arrays)))
+    back = np.load(io.BytesIO(downloads._npz_bytes(arrays)))
     assert back["m"].shape == (2, 2) and list(back["tokens"]) == ["a", "<b>"]
-    doc = json.loads(json.dumps(widgets._jsonable({"x": np.array([1.0, np.nan]), "n": np.int64(3)}), allow_nan=False))
+    doc = json.loads(json.dumps(downloads._jsonable({"x": np.array([1.0, np.nan]), "n": np.int64(3)}), allow_nan=False))
     assert doc == {"x": [1.0, None], "n": 3}
-    csv = widgets.matrix_csv(np.eye(2), ["a", "b"], ["a", "b"])
+    csv = downloads.matrix_csv(np.eye(2), ["a", "b"], ["a", "b"])
     assert pd.read_csv(io.StringIO(csv), index_col=0).shape == (2, 2)

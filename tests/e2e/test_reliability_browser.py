@@ -18,7 +18,8 @@ import time
 import numpy as np
 import pytest
 
-from app import figures
+from app.figures.matrix import matrix_heatmap
+from app.figures.rows import method_rows
 from model.registry import load
 from tests.e2e.conftest import ARTIFACTS, EXC
 
@@ -42,9 +43,9 @@ def shown_ticks(key: str, tokens: list[str]) -> list[str]:
     """The tick labels the app's own figure builder gives these tokens, as the browser shows them
     (Plotly decodes the entities): the x axis of the head matrix or of the Explore rows."""
     if key == "head":
-        fig = figures.matrix_heatmap(np.zeros((len(tokens), len(tokens))), tokens, tokens)
+        fig = matrix_heatmap(np.zeros((len(tokens), len(tokens))), tokens, tokens)
     else:
-        fig = figures.method_rows({"layer": np.zeros(len(tokens))}, tokens)
+        fig = method_rows({"layer": np.zeros(len(tokens))}, tokens)
     return [html.unescape(t) for t in fig.layout.xaxis.ticktext]
 
 

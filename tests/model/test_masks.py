@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, build_mask, pair_mask
+from model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, build_mask, mask_array, pair_mask
 from model.softmax import masked_softmax
 
 
@@ -76,3 +76,10 @@ def test_custom_validates():
         MaskSpec("custom", custom=torch.ones(2, 2))
     with pytest.raises(ValueError, match="bool tensor"):
         MaskSpec("custom", custom=torch.ones(1, 2, 2, dtype=torch.bool))
+
+
+def test_mask_array_padding_hides_keys_from_every_query():
+    m = mask_array(BIDIRECTIONAL, 4, real_keys=3)
+    np.testing.assert_array_equal(m, np.tile([True, True, True, False], (4, 1)))
+    np.testing.assert_array_equal(mask_array(CAUSAL, 3), np.tril(np.ones((3, 3), bool)))
+    np.testing.assert_array_equal(mask_array(CAUSAL, 3, real_keys=2), np.tril(np.ones((3, 3), bool)) & [1, 1, 0])

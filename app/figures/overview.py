@@ -4,8 +4,8 @@
   ("512–519"), so the hover reads "max of rows 512–519 × cols 0–7" with no per-cell text; tick labels are
   token positions. A few row bands (one trace each, one shared colour axis) skip the masked triangle,
   which would otherwise be half the bytes. The window shown below is outlined on it.
-* Window: `figures.matrix_heatmap` at full resolution (integer axes numbered by absolute position, escaped
-  token tick labels, NaN = masked), with the hover showing each weight to float32 precision.
+* Window: `matrix_heatmap` at full resolution (integer axes numbered by absolute position, escaped token
+  tick labels, NaN = masked), with the hover showing each weight to float32 precision.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from app import figures as F
+from app.figures.matrix import matrix_heatmap
+from app.figures.style import MASKED_BG, THEME_SCALE, apply_layout, font_size
 
 WINDOW_LINE = {"color": "#ff7f0e", "width": 2}
 BANDS = 16  # horizontal bands of the overview, each sent over the columns it can see
@@ -39,9 +40,9 @@ def row_bands(z: np.ndarray, n_bands: int = BANDS) -> list[tuple[int, int, int, 
     return out
 
 
-def overview_heatmap(pooled, q_edges, k_edges, *, how: str = "max", title: str = "", dark: bool = False,
-                     present: bool = False, window: tuple[int, int, int, int] | None = None,
-                     max_ticks: int | None = None, n_bands: int = BANDS) -> go.Figure:
+def overview_heatmap(pooled, q_edges, k_edges, *, how: str = "max", title: str = "", present: bool = False,
+                     window: tuple[int, int, int, int] | None = None, max_ticks: int | None = None,
+                     n_bands: int = BANDS) -> go.Figure:
     """A pooled [nq, nk] pattern (NaN = every cell of the block masked) whose blocks cover the token ranges
     given by `q_edges` / `k_edges`. `window` = (q0, q1, k0, k1) in token positions is outlined.
 
@@ -65,7 +66,7 @@ def overview_heatmap(pooled, q_edges, k_edges, *, how: str = "max", title: str =
                                  coloraxis="coloraxis", hoverongaps=False, hovertemplate=hover))
     step = max(1, int(np.ceil(max(ny, nx) / (max_ticks or (12 if present else 16)))))
     axis = {"type": "category", "categoryorder": "array", "tickmode": "array", "showgrid": False,
-            "tickfont": {"size": F._font(present) - 2}}
+            "tickfont": {"size": font_size(present) - 2}}
     fig.update_xaxes(**axis, categoryarray=x, range=[-0.5, nx - 0.5], tickvals=x[::step],
                      ticktext=[str(a) for a in ke[:-1:step].tolist()], title="key position", side="bottom",
                      constrain="domain")
@@ -77,12 +78,12 @@ def overview_heatmap(pooled, q_edges, k_edges, *, how: str = "max", title: str =
         bq, bk = int(qe[1] - qe[0]), int(ke[1] - ke[0])
         fig.add_shape(type="rect", x0=k0 / bk - 0.5, x1=k1 / bk - 0.5, y0=q0 / bq - 0.5, y1=q1 / bq - 0.5,
                       line=WINDOW_LINE, fillcolor="rgba(0,0,0,0)", xref="x", yref="y")
-    F._layout(fig, title, present, 680 if present else 620, plot_bgcolor=F.MASKED_BG,
-              coloraxis={"colorscale": F.sequential(dark), "cmin": 0.0, "cmax": zmax,
-                         "colorbar": {"title": {"text": f"{how} weight" if pooled_blocks else "weight"},
-                                      "thickness": 14}},
-              meta={"pooled": pooled_blocks, "shape": [ny, nx], "block": [int(qe[1] - qe[0]), int(ke[1] - ke[0])],
-                    "how": how, "window": list(window) if window is not None else None, "cmax": zmax})
+    apply_layout(fig, title, present, 680 if present else 620, plot_bgcolor=MASKED_BG,
+                 coloraxis={"colorscale": THEME_SCALE, "cmin": 0.0, "cmax": zmax,
+                            "colorbar": {"title": {"text": f"{how} weight" if pooled_blocks else "weight"},
+                                         "thickness": 14}},
+                 meta={"pooled": pooled_blocks, "shape": [ny, nx], "block": [int(qe[1] - qe[0]), int(ke[1] - ke[0])],
+                       "how": how, "window": list(window) if window is not None else None, "cmax": zmax})
     return fig
 
 
@@ -97,25 +98,12 @@ def colour_cap(z: np.ndarray, q: float = CAP_PERCENTILE) -> float:
     return top if top > 0 else float(finite.max()) or 1.0
 
 
-def overview_z(fig: go.Figure) -> np.ndarray:
-    """The [nq, nk] matrix an overview figure shows, its bands put back together (NaN where nothing was sent)."""
-    ny, nx = fig.layout.meta["shape"]
-    rows = {name: i for i, name in enumerate(fig.layout.yaxis.categoryarray)}
-    cols = {name: j for j, name in enumerate(fig.layout.xaxis.categoryarray)}
-    z = np.full((ny, nx), np.nan, dtype=np.float32)
-    for tr in fig.data:
-        r, c = rows[tr.y[0]], cols[tr.x[0]]
-        band = np.asarray(tr.z, dtype=np.float32)
-        z[r:r + band.shape[0], c:c + band.shape[1]] = band
-    return z
-
-
-def window_heatmap(values, mask, tokens, q0: int, k0: int, *, title: str = "", dark: bool = False,
+def window_heatmap(values, mask, tokens, q0: int, k0: int, *, title: str = "",
                    present: bool = False) -> go.Figure:
     """An exact [q, k] window of a pattern whose first row is query q0 and first column key k0."""
     v = np.asarray(values, dtype=np.float32)
-    fig = F.matrix_heatmap(v, tokens, tokens, mask=mask, kind="pattern", title=title, dark=dark, present=present,
-                           q_offset=q0, k_offset=k0, max_side=max(v.shape))
+    fig = matrix_heatmap(v, tokens, tokens, mask=mask, kind="pattern", title=title, present=present,
+                         q_offset=q0, k_offset=k0, max_side=max(v.shape))
     tr = fig.data[0]
     if tr.type == "heatmap":  # float32 precision instead of 4 decimals: a weight at T = 4,096 is often ~1e-4
         tr.hovertemplate = ("query %{y} → key %{x}<br>" + ("%{text}<br>" if tr.text is not None else "")

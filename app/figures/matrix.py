@@ -1,0 +1,159 @@
+"""One [query, key] matrix as a heatmap, and the marks drawn on one.
+
+* Integer axes with escaped token tick labels, so repeated tokens never merge; masked cells are NaN on the
+  grey background; hover shows the query token, the key token and the value.
+* A matrix larger than MAX_SIDE per side is pooled (analysis.pooling) and says so in its title; one with
+  more than PNG_CELLS cells is sent as a colour-mapped PNG instead of a float array.
+* Marks: the cached steps of a stitched matrix (KV cache), circles on a reference alignment (cross-attention).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.express as px
+import plotly.graph_objects as go
+
+from analysis.pooling import pool_matrix
+from app.figures.style import DIVERGING, MASKED_BG, THEME_SCALE, apply_layout, esc, font_size, tick_labels
+
+MAX_SIDE = 512  # cells per side before pooling
+HOVER_TEXT_CELLS = 4_096  # per-cell hover labels (query and key token) up to 64×64 cells: they dominate the payload
+PNG_CELLS = 120_000  # above this, a single matrix is sent as a PNG (no per-cell hover)
+LIGHT_SCALE = "Blues"  # a PNG has no theme: these two stand in for the theme's scale (see png_scale)
+DARK_SCALE = "Viridis"
+
+
+def is_dark() -> bool:
+    """The browser's theme (Streamlit reports it from the second run on), else the server's theme.base."""
+    import streamlit as st  # only here: the builders themselves need no Streamlit
+
+    try:
+        kind = st.context.theme.type
+    except Exception:  # noqa: BLE001 — no browser context (tests, the bench command)
+        kind = None
+    if kind is None:
+        kind = st.get_option("theme.base")
+    return kind == "dark"
+
+
+def png_scale() -> str:
+    """The colour scale of a matrix sent as a PNG, which the theme cannot recolour: the one that reads like the
+    theme's own sequential scale (light → dark on a light page, dark → bright on a dark one)."""
+    return DARK_SCALE if is_dark() else LIGHT_SCALE
+
+
+def block_labels(tokens, edges, limit: int) -> list[str]:
+    """Labels of pooled blocks: the token for a block of one, else 'i–j'."""
+    out = []
+    for a, b in zip(edges[:-1], edges[1:]):
+        out.append(esc(tokens[a], limit) if b - a == 1 else f"{a}–{b - 1}")
+    return out
+
+
+def _colour_png(z: np.ndarray, scale: str, zmin: float, zmax: float) -> np.ndarray:
+    """Map z [q, k] to RGBA uint8 through a 256-entry LUT; NaN becomes the masked grey."""
+    lut = np.array([[int(c) for c in s[4:-1].split(",")] for s in
+                    px.colors.sample_colorscale(scale, np.linspace(0, 1, 256))], dtype=np.uint8)
+    t = np.clip((np.nan_to_num(z, nan=zmin) - zmin) / max(zmax - zmin, 1e-12), 0, 1)
+    rgba = np.empty(z.shape + (4,), dtype=np.uint8)
+    rgba[..., :3] = lut[(t * 255).astype(np.int64)]
+    rgba[..., 3] = 255
+    rgba[np.isnan(z)] = (128, 128, 128, 90)
+    return rgba
+
+
+def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", title: str = "",
+                   present: bool = False, pool: str = "max", max_side: int = MAX_SIDE,
+                   zrange: tuple[float, float] | None = None, height: int | None = None,
+                   q_offset: int = 0, k_offset: int = 0, value_name: str | None = None,
+                   mark: tuple[int | None, int | None] = (None, None), max_ticks: int | None = None,
+                   showscale: bool = True, square: bool = True) -> go.Figure:
+    """One [q, k] matrix on integer axes: NaN where `mask` is False, token tick labels, hover with
+    query token, key token and value. kind 'pattern' (sequential, 0..max) or 'scores'/'diff'
+    (diverging around 0). Pooled above `max_side` cells per side; `q_offset`/`k_offset` number the
+    rows/columns of a zoom window by their absolute positions. `mark` = (query row, key column) to outline.
+    """
+    z = np.array(m, dtype=np.float32)  # [q, k]
+    if mask is not None:
+        z = np.where(np.asarray(mask, bool), z, np.nan)
+    z = np.where(np.isfinite(z), z, np.nan)  # −inf (masked scores) shows as masked
+    nq, nk = z.shape
+    q_tokens, k_tokens = list(q_tokens)[q_offset:q_offset + nq], list(k_tokens)[k_offset:k_offset + nk]
+    pooled = max(nq, nk) > max_side
+    limit = 10 if max(nq, nk) > 48 else 14
+    if pooled:
+        z, qe, ke = pool_matrix(z, max_side, pool)  # [ny, nx] ≤ max_side per side; block edges [ny + 1], [nx + 1]
+        ylab, xlab = block_labels(q_tokens, qe, limit), block_labels(k_tokens, ke, limit)
+        title = f"{title} — pooled ({pool} over {qe[1] - qe[0]}×{ke[1] - ke[0]} blocks)"
+    else:
+        ylab, xlab = tick_labels(q_tokens, limit), tick_labels(k_tokens, limit)
+    ny, nx = z.shape
+    finite = z[np.isfinite(z)]
+    value_name = value_name or {"pattern": "weight", "scores": "score", "diff": "Δ"}.get(kind, "value")
+    if kind == "pattern":
+        scale = THEME_SCALE
+        zmin, zmax = zrange or (0.0, float(finite.max()) if finite.size and finite.max() > 0 else 1.0)
+    else:
+        scale = DIVERGING
+        lim = float(np.abs(finite).max()) if finite.size else 1.0
+        zmin, zmax = zrange or (-lim or -1.0, lim or 1.0)
+    x, y = np.arange(nx) + (0 if pooled else k_offset), np.arange(ny) + (0 if pooled else q_offset)
+    fig = go.Figure()
+    if z.size > PNG_CELLS:
+        img = px.imshow(_colour_png(z, scale or png_scale(), zmin, zmax), binary_string=True).data[0]
+        img.update(x0=x[0], dx=1, y0=y[0], dy=1, hovertemplate="query %{y}<br>key %{x}<extra></extra>")
+        fig.add_trace(img)
+    else:
+        trace = go.Heatmap(z=z, x=x, y=y, colorscale=scale, zmin=zmin, zmax=zmax, hoverongaps=False,
+                           showscale=showscale, colorbar={"title": {"text": value_name}, "thickness": 14})
+        if z.size <= HOVER_TEXT_CELLS:
+            trace.update(text=[[f"{yl} → {xl}" for xl in xlab] for yl in ylab],
+                         hovertemplate=f"query %{{y}} → key %{{x}}<br>%{{text}}<br>{value_name} %{{z:.4f}}<extra></extra>")
+        else:
+            trace.update(hovertemplate=f"query %{{y}} → key %{{x}}<br>{value_name} %{{z:.4f}}<extra></extra>")
+        fig.add_trace(trace)
+    step = max(1, int(np.ceil(max(ny, nx) / (max_ticks or (40 if present else 64)))))
+    axis = {"tickmode": "array", "showgrid": False, "zeroline": False, "tickfont": {"size": font_size(present) - 2}}
+    fig.update_xaxes(**axis, tickvals=x[::step], ticktext=xlab[::step], tickangle=-60, title="key", side="bottom")
+    fig.update_yaxes(**axis, tickvals=y[::step], ticktext=ylab[::step], title="query", autorange="reversed")
+    if square:  # one cell = one square, whatever the column width
+        fig.update_yaxes(scaleanchor="x", scaleratio=1, constrain="domain")
+        fig.update_xaxes(constrain="domain")
+    qm, km = mark
+    if qm is not None and not pooled and q_offset <= qm < q_offset + ny:
+        fig.add_hrect(y0=qm - 0.5, y1=qm + 0.5, line={"color": "#ff7f0e", "width": 2}, fillcolor="rgba(0,0,0,0)")
+    if km is not None and not pooled and k_offset <= km < k_offset + nx:
+        fig.add_vrect(x0=km - 0.5, x1=km + 0.5, line={"color": "#d62728", "width": 2, "dash": "dot"},
+                      fillcolor="rgba(0,0,0,0)")
+    auto_h = int(min(700 if present else 620, max(360, ny * (18 if present else 14) + 160)))
+    apply_layout(fig, title, present, height or auto_h, plot_bgcolor=MASKED_BG,
+                 meta={"pooled": bool(pooled), "shape": [ny, nx], "kind": kind})
+    return fig
+
+
+# -- marks on a matrix -------------------------------------------------------------------------------------
+def chunk_lines(fig: go.Figure, bounds, n_keys: int) -> go.Figure:
+    """Mark the cached steps on a stitched matrix: the prefill block, the 2-token chunk, and (below) one
+    row per step. Lines for every single-token step would hatch the picture, so only the first two."""
+    labels = ["prefill", "2-token chunk" if len(bounds) > 1 and bounds[1][1] - bounds[1][0] == 2 else "step"]
+    for (a, b), name in zip(bounds[:2], labels):
+        fig.add_hline(y=b - 0.5, line={"color": "#ff7f0e", "width": 2, "dash": "dot"})
+        fig.add_annotation(x=n_keys - 0.5, y=(a + b - 1) / 2, text=name, showarrow=False, xanchor="right",
+                           font={"color": "#ff7f0e", "size": 12})
+    if len(bounds) > 2:
+        a = bounds[2][0]
+        fig.add_annotation(x=n_keys - 0.5, y=(a + bounds[-1][1] - 1) / 2, text="1 token per step", showarrow=False,
+                           xanchor="right", font={"color": "#ff7f0e", "size": 12})
+    return fig
+
+
+def mark_cells(fig: go.Figure, cells, *, name: str = "reference alignment") -> go.Figure:
+    """Circles on (row, column) cells of a heatmap, e.g. a translation's word alignment."""
+    cells = list(cells)
+    if cells:
+        fig.add_trace(go.Scatter(x=[c for _, c in cells], y=[r for r, _ in cells], mode="markers", name=name,
+                                 marker={"symbol": "circle-open", "size": 14, "color": "#ff7f0e",
+                                         "line": {"width": 2.5}},
+                                 hovertemplate="reference: target %{y} ↔ source %{x}<extra></extra>"))
+        fig.update_layout(showlegend=True, legend={"orientation": "h", "y": -0.25})
+    return fig

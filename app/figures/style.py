@@ -1,0 +1,68 @@
+"""What every figure shares: token labels made safe for Plotly and Markdown, font sizes for the projector,
+the common layout, and the colours (the theme's sequential scale, the diverging scale, the masked grey, one
+colour per head)."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import numpy as np
+import plotly.express as px
+import plotly.graph_objects as go
+
+THEME_SCALE = None  # no colorscale: the Streamlit theme's own sequential scale, which the browser adapts to light and dark
+DIVERGING = "RdBu_r"
+MASKED_BG = "rgba(128,128,128,0.28)"  # the plot background: NaN (masked) cells show it
+# Saturated colours, readable on light and dark themes; orange and red are kept for the query/source marks.
+HEAD_COLORS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f",
+               *px.colors.qualitative.Dark24]
+FLOOR = 1e-12  # |Δ| values of exactly 0 sit here on log axes
+
+
+# -- labels ------------------------------------------------------------------------------------------------
+def esc(label: str, limit: int = 14) -> str:
+    """A token label safe for Plotly text: shortened, then `&`, `<`, `>` escaped."""
+    s = str(label)
+    if len(s) > limit:
+        s = s[: limit - 1] + "…"
+    return html.escape(s, quote=False)
+
+
+def md(label: str, limit: int = 30) -> str:
+    """A token label safe inside st.markdown / st.caption / st.subheader: shortened, then set as an inline
+    code span (fenced by more backticks than it holds), so `[x](url)`, bare URLs, `**`, `$…$` or `<b>` in a
+    token show as typed — backslash escapes would not stop Markdown from auto-linking a bare URL."""
+    s = str(label)
+    if len(s) > limit:
+        s = s[: limit - 1] + "…"
+    if not s:
+        return ""
+    fence = "`" * (max((len(r) for r in re.findall(r"`+", s)), default=0) + 1)
+    pad = " " if s[0] in "` " or s[-1] in "` " else ""  # CommonMark strips one space from each side
+    return f"{fence}{pad}{s}{pad}{fence}"
+
+
+def tick_labels(tokens, limit: int = 14) -> list[str]:
+    """`esc` of every token."""
+    return [esc(t, limit) for t in tokens]
+
+
+# -- layout ------------------------------------------------------------------------------------------------
+def font_size(present: bool) -> int:
+    """The base font size: larger in presentation mode."""
+    return 18 if present else 13
+
+
+def apply_layout(fig: go.Figure, title: str, present: bool, height: int | None = None,
+                 top: int | None = None, **kw) -> go.Figure:
+    """Title, font, margins and height shared by every figure; `kw` goes to fig.update_layout."""
+    fig.update_layout(title={"text": title, "font": {"size": font_size(present) + 3}},
+                      font={"size": font_size(present)},
+                      margin={"l": 10, "r": 10, "t": top or (60 if title else 20), "b": 10}, height=height, **kw)
+    return fig
+
+
+def log_floor(v) -> np.ndarray:
+    """|Δ| values for a log axis: exact zeros raised to FLOOR."""
+    return np.maximum(np.asarray(v, dtype=np.float64), FLOOR)

@@ -1,0 +1,98 @@
+"""The frame of every page: title and question, presentation mode and the chart-download format in the
+sidebar, the URL written at the end of the run, option panels, charts, and every error shown as a message
+(what went wrong and what to do, never a traceback)."""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import streamlit as st
+
+from app import state
+from app.url_state import URL, kept, select, sync_url, toggle
+
+log = logging.getLogger("attnlab.app")
+PRESENT_CSS = """<style>
+html { font-size: 19px; }
+[data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.15rem; }
+h1 { font-size: 2.6rem !important; }
+</style>"""
+
+
+# -- errors ------------------------------------------------------------------------------------------------
+def error_message(e: BaseException) -> tuple[str, str]:
+    """(level, message) for an exception: what went wrong and what to do. Never a traceback."""
+    from model.checkpoint import CheckpointError
+    from model.inputs import InputError
+
+    msg = str(e).strip() or type(e).__name__
+    if isinstance(e, state.BusyError):
+        return "warning", msg
+    if isinstance(e, InputError):
+        return "error", f"{msg[0].upper()}{msg[1:]}. Change the text or the model and try again."
+    if isinstance(e, CheckpointError):
+        return "error", f"The model could not be loaded: {msg}. Pick another model or fix the folder."
+    if isinstance(e, (ValueError, IndexError, KeyError)):
+        return "error", f"{msg[0].upper()}{msg[1:]}. Change the options above and try again."
+    if isinstance(e, MemoryError):
+        return "error", "Out of memory for this input. Use a shorter text or a smaller model."
+    return "error", (f"Something went wrong ({type(e).__name__}: {msg[:300]}). "
+                     "Try a shorter text, another model, or reload the page.")
+
+
+def show_error(e: BaseException) -> None:
+    """The exception as a warning or error box on the page; the traceback goes to the server log."""
+    level, msg = error_message(e)
+    log.warning("page error: %s", "".join(traceback.format_exception(e)))
+    (st.warning if level == "warning" else st.error)(msg, icon="⚠️" if level == "warning" else "🚫")
+
+
+@contextmanager
+def guard() -> Iterator[None]:
+    """Show any exception inside the block as a message and carry on with the rest of the page."""
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001 — every error becomes a message; no traceback reaches the page
+        show_error(e)
+
+
+# -- the page ----------------------------------------------------------------------------------------------
+@contextmanager
+def page(title: str, question: str, *, icon: str = "") -> Iterator[None]:
+    """The frame of every page: title, the lecturer's question, presentation mode and image-export
+    format in the sidebar, URL sync at the end, and any error shown as a message."""
+    st.session_state[URL] = {}
+    present = toggle("Presentation mode", "present", False, where=st.sidebar,
+                     help="Large fonts and fewer controls, for a projector.")
+    select("Chart download format", ("png", "svg"), "img", "png", where=st.sidebar, show=not present,
+           help="What the camera icon in each chart's toolbar saves.")
+    if present:
+        st.html(PRESENT_CSS)
+    st.title(f"{icon} {title}".strip())
+    st.markdown(f"*{question}*")
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001 — no traceback ever reaches the page
+        show_error(e)
+    finally:
+        sync_url()
+
+
+def presenting() -> bool:
+    """Presentation mode (the sidebar toggle): large fonts, fewer controls."""
+    return bool(kept().get("present", st.session_state.get("present", False)))
+
+
+def options(label: str = "Options"):
+    """A container for a page's options (collapsed in presentation mode)."""
+    return st.expander(label, expanded=not presenting())
+
+
+def chart(fig, key: str | None = None, name: str = "attnlab"):
+    """st.plotly_chart with the toolbar's download set to PNG or SVG (sidebar choice)."""
+    fmt = kept().get("img", "png")
+    cfg = {"displaylogo": False, "toImageButtonOptions": {"format": fmt, "filename": name, "scale": 2}}
+    return st.plotly_chart(fig, key=None if key is None else f"fig-{key}", config=cfg, theme="streamlit")

@@ -1,0 +1,212 @@
+"""The inputs every page reads: the model (bundled, random or a local folder), the preset, the text (and the
+source text of an encoder–decoder) and the backend, drawn in the sidebar and shared by every page through the
+URL; `require_arch` for a page that needs a kind of model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import streamlit as st
+
+from app import state
+from app.frame import presenting
+from app.presets import Preset, presets
+from app.url_state import URL, kept, remember, reset_positions, select, url_active
+
+FOLDER = "local folder…"
+BACKENDS = ("eager", "sdpa", "flash")
+URL_TEXT_LIMIT = 1500  # longer custom texts are not put in the URL
+_SWITCH = "_mech_switch"  # require_arch: the model to switch to at the start of the next run
+_SWITCHED = "_mech_switched"  # (from, to): say so once
+
+
+@dataclass(frozen=True)
+class Inputs:
+    model: str
+    text: str
+    src: str | None
+    backend: str
+    preset: Preset | None
+    arch: str
+
+    def capture(self, mask: tuple = ()):
+        return state.capture(self.model, self.text, self.src, self.backend, mask)
+
+
+# -- callbacks: a new model, preset or text ------------------------------------------------------------------
+def _on_model_change() -> None:
+    """A new model: start from its first preset (unless the user typed their own text)."""
+    ss = st.session_state
+    name = ss.get("model")
+    if name == FOLDER:
+        return
+    reset_positions()
+    if ss.get("preset", "custom") != "custom" or not ss.get("text"):
+        _apply_preset(name, None)
+
+
+def _apply_preset(name: str, pid: str | None) -> None:
+    ss = st.session_state
+    ps = presets(name)
+    p = next((p for p in ps if p.id == pid), ps[0] if ps else None)
+    if p is None:
+        return
+    ss["preset"], ss["text"] = p.id, p.text
+    ss["src"] = p.src_text or ss.get("src") or ""
+    kept().update(preset=p.id, text=p.text, src=ss["src"])
+
+
+def _on_preset_change() -> None:
+    ss = st.session_state
+    reset_positions()
+    if ss.get("preset") != "custom":
+        _apply_preset(_model_name(), ss.get("preset"))
+
+
+def _on_text_change() -> None:
+    ss = st.session_state
+    reset_positions()
+    p = next((p for p in presets(_model_name()) if p.id == ss.get("preset")), None)
+    if p is None or ss.get("text") != p.text or (p.src_text and ss.get("src") != p.src_text):
+        ss["preset"] = "custom"
+
+
+def _model_name() -> str:
+    ss = st.session_state
+    if ss.get("model") == FOLDER:
+        return (ss.get("folder") or "").strip()
+    return ss.get("model") or state.default_model()
+
+
+def _seed_inputs(choices: list[str]) -> None:
+    """First run of a session (or a bookmark): model, preset and text from the URL, else defaults."""
+    ss = st.session_state
+    for k in ("model", "folder", "preset", "text", "src"):
+        if k in ss:
+            ss[k] = ss[k]  # re-assign: keeps the value when the widget is drawn by another page
+    q = st.query_params if url_active() else {}
+    if "model" not in ss:
+        raw = q.get("model")
+        before = kept().get("model")
+        if raw and raw not in choices:
+            ss["model"], ss["folder"] = FOLDER, raw
+        else:
+            ss["model"] = raw or before or state.default_model()
+            if ss["model"] not in choices + [FOLDER]:
+                ss["model"] = state.default_model()
+            if ss["model"] == FOLDER:
+                ss["folder"] = kept().get("folder", "")
+    name = _model_name()
+    if "text" not in ss:
+        before = kept()
+        if "text" in q or "preset" in q:
+            ps = {p.id: p for p in presets(name)}
+            if q.get("preset") in ps and "text" not in q:
+                _apply_preset(name, q.get("preset"))
+            else:
+                ss["text"], ss["src"] = q.get("text", ""), q.get("src", "")
+                ss["preset"] = "custom"
+        elif "text" in before:
+            ss["text"], ss["src"], ss["preset"] = before["text"], before.get("src", ""), before.get("preset", "custom")
+        else:
+            _apply_preset(name, None)
+            if "text" not in ss:
+                ss["text"], ss["src"], ss["preset"] = "", "", "custom"
+    for k, d in (("preset", "custom"), ("src", "")):
+        if k not in ss:
+            ss[k] = kept().get(k, d)
+
+
+# -- the widgets ---------------------------------------------------------------------------------------------
+def inputs(where=None) -> Inputs:
+    """Model picker, preset, text (and source text for an encoder–decoder), backend. In the sidebar
+    by default. The values are shared by every page and written to the URL."""
+    where = where or st.sidebar
+    ss = st.session_state
+    choices = state.model_choices()
+    _seed_inputs(choices)
+    options = choices + [FOLDER]
+    if ss.get("model") not in options:
+        ss["model"] = state.default_model()
+    where.selectbox("Model", options, key="model", on_change=_on_model_change,
+                    help="Bundled lecture models, MiniLM (installed), seeded random models, or a local folder "
+                         "(an attnlab or Hugging Face model folder with config.json and safetensors weights).")
+    if ss["model"] == FOLDER:
+        ss.setdefault("folder", kept().get("folder", ""))
+        where.text_input("Model folder", key="folder", placeholder="/path/to/model-folder",
+                         on_change=_on_model_change)
+    name = _model_name()
+    remember("model", ss["model"], name)
+    if ss["model"] == FOLDER:
+        remember("folder", ss.get("folder", ""))
+    if not name:
+        where.info("Type the path of a model folder.")
+        st.stop()
+    ps = presets(name)
+    ids = [p.id for p in ps] + ["custom"]
+    titles = {p.id: p.title for p in ps} | {"custom": "(your own text)"}
+    if ss.get("preset") not in ids:
+        ss["preset"] = "custom"
+    where.selectbox("Preset", ids, key="preset", format_func=lambda i: titles.get(i, i), on_change=_on_preset_change)
+    arch = _arch(name)
+    if arch == "encdec":
+        ss.setdefault("src", "")
+        where.text_area("Source text (encoder input)", key="src", height=80, on_change=_on_text_change)
+        where.text_area("Target text (decoder input)", key="text", height=80, on_change=_on_text_change)
+    else:
+        where.text_area("Text", key="text", height=120 if where is not st.sidebar else 140, on_change=_on_text_change)
+    backend = select("Backend", BACKENDS, "backend", "eager", where=where, show=not presenting(),
+                     help="eager materialises the attention matrix; sdpa/flash run the fused kernel and the "
+                          "app recomputes the pattern exactly from q and k.")
+    text, src = ss.get("text", ""), (ss.get("src") or None) if arch == "encdec" else None
+    remember("text", text)
+    remember("src", ss.get("src", ""))
+    remember("preset", ss["preset"])
+    url = st.session_state.setdefault(URL, {})
+    if ss["preset"] != "custom":
+        url["preset"] = ss["preset"]
+    elif len(text) + len(src or "") <= URL_TEXT_LIMIT:
+        url["text"] = text
+        if src:
+            url["src"] = src
+    preset = next((p for p in ps if p.id == ss["preset"]), None)
+    return Inputs(name, text, src, backend, preset, arch)
+
+
+def _arch(name: str) -> str:
+    try:
+        return state.model_info(name)["arch"]
+    except Exception:  # noqa: BLE001 — the page shows the loading error when it captures
+        return "encdec" if name.endswith("encdec") else "decoder"
+
+
+# -- a page that needs a kind of model -------------------------------------------------------------------------
+def default_for(archs: tuple[str, ...]) -> str:
+    """The bundled lecture model of the first wanted kind, else the matching random model."""
+    from model.registry import bundled_names
+
+    for a in archs:
+        if f"lecture-{a}" in bundled_names():
+            return f"lecture-{a}"
+    return f"random-{archs[0]}"
+
+
+def require_arch(archs: tuple[str, ...], why: str) -> Inputs:
+    """inputs(), but if the chosen model is not one of `archs`, switch to the default model of that
+    kind (a bundled lecture model when present) and rerun; the page then says what happened."""
+    ss = st.session_state
+    target = ss.pop(_SWITCH, None)
+    if target is not None:
+        ss["model"] = target[1]
+        reset_positions()
+        _apply_preset(target[1], None)  # the new model's first preset
+        ss[_SWITCHED] = target
+    inp = inputs()
+    if inp.arch not in archs:
+        ss[_SWITCH] = (inp.model, default_for(archs))
+        st.rerun()
+    switched = ss.pop(_SWITCHED, None)
+    if switched is not None:
+        st.info(f"This page {why}, so it switched from **{switched[0]}** to **{switched[1]}**.",
+                icon=":material/swap_horiz:")
+    return inp

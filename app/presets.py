@@ -1,0 +1,76 @@
+"""Presets: the sample texts a page offers for a model (the lecture's samples for the bundled models, a few
+generic texts otherwise), and the query and source tokens a preset points at."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+log = logging.getLogger("attnlab.app")
+
+
+@dataclass(frozen=True)
+class Preset:
+    id: str
+    title: str
+    text: str
+    note: str
+    src_text: str | None = None
+    answer: str | None = None
+    query_index: int | None = None
+    source_index: int | None = None
+
+
+GENERIC = [
+    Preset("cat-mat", "The cat and the mat", "The cat sat on the mat because the mat was warm.",
+           "a plain sentence: look for heads that attend to the previous token or to the first token"),
+    Preset("repeat", "A repeated phrase", "red fox jumps. red fox jumps. red fox",
+           "the second copy can look back at the first one (induction) — trained models only"),
+    Preset("markup", "Markup stays text", "<b>bold</b> & <i>tags</i> are just tokens",
+           "tags and ampersands are shown as text, never rendered"),
+]
+GENERIC_ENCDEC = [
+    Preset("copy-src", "Copy a sentence", "the cat", "the decoder's cross-attention reads the source sentence",
+           src_text="the cat sat on the mat ."),
+]
+GENERIC_ENCODER = [
+    Preset("minilm-it", "What does 'it' refer to?", "The animal didn't cross the street because it was too tired.",
+           "look for a head where 'it' attends to 'animal'"),
+    *GENERIC[::2],
+]
+
+
+def presets(model_name: str) -> list[Preset]:
+    """Lecture samples for the bundled models (sample_texts/lecture.json), generic texts otherwise."""
+    if model_name.startswith("lecture-"):
+        try:
+            from model.lecture.samples import load_samples
+
+            got = [Preset(s.id, s.title, s.text, s.note, s.src_text, s.answer, s.query_index, s.source_index)
+                   for s in load_samples(model_name)]
+            if got:
+                return got
+        except Exception as e:  # noqa: BLE001 — samples are optional; fall back to generic texts
+            log.warning("no lecture samples: %s", e)
+    if model_name.endswith("encdec"):
+        return GENERIC_ENCDEC
+    if model_name == "minilm" or model_name.endswith("encoder"):
+        return GENERIC_ENCODER
+    return GENERIC
+
+
+def default_query(cap, preset: Preset | None) -> int:
+    """The row a lecturer asks about: the preset's query token, else the [MASK] or the last token."""
+    t = len(cap.tokens)
+    if preset is not None and preset.query_index is not None and 0 <= preset.query_index < t:
+        return int(preset.query_index)
+    if "[MASK]" in cap.tokens:
+        return cap.tokens.index("[MASK]")
+    return t - 1
+
+
+def source_index(cap, preset: Preset | None) -> int | None:
+    """The preset's ground-truth source token (what its query token should look at), if it names one."""
+    if preset is not None and preset.source_index is not None and 0 <= preset.source_index < len(cap.tokens):
+        return int(preset.source_index)
+    return None
