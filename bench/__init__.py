@@ -1,7 +1,5 @@
-"""The `attnlab bench` measurements: forward time and peak memory of each capture mode, lazy-capture
-costs on long inputs, and the issue's targets. Jobs run in their own processes (`worker`); `runner`
-schedules them and writes the tables; the bounded-memory overview and rollout live in `analysis.longinput`."""
-
-from analysis.bench.runner import LENGTHS, MODES, QUICK_LENGTHS, evaluate_targets, markdown, run_benchmark
-
-__all__ = ["LENGTHS", "MODES", "QUICK_LENGTHS", "evaluate_targets", "markdown", "run_benchmark"]
+"""`attnlab bench`, the benchmark: tooling on top of every layer (it may import model, analysis and app;
+nothing imports it). `runner` schedules the jobs, each in its own process (`worker`, with `forward` and
+`meter`); `specs` names the modes, lengths and models; `payload` runs the real pages through AppTest;
+`targets` judges the issue's targets; `tables` renders markdown; `report` ties a whole run together. The
+JSON's schema lives in analysis.benchmarks."""

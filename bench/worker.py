@@ -1,181 +1,28 @@
-"""One benchmark job in its own process: `python -m analysis.bench.worker '<json spec>'`.
+"""One benchmark job in its own process: `python -m bench.worker '<json spec>'`.
 
-A job loads one model (ours or transformers' GPT-2) and either times forwards (several modes,
-interleaved round by round so a busy machine slows them alike) or measures one mode's peak memory:
-the resident set's high-water mark (Linux VmHWM, reset through /proc/self/clear_refs after the model
-is loaded) while the mode runs once and its output is held. A watchdog thread ends the process if
-its resident set passes the job's limit, so a mode that does not fit fails alone. The result is
-printed as one line: RESULT_PREFIX + JSON.
+A job loads one model (ours or transformers' GPT-2, bench.forward) and either times forwards (several
+modes, interleaved round by round so a busy machine slows them alike) or measures one mode's peak memory
+(bench.meter): the resident set's high-water mark while the mode runs once and its output is held. A
+mode that passes the job's memory limit ends the process alone. The result is printed as one line:
+RESULT_PREFIX + JSON.
 """
 
 from __future__ import annotations
 
 import gc
 import json
-import os
 import statistics
 import sys
-import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
+from analysis.benchmarks import Result
+from bench.forward import forward_fn, load_models, token_ids
+from bench.meter import PeakMeter
+
 RESULT_PREFIX = "ATTNLAB_BENCH_RESULT "
-OUR_MODES = ("fused", "eager_capture", "lazy_capture")
-HF_MODES = ("hf_eager_attentions", "hf_sdpa")
-OOM_EXIT = 75
-
-
-# -- memory ---------------------------------------------------------------------------------------------------
-def rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def _status_kb(field: str) -> int | None:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-class PeakMeter:
-    """Peak resident memory since `reset()`: the kernel's VmHWM when it can be reset, else sampled."""
-
-    def __init__(self, limit_bytes: int | None = None, period_s: float = 0.005):
-        self.limit, self.period = limit_bytes, period_s
-        self.sampled = 0
-        self.method = "sampled RSS every 5 ms"
-        self._stop = threading.Event()
-        threading.Thread(target=self._watch, daemon=True).start()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def _watch(self) -> None:
-        while not self._stop.is_set():
-            rss = rss_bytes()
-            self.sampled = max(self.sampled, rss)
-            if self.limit and rss > self.limit:
-                sys.stderr.write(f"resident memory {rss / 2**30:.1f} GiB passed the job's limit "
-                                 f"{self.limit / 2**30:.1f} GiB\n")
-                os._exit(OOM_EXIT)
-            time.sleep(self.period)
-
-    def reset(self) -> int:
-        gc.collect()
-        now = rss_bytes()
-        self.sampled = now
-        try:
-            with open("/proc/self/clear_refs", "w") as f:
-                f.write("5")  # reset the peak RSS (VmHWM) to the current RSS
-            self.method = "VmHWM (kernel high-water mark, reset after loading)"
-        except OSError:
-            pass
-        return now
-
-    def peak(self) -> int:
-        hwm = _status_kb("VmHWM") if self.method.startswith("VmHWM") else None
-        return max(hwm or 0, self.sampled)
-
-
-# -- models ---------------------------------------------------------------------------------------------------
-def hf_gpt2_config(spec: dict):
-    from transformers import GPT2Config
-
-    return GPT2Config(**spec["hf_config"])
-
-
-def load_ours_gpt2(spec: dict):
-    """Our model with the saved transformers GPT-2 weights, converted by model.hf.convert."""
-    from safetensors.torch import load_file
-
-    from model.checkpoint import load_weights
-    from model.hf.convert import convert_gpt2, gpt2_config
-    from model.transformer import build_model
-
-    cfg = gpt2_config(dict(spec["hf_config"]))  # GPT2Config's defaults match gpt2_config's; no transformers import
-    with torch.device("meta"):  # no random init: every weight is loaded below
-        model = build_model(cfg)
-    model = model.to_empty(device="cpu")
-    if cfg.tie_embeddings:
-        model.lm_head.weight = model.embed.tok.weight  # to_empty unties shared parameters
-    hf_state = load_file(spec["weights"])
-    load_weights(model, convert_gpt2(hf_state, cfg), spec["weights"])
-    return model.eval(), cfg.vocab_size
-
-
-def load_hf_gpt2(spec: dict):
-    """transformers' GPT2LMHeadModel with the saved weights. Its attention function is read from
-    config._attn_implementation at every call, so one model serves both hf_* modes."""
-    from safetensors.torch import load_file
-    from transformers import GPT2LMHeadModel
-
-    with torch.device("meta"):
-        model = GPT2LMHeadModel(hf_gpt2_config(spec))
-    model = model.to_empty(device="cpu")
-    model.tie_weights()
-    missing, unexpected = model.load_state_dict(load_file(spec["weights"]), strict=False)
-    if unexpected or [k for k in missing if k != "lm_head.weight"]:
-        raise RuntimeError(f"GPT-2 weights do not fit: missing {missing[:3]}, unexpected {unexpected[:3]}")
-    return model.eval(), model.config.vocab_size
-
-
-def load_registry(spec: dict):
-    from model.registry import load
-
-    lm = load(spec["name"])
-    return lm.model.eval(), lm.cfg.vocab_size
-
-
-def forward_fn(mode: str, ours, hf, ids):
-    """A callable running one forward of `mode` and returning what the mode keeps."""
-    from model import hooks
-
-    if mode == "fused":
-        return lambda: ours(ids, backend="sdpa").logits
-    if mode in ("eager_capture", "lazy_capture"):
-        backend = "eager" if mode == "eager_capture" else "sdpa"
-
-        def run():
-            with hooks.capture() as cap:
-                out = ours(ids, backend=backend)
-            return out.logits, cap
-
-        return run
-    if mode in HF_MODES:
-        attn, want = ("eager", True) if mode == "hf_eager_attentions" else ("sdpa", False)
-
-        def run_hf():
-            hf.config._attn_implementation = attn
-            out = hf(ids, use_cache=False, output_attentions=want)
-            if want and (out.attentions is None or len(out.attentions) != hf.config.n_layer):
-                raise RuntimeError("transformers returned no attentions")
-            return out
-
-        return run_hf
-    raise ValueError(f"unknown mode {mode!r}")
-
-
-def load_models(spec: dict, modes) -> tuple:
-    """(ours, hf, vocab): our model for our modes, transformers' GPT-2 for the hf_* modes."""
-    ours = hf = None
-    vocab = None
-    if any(m in OUR_MODES or m == "hooks" for m in modes):
-        ours, vocab = load_registry(spec) if spec["source"] == "registry" else load_ours_gpt2(spec)
-    if any(m in HF_MODES for m in modes):
-        hf, vocab = load_hf_gpt2(spec)
-    return ours, hf, vocab
-
-
-def token_ids(T: int, vocab: int, seed: int = 0) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    return torch.randint(0, vocab, (1, T), generator=g)
 
 
 def _timed(fn) -> float:
@@ -186,7 +33,6 @@ def _timed(fn) -> float:
     return dt
 
 
-# -- jobs ----------------------------------------------------------------------------------------------------
 def job_time(spec: dict) -> dict:
     """Median seconds per forward of each mode, interleaved round by round after `warmup` rounds."""
     modes = spec["modes"]
@@ -257,8 +103,8 @@ def job_memory(spec: dict) -> dict:
     with torch.no_grad():
         out = fn()  # held while the peak is read, as a caller would hold it
     peak = meter.peak()
-    result = {"baseline_rss_bytes": baseline, "peak_rss_bytes": peak, "peak_above_baseline_bytes": peak - baseline,
-              "method": meter.method}
+    result = {Result.BASELINE: baseline, Result.PEAK_RSS: peak, Result.PEAK: peak - baseline,
+              Result.METHOD: meter.method}
     try:
         if mode == "lazy_capture" and spec.get("extras"):
             result["extras"] = lazy_extras(out[1], spec, meter)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from analysis.consistency import TOL_BACKEND, TOL_CACHE
-from app.cli import main as attnlab
+from cli.main import main as attnlab
 from model.registry import bundled_names
 from tests.app.conftest import ok, open_page, specs, titled, z_of
 

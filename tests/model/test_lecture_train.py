@@ -9,7 +9,7 @@ from random import Random
 import pytest
 import torch
 
-from app.cli import main
+from cli.main import main
 from model.lecture import model_stream
 from model.lecture.evaluate import evaluate
 from model.lecture.train import IGNORE, RECIPES, TINY, Batcher, Recipe, train
