@@ -143,13 +143,17 @@ def page_payloads(lengths, pages=PAGES, model: str = MODEL,
 
     out = []
     for T in lengths:
-        text = page_text(T, model)
+        try:
+            text = page_text(T, model)
+        except ValueError as e:  # T over the model's context: say so for every page, measure the rest
+            out += [{Payload.PAGE: page, Payload.T: T, Payload.MODEL: model, Payload.BYTES: None,
+                     Payload.ERROR: str(e)} for page in pages]
+            continue
         for page in pages:
             if progress:
                 progress(f"payload: {page} at T={T}")
             out.append(page_payload(page, T, model, text))
-        st.cache_data.clear()  # the pages' captures of this T are not needed again
-        st.cache_resource.clear()
+            st.cache_data.clear()  # each page starts from nothing cached: one page's arrays in memory at a time
     out = [p for p in out if p[Payload.BYTES] is not None] + [p for p in out if p[Payload.BYTES] is None]
     note = (f"Each page script (pages/<page>.py) runs once through Streamlit's AppTest with {model} and a "
             "T-token text, as a bookmark ?model=…&text=… gives it (Long inputs: its own model and text box), "

@@ -83,6 +83,9 @@ def test_page_payloads_rows_and_failures():
     assert [(r["page"], r["T"]) for r in rows] == [("scores", 16), ("heads", 16)]
     assert all(r["bytes"] == sum(r["figures"]) > 0 for r in rows)
     assert "AppTest" in note and "cross_attention" in note
+    rows, _ = page_payloads([5000, 8], pages=("heads",))  # over the context: an error row, the rest measured
+    assert [(r["page"], r["T"], r["bytes"] is None) for r in rows] == [("heads", 8, False), ("heads", 5000, True)]
+    assert "context of 4096 tokens" in rows[1]["error"]
     bad = page_payload("explore", 16, model="no-such-model", text="abc")
     assert bad["bytes"] is None and "Unknown model" in bad["error"]
 
