@@ -14,10 +14,12 @@ import os
 import threading
 from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import streamlit as st
 
+from analysis.benchmarks import DEFAULT_PATH, read_benchmarks
 from model.captured import GROUP_LABELS, CapturedRun  # noqa: F401 — pages read GROUP_LABELS and MASKS here
 from model.loaded import MASK_CHOICES as MASKS  # noqa: F401
 
@@ -182,7 +184,7 @@ def token_id(name: str, label: str) -> int | None:
 # -- part 2: mechanics pages ---------------------------------------------------------------------------
 # KV cache, Backends, Step by step, Cross-attention, Positions, Generate. Numbers come from
 # analysis.mechanics and analysis.consistency; these wrappers only cache and take the lock.
-BENCH_FILES = ("docs/benchmarks.json", "docs/bench.json", "benchmarks.json")
+BENCH_FILE = Path(__file__).resolve().parent.parent / DEFAULT_PATH  # the latest `attnlab bench` JSON
 
 
 @st.cache_data(max_entries=16, show_spinner="Running the checks of `attnlab check`…")
@@ -272,13 +274,8 @@ def attention_timings(lengths: tuple[int, ...], n_heads: int, d_head: int, repea
 @st.cache_data(ttl=300, show_spinner=False)
 def benchmark_results() -> dict | None:
     """The latest `attnlab bench` JSON (docs/benchmarks.json), or None; plus docs/benchmarks.md's text."""
-    from pathlib import Path
-
-    from analysis.mechanics import read_benchmarks
-
-    root = Path(__file__).resolve().parent.parent
-    out = read_benchmarks([root / p for p in BENCH_FILES])
-    md = root / "docs" / "benchmarks.md"
+    out = read_benchmarks(BENCH_FILE)
+    md = BENCH_FILE.with_suffix(".md")
     if md.is_file():
         out = (out or {"path": None, "machine": None, "rows": []}) | {"markdown": md.read_text(encoding="utf-8")}
     return out

@@ -1,4 +1,4 @@
-"""Dependencies point one way: pages → app → analysis → model."""
+"""Dependencies point one way: pages → app → analysis → model, with the tooling (cli, bench) on top of them all."""
 
 import ast
 from pathlib import Path
@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+TOOLING = {"cli", "bench"}  # the `attnlab` command and the benchmark: may import every layer; none imports them
 
 
 def imports(folder: str) -> dict[str, set[str]]:
@@ -22,11 +23,28 @@ def imports(folder: str) -> dict[str, set[str]]:
 
 
 @pytest.mark.parametrize("folder, forbidden", [
-    ("model", {"streamlit", "plotly", "analysis", "app", "pages"}),
-    ("analysis", {"streamlit", "plotly", "app", "pages"}),
-    ("pages", {"torch"}),
+    ("model", {"streamlit", "plotly", "analysis", "app", "pages", *TOOLING}),  # nothing above
+    ("analysis", {"streamlit", "plotly", "app", "pages", *TOOLING}),  # model only
+    ("app", {"pages", *TOOLING}),  # analysis and model
+    ("pages", {"torch", *TOOLING}),  # app, analysis and model; no torch
+    ("bench", {"cli", "pages"}),  # tooling: every layer (app's pages run through AppTest, not imported)
+    ("cli", {"pages"}),  # tooling: every layer and the benchmark
 ])
 def test_layers_point_one_way(folder, forbidden):
     found = {f: names & forbidden for f, names in imports(folder).items() if names & forbidden}
     assert found == {}
     assert imports(folder), f"{folder}/ has Python files"
+
+
+def test_tooling_is_on_top_and_packaged():
+    """cli and bench do import the layers below (they are tooling, not a layer); the console script and the
+    package list name them."""
+    tomllib = pytest.importorskip("tomllib")  # Python ≥ 3.11
+    used = set().union(*imports("cli").values(), *imports("bench").values())
+    assert {"model", "analysis", "app", "bench"} <= used
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert project["project"]["scripts"]["attnlab"] == "cli.main:main"
+    include = project["tool"]["setuptools"]["packages"]["find"]["include"]
+    packages = {p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file() and p.name != "tests"}
+    assert packages == {"model", "analysis", "app", "cli", "bench"}
+    assert all(f"{p}*" in include for p in packages)

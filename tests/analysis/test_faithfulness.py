@@ -16,7 +16,7 @@ from analysis.faithfulness import (
     top1,
 )
 from analysis.relevance import attention_sites
-from app.cli import main
+from cli.main import main
 from model import hooks
 from model.inputs import InputError
 from model.lecture import MASK, decoder_examples

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from analysis.consistency import TOL_BACKEND, TOL_CACHE
-from app.cli import main as attnlab
+from cli.main import main as attnlab
 from model.registry import bundled_names
 from tests.app.conftest import ok, open_page, specs, titled, z_of
 
@@ -129,11 +129,11 @@ def test_backends_reads_the_benchmark_json(tmp_path, monkeypatch):
     from app import state
 
     bench = tmp_path / "benchmarks.json"
-    bench.write_text(json.dumps({"machine": {"cpu": "test cpu"}, "results": [
+    bench.write_text(json.dumps({"schema": "attnlab-bench/1", "machine": {"cpu": "test cpu"}, "results": [
         {"model": "gpt2-small", "T": T, "mode": mode, "time_s": t, "peak_above_baseline_bytes": b}
         for T, mode, t, b in ((1024, "fused", 0.5, 2**27), (4096, "fused", 3.0, 2**28),
                               (1024, "eager_capture", 0.9, 2**30), (4096, "eager_capture", 9.0, 2**33))]}))
-    monkeypatch.setattr(state, "BENCH_FILES", (str(bench),))
+    monkeypatch.setattr(state, "BENCH_FILE", bench)
     state.benchmark_results.clear()
     try:
         at = open_page("backends", model="random-decoder", text=TEXT, be_max=256)

@@ -15,7 +15,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from app.cli import main  # noqa: E402
+from cli.main import main  # noqa: E402
 from model.checkpoint import CheckpointError  # noqa: E402
 from model.hf import compare  # noqa: E402
 from model.hf.compare import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS, compare_models, load_transformers  # noqa: E402

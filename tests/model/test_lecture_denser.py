@@ -119,7 +119,7 @@ def test_shipped_recipes_leave_the_options_off():
 def test_train_command_takes_the_options_and_records_them(tmp_path, capsys):
     import json
 
-    from app.cli import main
+    from cli.main import main
 
     out = tmp_path / "dec"
     rc = main(["train", "--model", "lecture-decoder", "--steps", "2", "--batch", "4", "--questions", "3",

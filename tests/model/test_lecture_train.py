@@ -9,7 +9,7 @@ from random import Random
 import pytest
 import torch
 
-from app.cli import main
+from cli.main import main
 from model.lecture import model_stream
 from model.lecture.batches import IGNORE, Batcher
 from model.lecture.evaluate import evaluate

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.commands.common import add_model_args, load_model
+from cli.commands.common import add_model_args, load_model
 
 
 def add_parser(sub) -> None:
@@ -29,7 +29,7 @@ def capture_arrays(lm, text: str, src_text: str | None, backend: str) -> dict[st
 
 
 def run(args) -> int:
-    from app.cli import UsageError
+    from cli.main import UsageError
 
     if not args.out.endswith(".npz"):
         raise UsageError(f"--out must end in .npz, got {args.out!r}")

@@ -1,4 +1,4 @@
-"""The `attnlab` command. Each sub-command lives in app/commands/<name>.py with
+"""The `attnlab` command (also `python -m cli`). Each sub-command lives in cli/commands/<name>.py with
 `add_parser(subparsers)` and `run(args) -> int`. Bad input exits 2 with one line on stderr."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="attnlab", description="Attention visualization and interpretability.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in COMMANDS:
-        importlib.import_module(f"app.commands.{name}").add_parser(sub)
+        importlib.import_module(f"cli.commands.{name}").add_parser(sub)
     return parser
 
 
@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader went away (`attnlab models --json | head`): nothing left to say
+        sys.stderr.close()
+        return 0
 
 
 def _one_line(msg: str) -> str:

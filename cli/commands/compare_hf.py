@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.commands.common import print_json
+from cli.commands.common import print_json
 
 
 def add_parser(sub) -> None:

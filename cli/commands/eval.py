@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.commands.common import load_model, print_json
+from cli.commands.common import load_model, print_json
 
 
 def add_parser(sub) -> None:

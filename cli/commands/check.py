@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.commands.common import add_model_args, load_model, print_json, resolve_texts
+from cli.commands.common import add_model_args, load_model, print_json, resolve_texts
 
 
 def add_parser(sub) -> None:

@@ -18,7 +18,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     if not 0 < args.port < 65536:
-        from app.cli import UsageError
+        from cli.main import UsageError
 
         raise UsageError(f"--port must be 1..65535, got {args.port}")
     cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"),

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from app.cli import main
+from cli.main import main
 
 
 def run_cli(capsys, *argv):
@@ -94,10 +94,10 @@ def test_bad_input_exits_2_with_one_line(capsys, tmp_path, monkeypatch, argv, me
 
 
 def test_console_script_runs_as_a_process(tmp_path):
-    res = subprocess.run([sys.executable, "-m", "app.cli", "capture", "--model", "random-decoder", "--text", "",
+    res = subprocess.run([sys.executable, "-m", "cli", "capture", "--model", "random-decoder", "--text", "",
                           "--out", str(tmp_path / "x.npz")], capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and "Traceback" not in res.stderr and "empty" in res.stderr
-    res = subprocess.run([sys.executable, "-m", "app.cli", "models", "--json"], capture_output=True, text=True,
+    res = subprocess.run([sys.executable, "-m", "cli", "models", "--json"], capture_output=True, text=True,
                          timeout=300)
     assert res.returncode == 0
     names = {m["name"]: m for m in json.loads(res.stdout)["models"]}

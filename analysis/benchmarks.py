@@ -1,0 +1,139 @@
+"""The `attnlab bench` JSON (docs/benchmarks.json): its schema id and key names, and its one reader.
+
+bench/ writes exactly these keys (it imports them from here); the Backends page reads the file through
+`read_benchmarks`, which accepts exactly this schema and returns None for anything else.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+SCHEMA = "attnlab-bench/1"
+DEFAULT_PATH = "docs/benchmarks.json"
+
+
+class Top:
+    """Keys of the top-level object."""
+
+    SCHEMA = "schema"
+    QUICK = "quick"
+    MACHINE = "machine"
+    SETTINGS = "settings"
+    MODELS = "models"
+    RESULTS = "results"
+    LAZY = "lazy"
+    HOOKS = "hooks"
+    HOOK_OVERHEAD = "hook_overhead_ratio"
+    PAYLOAD = "payload"
+    PAYLOAD_NOTE = "payload_note"
+    SKIPPED_MODELS = "skipped_models"
+    WALL = "wall_s"
+    TARGETS = "targets"
+    REGENERATE = "regenerate"
+
+
+class Result:
+    """Keys of one `results` row: one (model, T, mode)."""
+
+    MODEL = "model"
+    T = "T"
+    MODE = "mode"
+    TIME = "time_s"  # median seconds of one forward
+    TIMES = "times_s"  # every timed round
+    BASELINE = "baseline_rss_bytes"
+    PEAK_RSS = "peak_rss_bytes"
+    PEAK = "peak_above_baseline_bytes"
+    PEAK_MB = "peak_mb"  # PEAK in MiB, rounded to 0.1
+    METHOD = "method"
+    SKIPPED = "skipped"  # why the mode did not run (memory budget)
+    ERROR = "error"  # the timing job failed
+    MEMORY_ERROR = "memory_error"  # the memory job failed
+
+
+class Payload:
+    """Keys of one `payload` row: what one page sends for one T."""
+
+    PAGE = "page"
+    T = "T"
+    BYTES = "bytes"  # the Plotly JSON of every chart plus image bytes; None when the page failed
+    FIGURES = "figures"  # the Plotly JSON size of each chart, in page order
+    IMAGES = "images"  # the bytes of each st.image the page sends
+    MODEL = "model"
+    BUILD_S = "build_s"  # seconds the page took to run (and build its figures)
+    ESTIMATED = "estimated"
+    NOTE = "note"
+    ERROR = "error"
+
+
+class Target:
+    """Keys of one `targets` row."""
+
+    NAME = "name"
+    TARGET = "target"
+    MEASURED = "measured"
+    PASSED = "passed"  # True, False or None (not measured)
+    NOTE = "note"
+
+
+MIB = 2**20
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _length(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x > 0
+
+
+def _row(r) -> dict | None:
+    """A results row as the Backends page plots it, or None when it has neither time nor memory.
+    Raises ValueError when the row is not what bench writes."""
+    if not (isinstance(r, dict) and isinstance(r.get(Result.MODEL), str) and isinstance(r.get(Result.MODE), str)
+            and _length(r.get(Result.T))):
+        raise ValueError("a results row without model, mode and T")
+    t, peak = r.get(Result.TIME), r.get(Result.PEAK)
+    if (t is not None and not _number(t)) or (peak is not None and not _number(peak)):
+        raise ValueError("a results row with a time or peak that is not a number")
+    if t is None and peak is None:
+        return None
+    model, mode = r[Result.MODEL], r[Result.MODE]
+    return {"model": model, "mode": mode, "T": r[Result.T], "median_s": None if t is None else float(t),
+            "peak_mb": None if peak is None else peak / MIB, "series": f"{model} · {mode}"}
+
+
+def _payload(p) -> dict:
+    if not (isinstance(p, dict) and isinstance(p.get(Payload.PAGE), str) and _length(p.get(Payload.T))
+            and Payload.BYTES in p and (p[Payload.BYTES] is None or _number(p[Payload.BYTES]))):
+        raise ValueError("a payload row without page, T and bytes")
+    return dict(p)
+
+
+def read_benchmarks(path: str | Path) -> dict | None:
+    """The `attnlab bench` JSON at `path` as {"path", "schema", "machine", "rows", "payload", "targets"}:
+    rows of {model, mode, T, median_s, peak_mb, series} (results that have a time or a peak; seconds and
+    MiB above the loaded model), payload and targets rows as written. None when the file is missing,
+    unreadable, not JSON, or not this schema."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # missing, unreadable, not UTF-8, not JSON
+        return None
+    if not isinstance(data, dict) or data.get(Top.SCHEMA) != SCHEMA:
+        return None
+    results, payload = data.get(Top.RESULTS), data.get(Top.PAYLOAD, [])
+    targets, machine = data.get(Top.TARGETS, []), data.get(Top.MACHINE)
+    if not (isinstance(results, list) and isinstance(payload, list) and isinstance(targets, list)
+            and isinstance(machine, dict)):
+        return None
+    try:
+        rows = [r for r in map(_row, results) if r is not None]
+        pay = [_payload(x) for x in payload]
+    except ValueError:
+        return None
+    if not all(isinstance(t, dict) and isinstance(t.get(Target.NAME), str) for t in targets):
+        return None
+    return {"path": str(p), "schema": SCHEMA, "machine": machine, "rows": rows, "payload": pay,
+            "targets": [dict(t) for t in targets]}

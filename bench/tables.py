@@ -1,0 +1,111 @@
+"""A benchmark result as markdown tables: what `attnlab bench` prints and docs/benchmarks.md keeps."""
+
+from __future__ import annotations
+
+from analysis.benchmarks import Payload, Top
+from bench.specs import GB, MODES
+from bench.targets import _row, paired_ratio
+
+
+def _fmt(v, unit: str = "s") -> str:
+    if v is None:
+        return "—"
+    if unit == "s":
+        return f"{v:.3f}" if v < 10 else f"{v:.1f}"
+    if unit == "GB":
+        return f"{v / GB:.2f}"
+    if unit == "MB":
+        return f"{v / 1e6:.2f}"
+    return f"{v:.2f}"
+
+
+def _cell(row: dict, key: str, unit: str = "s") -> str:
+    if not row:
+        return "n/a"
+    if "skipped" in row:
+        return "skipped"
+    if key in row:
+        return _fmt(row[key], unit)
+    return "error" if ("error" in row or "memory_error" in row) else "—"
+
+
+def markdown(out: dict) -> str:
+    """The results as markdown tables (what `attnlab bench` prints and docs/benchmarks.md keeps)."""
+    m = out["machine"]
+    lines = [f"Machine: {m['cpu']}, {m['usable_cores']} cores, torch {m['torch']} ({m['torch_threads']} threads), "
+             f"transformers {m['transformers']}, {m['date']}; load average {m['loadavg_start'][0]:.1f} at the start, "
+             f"{m.get('loadavg_end', [float('nan')])[0]:.1f} at the end. Medians of {out['settings']['repeats']} "
+             f"after {out['settings']['warmup']} warm-up.", ""]
+    for name, info in out["models"].items():
+        c = info["cfg"]
+        lines += [f"### {name}: {c['layers']} layers × {c['heads']} heads, d_model {c['d_model']}, vocab {c['vocab']}, "
+                  f"context {c['context']}", "", info["about"] + (f". {info['note']}" if info.get("note") else ""), ""]
+        modes = [x for x in MODES if x in info["modes"]]
+        hdr = "| T | " + " | ".join(modes) + " | lazy/fused | eager/hf_eager |"
+        lines += ["Forward time, seconds (median; ratios: median of the per-round ratios):", "", hdr,
+                  "|" + "---|" * (len(modes) + 3)]
+        for T in info["lengths"]:
+            rows = {x: _row(out, name, T, x) for x in modes}
+            lz, fu = rows.get("lazy_capture", {}), rows.get("fused", {})
+            ea, he = rows.get("eager_capture", {}), rows.get("hf_eager_attentions", {})
+            r1, r2 = (_fmt(paired_ratio(a, b), "x") for a, b in ((lz, fu), (ea, he)))
+            lines.append(f"| {T} | " + " | ".join(_cell(rows[x], "time_s") for x in modes) + f" | {r1} | {r2} |")
+        lines += ["", "Peak memory above the loaded model, GB (one forward, output held):", "",
+                  "| T | " + " | ".join(modes) + " | lazy − fused |", "|" + "---|" * (len(modes) + 2)]
+        for T in info["lengths"]:
+            rows = {x: _row(out, name, T, x) for x in modes}
+            lz, fu = rows.get("lazy_capture", {}), rows.get("fused", {})
+            d = (f"{(lz['peak_rss_bytes'] - fu['peak_rss_bytes']) / GB:.2f}"
+                 if "peak_rss_bytes" in lz and "peak_rss_bytes" in fu else "—")
+            lines.append(f"| {T} | " + " | ".join(_cell(rows[x], "peak_above_baseline_bytes", "GB") for x in modes)
+                         + f" | {d} |")
+        lazy = [x for x in out["lazy"] if x["model"] == name]
+        if lazy:
+            lines += ["", "From a lazy capture (seconds; middle layer, middle head; rollout of the last query):", "",
+                      "| T | one head's pattern (record) | same, torch blocks | pooled 512² overview | "
+                      "rollout of one query | q/k kept, GB | held by records, GB |", "|---|---|---|---|---|---|---|"]
+            for x in lazy:
+                lines.append(f"| {x['T']} | {_fmt(x['head_pattern_s'])} | {_fmt(x['head_pattern_blocks_s'])} | "
+                             f"{_fmt(x['overview_s'])} | {_fmt(x['rollout_s'])} | {_fmt(x['lazy_bytes'], 'GB')} | "
+                             f"{_fmt(x['lazy_resident_bytes'], 'GB')} |")
+        skipped = [r for r in out["results"] if r["model"] == name and ("skipped" in r or "error" in r
+                                                                          or "memory_error" in r)]
+        if skipped:
+            lines += [""] + [f"- T={r['T']} {r['mode']}: " + (r.get("skipped") or r.get("error") or r["memory_error"])
+                             for r in skipped]
+        lines.append("")
+    for s in out.get("skipped_models", []):
+        lines += [f"- {s['name']}: {s['note']}", ""]
+    hk = out.get("hooks")
+    if hk and "ratio" in hk:
+        lines += [f"Hook points when off: fused forward at T={hk['T']} ({hk['model']}) {hk['off_s']:.4f} s with the "
+                  f"ContextVar check vs {hk['patched_s']:.4f} s with `hooks.active` patched to `lambda: None`: "
+                  f"hook_overhead_ratio = {hk['ratio']:.3f} (median of {len(hk['off_times_s'])} paired ratios; "
+                  f"ratio of the medians {hk['ratio_of_medians']:.3f}). Directly: `hooks.active()` costs "
+                  f"{hk['active_call_ns']:.0f} ns against {hk['lambda_call_ns']:.0f} ns for `lambda: None`, called once "
+                  f"per site ({hk['sites']} sites), i.e. a ratio of {hk['implied_ratio']:.7f}.", ""]
+    payload = out.get(Top.PAYLOAD)
+    if payload:
+        pages = sorted({p[Payload.PAGE] for p in payload})
+        Ts = sorted({p[Payload.T] for p in payload})
+        lines += ["Payload per page, MB (the Plotly JSON of every chart the page sends, summed; images added):", "",
+                  "| page | " + " | ".join(f"T={T}" for T in Ts) + " |", "|" + "---|" * (len(Ts) + 1)]
+        for pg in pages:
+            cells = []
+            for T in Ts:
+                p = next((p for p in payload if p[Payload.PAGE] == pg and p[Payload.T] == T), None)
+                cells.append("—" if p is None else "error" if p.get(Payload.BYTES) is None
+                             else _fmt(p[Payload.BYTES], "MB") + (" (est.)" if p.get(Payload.ESTIMATED) else ""))
+            lines.append(f"| {pg} | " + " | ".join(cells) + " |")
+        failed = [p for p in payload if p.get(Payload.BYTES) is None]
+        lines += [""] + [f"- {p[Payload.PAGE]} at T={p[Payload.T]}: {p.get(Payload.ERROR, 'no result')}"
+                         for p in failed] if failed else []
+        if out.get(Top.PAYLOAD_NOTE):
+            lines += ["", out[Top.PAYLOAD_NOTE]]
+        lines.append("")
+    lines += ["Targets:", "", "| target | limit | measured | result | note |", "|---|---|---|---|---|"]
+    for t in out.get("targets", []):
+        res = {True: "PASS", False: "MISS", None: "not measured"}[t["passed"]]
+        lines.append(f"| {t['name']} | {t['target']} | {t['measured'] if t['measured'] is not None else '—'} | "
+                     f"{res} | {t['note']} |")
+    return "\n".join(lines) + "\n"
