@@ -4,15 +4,14 @@ costs in time and memory as the text grows, and how a fused run's patterns are r
 import pandas as pd
 import streamlit as st
 
-from analysis.consistency import TOL_BACKEND
-from analysis.mechanics import device_summary
+from analysis.backends import device_summary
+from analysis.checks import TOL_BACKEND
 from app import figures, state
 from app import figures_mech as FM
 from app import widgets as W
 from app import widgets_mech as WM
 
 LIVE = {256: "64 … 256", 512: "64 … 512", 1024: "64 … 1024"}
-BACKEND_CHECKS = ("eager_vs_sdpa", "eager_vs_flash")
 
 with W.page("Backends", "Do eager, sdpa and flash compute the same attention — and what does each cost?", icon="⚙"):
     inp = W.inputs()
@@ -36,15 +35,15 @@ with W.page("Backends", "Do eager, sdpa and flash compute the same attention —
 
     # -- 1. agreement ---------------------------------------------------------------------------------------
     st.subheader("Same input, three backends — the same numbers as `attnlab check`")
-    report = state.check_report(inp.model, inp.text, inp.src)
-    rows = WM.check_rows(report, BACKEND_CHECKS)
+    checked = {b: state.backend_check(inp.model, inp.text, inp.src, b) for b in ("sdpa", "flash")}  # one run each
+    rows = [r for c in checked.values() for r in c.rows]
     WM.verdict_table(rows)
     WM.scale_note(rows, state.output_scale(inp.model, inp.text, inp.src))
     WM.verdict_banner(all(r["passed"] for r in rows),
                       f"sdpa and flash match eager: every pattern within {TOL_BACKEND:g}, logits and hidden states "
                       f"within {TOL_BACKEND:g}·max(1, max|logits|).",
                       "A fused backend differs from eager beyond the tolerance.")
-    reps = state.backend_reports(inp.model, inp.text, inp.src)
+    reps = {b: c.detail for b, c in checked.items()}
     sites = list(reps["sdpa"]["per_site"])
     z = [[reps[b]["per_site"][s] for b in ("sdpa", "flash")] for s in sites]
     left, right = st.columns([3, 2], gap="medium")

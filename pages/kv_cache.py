@@ -5,14 +5,13 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from analysis.consistency import TOL_CACHE
-from analysis.mechanics import cache_costs
+from analysis.checks import TOL_CACHE
+from analysis.kv_cache import cache_costs
 from app import figures, state
 from app import figures_mech as FM
 from app import widgets as W
 from app import widgets_mech as WM
 
-CACHE_CHECKS = ("cache_vs_no_cache_logits", "cache_vs_no_cache_pattern", "greedy_cache_tokens_equal")
 GROUPS = {"self": "self-attention", "cross": "cross-attention (target → source)"}
 
 with W.page("KV cache", "Why may a decoder keep the keys and values of earlier tokens — and does the cache change "
@@ -28,8 +27,8 @@ with W.page("KV cache", "Why may a decoder keep the keys and values of earlier t
 
     # -- 1. the verdict (= attnlab check) --------------------------------------------------------------------
     st.subheader("Verdict — the same numbers `attnlab check` prints for this input")
-    report = state.check_report(inp.model, inp.text, inp.src)
-    rows = WM.check_rows(report, CACHE_CHECKS)
+    kv = state.kv_cache_check(inp.model, inp.text, inp.src)  # one run: this verdict and the stitched rows below
+    rows = kv.rows + state.greedy_cache_check(inp.model, inp.text, inp.src).rows
     WM.verdict_table(rows)
     WM.scale_note(rows, state.output_scale(inp.model, inp.text, inp.src))
     WM.verdict_banner(all(r["passed"] for r in rows),
@@ -65,7 +64,7 @@ with W.page("KV cache", "Why may a decoder keep the keys and values of earlier t
 
     # -- 3. stitched rows vs the full matrix ----------------------------------------------------------------
     st.subheader("Attention rows from the cached steps next to the full matrix")
-    sti = state.cache_stitched(inp.model, inp.text, inp.src, inp.backend)
+    sti = kv.detail
     sites = list(sti["sites"])
     kinds = sorted({v["kind"] for v in sti["sites"].values()}, key=["self", "cross"].index)
     c1, c2, c3 = st.columns(3)

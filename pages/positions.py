@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from analysis import mechanics as M
+from analysis import positions as M
 from app import figures, state
 from app import figures_mech as FM
 from app import widgets as W

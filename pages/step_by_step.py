@@ -5,8 +5,7 @@ import numpy as np
 import streamlit as st
 
 from analysis import masks
-from analysis.mechanics import explain_weight, multi_head_steps
-from analysis.stepwise import attention_steps
+from analysis.stepwise import attention_steps, explain_weight, multi_head_steps
 from app import figures_mech as FM
 from app import widgets as W
 from app import widgets_mech as WM

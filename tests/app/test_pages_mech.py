@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.consistency import TOL_BACKEND, TOL_CACHE
+from analysis.checks import TOL_BACKEND, TOL_CACHE
 from app.cli import main as attnlab
 from model.registry import bundled_names
 from tests.app.conftest import ok, open_page, specs, titled, z_of
