@@ -2,6 +2,9 @@
 
     raw = Q·Kᵀ,  scaled = raw·scale + bias,  masked = scaled with −inf where the mask is False,
     weights = softmax(masked) row-wise (a fully masked row gives zeros),  output = weights·V.
+
+`attention_steps` gives every intermediate; `multi_head_steps` splits the columns into heads and
+concatenates their outputs; `explain_weight` gives the numbers behind one weight (the Step-by-step page's quiz).
 """
 
 from __future__ import annotations
@@ -52,3 +55,28 @@ def attention_steps(q=None, k=None, v=None, mask=None, scale: float | None = Non
     weights = masked_softmax(scaled, m)
     output = None if v is None else weights @ np.asarray(v, dtype=np.float64)  # [..., q, d_v]
     return Steps(raw, float(scale), scaled, masked, weights, output)
+
+
+def multi_head_steps(q, k, v, n_heads: int, mask=None) -> tuple[list[Steps], np.ndarray]:
+    """Split q, k, v [T, d_model] into n_heads column blocks of d_model/n_heads (each head its own
+    d_head and its own 1/√d_head), attend per head, and concatenate the outputs: [T, d_model].
+    (A real layer multiplies the concatenation by an output projection W_O; here W_O = I.)"""
+    q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
+    d = q.shape[-1]
+    if d % n_heads:
+        raise ValueError(f"d_model={d} is not divisible by {n_heads} heads")
+    dh = d // n_heads
+    steps = [attention_steps(q[:, h * dh:(h + 1) * dh], k[:, h * dh:(h + 1) * dh], v[:, h * dh:(h + 1) * dh],
+                             mask=mask) for h in range(n_heads)]
+    return steps, np.concatenate([s.output for s in steps], axis=-1)
+
+
+def explain_weight(steps: Steps, i: int, j: int) -> dict:
+    """The numbers behind one weight α_ij (0-based): the visible scores of row i, their exponentials
+    (shifted by the row max for stability) and the share of key j."""
+    row = steps.masked[i]
+    vis = np.isfinite(row)
+    ex = np.where(vis, np.exp(row - np.max(row[vis])) if vis.any() else 0.0, 0.0)
+    total = float(ex.sum())
+    return {"row": i, "col": j, "visible": vis, "scores": steps.scaled[i], "exp": ex, "total": total,
+            "weight": float(steps.weights[i, j]), "masked": not bool(vis[j])}

@@ -182,45 +182,56 @@ def token_id(name: str, label: str) -> int | None:
 
 
 # -- part 2: mechanics pages ---------------------------------------------------------------------------
-# KV cache, Backends, Step by step, Cross-attention, Positions, Generate. Numbers come from
-# analysis.mechanics and analysis.consistency; these wrappers only cache and take the lock.
+# KV cache, Backends, Step by step, Cross-attention, Positions, Generate. Numbers come from analysis.checks
+# (the verdicts of `attnlab check`, one check at a time), analysis.kv_cache, analysis.backends,
+# analysis.generation and analysis.positions; these wrappers only cache and take the lock.
 BENCH_FILE = Path(__file__).resolve().parent.parent / DEFAULT_PATH  # the latest `attnlab bench` JSON
 
 
-@st.cache_data(max_entries=16, show_spinner="Running the checks of `attnlab check`…")
-def check_report(name: str, text: str, src: str | None = None) -> dict:
-    """`attnlab check` on this input (analysis.consistency.run_checks), the verdict of two pages."""
-    from analysis.consistency import run_checks
+@st.cache_data(max_entries=16, show_spinner="Running the cache checks of `attnlab check`…")
+def kv_cache_check(name: str, text: str, src: str | None = None):
+    """analysis.checks.check_kv_cache: the cache verdict of `attnlab check` and its stitched matrices."""
+    from analysis.checks import check_kv_cache
 
     lm = model(name)
     with inference():
-        return run_checks(lm, lm.encode(text, src))
+        return check_kv_cache(lm, lm.encode(text, src))
+
+
+@st.cache_data(max_entries=16, show_spinner="Generating with and without the cache…")
+def greedy_cache_check(name: str, text: str, src: str | None = None):
+    """analysis.checks.check_greedy_cache: the greedy-generation verdict of `attnlab check`."""
+    from analysis.checks import check_greedy_cache
+
+    lm = model(name)
+    with inference():
+        return check_greedy_cache(lm, lm.encode(text, src))
+
+
+@st.cache_data(max_entries=16, show_spinner="Comparing the backends as `attnlab check` does…")
+def backend_check(name: str, text: str, src: str | None, other: str):
+    """analysis.checks.check_backend: the `eager_vs_<other>` verdict of `attnlab check` and its per-site numbers."""
+    from analysis.checks import check_backend
+
+    lm = model(name)
+    with inference():
+        return check_backend(lm, lm.encode(text, src), other)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def output_scale(name: str, text: str, src: str | None = None) -> dict:
-    """max |logits| and max |hidden| of this input (analysis.mechanics.output_scale), to read a max |Δ| against."""
-    from analysis.mechanics import output_scale as run
+    """max |logits| and max |hidden| of this input (analysis.backends.output_scale), to read a max |Δ| against."""
+    from analysis.backends import output_scale as run
 
     lm = model(name)
     with inference():
         return run(lm, lm.encode(text, src))
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
-def backend_reports(name: str, text: str, src: str | None = None) -> dict[str, dict]:
-    """analysis.consistency.backend_report of sdpa and flash against eager."""
-    from analysis.consistency import backend_report
-
-    lm = model(name)
-    with inference():
-        inputs = lm.encode(text, src)
-        return {b: backend_report(lm, inputs, b) for b in ("sdpa", "flash")}
-
-
 @st.cache_data(max_entries=16, show_spinner="Generating with and without the cache…")
 def cache_generation(name: str, text: str, src: str | None, n_new: int, backend: str) -> dict:
-    from analysis.mechanics import cache_generation as run
+    """analysis.checks.generation_steps: greedy generation with and without the cache, judged step by step."""
+    from analysis.checks import generation_steps as run
     from model.inputs import check_generate
 
     check_generate(n_new)  # MAX_GENERATE new tokens per request, whatever the caller asks
@@ -229,18 +240,9 @@ def cache_generation(name: str, text: str, src: str | None, n_new: int, backend:
         return run(lm, lm.encode(text, src), n_new, backend)
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
-def cache_stitched(name: str, text: str, src: str | None, backend: str) -> dict:
-    from analysis.mechanics import cache_stitched as run
-
-    lm = model(name)
-    with inference():
-        return run(lm, lm.encode(text, src), backend)
-
-
 @st.cache_data(max_entries=16, show_spinner="Running every prefix of the text…")
 def prefix_stability(name: str, text: str, src: str | None, backend: str) -> dict:
-    from analysis.mechanics import prefix_stability as run
+    from analysis.kv_cache import prefix_stability as run
 
     lm = model(name)
     with inference():
@@ -250,8 +252,8 @@ def prefix_stability(name: str, text: str, src: str | None, backend: str) -> dic
 @st.cache_data(max_entries=32, show_spinner="Generating…")
 def generation_trace(name: str, text: str, src: str | None, n_new: int, temperature: float = 0.0,
                      top_k: int | None = None, seed: int | None = None, backend: str = "eager"):
-    """analysis.mechanics.generation_trace: the generated tokens and each step's attention rows."""
-    from analysis.mechanics import generation_trace as run
+    """analysis.generation.generation_trace: the generated tokens and each step's attention rows."""
+    from analysis.generation import generation_trace as run
     from model.inputs import check_generate
 
     check_generate(n_new)  # MAX_GENERATE new tokens per request, whatever the caller asks
@@ -265,7 +267,7 @@ def generation_trace(name: str, text: str, src: str | None, n_new: int, temperat
 def attention_timings(lengths: tuple[int, ...], n_heads: int, d_head: int, repeats: int = 3) -> list[dict]:
     """Live time and peak memory of one attention call per backend and length (under the lock, so no
     other request runs at the same time)."""
-    from analysis.mechanics import time_attention
+    from analysis.backends import time_attention
 
     with inference():
         return time_attention(lengths, n_heads=n_heads, d_head=d_head, repeats=repeats)
@@ -284,14 +286,14 @@ def benchmark_results() -> dict | None:
 @st.cache_data(max_entries=16, show_spinner=False)
 def pattern_recovery(name: str, text: str, src: str | None, backend: str) -> list[dict]:
     """Per site: what a fused capture keeps (q, k) and how exactly its recomputed pattern matches eager."""
-    from analysis.mechanics import recovery_report
+    from analysis.backends import recovery_report
 
     return recovery_report(capture(name, text, src, "eager").records, capture(name, text, src, backend).records)
 
 
 @st.cache_data(max_entries=8, show_spinner="Reading the position embeddings…")
 def position_table(name: str) -> tuple[str, np.ndarray | None]:
-    from analysis.mechanics import position_table as run
+    from analysis.positions import position_table as run
 
     return run(model(name))
 

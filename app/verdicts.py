@@ -7,12 +7,6 @@ import pandas as pd
 import streamlit as st
 
 
-def check_rows(report: dict, names) -> list[dict]:
-    """The named checks of an `attnlab check` report, in that order."""
-    by = {c["name"]: c for c in report["checks"]}
-    return [by[n] for n in names if n in by]
-
-
 def verdict_table(rows: list[dict]) -> pd.DataFrame:
     """PASS/FAIL per check with its value and tolerance (the same numbers `attnlab check` prints)."""
     df = pd.DataFrame({

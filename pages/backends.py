@@ -4,8 +4,8 @@ costs in time and memory as the text grows, and how a fused run's patterns are r
 import pandas as pd
 import streamlit as st
 
-from analysis.consistency import TOL_BACKEND
-from analysis.mechanics import device_summary
+from analysis.backends import device_summary
+from analysis.checks import TOL_BACKEND
 from app import state
 from app.downloads import downloads
 from app.figures.grids import delta_grid
@@ -14,10 +14,9 @@ from app.figures.matrix import matrix_heatmap
 from app.frame import chart, page, presenting
 from app.inputs import inputs
 from app.url_state import select, slider
-from app.verdicts import check_rows, scale_note, verdict_banner, verdict_table
+from app.verdicts import scale_note, verdict_banner, verdict_table
 
 LIVE = {256: "64 … 256", 512: "64 … 512", 1024: "64 … 1024"}
-BACKEND_CHECKS = ("eager_vs_sdpa", "eager_vs_flash")
 
 
 def fmt_bytes(n: float | None) -> str:
@@ -58,15 +57,15 @@ with page("Backends", "Do eager, sdpa and flash compute the same attention — a
 
     # -- 1. agreement ---------------------------------------------------------------------------------------
     st.subheader("Same input, three backends — the same numbers as `attnlab check`")
-    report = state.check_report(inp.model, inp.text, inp.src)
-    rows = check_rows(report, BACKEND_CHECKS)
+    checked = {b: state.backend_check(inp.model, inp.text, inp.src, b) for b in ("sdpa", "flash")}  # one run each
+    rows = [r for c in checked.values() for r in c.rows]
     verdict_table(rows)
     scale_note(rows, state.output_scale(inp.model, inp.text, inp.src))
     verdict_banner(all(r["passed"] for r in rows),
                    f"sdpa and flash match eager: every pattern within {TOL_BACKEND:g}, logits and hidden states "
                    f"within {TOL_BACKEND:g}·max(1, max|logits|).",
                    "A fused backend differs from eager beyond the tolerance.")
-    reps = state.backend_reports(inp.model, inp.text, inp.src)
+    reps = {b: c.detail for b, c in checked.items()}
     sites = list(reps["sdpa"]["per_site"])
     z = [[reps[b]["per_site"][s] for b in ("sdpa", "flash")] for s in sites]
     left, right = st.columns([3, 2], gap="medium")

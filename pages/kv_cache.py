@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from analysis.consistency import TOL_CACHE
-from analysis.mechanics import cache_costs
+from analysis.checks import TOL_CACHE
+from analysis.kv_cache import cache_costs
 from app import state
 from app.downloads import downloads
 from app.figures.bars import step_deltas
@@ -16,9 +16,8 @@ from app.frame import chart, options, page, presenting
 from app.inputs import require_arch
 from app.token_strip import token_strip
 from app.url_state import select, slider
-from app.verdicts import check_rows, scale_note, verdict_banner, verdict_table
+from app.verdicts import scale_note, verdict_banner, verdict_table
 
-CACHE_CHECKS = ("cache_vs_no_cache_logits", "cache_vs_no_cache_pattern", "greedy_cache_tokens_equal")
 GROUPS = {"self": "self-attention", "cross": "cross-attention (target → source)"}
 
 with page("KV cache", "Why may a decoder keep the keys and values of earlier tokens — and does the cache change "
@@ -34,8 +33,8 @@ with page("KV cache", "Why may a decoder keep the keys and values of earlier tok
 
     # -- 1. the verdict (= attnlab check) --------------------------------------------------------------------
     st.subheader("Verdict — the same numbers `attnlab check` prints for this input")
-    report = state.check_report(inp.model, inp.text, inp.src)
-    rows = check_rows(report, CACHE_CHECKS)
+    kv = state.kv_cache_check(inp.model, inp.text, inp.src)  # one run: this verdict and the stitched rows below
+    rows = kv.rows + state.greedy_cache_check(inp.model, inp.text, inp.src).rows
     verdict_table(rows)
     scale_note(rows, state.output_scale(inp.model, inp.text, inp.src))
     verdict_banner(all(r["passed"] for r in rows),
@@ -71,7 +70,7 @@ with page("KV cache", "Why may a decoder keep the keys and values of earlier tok
 
     # -- 3. stitched rows vs the full matrix ----------------------------------------------------------------
     st.subheader("Attention rows from the cached steps next to the full matrix")
-    sti = state.cache_stitched(inp.model, inp.text, inp.src, inp.backend)
+    sti = kv.detail
     sites = list(sti["sites"])
     kinds = sorted({v["kind"] for v in sti["sites"].values()}, key=["self", "cross"].index)
     c1, c2, c3 = st.columns(3)

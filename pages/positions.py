@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from analysis import mechanics as M
+from analysis import positions as M
 from app import state
 from app.downloads import downloads
 from app.figures.grids import table_heatmap

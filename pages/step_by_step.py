@@ -4,8 +4,7 @@ several, and a quiz ("what is α₂,₂ under a causal mask?") that checks the a
 import numpy as np
 import streamlit as st
 
-from analysis.mechanics import explain_weight, multi_head_steps
-from analysis.stepwise import attention_steps
+from analysis.stepwise import attention_steps, explain_weight, multi_head_steps
 from app.downloads import downloads, matrix_csv
 from app.figures.grids import number_grid
 from app.frame import chart, options, page, presenting

@@ -13,7 +13,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from analysis.consistency import run_checks
+    from analysis.checks import run_checks
 
     lm = load_model(args.model)
     text, src = resolve_texts(lm, args.text, args.src_text)

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from analysis.stepwise import attention_steps
+from analysis.stepwise import attention_steps, explain_weight, multi_head_steps
 
 
 def causal(t: int) -> np.ndarray:
@@ -50,3 +50,23 @@ def test_fully_masked_row_and_argument_errors():
         attention_steps(None, None, None)
     with pytest.raises(ValueError, match="not both"):
         attention_steps(np.ones((1, 2)), np.ones((1, 2)), scores=np.ones((1, 1)))
+
+
+def test_multi_head_steps_split_and_concatenate():
+    rng = np.random.default_rng(0)
+    q, k, v = rng.normal(size=(3, 5, 4))
+    mask = np.tril(np.ones((5, 5), bool))
+    steps, out = multi_head_steps(q, k, v, 2, mask)
+    assert out.shape == (5, 4) and len(steps) == 2
+    assert np.allclose(out[:, 2:], attention_steps(q[:, 2:], k[:, 2:], v[:, 2:], mask=mask).output)
+    assert steps[0].scale == pytest.approx(1 / np.sqrt(2))
+    with pytest.raises(ValueError, match="divisible"):
+        multi_head_steps(q, k, v, 3)
+
+
+def test_explain_weight_lecture_quiz():
+    s = attention_steps(scores=[[1, 0, -1, -1], [1, 1, -1, 0], [0, 1, 1, -1], [-1, -1, 2, 1]],
+                        mask=np.tril(np.ones((4, 4), bool)))
+    e = explain_weight(s, 1, 1)
+    assert e["weight"] == pytest.approx(0.5) and e["visible"].tolist() == [True, True, False, False]
+    assert explain_weight(s, 1, 3)["masked"] and explain_weight(s, 1, 3)["weight"] == 0

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.consistency import TOL_BACKEND, TOL_CACHE
+from analysis.checks import TOL_BACKEND, TOL_CACHE
 from cli.main import main as attnlab
 from model.registry import bundled_names
 from tests.app.conftest import ok, open_page, specs, titled, z_of
@@ -144,6 +144,28 @@ def test_backends_reads_the_benchmark_json(tmp_path, monkeypatch):
         assert "test cpu" in " ".join(m.value for m in at.markdown)
     finally:
         state.benchmark_results.clear()
+
+
+def test_page_verdicts_are_run_checks_values():
+    """The KV-cache and Backends pages call one check each (analysis.checks); their verdict rows carry exactly
+    the values, tolerances and verdicts `run_checks` (= `attnlab check`) gives for those checks."""
+    from analysis.checks import run_checks
+    from model.registry import load
+
+    lm = load("random-decoder")
+    want = {c["name"]: c for c in run_checks(lm, lm.encode(TEXT))["checks"]}
+    for page, names in (("kv_cache", ("cache_vs_no_cache_logits", "cache_vs_no_cache_pattern",
+                                      "greedy_cache_tokens_equal")),
+                        ("backends", ("eager_vs_sdpa", "eager_vs_flash"))):
+        at = open_page(page, model="random-decoder", text=TEXT, kv_n=2, be_max=256)
+        ok(at)
+        rows = verdicts(at)
+        assert list(rows) == list(names), page
+        for n in names:
+            assert rows[n]["value"] == want[n]["value"], n
+            assert rows[n]["tolerance"] == want[n]["tolerance"], n
+            assert rows[n]["verdict"].endswith("PASS") == want[n]["passed"], n
+            assert rows[n]["note"] == want[n].get("note", ""), n
 
 
 # -- Step by step -----------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.consistency import chunks, stitch
+from analysis.kv_cache import chunks, stitch
 from model.cache import KVCache
 from model.generate import generate
 from model.hooks import capture

@@ -1,0 +1,150 @@
+"""Do eager, sdpa and flash compute the same attention, and what does each cost? As numbers (no verdicts:
+analysis.checks judges them).
+
+* `compare_backends`: one input under a fused backend against eager — logits, hidden states and every
+  site's pattern (the one implementation of "backend vs eager").
+* `output_scale`: the size of what those comparisons compare.
+* `recovery_report`: what a fused capture keeps (q, k) and how exactly its recomputed pattern matches eager.
+* `device_summary`, `time_attention`: what this machine runs, and live kernel timings and peak memory.
+
+Everything returned is numpy or plain Python (picklable, cacheable); torch stays inside.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+import torch
+
+from model.softmax import masked_softmax_torch
+
+
+def _max_abs(a, b) -> float:
+    if a is None or b is None:
+        return 0.0
+    return float((a - b).abs().max()) if torch.is_tensor(a) else float(np.abs(a - b).max())
+
+
+@torch.no_grad()
+def compare_backends(lm, inputs, other: str, ref: str = "eager") -> dict:
+    """Max |Δ| of logits, hidden states and every site's pattern between `ref` and `other`; `scale` is the
+    largest |logit| of the `ref` run (|hidden state| for a model without logits), `kernels` what `other` ran."""
+    out_a = lm.forward(inputs, backend=ref)
+    out_b = lm.forward(inputs, backend=other)
+    cap_a, cap_b = out_a.capture, out_b.capture
+    per_site = {s: _max_abs(cap_a[s].pattern(), cap_b[s].pattern()) for s in cap_a.sites}
+    scale_ref = out_a.logits if out_a.logits is not None else out_a.hidden
+    return {
+        "backend": other, "reference": ref,
+        "scale": float(scale_ref.abs().max()),
+        "max_abs_logits": _max_abs(out_a.logits, out_b.logits),
+        "max_abs_hidden": _max_abs(out_a.hidden, out_b.hidden),
+        "max_abs_pattern": max(per_site.values(), default=0.0),
+        "per_site": per_site,
+        "kernels": sorted({cap_b[s].kernel for s in cap_b.sites}),
+    }
+
+
+@torch.no_grad()
+def output_scale(lm, inputs) -> dict:
+    """The size of what the checks compare: max |logits| and max |hidden state| of one eager pass. A max |Δ|
+    means little without it — float32 resolves about 7 significant digits (ε ≈ 1.2e-7)."""
+    out = lm.forward(inputs, backend="eager")
+    return {"logits": None if out.logits is None else float(out.logits.abs().max()),
+            "hidden": float(out.hidden.abs().max()), "eps": float(torch.finfo(torch.float32).eps)}
+
+
+def recovery_report(eager_records: dict, fused_records: dict, at_T: int = 4096) -> list[dict]:
+    """Per site: bytes a fused capture keeps (q and k, float32), bytes of the full pattern it never stores,
+    the same two for a self-attention input of `at_T` tokens (q, k grow as T, the pattern as T²), and the
+    max |Δ| between the pattern recomputed from q and k and the eager pattern."""
+    out = []
+    for site, fr in fused_records.items():
+        er = eager_records[site]
+        B, H, Tq, d = fr.q.shape
+        out.append({"site": site, "layer": fr.layer, "kind": fr.attn_type, "kernel": fr.kernel, "lazy": fr.lazy,
+                    "kept_bytes": int(fr.q.nbytes + fr.k.nbytes), "pattern_bytes": int(B * H * Tq * fr.k_len * 4),
+                    "kept_bytes_at": int(2 * B * H * at_T * d * 4), "pattern_bytes_at": int(B * H * at_T * at_T * 4),
+                    "at_T": at_T, "max_abs_pattern": float(np.abs(fr.pattern() - er.pattern()).max())})
+    return out
+
+
+# -- this machine ------------------------------------------------------------------------------------------
+def device_summary() -> dict:
+    """What this machine can run: CUDA or not, and what flash means here."""
+    cuda = torch.cuda.is_available()
+    d = {"torch": torch.__version__, "cuda": cuda, "device": torch.cuda.get_device_name(0) if cuda else "CPU",
+         "threads": torch.get_num_threads()}
+    d["flash_here"] = ("FlashAttention-2 kernel (SDPBackend.FLASH_ATTENTION) in fp16/bf16 on the GPU" if cuda
+                       else "PyTorch's fused CPU kernel (the flash algorithm, tiled with an online softmax, "
+                            "in float32 on the CPU)")
+    return d
+
+
+def _eager_op(q, k, v, mask):
+    s = torch.matmul(q, k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)  # [B, H, T, T] materialised
+    return torch.matmul(masked_softmax_torch(s, mask, in_place=True), v)
+
+
+def _fused_op(q, k, v, flash: bool):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    if flash:
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def _peak_bytes(fn) -> int:
+    """Peak bytes of tensors alive during fn() above the start (PyTorch profiler's allocation events)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        out = fn()
+        del out
+    cur = peak = 0
+    for e in sorted(prof.events(), key=lambda e: (e.time_range.start, -e.time_range.end)):
+        cur += e.self_cpu_memory_usage
+        peak = max(peak, cur)
+    return int(peak)
+
+
+@torch.no_grad()
+def time_attention(lengths, n_heads: int = 4, d_head: int = 32, repeats: int = 5, budget_s: float = 0.15,
+                   backends=("eager", "sdpa", "flash"), memory: bool = True, seed: int = 0,
+                   threads: int | None = 1) -> list[dict]:
+    """Time one causal attention call [1, H, T, d] per backend and length, and its peak tensor memory.
+
+    After a warm-up, calls repeat until `budget_s` has passed (at least `repeats` times, at most 200); the
+    best time is reported (the least disturbed by other work on a shared machine) with the median beside
+    it. `threads` pins PyTorch's intra-op threads for the measurement (1: steady numbers on a busy
+    machine; None: leave as is). eager materialises the T×T matrix; the fused kernels do not."""
+    g = torch.Generator().manual_seed(seed)
+    old_threads = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    rows = []
+    try:
+        for T in lengths:
+            q, k, v = (torch.randn(1, n_heads, T, d_head, generator=g) for _ in range(3))
+            mask = torch.ones(T, T, dtype=torch.bool).tril()
+            for b in backends:
+                def fn(b=b, q=q, k=k, v=v, mask=mask):
+                    return _eager_op(q, k, v, mask) if b == "eager" else _fused_op(q, k, v, b == "flash")
+
+                fn()  # warm-up
+                times: list[float] = []
+                start = time.perf_counter()
+                while len(times) < repeats or (time.perf_counter() - start < budget_s and len(times) < 200):
+                    t0 = time.perf_counter()
+                    fn()
+                    times.append(time.perf_counter() - t0)
+                rows.append({"T": int(T), "backend": b, "ms": 1e3 * min(times),
+                             "median_ms": 1e3 * statistics.median(times), "runs": len(times),
+                             "peak_bytes": _peak_bytes(fn) if memory else None,
+                             "matrix_bytes": int(n_heads * T * T * 4), "threads": torch.get_num_threads()})
+    finally:
+        torch.set_num_threads(old_threads)
+    return rows

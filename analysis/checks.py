@@ -1,0 +1,171 @@
+"""`attnlab check`: the verdicts, their tolerances, and the named checks they are composed of.
+
+Each check function runs its comparison once and returns a `CheckResult`: its rows of the report and the
+detail a page draws (matrices, per-step and per-site numbers). `run_checks` is their concatenation, so a
+page that calls one check shows exactly the numbers `attnlab check` prints for it:
+
+    check_invariants      rows_sum_to_one, no_mass_outside_mask, finite      (eager capture)
+    check_backend         eager_vs_sdpa, eager_vs_flash                        (analysis.backends)
+    check_kv_cache        cache_vs_no_cache_logits, cache_vs_no_cache_pattern  (analysis.kv_cache)
+    check_greedy_cache    greedy_cache_tokens_equal                            (analysis.kv_cache)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from analysis.backends import compare_backends
+from analysis.kv_cache import cache_generation, cached_chunks
+from model.record import AttentionRecord
+
+TOL_BACKEND = 1e-5  # fp32 CPU: eager vs sdpa vs flash, outputs and patterns
+TOL_CACHE = 1e-5  # cached vs uncached logits and pattern rows
+TOL_ROWSUM = 1e-5
+FUSED = ("sdpa", "flash")  # the backends compared with eager
+CACHE_BACKEND = "sdpa"  # the backend of the cache checks
+GREEDY_TOKENS = 20  # greedy tokens generated with and without the cache
+
+
+def scaled_tolerance(tol: float, reference) -> float:
+    """tol · max(1, max|reference|): absolute for values of order 1 (patterns, small models), relative
+    for large logits, where float32 keeps about 7 digits (logits of ±20 differ by ~1e-6 per ulp)."""
+    ref = reference.abs().max() if torch.is_tensor(reference) else np.abs(reference).max()
+    return tol * max(1.0, float(ref))
+
+
+@dataclass
+class Check:
+    name: str
+    value: float | None
+    tolerance: float | None
+    passed: bool
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        d = {"name": self.name, "value": self.value, "tolerance": self.tolerance, "passed": self.passed}
+        if self.note:
+            d["note"] = self.note
+        return d
+
+
+@dataclass
+class CheckResult:
+    """One check function's rows of the report and the detail behind them."""
+
+    checks: list[Check]
+    detail: dict
+
+    @property
+    def rows(self) -> list[dict]:
+        """The rows as `attnlab check --json` prints them."""
+        return [c.to_dict() for c in self.checks]
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+
+# -- invariants -------------------------------------------------------------------------------------------
+def invariants(records: dict[str, AttentionRecord]) -> dict[str, float]:
+    """Worst row-sum error (rows with any visible key), largest weight outside the mask, non-finite count."""
+    row_err, outside, nonfinite = 0.0, 0.0, 0
+    for rec in records.values():
+        for b in range(rec.q.shape[0]):
+            p = rec.pattern(batch=b)  # [H, q, k]
+            m = rec.mask_for(b)  # [q, k]
+            nonfinite += int((~np.isfinite(p)).sum() + (~np.isfinite(rec.scores(batch=b))).sum())
+            live = m.any(-1)  # rows with at least one visible key
+            sums = p.sum(-1)[:, live]  # [H, live rows]
+            if sums.size:
+                row_err = max(row_err, float(np.abs(sums - 1).max()))
+            dead = p.sum(-1)[:, ~live]
+            if dead.size:
+                row_err = max(row_err, float(np.abs(dead).max()))  # fully masked rows must be 0
+            if (~m).any():
+                outside = max(outside, float(np.abs(p[:, ~m]).max()))
+    return {"row_sum_error": row_err, "mass_outside_mask": outside, "nonfinite": nonfinite}
+
+
+def check_invariants(lm, inputs) -> CheckResult:
+    """Every eager pattern: rows sum to one, nothing outside the mask, everything finite."""
+    cap = lm.forward(inputs, backend="eager").capture
+    inv = invariants({s: cap[s] for s in cap.sites})
+    return CheckResult([
+        Check("rows_sum_to_one", inv["row_sum_error"], TOL_ROWSUM, inv["row_sum_error"] <= TOL_ROWSUM),
+        Check("no_mass_outside_mask", inv["mass_outside_mask"], 0.0, inv["mass_outside_mask"] == 0.0),
+        Check("finite", float(inv["nonfinite"]), 0.0, inv["nonfinite"] == 0)], inv)
+
+
+# -- backends ---------------------------------------------------------------------------------------------
+def check_backend(lm, inputs, other: str) -> CheckResult:
+    """`eager_vs_<other>`: patterns within TOL_BACKEND absolute, logits and hidden states within
+    TOL_BACKEND·max(1, max|logits|). Detail: analysis.backends.compare_backends plus its `tolerance`."""
+    rep = compare_backends(lm, inputs, other)
+    rep["tolerance"] = scaled_tolerance(TOL_BACKEND, rep["scale"])
+    worst = max(rep["max_abs_logits"], rep["max_abs_hidden"])
+    ok = worst <= rep["tolerance"] and rep["max_abs_pattern"] <= TOL_BACKEND
+    note = (f"patterns within {TOL_BACKEND:g} absolute (worst {rep['max_abs_pattern']:.2e}); "
+            f"outputs within {TOL_BACKEND:g}·max(1, max|logits|); kernel: " + ", ".join(rep["kernels"]))
+    return CheckResult([Check(f"eager_vs_{other}", max(worst, rep["max_abs_pattern"]), rep["tolerance"], ok,
+                              note=note)], rep)
+
+
+# -- KV cache ---------------------------------------------------------------------------------------------
+def check_kv_cache(lm, inputs, backend: str = CACHE_BACKEND) -> CheckResult:
+    """Cached chunks vs one uncached pass: logits within TOL_CACHE·max(1, max|logits|), stitched pattern
+    rows within TOL_CACHE. Detail: analysis.kv_cache.cached_chunks (bounds, steps, stitched and full
+    matrices per site) plus its `tolerance`; for an encoder, two rows marked not applicable."""
+    if not lm.has_cache:
+        na = "not applicable: an encoder has no KV cache"
+        return CheckResult([Check(n, None, TOL_CACHE, True, note=na)
+                            for n in ("cache_vs_no_cache_logits", "cache_vs_no_cache_pattern")], {})
+    run = cached_chunks(lm, inputs, backend)
+    run["tolerance"] = tol = scaled_tolerance(TOL_CACHE, run["logits_scale"])
+    return CheckResult([
+        Check("cache_vs_no_cache_logits", run["max_abs_logits"], tol, run["max_abs_logits"] <= tol,
+              note=f"tolerance {TOL_CACHE:g}·max(1, max|logits|)"),
+        Check("cache_vs_no_cache_pattern", run["max_abs_pattern"], TOL_CACHE, run["max_abs_pattern"] <= TOL_CACHE)],
+        run)
+
+
+def _judge_steps(gen: dict) -> dict:
+    """analysis.kv_cache.cache_generation with a verdict per step: max |Δlogits| within the tolerance
+    (TOL_CACHE·max(1, max|logits|) over all steps) and the same token; `passed` when every step passes."""
+    tol = max((scaled_tolerance(TOL_CACHE, s["scale"]) for s in gen["steps"]), default=TOL_CACHE)
+    steps = [s | {"passed": s["max_abs_logits"] <= tol and s["same_token"]} for s in gen["steps"]]
+    return gen | {"steps": steps, "tolerance": tol,
+                  "passed": all(s["passed"] for s in steps) and gen["same_length"]}
+
+
+def check_greedy_cache(lm, inputs, n_new: int = GREEDY_TOKENS, backend: str = CACHE_BACKEND) -> CheckResult:
+    """`greedy_cache_tokens_equal`: greedy ids with and without the cache, the count of positions that
+    differ (a prompt that fills the context generates nothing, so nothing differs). Detail: the
+    generation judged step by step. An encoder generates nothing: no rows."""
+    if not lm.has_cache:
+        return CheckResult([], {})
+    gen = _judge_steps(cache_generation(lm, inputs, n_new, backend))
+    n = gen["n_different"]
+    return CheckResult([Check("greedy_cache_tokens_equal", float(n), 0.0, n == 0)], gen)
+
+
+def generation_steps(lm, inputs, n_new: int, backend: str = CACHE_BACKEND) -> dict:
+    """The KV-cache page's generation: `check_greedy_cache`'s detail for `n_new` tokens under `backend`,
+    with an error when the prompt leaves no room for a new token (there is nothing to show)."""
+    gen = check_greedy_cache(lm, inputs, n_new, backend).detail
+    if not gen:
+        raise ValueError("an encoder has no KV cache; pick a decoder or an encoder–decoder")
+    if not gen["steps"]:
+        raise ValueError(f"the prompt already fills the model's context ({lm.cfg.max_len} tokens); shorten it")
+    return gen
+
+
+# -- all checks -----------------------------------------------------------------------------------------
+def run_checks(lm, inputs) -> dict:
+    """The `attnlab check` report: {"passed": bool, "checks": [...]}, the named checks in order."""
+    results = [check_invariants(lm, inputs), *(check_backend(lm, inputs, b) for b in FUSED),
+               check_kv_cache(lm, inputs), check_greedy_cache(lm, inputs)]
+    checks = [c for r in results for c in r.checks]
+    return {"passed": all(c.passed for c in checks), "checks": [c.to_dict() for c in checks]}

@@ -1,0 +1,87 @@
+"""How a transformer knows where a token is, as numbers the Positions page draws: the sinusoidal table
+(Vaswani et al. 2017) and the cosine similarity of position vectors, a model's own position table, RoPE's
+relative-offset property, and ALiBi's distance bias.
+
+Everything returned is numpy; torch stays inside.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from model.positions import alibi_bias, alibi_slopes, apply_rope, rope_angles, sinusoidal_table
+from model.softmax import masked_softmax
+
+
+def sinusoidal(n_pos: int, d_model: int) -> np.ndarray:
+    """The fixed sinusoidal table [n_pos, d_model] (Vaswani et al. 2017)."""
+    return sinusoidal_table(n_pos, d_model).numpy()
+
+
+def similarity(table) -> np.ndarray:
+    """Cosine similarity between every pair of position vectors: [P, P]."""
+    t = np.asarray(table, dtype=np.float64)
+    n = np.linalg.norm(t, axis=-1, keepdims=True)
+    u = t / np.where(n > 0, n, 1)
+    return (u @ u.T).astype(np.float32)
+
+
+def position_table(lm) -> tuple[str, np.ndarray | None]:
+    """The model's own absolute position vectors: ("learned", weights [max_len, D]), ("sinusoidal",
+    its table), or (scheme, None) for RoPE, ALiBi and none (nothing is added to the embeddings)."""
+    m = lm.model
+    stack = m.decoder if hasattr(m, "decoder") and hasattr(m, "encoder") else m
+    emb = stack.embed
+    if lm.cfg.positional == "learned":
+        return "learned", emb.pos.weight.detach().float().numpy().copy()
+    if lm.cfg.positional == "sinusoidal":
+        return "sinusoidal", emb.sin_table.detach().float().numpy().copy()
+    return lm.cfg.positional, None
+
+
+def rope_demo(d_head: int = 16, n_pos: int = 24, base: float = 10000.0, seed: int = 0) -> dict:
+    """RoPE's relative-offset property, numerically: one fixed query vector q and key vector k, rotated
+    to every position m and n; the score matrix S[m, n] = rot(q, m)·rot(k, n) is constant along each
+    diagonal (it depends on n − m only). For contrast, absolute sinusoidal positions added to q and k
+    give A[m, n] = (q + p_m)·(k + p_n), which changes along a diagonal.
+
+    Returns S, A [P, P], per offset o = m − n ≥ 0 the spread (max − min) along that diagonal, and
+    `diagonals` [offsets, m]: S[m + o, m] for the first few m (every row of it is one repeated number)."""
+    if d_head % 2:
+        raise ValueError(f"RoPE needs an even head size, got {d_head}")
+    g = torch.Generator().manual_seed(seed)
+    q, k = torch.randn(d_head, generator=g), torch.randn(d_head, generator=g)
+    pos = torch.arange(n_pos)
+    cos, sin = rope_angles(pos, d_head, base)  # [P, d]
+    rq = apply_rope(q.expand(1, 1, n_pos, d_head), cos, sin)[0, 0]  # [P, d]
+    rk = apply_rope(k.expand(1, 1, n_pos, d_head), cos, sin)[0, 0]
+    S = (rq @ rk.T).double().numpy()
+    pe = sinusoidal_table(n_pos, d_head)
+    A = ((q + pe) @ (k + pe).T).double().numpy()
+    offsets = np.arange(max(1, n_pos - 1))  # a diagonal needs two cells to have a spread
+    spread_rope = np.array([np.ptp(np.diagonal(S, -o)) for o in offsets])
+    spread_abs = np.array([np.ptp(np.diagonal(A, -o)) for o in offsets])
+    n_m = min(8, n_pos)
+    diag = np.full((min(6, n_pos), n_m), np.nan)
+    for o in range(diag.shape[0]):
+        d = np.diagonal(S, -o)[:n_m]
+        diag[o, : len(d)] = d
+    angles = (pos.float()[:, None] * base ** (-torch.arange(0, d_head, 2).float() / d_head)[None]).numpy()
+    return {"S": S.astype(np.float32), "A": A.astype(np.float32), "offsets": offsets, "spread_rope": spread_rope,
+            "spread_abs": spread_abs, "angles": angles.astype(np.float32),
+            "cos_angles": np.cos(angles).astype(np.float32), "d_head": d_head, "base": base,
+            "diagonals": diag}
+
+
+def alibi(n_heads: int, T: int) -> dict:
+    """ALiBi (Press et al. 2022): slopes m_h and the causal bias −m_h·(i − j) per head: [H, T, T]."""
+    slopes = alibi_slopes(n_heads)
+    pos = torch.arange(T)
+    bias = alibi_bias(slopes, pos, pos).numpy()
+    mask = np.tril(np.ones((T, T), dtype=bool))
+    last = masked_softmax(bias[:, -1, :], mask[-1])  # [H, T]: weights of the last query with equal raw scores
+    return {"slopes": slopes.numpy(), "bias": bias.astype(np.float32), "mask": mask, "last_weights": last,
+            "half_life": np.array([math.log(2) / s for s in slopes.tolist()])}
