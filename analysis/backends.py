@@ -56,6 +56,16 @@ def output_scale(lm, inputs) -> dict:
             "hidden": float(out.hidden.abs().max()), "eps": float(torch.finfo(torch.float32).eps)}
 
 
+@torch.no_grad()
+def pattern_recovery(lm, inputs, backend: str) -> list[dict]:
+    """recovery_report of one eager and one `backend` capture of `inputs`."""
+    def records(b):
+        cap = lm.forward(inputs, backend=b).capture
+        return {s: cap[s] for s in cap.sites}
+
+    return recovery_report(records("eager"), records(backend))
+
+
 def recovery_report(eager_records: dict, fused_records: dict, at_T: int = 4096) -> list[dict]:
     """Per site: bytes a fused capture keeps (q and k, float32), bytes of the full pattern it never stores,
     the same two for a self-attention input of `at_T` tokens (q, k grow as T, the pattern as T²), and the

@@ -70,7 +70,7 @@ def _sampling_probs(logits: torch.Tensor, temperature: float, top_k: int | None)
 
 
 @torch.no_grad()
-def generation_trace(lm, inputs, n_new: int, *, temperature: float = 0.0, top_k: int | None = None,
+def generation_trace(lm, inputs, n_new: int, temperature: float = 0.0, top_k: int | None = None,
                      seed: int | None = None, backend: str = "eager", use_cache: bool = True) -> GenTrace:
     """Generate up to `n_new` tokens with capture on; keep each step's new-token row per decoder site."""
     if n_new < 1:

@@ -184,3 +184,9 @@ def model_head_statistics(lm, inputs, *, period: int | None = None, seed: int = 
         df["site"] = [sites[stack][i] for i in df["layer"]]
         frames.append(df)
     return pd.concat(frames, ignore_index=True)[list(COLUMNS)]
+
+
+def head_table(lm, inputs, backend: str = "eager", period: int = 0, seed: int = 0) -> tuple[pd.DataFrame, int]:
+    """(model_head_statistics on `inputs`, the repeat period used): period 0 means the model's default."""
+    period = period or default_period(lm)
+    return model_head_statistics(lm, inputs, period=period, seed=seed, backend=backend), period

@@ -12,6 +12,7 @@ from app import state
 from app.frame import presenting
 from app.presets import Preset, presets
 from app.url_state import URL, kept, remember, reset_positions, select, url_active
+from model.registry import default_model, model_choices
 
 FOLDER = "local folder…"
 BACKENDS = ("eager", "sdpa", "flash")
@@ -75,7 +76,7 @@ def _model_name() -> str:
     ss = st.session_state
     if ss.get("model") == FOLDER:
         return (ss.get("folder") or "").strip()
-    return ss.get("model") or state.default_model()
+    return ss.get("model") or default_model()
 
 
 def _seed_inputs(choices: list[str]) -> None:
@@ -91,9 +92,9 @@ def _seed_inputs(choices: list[str]) -> None:
         if raw and raw not in choices:
             ss["model"], ss["folder"] = FOLDER, raw
         else:
-            ss["model"] = raw or before or state.default_model()
+            ss["model"] = raw or before or default_model()
             if ss["model"] not in choices + [FOLDER]:
-                ss["model"] = state.default_model()
+                ss["model"] = default_model()
             if ss["model"] == FOLDER:
                 ss["folder"] = kept().get("folder", "")
     name = _model_name()
@@ -123,11 +124,11 @@ def inputs(where=None) -> Inputs:
     by default. The values are shared by every page and written to the URL."""
     where = where or st.sidebar
     ss = st.session_state
-    choices = state.model_choices()
+    choices = model_choices()
     _seed_inputs(choices)
     options = choices + [FOLDER]
     if ss.get("model") not in options:
-        ss["model"] = state.default_model()
+        ss["model"] = default_model()
     where.selectbox("Model", options, key="model", on_change=_on_model_change,
                     help="Bundled lecture models, MiniLM (installed), seeded random models, or a local folder "
                          "(an attnlab or Hugging Face model folder with config.json and safetensors weights).")

@@ -19,6 +19,7 @@ class Preset:
     answer: str | None = None
     query_index: int | None = None
     source_index: int | None = None
+    alignment: tuple = ()  # (target index, source index) pairs of a translation sample
 
 
 GENERIC = [
@@ -46,7 +47,8 @@ def presets(model_name: str) -> list[Preset]:
         try:
             from model.lecture.samples import load_samples
 
-            got = [Preset(s.id, s.title, s.text, s.note, s.src_text, s.answer, s.query_index, s.source_index)
+            got = [Preset(s.id, s.title, s.text, s.note, s.src_text, s.answer, s.query_index, s.source_index,
+                          tuple(s.alignment))
                    for s in load_samples(model_name)]
             if got:
                 return got

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from app import state
+from model.captured import GROUP_LABELS
 
 KEEP = "_keep"  # session_state[KEEP][key]: the last value of each widget, across pages
 URL = "_url_now"  # session_state[URL][key]: the values this run writes to the URL
@@ -99,7 +99,7 @@ def select(label: str, options, key: str, default=None, *, where=None, format_fu
 def group_select(groups: dict, where=None) -> str:
     """Which attention to show (self, encoder, decoder or cross); cross first, hidden when there is one."""
     return select("Attention", list(groups), "group", "cross" if "cross" in groups else None, where=where,
-                  format_func=lambda g: state.GROUP_LABELS.get(g, g), show=len(groups) > 1)
+                  format_func=lambda g: GROUP_LABELS.get(g, g), show=len(groups) > 1)
 
 
 def slider(label: str, lo: int | float, hi: int | float, key: str, default, *, where=None, step=None,

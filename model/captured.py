@@ -3,12 +3,13 @@ per attention site and a summary of the predictions. The app, the CLI and the lo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from model.record import AttentionRecord
 
+MAX_STORED_CELLS = 8_000_000  # above this many stored pattern cells a run keeps q and k only (exact on demand)
 GROUP_LABELS = {"self": "self-attention", "encoder": "encoder self-attention",
                 "decoder": "decoder self-attention", "cross": "cross-attention (target → source)"}
 MATRICES = {"pattern": AttentionRecord.pattern, "scores": AttentionRecord.scores,
@@ -37,9 +38,14 @@ class CapturedRun:
     def __getitem__(self, site: str) -> AttentionRecord:
         return self.records[site]
 
-    @property
-    def sites_all(self) -> list[str]:
-        return list(self.records)
+    def lazy_above(self, max_cells: int = MAX_STORED_CELLS) -> CapturedRun:
+        """This run, its records keeping q and k only (patterns recomputed exactly on demand) when the stored
+        patterns hold more than `max_cells` cells."""
+        cells = sum(r.pattern_full.size for r in self.records.values() if r.pattern_full is not None)
+        if cells <= max_cells:
+            return self
+        lazy = {s: replace(r, scores_full=None, pattern_full=None) for s, r in self.records.items()}
+        return replace(self, records=lazy)
 
     @property
     def has_source(self) -> bool:

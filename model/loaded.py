@@ -10,7 +10,7 @@ import torch
 
 from model import hooks
 from model.cache import KVCache
-from model.captured import CapturedRun
+from model.captured import MAX_STORED_CELLS, CapturedRun
 from model.config import ModelConfig
 from model.generate import generate as _generate
 from model.inputs import InputError, Inputs, check_generate, check_tokens, validate_text
@@ -70,6 +70,11 @@ class LoadedModel:
                 "kind": ARCH_NAMES[c.arch], "layers": c.n_layers if c.arch != "encdec" else [c.n_layers, c.dec_layers],
                 "heads": c.n_heads, "d_model": c.d_model, "context": c.max_len, "vocab": c.vocab_size,
                 "positional": c.positional, "norm": c.norm}
+
+    def describe(self) -> dict:
+        """info() plus what a page needs to know: whether it predicts tokens, and the card's plain fields."""
+        card = {k: v for k, v in (self.card or {}).items() if isinstance(v, (str, int, float, list, dict))}
+        return self.info() | {"has_logits": self.has_logits, "card": card}
 
     # -- tokens ------------------------------------------------------------------------------------
     def encode(self, text: str, src_text: str | None = None, pair: str | None = None) -> Inputs:
@@ -159,6 +164,10 @@ class LoadedModel:
                            src_tokens=inp.src_tokens, src_ids=src_ids, mask=tuple(mask), context=self.cfg.max_len,
                            top_ids=top_ids, top_tokens=top_tokens, top_probs=top_probs,
                            seconds=time.perf_counter() - t0, kernels=sorted({r.kernel for r in records.values()}))
+
+    def capture(self, inputs: Inputs, backend: str = "eager", mask: tuple = ()) -> CapturedRun:
+        """`run` on ready inputs, its records lazy above MAX_STORED_CELLS (what a page keeps in its cache)."""
+        return self.run(inputs=inputs, backend=backend, mask=mask).lazy_above(MAX_STORED_CELLS)
 
     def generate(self, text: str, max_new_tokens: int = 20, *, src_text: str | None = None, temperature: float = 0.0,
                  top_k: int | None = None, seed: int | None = None, use_cache: bool = True,

@@ -31,7 +31,8 @@ RANDOM = {
     # dense [H, T, T] bias (256 MiB per layer at T = 4096) that every record would carry.
     "random-long-decoder": ModelConfig(arch="decoder", **(_BASE | {"max_len": 4096}), positional="rope"),
 }
-BUNDLED_DIR = Path(__file__).resolve().parent / "lecture" / "checkpoints"
+ROOT = Path(__file__).resolve().parent.parent  # the repository (docs/, sample_texts/)
+BUNDLED_DIR = ROOT / "model" / "lecture" / "checkpoints"
 
 
 # -- loading ------------------------------------------------------------------------------------------
@@ -49,6 +50,24 @@ def bundled_names() -> list[str]:
     if not BUNDLED_DIR.is_dir():
         return []
     return sorted(p.name for p in BUNDLED_DIR.iterdir() if (p / "config.json").is_file())
+
+
+def default_model() -> str:
+    """The model a fresh session starts on: the bundled lecture decoder, else the random one."""
+    return "lecture-decoder" if "lecture-decoder" in bundled_names() else "random-decoder"
+
+
+def model_choices() -> list[str]:
+    """Bundled models first, then minilm, then the random ones."""
+    return [*bundled_names(), "minilm", *RANDOM]
+
+
+def bundled_card(name: str) -> str | None:
+    """The README.md beside a bundled model's weights (written by this repository), or None."""
+    path = BUNDLED_DIR / name / "README.md"
+    if name not in bundled_names() or not path.is_file():
+        return None
+    return path.read_text(encoding="utf-8")[:20_000]
 
 
 def load_attnlab_folder(folder: Path, name: str, source: str) -> LoadedModel:

@@ -15,6 +15,7 @@ from app.frame import chart, page, presenting
 from app.inputs import inputs
 from app.url_state import select, slider
 from app.verdicts import scale_note, verdict_banner, verdict_table
+from model.captured import GROUP_LABELS
 
 LIVE = {256: "64 … 256", 512: "64 … 512", 1024: "64 … 1024"}
 
@@ -145,7 +146,7 @@ with page("Backends", "Do eager, sdpa and flash compute the same attention — a
     groups = cap_f.groups()
     c1, c2, c3 = st.columns(3)
     group = select("Attention", list(groups), "be_group", None, where=c1, show=len(groups) > 1,
-                   format_func=state.GROUP_LABELS.get)
+                   format_func=GROUP_LABELS.get)
     layer = slider("Layer", 0, len(groups[group]) - 1, "be_layer", 0, where=c2)
     head = slider("Head", 0, cap_f.n_heads - 1, "be_head", 0, where=c3)
     site = groups[group][layer]

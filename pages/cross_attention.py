@@ -29,7 +29,7 @@ with page("Cross-attention", "Which source words does each target word read?", i
     cross, dec = cap.matrices("cross"), cap.matrices("decoder")  # [L, H, T, S], [L, H, T, T]
     n_layers, n_heads = cross.shape[:2]
     src_t, tgt_t = cap.src_tokens, cap.tokens
-    align = state.lecture_alignment(inp.model, inp.preset.id if inp.preset else None)
+    align = [tuple(p) for p in inp.preset.alignment] if inp.preset else []  # (target, source) pairs
 
     st.markdown("The **encoder** reads the source sentence with bidirectional self-attention. The **decoder** writes "
                 "the target: its self-attention is causal (each target token sees the ones before it), and its "

@@ -66,7 +66,7 @@ with page("Heads", "What does each head do — and does the model need it?"):
         head = index("Head", cap.n_heads, "head", 0, where=c2)
         q = token_select("Prediction at token", tokens, "query", default_query(cap, inp.preset), where=c3)
         answer_id = state.token_id(inp.model, inp.preset.answer) if inp.preset and inp.preset.answer else None
-        before, after = state.ablate(inp.model, inp.text, inp.src, inp.backend, site, head, q, answer_id)
+        before, after = state.ablate(inp.model, inp.text, inp.src, site, head, q, answer_id, inp.backend)
         c1, c2 = st.columns(2)
         with c1:
             st.markdown("**All heads**")
@@ -82,7 +82,7 @@ with page("Heads", "What does each head do — and does the model need it?"):
         n_runs = len(sites) * cap.n_heads
         sweep = toggle(f"Ablate every head in turn ({n_runs} forward passes)", "sweep", n_runs <= 64)
         if sweep:
-            names, grid, base = state.ablation_sweep(inp.model, inp.text, inp.src, inp.backend, q, answer_id)
+            names, grid, base = state.ablation_sweep(inp.model, inp.text, inp.src, q, answer_id, inp.backend)
             chart(grid_heatmap(grid, names, [f"head {h}" for h in range(grid.shape[1])],
                                value_name="Δp", present=present, fmt="+.3f",
                                title=f"Change in p(“{base.target}”) when one head is zeroed"),

@@ -4,7 +4,6 @@ import streamlit as st
 
 from analysis.pooling import window
 from analysis.rollout import fuse_heads
-from app import state
 from app.downloads import downloads, matrix_csv
 from app.figures.head_view import head_view
 from app.figures.matrix import MAX_SIDE, matrix_heatmap
@@ -13,6 +12,7 @@ from app.frame import chart, guard, options, page, presenting
 from app.inputs import inputs
 from app.presets import default_query, source_index
 from app.url_state import group_select, index, range_slider, select, sync_url, toggle, token_select
+from model.captured import GROUP_LABELS
 
 KINDS = {"pattern": "attention weights (softmax)", "scores": "raw scores (scaled QKᵀ, before the mask)",
          "masked": "masked scores (what the softmax sees)"}
@@ -94,7 +94,7 @@ with page("Heatmaps", "Which heads look where? Every layer and head at once, the
     vmask = mask if kind != "scores" else None  # raw scores are shown unmasked, by definition
     vkind = "pattern" if kind == "pattern" else "scores"
 
-    title = f"{state.GROUP_LABELS.get(group, group)} — {KINDS[kind]}" + ("" if fuse == "none" else f", {FUSE[fuse]}")
+    title = f"{GROUP_LABELS.get(group, group)} — {KINDS[kind]}" + ("" if fuse == "none" else f", {FUSE[fuse]}")
     fig = mosaic(shown, qt, kt, mask=vmask, kind=vkind, title=title, present=present,
                  layer_labels=[f"layer {i}" for i in range(n_layers)])
     chart(fig, key="mosaic", name="mosaic")

@@ -10,6 +10,7 @@ from app.figures.overview import overview_heatmap, payload_bytes, window_heatmap
 from app.frame import chart, options, page, presenting
 from app.inputs import FOLDER, URL_TEXT_LIMIT
 from app.url_state import URL, index, select, url_active
+from model.registry import model_choices
 
 DEFAULT_MODEL = "random-long-decoder"
 
@@ -38,7 +39,7 @@ with page("Long inputs", "What does one head do across thousands of tokens? The 
     ss = st.session_state
     with options("Model and text"):
         c1, c2 = st.columns([2, 3])
-        choices = state.model_choices()
+        choices = model_choices()
         name = select("Model", [*choices, FOLDER], "long_model",
                       DEFAULT_MODEL if DEFAULT_MODEL in choices else choices[0], where=c1,
                       help="Any model: its context (cfg.max_len) is the limit. random-long-decoder reads 4,096 "

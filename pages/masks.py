@@ -13,6 +13,7 @@ from app.frame import chart, guard, options, page, presenting
 from app.inputs import inputs
 from app.presets import presets
 from app.url_state import index, select, slider
+from model.registry import bundled_names
 
 NAMES = {"causal": "causal", "bidirectional": "bidirectional", "sliding_window": "sliding window",
          "prefix_lm": "prefix-LM", "padding": "padding (per key)"}
@@ -100,7 +101,7 @@ with page("Masks", "What changes when the same text and weights run under a diff
         chart(token_bars(sums, qt, title=f"Row sums when zeroing after the softmax ({NAMES[kind_b]} mask)",
                          present=present, name="row sum"), key="rowsums", name="row-sums")
 
-    bundled = state.bundled_names()
+    bundled = bundled_names()
     if "lecture-decoder" in bundled and "lecture-encoder" in bundled:
         st.subheader("Trained causal vs trained bidirectional attention")
         text = inp.text if inp.model in ("lecture-decoder", "lecture-encoder") else presets("lecture-decoder")[0].text

@@ -40,12 +40,12 @@ from app.figures.style import md
 from model.checkpoint import save_folder
 from model.config import ModelConfig
 from model.inputs import MAX_GENERATE, MAX_TEXT_CHARS, InputError
-from model.registry import BUNDLED_DIR, RANDOM, bundled_names
+from model.registry import BUNDLED_DIR, RANDOM, bundled_names, default_model
 from model.transformer import build_model
 from tests.app.conftest import open_page, specs, titled, z_of
 
 ROOT = Path(__file__).resolve().parents[2]
-DEFAULT = state.default_model()
+DEFAULT = default_model()
 FOLDER = inputs.FOLDER
 REPORT = ROOT / "artifacts" / "reliability.json"
 LOADED = "The model could not be loaded: "

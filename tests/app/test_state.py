@@ -64,7 +64,7 @@ def test_error_messages_say_what_to_do():
 
 
 def test_ablation_changes_the_prediction_of_a_random_model():
-    before, after = state.ablate("random-decoder", "hello", None, "eager", "blocks.1.attn", 0, 5)
+    before, after = state.ablate("random-decoder", "hello", None, "blocks.1.attn", 0, 5, None, "eager")
     assert before.target_id == after.target_id and before.position == 5
     assert not np.allclose(before.probs, after.probs)
 
