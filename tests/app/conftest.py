@@ -82,3 +82,12 @@ def widget(at: AppTest, key: str):
         if found:
             return found[0]
     raise KeyError(key)
+
+
+def arr(v) -> np.ndarray:
+    """A Plotly data array: a list, or numpy sent base64-encoded ('bdata')."""
+    if isinstance(v, dict) and "bdata" in v:
+        import base64
+
+        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"])).astype(np.float64)
+    return np.asarray(v, dtype=np.float64)

@@ -21,7 +21,7 @@ import time
 import pytest
 
 from tests.app.conftest import open_page, specs
-from tests.app.test_reliability import errors, no_exception, report
+from tests.app.reliability import errors, no_exception, report
 
 RERUNS = 200
 WARMUP = 60
