@@ -3,24 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import torch
 
 from analysis import generation as G
 from model.inputs import Inputs
-from model.registry import load
 
 TEXT = "the cat sat on the mat"
-
-
-@pytest.fixture(scope="module")
-def dec():
-    return load("random-decoder")
-
-
-@pytest.fixture(scope="module")
-def encdec():
-    return load("random-encdec")
 
 
 def test_generation_trace_rows_equal_the_full_run(dec):

@@ -12,18 +12,7 @@ from analysis.head_runs import (
     special_ids,
 )
 from model.inputs import InputError
-from model.registry import load
 from model.tokenizer import HFTokenizer
-
-
-@pytest.fixture(scope="module")
-def decoder():
-    return load("random-decoder")
-
-
-@pytest.fixture(scope="module")
-def encdec():
-    return load("random-encdec")
 
 
 def test_repeated_sequence_is_bos_then_two_identical_random_periods(decoder):

@@ -13,16 +13,6 @@ from model.registry import load
 TEXT = "the cat sat on the mat"
 
 
-@pytest.fixture(scope="module")
-def dec():
-    return load("random-decoder")
-
-
-@pytest.fixture(scope="module")
-def encdec():
-    return load("random-encdec")
-
-
 def test_cache_generation_and_stitching_agree(dec, encdec):
     for lm, inp in ((dec, dec.encode(TEXT)), (encdec, encdec.encode("the", "the cat sat ."))):
         rep = generation_steps(lm, inp, 6)
