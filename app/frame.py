@@ -13,6 +13,8 @@ import streamlit as st
 
 from app import state
 from app.url_state import URL, kept, select, sync_url, toggle
+from model.checkpoint import CheckpointError
+from model.inputs import InputError
 
 log = logging.getLogger("attnlab.app")
 PRESENT_CSS = """<style>
@@ -25,9 +27,6 @@ h1 { font-size: 2.6rem !important; }
 # -- errors ------------------------------------------------------------------------------------------------
 def error_message(e: BaseException) -> tuple[str, str]:
     """(level, message) for an exception: what went wrong and what to do. Never a traceback."""
-    from model.checkpoint import CheckpointError
-    from model.inputs import InputError
-
     msg = str(e).strip() or type(e).__name__
     if isinstance(e, state.BusyError):
         return "warning", msg

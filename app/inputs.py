@@ -12,7 +12,7 @@ from app import state
 from app.frame import presenting
 from app.presets import Preset, presets
 from app.url_state import URL, kept, remember, reset_positions, select, url_active
-from model.registry import default_model, model_choices
+from model.registry import bundled_names, default_model, model_choices
 
 FOLDER = "local folder…"
 BACKENDS = ("eager", "sdpa", "flash")
@@ -184,8 +184,6 @@ def _arch(name: str) -> str:
 # -- a page that needs a kind of model -------------------------------------------------------------------------
 def default_for(archs: tuple[str, ...]) -> str:
     """The bundled lecture model of the first wanted kind, else the matching random model."""
-    from model.registry import bundled_names
-
     for a in archs:
         if f"lecture-{a}" in bundled_names():
             return f"lecture-{a}"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from model.lecture.samples import load_samples
+
 log = logging.getLogger("attnlab.app")
 
 
@@ -45,8 +47,6 @@ def presets(model_name: str) -> list[Preset]:
     """Lecture samples for the bundled models (sample_texts/lecture.json), generic texts otherwise."""
     if model_name.startswith("lecture-"):
         try:
-            from model.lecture.samples import load_samples
-
             got = [Preset(s.id, s.title, s.text, s.note, s.src_text, s.answer, s.query_index, s.source_index,
                           tuple(s.alignment))
                    for s in load_samples(model_name)]

@@ -7,11 +7,9 @@ import argparse
 import importlib
 import sys
 
+from cli.errors import UsageError
+
 COMMANDS = ("app_cmd", "bench", "capture", "check", "compare_hf", "eval", "faithfulness", "models", "train")
-
-
-class UsageError(Exception):
-    """A bad argument; printed as one line, exit 2."""
 
 
 class _Parser(argparse.ArgumentParser):

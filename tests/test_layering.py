@@ -48,3 +48,21 @@ def test_tooling_is_on_top_and_packaged():
     packages = {p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file() and p.name != "tests"}
     assert packages == {"model", "analysis", "app", "cli", "bench"}
     assert all(f"{p}*" in include for p in packages)
+
+
+@pytest.mark.parametrize("folder", ["model", "analysis", "app", "pages"])
+def test_own_modules_are_imported_at_the_top(folder):
+    """In the layers, an import of the project's own packages inside a function would hide a cycle: every one
+    is at module level. (The tooling imports lazily on purpose: `attnlab --help` loads no torch, and a bench
+    worker measures memory from a bare interpreter.)"""
+    own = {"model", "analysis", "app", "cli", "bench"}
+    local = []
+    for path in (ROOT / folder).rglob("*.py"):
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                mods = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                    [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else []
+                local += [f"{path.relative_to(ROOT)}:{node.lineno} {m}" for m in mods if m.split(".")[0] in own]
+    assert local == []

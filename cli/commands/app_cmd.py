@@ -6,6 +6,8 @@ import os
 import sys
 from pathlib import Path
 
+from cli.errors import UsageError
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -18,7 +20,6 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     if not 0 < args.port < 65536:
-        from cli.main import UsageError
 
         raise UsageError(f"--port must be 1..65535, got {args.port}")
     cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"),

@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from cli.errors import UsageError
+
 BENCH_MODELS = ("gpt2-small", "lecture-decoder")
 
 
@@ -36,7 +38,6 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from cli.main import UsageError
 
     if args.render:
         return render(args)
@@ -86,7 +87,6 @@ def render(args) -> int:
     from bench.report import DOCS, write_docs
     from bench.tables import markdown
     from bench.targets import evaluate_targets
-    from cli.main import UsageError
 
     try:
         out = json.loads(Path(args.render).read_text(encoding="utf-8"))
@@ -106,7 +106,6 @@ def render(args) -> int:
 
 
 def _write(path: Path, text: str) -> None:
-    from cli.main import UsageError
 
     try:
         path.write_text(text, encoding="utf-8")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from cli.commands.common import add_model_args, load_model
+from cli.errors import UsageError
 
 
 def add_parser(sub) -> None:
@@ -29,7 +30,6 @@ def capture_arrays(lm, text: str, src_text: str | None, backend: str) -> dict[st
 
 
 def run(args) -> int:
-    from cli.main import UsageError
 
     if not args.out.endswith(".npz"):
         raise UsageError(f"--out must end in .npz, got {args.out!r}")
