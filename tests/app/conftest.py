@@ -76,7 +76,7 @@ def ok(at: AppTest) -> None:
 
 
 def widget(at: AppTest, key: str):
-    """The slider or button group (W.index draws buttons for a few values, a slider for many) with `key`."""
+    """The slider or button group (url_state.index draws buttons for a few values, a slider for many) with `key`."""
     for kind in (at.button_group, at.slider):
         found = [w for w in kind if w.key == key]
         if found:

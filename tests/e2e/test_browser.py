@@ -60,7 +60,7 @@ def combobox(page, label: str, option: str) -> None:
 
 
 def pick(page, key: str, value) -> None:
-    """Click the button `value` of a W.index button group (layers, heads)."""
+    """Click the button `value` of a url_state.index button group (layers, heads)."""
     page.locator(f".st-key-{key} button").filter(has_text=re.compile(rf"^{value}$")).click()
 
 

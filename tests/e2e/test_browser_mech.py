@@ -25,7 +25,7 @@ def frames(page, n: int = 2) -> None:
 
 
 def painted(page, key: str, kind: str = "heatmap") -> None:
-    """Wait until the chart drawn with W.chart(key=...) has real pixels (scrolled into view first)."""
+    """Wait until the chart drawn with frame.chart(key=...) has real pixels (scrolled into view first)."""
     box = page.locator(f".st-key-fig-{key}")
     box.wait_for(state="attached", timeout=90_000)
     box.scroll_into_view_if_needed()
@@ -182,7 +182,7 @@ def test_generate(st_app, page):
 
 
 def test_dark_theme_and_presentation_mode(dark_app, page):
-    """Dark theme: charts keep readable colours (Viridis weights); presentation mode enlarges the figures."""
+    """Dark theme: the app is dark and the charts paint; presentation mode enlarges the figures."""
     open_page(page, f"{dark_app['url']}/step-by-step?present=1&sbs_quiz=1")
     painted(page, "sbs-scaled")
     bg = page.evaluate("getComputedStyle(document.querySelector('[data-testid=stApp]')).backgroundColor")
