@@ -26,6 +26,11 @@ ASSUMES = {
                "padded query rows are still computed and ignored later.",
 }
 
+# The six side-by-side panels are a third of the page wide: at most 256 cells a side, a PNG above 128 × 128
+# (at T = 1,024 the page sent 2.3 MB with 512 × 512 panels; its budget is 2 MB).
+PANEL = {"max_side": 256, "png_cells": 128 * 128}
+
+
 with page("Masks", "What changes when the same text and weights run under a different mask?"):
     inp = inputs()
     present = presenting()
@@ -66,15 +71,15 @@ with page("Masks", "What changes when the same text and weights run under a diff
         with cols[0]:
             chart(matrix_heatmap(np.ones(m.shape, np.float32), qt, kt, mask=m, kind="pattern",
                                  zrange=(0, 1), title=f"{label}: mask (grey = hidden)",
-                                 present=present, height=440, max_ticks=16, showscale=False),
+                                 present=present, height=440, max_ticks=16, showscale=False, **PANEL),
                   key=f"mask-{label}", name=f"mask-{label}")
         with cols[1]:
             chart(matrix_heatmap(r.masked_scores(head), qt, kt, kind="scores",
                                  title=f"{label}: scores with −∞ where masked", present=present,
-                                 height=440, max_ticks=16, showscale=False), key=f"scores-{label}", name=f"scores-{label}")
+                                 height=440, max_ticks=16, showscale=False, **PANEL), key=f"scores-{label}", name=f"scores-{label}")
         with cols[2]:
             chart(matrix_heatmap(p, qt, kt, mask=m, kind="pattern", title=f"{label}: attention weights",
-                                 present=present, height=440, max_ticks=16, showscale=False),
+                                 present=present, height=440, max_ticks=16, showscale=False, **PANEL),
                   key=f"pattern-{label}", name=f"pattern-{label}")
 
     st.caption("Scores: red = positive, blue = negative; weights: darker = larger (0 to the largest weight); "

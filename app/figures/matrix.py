@@ -67,11 +67,12 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
                    zrange: tuple[float, float] | None = None, height: int | None = None,
                    q_offset: int = 0, k_offset: int = 0, value_name: str | None = None,
                    mark: tuple[int | None, int | None] = (None, None), max_ticks: int | None = None,
-                   showscale: bool = True, square: bool = True) -> go.Figure:
+                   showscale: bool = True, square: bool = True, png_cells: int = PNG_CELLS) -> go.Figure:
     """One [q, k] matrix on integer axes: NaN where `mask` is False, token tick labels, hover with
     query token, key token and value. kind 'pattern' (sequential, 0..max) or 'scores'/'diff'
     (diverging around 0). Pooled above `max_side` cells per side; `q_offset`/`k_offset` number the
     rows/columns of a zoom window by their absolute positions. `mark` = (query row, key column) to outline.
+    Above `png_cells` cells (after pooling) the matrix goes as a colour-mapped PNG.
     """
     z = np.array(m, dtype=np.float32)  # [q, k]
     if mask is not None:
@@ -99,7 +100,7 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
         zmin, zmax = zrange or (-lim or -1.0, lim or 1.0)
     x, y = np.arange(nx) + (0 if pooled else k_offset), np.arange(ny) + (0 if pooled else q_offset)
     fig = go.Figure()
-    if z.size > PNG_CELLS:
+    if z.size > png_cells:
         img = px.imshow(_colour_png(z, scale or png_scale(), zmin, zmax), binary_string=True).data[0]
         img.update(x0=x[0], dx=1, y0=y[0], dy=1, hovertemplate="query %{y}<br>key %{x}<extra></extra>")
         fig.add_trace(img)

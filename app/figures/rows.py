@@ -6,7 +6,10 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from app.figures.matrix import HOVER_TEXT_CELLS
 from app.figures.style import MASKED_BG, THEME_SCALE, apply_layout, esc, tick_labels
+
+COVER = "rgb(128,128,128)"  # ▶ replay: an opaque grey over the rows not yet generated
 
 
 def method_rows(rows: dict, tokens, *, title: str = "", present: bool = False,
@@ -69,17 +72,27 @@ def generation_matrix(rows, tokens, prompt_len: int, *, k_tokens=None, title: st
     xlab = tick_labels(keys, 12)
     finite = a[np.isfinite(a)]
     zmax = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
-    text = [[f"{ylab[i]} ← {xlab[j]}" for j in range(K)] for i in range(n)]
+    hover = {"hovertemplate": "step %{y} ← key %{x}<br>weight %{z:.4f}<extra></extra>"}
+    if a.size <= HOVER_TEXT_CELLS:  # per-cell labels only while they stay small
+        hover = {"text": [[f"{ylab[i]} ← {xlab[j]}" for j in range(K)] for i in range(n)],
+                 "hovertemplate": "step %{text}<br>weight %{z:.4f}<extra></extra>"}
+    fig = go.Figure(go.Heatmap(z=a, x=x, y=y, colorscale=THEME_SCALE, zmin=0, zmax=zmax, hoverongaps=False,
+                               colorbar={"title": {"text": "weight"}, "thickness": 14}, **hover))
+    if not cross and prompt_len > 0:
+        fig.add_vline(x=prompt_len - 0.5, line={"color": "#888", "dash": "dot"})
+    if current is not None and 0 <= current < n:
+        fig.add_hrect(y0=current - 0.5, y1=current + 0.5, line={"color": "#ff7f0e", "width": 2},
+                      fillcolor="rgba(0,0,0,0)")
+    if n > 1:  # ▶: each frame only covers the rows not yet written (layout shapes, no copy of the matrix)
+        shapes = [sh.to_plotly_json() for sh in fig.layout.shapes]
 
-    def trace(upto: int) -> go.Heatmap:
-        z = np.where(y[:, None] <= upto, a, np.nan) if upto < n - 1 else a  # [n, K]: the rows up to step `upto`
-        return go.Heatmap(z=z, x=x, y=y, colorscale=THEME_SCALE, zmin=0, zmax=zmax, hoverongaps=False,
-                          text=text, colorbar={"title": {"text": "weight"}, "thickness": 14},
-                          hovertemplate="step %{text}<br>weight %{z:.4f}<extra></extra>")
+        def cover(upto: int) -> list[dict]:
+            hidden = [] if upto >= n - 1 else [{"type": "rect", "xref": "x", "yref": "y", "layer": "above",
+                                                 "x0": -0.5, "x1": K - 0.5, "y0": upto + 0.5, "y1": n - 0.5,
+                                                 "fillcolor": COVER, "line": {"width": 0}}]
+            return shapes + hidden
 
-    fig = go.Figure(trace(n - 1))
-    if n > 1:
-        fig.frames = [go.Frame(data=[trace(s)], name=str(s)) for s in range(n)]
+        fig.frames = [go.Frame(layout={"shapes": cover(s)}, name=str(s)) for s in range(n)]
         fig.update_layout(updatemenus=[{
             "type": "buttons", "direction": "left", "x": 0, "y": -0.08, "xanchor": "left", "yanchor": "top",
             "showactive": False, "pad": {"t": 40},
@@ -93,11 +106,6 @@ def generation_matrix(rows, tokens, prompt_len: int, *, k_tokens=None, title: st
                      title="source token (key)" if cross else "context token (key)", showgrid=False)
     fig.update_yaxes(tickmode="array", tickvals=y, ticktext=ylab, autorange="reversed",
                      title="generation step → new token", showgrid=False)
-    if not cross and prompt_len > 0:
-        fig.add_vline(x=prompt_len - 0.5, line={"color": "#888", "dash": "dot"})
-    if current is not None and 0 <= current < n:
-        fig.add_hrect(y0=current - 0.5, y1=current + 0.5, line={"color": "#ff7f0e", "width": 2},
-                      fillcolor="rgba(0,0,0,0)")
     side = 24 if present else 20
     return apply_layout(fig, title, present, int(min(900, max(320, n * side + 200))), plot_bgcolor=MASKED_BG,
                         meta={"steps": int(n), "keys": int(K), "prompt_len": int(prompt_len)})

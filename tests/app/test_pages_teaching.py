@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from app.figures.rows import COVER
 from model.registry import bundled_names
 from tests.app.conftest import arr, ok, open_page, titled, z_of
 
@@ -138,6 +139,10 @@ def test_generate_greedy_replay_and_step():
     fig = titled(at, "Each new token's attention")
     z = z_of(fig["data"][0])
     assert z.shape == (6, T0 + 5) and len(fig["frames"]) == 6
+    # ▶ replay frames carry no copy of the matrix: each covers the rows not yet written
+    assert all(not f.get("data") for f in fig["frames"])
+    covers = [[sh for sh in f["layout"]["shapes"] if sh.get("fillcolor") == COVER] for f in fig["frames"]]
+    assert [c[0]["y0"] for c in covers[:-1]] == [s + 0.5 for s in range(5)] and covers[-1] == []
     for s in range(6):  # step s sees keys 0..T0+s−1, rows sum to 1
         assert np.isnan(z[s, T0 + s:]).all() and np.nansum(z[s]) == pytest.approx(1, abs=1e-4)
     assert fig["layout"]["yaxis"]["ticktext"][0].startswith("0 →")
