@@ -2,6 +2,11 @@
 
 eager: softmax(scale·q·kᵀ + bias, masked to −inf) · v, pattern materialised.
 sdpa / flash: F.scaled_dot_product_attention (flash pinned); a capture keeps q and k instead.
+
+Grouped-query attention (cfg.n_kv_heads < n_heads; 1 = multi-query): the k/v projections produce
+n_kv_heads heads and query head h shares k/v head h // (n_heads // n_kv_heads). The KV cache, hook_k,
+hook_v and the record's k hold the k/v heads only; k and v are repeated per query group just before
+the maths (`repeat_kv`, the same for every backend), so eager ≡ sdpa ≡ flash exactly as for MHA.
 """
 
 from __future__ import annotations
@@ -50,6 +55,14 @@ class AttnCtx:
                 m = torch.ones(k_len, k_len, dtype=torch.bool).tril()[None, None]
             self._mask_np[k_len] = m[:, 0].cpu().numpy()
         return self._mask_np[k_len]
+
+
+def repeat_kv(x: torch.Tensor, group: int) -> torch.Tensor:
+    """Repeat each k/v head for the `group` query heads that share it: [B, Hkv, T, d] -> [B, Hkv·group, T, d]."""
+    if group == 1:
+        return x
+    B, Hkv, T, d = x.shape
+    return x[:, :, None].expand(B, Hkv, group, T, d).reshape(B, Hkv * group, T, d)  # [B, Hkv, g, T, d] -> [B, H, T, d]
 
 
 def eager_attention(q, k, v, mask, bias, scale, site, cap):
@@ -114,18 +127,25 @@ def kernel_name(q, k, v, mask, bias, scale, is_causal, backend) -> str:
 
 
 class Attention(nn.Module):
-    """Multi-head attention. Self-attention reads x; cross-attention takes keys/values from ctx.memory."""
+    """Multi-head (or grouped-query) attention. Self-attention reads x; cross-attention takes keys/values
+    from ctx.memory. qkv's output rows are [q (n_heads·d_head) | k (n_kv_heads·d_head) | v (same)].
+
+    Hook points: hook_q [B, H, q, d]; hook_k, hook_v [B, Hkv, k, d] (the k/v heads, not repeated);
+    hook_attn_scores, hook_mask, hook_pattern [B, H, q, k]; hook_z [B, H, q, d]."""
 
     def __init__(self, cfg: ModelConfig, cross: bool = False):
         super().__init__()
         self.cross, self.n_heads, self.d_head = cross, cfg.n_heads, cfg.d_head
+        self.n_kv_heads = cfg.kv_heads
+        self.group = cfg.n_heads // cfg.kv_heads  # query heads per k/v head
         self.scale = 1.0 / math.sqrt(cfg.d_head)
-        d = cfg.d_model
+        d, d_kv = cfg.d_model, cfg.kv_heads * cfg.d_head
+        self.split = (d, d_kv, d_kv)
         if cross:
-            self.q = nn.Linear(d, d, bias=cfg.bias)
-            self.kv = nn.Linear(d, 2 * d, bias=cfg.bias)
+            self.q = nn.Linear(d, d, bias=cfg.attn_bias)
+            self.kv = nn.Linear(d, 2 * d_kv, bias=cfg.attn_bias)
         else:
-            self.qkv = nn.Linear(d, 3 * d, bias=cfg.bias)
+            self.qkv = nn.Linear(d, d + 2 * d_kv, bias=cfg.attn_bias)
         self.out = nn.Linear(d, d, bias=cfg.bias)
         if cfg.qk_norm:
             self.q_norm = make_norm(cfg, cfg.d_head)
@@ -135,22 +155,23 @@ class Attention(nn.Module):
         self.site, self.stack, self.layer = "attn", "", 0  # set by name_sites()
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, _ = x.shape
-        return x.view(B, T, self.n_heads, self.d_head).transpose(1, 2)  # [B, T, D] -> [B, H, T, d]
+        B, T, D = x.shape
+        return x.view(B, T, D // self.d_head, self.d_head).transpose(1, 2)  # [B, T, h·d] -> [B, h, T, d]
 
     def _project(self, x: torch.Tensor, ctx: AttnCtx):
+        """q [B, H, q, d]; k, v [B, Hkv, k, d] (every key so far, from the cache when there is one)."""
         if self.cross:
             q = self._heads(self.q(x))
             cached = ctx.cache.cross.get(self.site) if ctx.cache is not None else None
             if cached is None:
-                k, v = self.kv(ctx.memory).split(x.shape[-1], dim=-1)
+                k, v = self.kv(ctx.memory).split(self.split[1:], dim=-1)
                 k, v = self.k_norm(self._heads(k)), self._heads(v)
                 if ctx.cache is not None:
                     ctx.cache.cross[self.site] = (k, v)  # computed once per source
             else:
                 k, v = cached
             return self.q_norm(q), k, v
-        q, k, v = self.qkv(x).split(x.shape[-1], dim=-1)
+        q, k, v = self.qkv(x).split(self.split, dim=-1)
         q, k, v = self.q_norm(self._heads(q)), self.k_norm(self._heads(k)), self._heads(v)
         if ctx.rope is not None:
             q, k = apply_rope(q, *ctx.rope), apply_rope(k, *ctx.rope)
@@ -162,6 +183,7 @@ class Attention(nn.Module):
         q, k, v = self._project(x, ctx)
         cap = hooks.active()
         if cap is None:  # the fast path: no hook, no record
+            k, v = repeat_kv(k, self.group), repeat_kv(v, self.group)  # [B, Hkv, k, d] -> [B, H, k, d]
             if ctx.backend == "eager":
                 z = eager_attention(q, k, v, ctx.mask, ctx.bias, self.scale, self.site, None)[0]
             else:
@@ -174,6 +196,8 @@ class Attention(nn.Module):
     def _forward_captured(self, q, k, v, ctx: AttnCtx, cap: hooks.Capture) -> torch.Tensor:
         s = self.site
         q, k, v = cap.hook(f"{s}.hook_q", q), cap.hook(f"{s}.hook_k", k), cap.hook(f"{s}.hook_v", v)
+        k_kv = k  # the record keeps the k/v heads only
+        k, v = repeat_kv(k, self.group), repeat_kv(v, self.group)  # [B, Hkv, k, d] -> [B, H, k, d]
         eager = ctx.backend == "eager" or cap.wants_pattern(s)
         scores = pattern = None
         if eager:
@@ -194,7 +218,7 @@ class Attention(nn.Module):
             # capture 1.3–1.9× slower than transformers' output_attentions at T = 512–2048).
             if f"{s}.hook_attn_scores" not in cap.interventions:
                 scores = None
-            cap.add(self._record(q, k, ctx, backend, kernel, scores, pattern))
+            cap.add(self._record(q, k_kv, ctx, backend, kernel, scores, pattern))
         return z
 
     def _record(self, q, k, ctx, backend, kernel, scores, pattern) -> AttentionRecord:

@@ -6,7 +6,8 @@ import torch
 
 
 class KVCache:
-    """Keys/values [B, H, T, d] per self-attention site, and the fixed cross-attention K/V."""
+    """Keys/values [B, Hkv, T, d] per self-attention site (the k/v heads only: n_kv_heads under
+    grouped-query attention, never repeated per query head), and the fixed cross-attention K/V."""
 
     def __init__(self) -> None:
         self.self_kv: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}

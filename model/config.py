@@ -23,6 +23,7 @@ class ModelConfig:
     vocab_size: int = 260
     d_model: int = 64
     n_heads: int = 4
+    n_kv_heads: int | None = None  # k/v heads (grouped-query attention): None = n_heads, 1 = multi-query
     n_layers: int = 2
     n_dec_layers: int | None = None  # encdec only: decoder depth (default n_layers)
     d_mlp: int | None = None  # default 4·d_model (gelu) or 8·d_model/3 rounded (swiglu)
@@ -33,12 +34,14 @@ class ModelConfig:
     mlp: str = "gelu"
     qk_norm: bool = False
     bias: bool = True
+    qkv_bias: bool | None = None  # biases on the q, k, v projections only (Qwen2); None = follow `bias`
     tie_embeddings: bool = True
     output_head: str | None = None  # none | lm | mlm; default lm for decoders, none otherwise
     type_vocab_size: int = 0  # BERT token types (0: none)
     embed_norm: bool = False  # BERT: LayerNorm after the embeddings
     norm_eps: float = 1e-5
     rope_base: float = 10000.0
+    sliding_window: int | None = None  # decoder's default mask: a query sees itself and window−1 earlier keys
     backend: str = "eager"
 
     def __post_init__(self) -> None:
@@ -60,6 +63,10 @@ class ModelConfig:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        if self.n_kv_heads is not None and (self.n_kv_heads < 1 or self.n_heads % self.n_kv_heads):
+            raise ValueError(f"n_kv_heads={self.n_kv_heads} must be ≥ 1 and divide n_heads={self.n_heads}")
+        if self.sliding_window is not None and (self.sliding_window < 1 or self.arch == "encoder"):
+            raise ValueError(f"sliding_window={self.sliding_window} needs a decoder and a window ≥ 1")
         if self.positional == "rope" and self.d_head % 2:
             raise ValueError(f"RoPE needs an even head size, got d_head={self.d_head}")
         if self.n_dec_layers is not None and self.arch != "encdec":
@@ -74,6 +81,16 @@ class ModelConfig:
     @property
     def d_head(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads: n_heads (multi-head), fewer (grouped-query) or 1 (multi-query)."""
+        return self.n_kv_heads or self.n_heads
+
+    @property
+    def attn_bias(self) -> bool:
+        """Whether the q, k, v projections have biases."""
+        return self.bias if self.qkv_bias is None else self.qkv_bias
 
     @property
     def hidden(self) -> int:

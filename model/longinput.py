@@ -64,7 +64,7 @@ def pattern_rows(rec: AttentionRecord, heads=None, q0: int = 0, q1: int | None =
     if k1 == k0:
         return torch.zeros(len(hs), q1 - q0, 0)
     q = torch.from_numpy(np.ascontiguousarray(rec.q[batch, hs, q0:q1]))  # [h, b, d]
-    k = torch.from_numpy(np.ascontiguousarray(rec.k[batch, hs, k0:k1]))  # [h, kb, d]
+    k = torch.from_numpy(np.ascontiguousarray(rec.keys(hs, batch, k0, k1)))  # [h, kb, d] (per query head)
     s = torch.matmul(q, k.transpose(-2, -1)).mul_(np.float32(rec.scale))  # [h, b, kb]
     if rec.bias is not None:
         s += torch.from_numpy(np.ascontiguousarray(rec.bias[hs, q0:q1, k0:k1]))
@@ -126,7 +126,7 @@ def _weighted_columns_fused(rec: AttentionRecord, r: np.ndarray, causal: bool, b
     """
     flash = _flash_cpu()
     q = torch.from_numpy(np.ascontiguousarray(rec.q[batch]))[None]  # [1, H, T, d]
-    k = torch.from_numpy(np.ascontiguousarray(rec.k[batch]))[None]
+    k = torch.from_numpy(np.ascontiguousarray(rec.keys(None, batch)))[None]  # [1, H, T, d] (per query head)
     _, H, T, d = q.shape
     scale = float(rec.scale)
     width = -(-(d + 1) // 8) * 8  # head size + 1 for the row offsets, padded to a multiple of 8

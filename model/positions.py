@@ -19,7 +19,8 @@ def sinusoidal_table(n_pos: int, d_model: int) -> torch.Tensor:
 
 def rope_angles(positions: torch.Tensor, d_head: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
     """cos, sin [T, d_head] for the rotate-half convention: angle θ_i·p with θ_i = base^(−2i/d)."""
-    inv = base ** (-torch.arange(0, d_head, 2, dtype=torch.float32, device=positions.device) / d_head)
+    # 1 / base^(2i/d), computed as transformers' Llama does (bit-identical angles for converted checkpoints)
+    inv = 1.0 / (base ** (torch.arange(0, d_head, 2, dtype=torch.float32, device=positions.device) / d_head))
     ang = positions.float()[:, None] * inv[None, :]  # [T, d/2]
     ang = torch.cat([ang, ang], dim=-1)  # [T, d]
     return ang.cos(), ang.sin()

@@ -3,6 +3,10 @@
 A record from the eager backend holds the materialised scores and pattern; a record from a fused
 backend holds q and k (and the positional bias) and recomputes any head or window exactly on demand.
 Scores here are "raw scaled scores": scale·q·kᵀ + bias, before masking. The mask is separate.
+
+Grouped-query attention: the record keeps one pattern per QUERY head (`pattern()` is [n_heads, q, k])
+but k per K/V head, as the cache holds it ([batch, n_kv_heads, k, d]); query head h met k/v head
+`kv_head(h)` = h // (n_heads // n_kv_heads). Read keys per query head with `keys()`, not `k[...]`.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ class AttentionRecord:
     scale: float  # the 1/√d_k factor applied to q·kᵀ
     q_offset: int  # absolute position of the first query row
     q: np.ndarray  # float32 [batch, head, q, d_head] (after QK-norm and RoPE: exactly what met k)
-    k: np.ndarray  # float32 [batch, head, k, d_head]
+    k: np.ndarray  # float32 [batch, kv_head, k, d_head]: one per k/v head (= head unless GQA/MQA)
     mask: np.ndarray | None  # bool [batch|1, q, k], True = may attend; None = all visible
     bias: np.ndarray | None = None  # float32 [head, q, k] positional bias (ALiBi) or None
     scores_full: np.ndarray | None = None  # float32 [batch, head, q, k] (only when an intervention changed them)
@@ -37,6 +41,15 @@ class AttentionRecord:
     @property
     def n_heads(self) -> int:
         return self.q.shape[1]
+
+    @property
+    def n_kv_heads(self) -> int:
+        """Key/value heads: n_heads (multi-head), fewer (grouped-query) or 1 (multi-query)."""
+        return self.k.shape[1]
+
+    def kv_head(self, head: int) -> int:
+        """The k/v head that query head `head` shares."""
+        return self._heads(head)[0] // (self.n_heads // self.n_kv_heads)
 
     @property
     def q_len(self) -> int:
@@ -65,9 +78,15 @@ class AttentionRecord:
         q0, q1, k0, k1 = self._window(window)
         heads = self._heads(head)
         q = self.q[batch, heads, q0:q1]  # [h, q, d]
-        k = self.k[batch, heads, k0:k1]  # [h, k, d]
+        k = self.keys(heads, batch, k0, k1)  # [h, k, d]
         out = np.matmul(q, k.transpose(0, 2, 1))  # [h, q, k]
         return out[0] if head is not None else out
+
+    def keys(self, heads=None, batch: int = 0, k0: int = 0, k1: int | None = None) -> np.ndarray:
+        """The keys each query head in `heads` (list, int or None = all) met: float32 [h, k, d]."""
+        hs = self._heads(heads) if heads is None or isinstance(heads, (int, np.integer)) else list(heads)
+        group = self.n_heads // self.n_kv_heads
+        return self.k[batch, [h // group for h in hs], k0:k1]  # [h, k, d]
 
     def scores(self, head: int | None = None, window: Window | None = None, batch: int = 0) -> np.ndarray:
         """Raw scaled scores scale·q·kᵀ + bias, unmasked: [H, q, k] or [q, k]."""

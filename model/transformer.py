@@ -154,12 +154,14 @@ class MLMHead(nn.Module):
 
 
 class Decoder(Stack):
-    """Causal language model: embeddings + positions → blocks → norm → LM head."""
+    """Causal language model: embeddings + positions → blocks → norm → LM head. Its own mask is causal,
+    or sliding-window when cfg.sliding_window is set (Mistral)."""
 
     stack_name = "decoder"
 
     def __init__(self, cfg: ModelConfig, cross: bool = False):
-        super().__init__(cfg, cfg.dec_layers if cross else cfg.n_layers, cross, CAUSAL)
+        own = CAUSAL if cfg.sliding_window is None else MaskSpec("sliding_window", window=cfg.sliding_window)
+        super().__init__(cfg, cfg.dec_layers if cross else cfg.n_layers, cross, own)
         self.lm_head = None
         if cfg.output_head_kind == "lm":
             self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)

@@ -101,6 +101,27 @@ def make_bert(folder: Path, tokenizer, mlm: bool, seed: int = 0, **cfg) -> Path:
     return folder
 
 
+LLAMA_CLASSES = {"llama": ("LlamaConfig", "LlamaForCausalLM"), "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
+                 "mistral": ("MistralConfig", "MistralForCausalLM")}
+
+
+def make_llama(folder: Path, tokenizer, family: str, seed: int = 0, **cfg) -> Path:
+    """LlamaForCausalLM / Qwen2ForCausalLM / MistralForCausalLM with a random config, saved as safetensors."""
+    import transformers
+
+    quiet_transformers()
+    conf_cls, model_cls = (getattr(transformers, n) for n in LLAMA_CLASSES[family])
+    eot = tokenizer.token_to_id(EOT)
+    conf = conf_cls(**{"vocab_size": tokenizer.get_vocab_size(), "bos_token_id": eot, "eos_token_id": eot, **cfg})
+    torch.manual_seed(seed)
+    model = model_cls(conf).eval()
+    _perturb(model, seed)
+    model.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save(str(folder / "tokenizer.json"))
+    (folder / "special_tokens_map.json").write_text(json.dumps({"bos_token": EOT, "eos_token": EOT}))
+    return folder
+
+
 GPT2_SHAPES = {
     # name: (tokenizer, GPT2Config kwargs)
     "gpt2-3heads-bpe": ("bpe", dict(n_embd=24, n_head=3, n_layer=2, n_positions=40)),
@@ -118,9 +139,28 @@ BERT_SHAPES = {
 }
 
 
+_LLAMA = dict(hidden_size=32, intermediate_size=40, num_hidden_layers=2, max_position_embeddings=64)
+LLAMA_SHAPES = {
+    # name: (family, config kwargs); GQA ratio = num_attention_heads / num_key_value_heads
+    "llama-mha-untied": ("llama", dict(_LLAMA, num_attention_heads=4, num_key_value_heads=4)),
+    "llama-gqa2-tied-theta": ("llama", dict(_LLAMA, num_attention_heads=4, num_key_value_heads=2,
+                                            tie_word_embeddings=True, rope_parameters={"rope_type": "default",
+                                                                                       "rope_theta": 500.0})),
+    "qwen2-gqa4-bias-tied": ("qwen2", dict(_LLAMA, num_attention_heads=8, num_key_value_heads=2, num_hidden_layers=3,
+                                           tie_word_embeddings=True, rms_norm_eps=1e-5)),
+    "qwen2-mqa-bias": ("qwen2", dict(_LLAMA, hidden_size=24, num_attention_heads=3, num_key_value_heads=1)),
+    "mistral-window5-mqa": ("mistral", dict(_LLAMA, num_attention_heads=4, num_key_value_heads=1, sliding_window=5)),
+    "mistral-window3-gqa2": ("mistral", dict(_LLAMA, num_attention_heads=8, num_key_value_heads=4, sliding_window=3,
+                                             num_hidden_layers=1, tie_word_embeddings=True)),
+}
+
+
 def build(kind: str, name: str, root: Path) -> Path:
     folder = root / name
     folder.mkdir(parents=True, exist_ok=True)
+    if kind == "llama":
+        family, cfg = LLAMA_SHAPES[name]
+        return make_llama(folder, bpe_tokenizer(), family, **cfg)
     if kind == "gpt2":
         tok_kind, cfg = GPT2_SHAPES[name]
         return make_gpt2(folder, bpe_tokenizer() if tok_kind == "bpe" else word_tokenizer(False), **cfg)

@@ -1,11 +1,12 @@
 """Ours against `transformers` on the same token ids: hidden states, logits, every attention pattern,
-and (GPT-2 family) a greedy continuation. fp32, CPU; `transformers` runs its eager attention."""
+and (decoders: GPT-2, Llama, Qwen2, Mistral) a greedy continuation. fp32, CPU; `transformers` runs its eager attention."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
+from model.hf.llama import CLASSES
 from model.inputs import InputError, Inputs
 from model.registry import load
 
@@ -13,6 +14,8 @@ TOL_HIDDEN = 1e-4  # last hidden states, absolute
 TOL_LOGITS = 1e-4
 TOL_ATTENTION = 1e-5  # every attention weight
 GREEDY_TOKENS = 20
+# family → the transformers class it is compared with (bert: BertModel or BertForMaskedLM)
+FAMILIES = {"gpt2": "GPT2LMHeadModel", "bert": "BertModel", **CLASSES}
 DEFAULT_TEXT = "The cat sat on the mat because the mat was warm."
 
 
@@ -29,17 +32,18 @@ def compare_hf(folder_or_name: str, text: str | None = None, *, pair: str | None
 def load_transformers(lm):
     """The same checkpoint through `transformers` (eager attention, fp32, local files only)."""
     folder = lm.card.get("folder")
-    if folder is None or lm.family not in ("gpt2", "bert"):
-        raise InputError(f"{lm.name} is not a Hugging Face checkpoint (gpt2 or bert family); nothing to compare with")
-    from transformers import BertForMaskedLM, BertModel, GPT2LMHeadModel
+    if folder is None or lm.family not in FAMILIES:
+        raise InputError(f"{lm.name} is not a Hugging Face checkpoint ({', '.join(FAMILIES)} family); "
+                         "nothing to compare with")
+    import transformers
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
-    if lm.family == "gpt2":
-        cls = GPT2LMHeadModel
+    if lm.family == "bert":
+        cls = transformers.BertForMaskedLM if lm.cfg.output_head_kind == "mlm" else transformers.BertModel
     else:
-        cls = BertForMaskedLM if lm.cfg.output_head_kind == "mlm" else BertModel
+        cls = getattr(transformers, FAMILIES[lm.family])
     model = cls.from_pretrained(folder, attn_implementation="eager", local_files_only=True, use_safetensors=True,
                                 dtype=torch.float32)
     return model.eval()
@@ -55,7 +59,7 @@ def compare_models(lm, hf, inputs, *, backend: str = "eager", greedy_tokens: int
     run = lm.forward(inputs, backend=backend)
     kw = {"token_type_ids": inputs.type_ids} if inputs.type_ids is not None else {}
     out = hf(inputs.ids, output_attentions=True, output_hidden_states=True, **kw)
-    hf_hidden = out.hidden_states[-1]  # GPT-2: after ln_f; BERT: the last layer's output
+    hf_hidden = out.hidden_states[-1]  # GPT-2, Llama …: after the final norm; BERT: the last layer's output
     n_layers = len(out.attentions)
     if n_layers != lm.cfg.n_layers:
         raise AssertionError(f"transformers returned {n_layers} attention layers, ours has {lm.cfg.n_layers}")
@@ -65,7 +69,7 @@ def compare_models(lm, hf, inputs, *, backend: str = "eager", greedy_tokens: int
     if run.logits is not None:
         logits = _max_abs(run.logits.numpy(), out.logits.numpy())
     greedy = None
-    if lm.family == "gpt2":
+    if lm.arch == "decoder":  # GPT-2, Llama, Qwen2, Mistral
         greedy = greedy_equal(lm, hf, inputs.ids, greedy_tokens, backend)
     return {"max_abs_logits": logits, "max_abs_hidden": _max_abs(run.hidden.numpy(), hf_hidden.numpy()),
             "max_abs_attention": attention, "greedy_equal": greedy, "n_layers": lm.cfg.n_layers,

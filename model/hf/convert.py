@@ -1,4 +1,4 @@
-"""Hugging Face GPT-2 / BERT checkpoints → our ModelConfig and state dict. Pure functions.
+"""Hugging Face GPT-2 / BERT checkpoints (Llama, Qwen2, Mistral: model/hf/llama.py) → our ModelConfig and state dict. Pure functions.
 
 Every key is accounted for (mapped or knowingly ignored) and every shape asserted against the
 config; anything else is a CheckpointError naming the key. No `transformers` import here.
@@ -14,6 +14,10 @@ from model.config import ModelConfig
 FAMILIES = {
     "gpt2": "gpt2 (GPT-2, DistilGPT-2 and other GPT2LMHeadModel/GPT2Model checkpoints)",
     "bert": "bert (BERT, MiniLM and other BertModel/BertForMaskedLM checkpoints)",
+    # converted in model/hf/llama.py
+    "llama": "llama (Llama, TinyLlama, SmolLM and other LlamaForCausalLM checkpoints)",
+    "qwen2": "qwen2 (Qwen2, Qwen2.5 and other Qwen2ForCausalLM checkpoints)",
+    "mistral": "mistral (Mistral and other MistralForCausalLM checkpoints, sliding window included)",
 }
 # Hugging Face activation names → our MLP choice.
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}

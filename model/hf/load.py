@@ -15,7 +15,7 @@ import torch
 
 from model.checkpoint import CheckpointError, load_state, load_weights, read_config
 from model.config import ModelConfig
-from model.hf import convert
+from model.hf import convert, llama
 from model.inputs import InputError
 from model.loaded import LoadedModel
 from model.tokenizer import HFTokenizer
@@ -30,6 +30,9 @@ HUB_PATTERNS = ["*.json", "*.safetensors", "*.txt"]  # config, weights, tokenize
 DEFAULT_SPECIALS = {
     "gpt2": {"bos": "<|endoftext|>", "eos": "<|endoftext|>"},
     "bert": {"pad": "[PAD]", "mask": "[MASK]"},
+    "llama": {"bos": "<s>", "eos": "</s>"},
+    "mistral": {"bos": "<s>", "eos": "</s>"},
+    "qwen2": {"eos": "<|endoftext|>"},
 }
 
 
@@ -72,6 +75,12 @@ def check_folder(folder: str | Path) -> Path:
 
 
 def model_family(hf: dict, folder: Path) -> str:
+    """The family named by model_type; a config asking for the checkpoint's own code is refused first."""
+    if hf.get("auto_map") or hf.get("trust_remote_code"):
+        raise CheckpointError(
+            f"{folder}: config.json asks for the checkpoint's own Python code (auto_map / trust_remote_code); "
+            "attnlab never runs code shipped with a checkpoint. Supported families, through our own code: "
+            f"{convert.supported_families()}")
     mt = hf.get("model_type")
     if mt not in convert.FAMILIES:
         raise CheckpointError(
@@ -107,6 +116,9 @@ def build_converted(family: str, hf: dict, state: dict, where: str) -> tuple[tor
     if family == "gpt2":
         cfg = convert.gpt2_config(hf)
         ours = convert.convert_gpt2(state, cfg)
+    elif family in llama.FAMILIES:
+        cfg = llama.llama_config(hf)
+        ours = llama.convert_llama(state, cfg, family)
     else:
         cfg = convert.bert_config(hf, mlm=convert.has_mlm_head(state))
         ours = convert.convert_bert(state, cfg)

@@ -24,6 +24,27 @@ def test_decoder_cached_equals_uncached(pos, backend):
             out = m(x[:, a:b], cache=cache, backend=backend).logits
             assert (out - ref[:, a:b]).abs().max() <= 1e-5
     assert len(cache) == 13
+    _check_steps(full, steps)
+
+
+@pytest.mark.parametrize("n_kv", [8, 4, 2, 1], ids=lambda n: f"kv{n}")
+@pytest.mark.parametrize("backend", ["eager", "sdpa", "flash"])
+def test_gqa_cached_equals_uncached_and_cache_holds_kv_heads(n_kv, backend):
+    m = tiny(positional="rope", n_heads=8, n_kv_heads=n_kv, sliding_window=5 if n_kv == 2 else None)
+    x = tokens(13)
+    with capture() as full:
+        ref = m(x, backend=backend).logits
+    cache = KVCache()
+    with capture() as steps:
+        for a, b in chunks(13):
+            out = m(x[:, a:b], cache=cache, backend=backend).logits
+            assert (out - ref[:, a:b]).abs().max() <= 1e-5
+    k, v = cache.self_kv["blocks.0.attn"]
+    assert k.shape == v.shape == (1, n_kv, 13, 4), "the cache stores k/v heads only, not repeated"
+    _check_steps(full, steps)
+
+
+def _check_steps(full, steps):
     for site in full.sites:
         recs = steps.steps(site)
         assert [r.q_offset for r in recs] == [a for a, _ in chunks(13)]

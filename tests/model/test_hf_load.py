@@ -192,11 +192,20 @@ def test_pickle_only_folder_refused(folders, tmp_path, no_unpickling):
 def test_unknown_model_type(folders, tmp_path):
     f = _copy(folders, "gpt2-3heads-bpe", tmp_path)
     conf = json.loads((f / "config.json").read_text())
-    conf.update(model_type="llama", auto_map={"AutoModel": "modeling_evil.Model"})
+    conf.update(model_type="falcon")
     (f / "config.json").write_text(json.dumps(conf))
-    with pytest.raises(CheckpointError, match="model_type 'llama' is not supported; supported families: gpt2") as e:
+    with pytest.raises(CheckpointError, match="model_type 'falcon' is not supported; supported families: gpt2") as e:
         load_hf_folder(f)
-    assert "bert" in str(e.value)
+    assert all(fam in str(e.value) for fam in ("bert", "llama", "qwen2", "mistral"))
+
+
+@pytest.mark.parametrize("extra", [{"auto_map": {"AutoModel": "modeling_evil.Model"}}, {"trust_remote_code": True}])
+def test_remote_code_config_refused(folders, tmp_path, extra):
+    f = _copy(folders, "gpt2-3heads-bpe", tmp_path)
+    conf = json.loads((f / "config.json").read_text())
+    (f / "config.json").write_text(json.dumps({**conf, "model_type": "llama", **extra}))
+    with pytest.raises(CheckpointError, match="own Python code .auto_map / trust_remote_code.; attnlab never runs"):
+        load_hf_folder(f)
 
 
 def test_missing_path_and_file(tmp_path):

@@ -146,3 +146,43 @@ def test_lazy_windows_equal_eager_rows():
     np.testing.assert_allclose(z.raw_qk(head=0) * z.scale + z.bias[0], e.scores(head=0), atol=1e-5)
     with pytest.raises(IndexError):
         z.pattern(window=(0, 30, 0, 5))
+
+
+# -- grouped-query attention: ratios 1, 2, 4 and multi-query (8 query heads) ------------------------------
+KV_HEADS = [8, 4, 2, 1]
+
+
+@pytest.mark.parametrize("n_kv", KV_HEADS, ids=lambda n: f"kv{n}")
+@pytest.mark.parametrize("pos, spec", [("rope", None), ("alibi", MaskSpec("sliding_window", window=4)),
+                                       ("learned", MaskSpec("custom", custom=MASKS[-1].custom))],
+                         ids=["rope-causal", "alibi-window", "learned-custom"])
+def test_gqa_invariants_and_backends_agree(n_kv, pos, spec):
+    m = tiny(positional=pos, n_heads=8, n_kv_heads=n_kv, mlp="swiglu", norm_type="rmsnorm", qk_norm=pos == "rope")
+    x = tokens(12, B=2)
+    outs, pats = {}, {}
+    for backend in ("eager", "sdpa", "flash"):
+        with capture() as cap:
+            outs[backend] = m(x, backend=backend, mask=spec).logits
+        check_records(cap)
+        rec = cap["blocks.1.attn"]
+        assert rec.pattern().shape == (8, 12, 12) and rec.k.shape == (2, n_kv, 12, 4) and rec.n_kv_heads == n_kv
+        assert [rec.kv_head(h) for h in range(8)] == [h // (8 // n_kv) for h in range(8)]
+        pats[backend] = np.stack([cap[s].pattern(batch=1) for s in cap.sites])
+    for backend in ("sdpa", "flash"):
+        assert (outs[backend] - outs["eager"]).abs().max() <= 1e-5
+        assert np.abs(pats[backend] - pats["eager"]).max() <= 1e-5
+
+
+@pytest.mark.parametrize("n_kv", [4, 2], ids=lambda n: f"kv{n}")
+def test_gqa_encdec_backends_agree(n_kv):
+    m = tiny("encdec", positional="rope", n_kv_heads=n_kv)
+    src, tgt = tokens(9, B=2, seed=2), tokens(6, B=2, seed=3)
+    outs = {}
+    for backend in ("eager", "sdpa", "flash"):
+        with capture() as cap:
+            outs[backend] = m(src, tgt, backend=backend).logits
+        check_records(cap)
+        cross = cap["decoder.blocks.1.cross_attn"]
+        assert cross.pattern().shape == (4, 6, 9) and cross.k.shape[1] == n_kv
+    assert (outs["sdpa"] - outs["eager"]).abs().max() <= 1e-5
+    assert (outs["flash"] - outs["eager"]).abs().max() <= 1e-5
