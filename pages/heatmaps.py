@@ -95,11 +95,15 @@ with page("Heatmaps", "Which heads look where? Every layer and head at once, the
     vkind = "pattern" if kind == "pattern" else "scores"
 
     title = f"{GROUP_LABELS.get(group, group)} — {KINDS[kind]}" + ("" if fuse == "none" else f", {FUSE[fuse]}")
+    first = cap.layer_records(group)[0]
+    kv_group = n_heads // first.n_kv_heads if fuse == "none" else 1  # query heads per shared k/v head
     fig = mosaic(shown, qt, kt, mask=vmask, kind=vkind, title=title, present=present,
-                 layer_labels=[f"layer {i}" for i in range(n_layers)])
+                 layer_labels=[f"layer {i}" for i in range(n_layers)], kv_group=kv_group)
     chart(fig, key="mosaic", name="mosaic")
     st.caption("Rows are layers, columns heads; inside each block rows are query tokens and columns key tokens. "
-               "Blank cells are masked. Hover for layer, head, tokens and value.")
+               "Blank cells are masked. Hover for layer, head, tokens and value."
+               + (f" Grouped-query attention: each run of {kv_group} heads shares one key/value head (kv n)."
+                  if kv_group > 1 else ""))
 
     st.subheader("One head up close")
     close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present)

@@ -14,12 +14,14 @@ MOSAIC_CELLS = 150_000  # cells in the all-heads mosaic before each head is pool
 
 
 def mosaic(stack, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", title: str = "", present: bool = False,
-           pool: str = "max", layer_labels=None, max_cells: int = MOSAIC_CELLS) -> go.Figure:
+           pool: str = "max", layer_labels=None, max_cells: int = MOSAIC_CELLS, kv_group: int = 1) -> go.Figure:
     """Every layer × head of `stack` [L, H, q, k] as ONE heatmap with NaN gutters between heads.
 
     Rows are layers, columns heads. Axes are categorical with a unique name per row/column
     ("L1 · 7 cat"), so hover shows layer, head, query and key token without per-cell data; tick
     labels name the heads and layers. Heads are pooled when the whole mosaic exceeds `max_cells`.
+    `kv_group` > 1 (grouped-query attention): each run of that many heads shares one k/v head; the runs are
+    set apart by a wider gutter and the head labels name their k/v head.
     """
     a = np.array(stack, dtype=np.float32)  # [L, H, q, k]
     n_layers, n_heads, nq, nk = a.shape
@@ -34,11 +36,14 @@ def mosaic(stack, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", title
         title = f"{title} — pooled ({pool} over {qe[1] - qe[0]}-token blocks)"
     pq, pk = a.shape[-2:]
     gap = 1 if max(pq, pk) <= 24 else max(1, round(max(pq, pk) / 24))
-    rows, cols = n_layers * (pq + gap) - gap, n_heads * (pk + gap) - gap
-    z = np.full((rows, cols), np.nan, dtype=np.float32)  # [L·(pq + gap) − gap, H·(pk + gap) − gap]: NaN gutters
+    after = [0 if h == n_heads - 1 else 3 * gap if kv_group > 1 and (h + 1) % kv_group == 0 else gap
+             for h in range(n_heads)]  # gutter after each head: wider between k/v groups
+    starts = np.concatenate([[0], np.cumsum([pk + g for g in after])[:-1]]).astype(int)  # first column of each head
+    rows, cols = n_layers * (pq + gap) - gap, int(starts[-1]) + pk
+    z = np.full((rows, cols), np.nan, dtype=np.float32)  # [L·(pq + gap) − gap, cols]: NaN gutters
     for layer in range(n_layers):
         for h in range(n_heads):
-            r0, c0 = layer * (pq + gap), h * (pk + gap)
+            r0, c0 = layer * (pq + gap), starts[h]
             z[r0:r0 + pq, c0:c0 + pk] = a[layer, h]
     limit = 10
     qlab = block_labels(list(q_tokens), qe, limit) if pooled else tick_labels(q_tokens, limit)
@@ -51,8 +56,7 @@ def mosaic(stack, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", title
             y += [f"gap {layer}.{g}" for g in range(gap)]
     for h in range(n_heads):
         x += [f"H{h} · {j} {klab[j]}" for j in range(pk)]
-        if h < n_heads - 1:
-            x += [f"gap {h}.{g}" for g in range(gap)]
+        x += [f"gap {h}.{g}" for g in range(after[h])]
     finite = z[np.isfinite(z)]
     if kind == "pattern":
         scale, zmin, zmax = THEME_SCALE, 0.0, float(finite.max()) if finite.size and finite.max() > 0 else 1.0
@@ -64,13 +68,14 @@ def mosaic(stack, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", title
         z=z, x=x, y=y, colorscale=scale, zmin=zmin, zmax=zmax, hoverongaps=False,
         colorbar={"title": {"text": vname}, "thickness": 14},
         hovertemplate=f"query %{{y}}<br>key %{{x}}<br>{vname} %{{z:.4f}}<extra></extra>"))
-    fig.update_xaxes(type="category", tickmode="array", tickvals=[x[h * (pk + gap) + pk // 2] for h in range(n_heads)],
-                     ticktext=[f"head {h}" for h in range(n_heads)], showgrid=False, side="bottom")
+    names = [f"head {h}" + (f" · kv {h // kv_group}" if kv_group > 1 else "") for h in range(n_heads)]
+    fig.update_xaxes(type="category", tickmode="array", tickvals=[x[starts[h] + pk // 2] for h in range(n_heads)],
+                     ticktext=names, showgrid=False, side="bottom")
     fig.update_yaxes(type="category", tickmode="array", autorange="reversed",
                      tickvals=[y[layer * (pq + gap) + pq // 2] for layer in range(n_layers)],
                      ticktext=[str(s) for s in layer_labels], showgrid=False)
     cell = max(3, min(14, int(700 / max(rows, 1) * 1.0)))
     apply_layout(fig, title, present, int(min(1000, max(420, rows * cell + 160))), plot_bgcolor="rgba(0,0,0,0)",
                  meta={"pooled": bool(pooled), "shape": [rows, cols], "heads": n_heads, "layers": n_layers,
-                       "cell": [pq, pk], "gap": gap})
+                       "cell": [pq, pk], "gap": gap, "kv_group": kv_group})
     return fig

@@ -75,6 +75,17 @@ def test_mosaic_is_one_heatmap_with_nan_gutters():
     assert list(fig.layout.xaxis.ticktext) == ["head 0", "head 1"]
 
 
+def test_mosaic_sets_kv_groups_apart_and_names_their_kv_head():
+    a = np.random.default_rng(3).random((1, 4, 5, 5)).astype(np.float32)  # 4 query heads, 2 k/v heads
+    fig = mosaic(a, list("abcde"), list("abcde"), kv_group=2)
+    z = np.asarray(fig.data[0].z, dtype=float)
+    assert z.shape == (5, 5 + 1 + 5 + 3 + 5 + 1 + 5)  # gutters: 1 inside a group, 3 between groups
+    assert np.isnan(z[:, 11:14]).all() and not np.isnan(z[:, 14]).any()
+    np.testing.assert_allclose(z[:, 14:19], a[0, 2])  # head 2 opens the second group
+    assert list(fig.layout.xaxis.ticktext) == ["head 0 · kv 0", "head 1 · kv 0", "head 2 · kv 1", "head 3 · kv 1"]
+    assert fig.layout.meta["kv_group"] == 2
+
+
 def test_mosaic_pools_heads_over_the_cell_budget():
     a = np.random.default_rng(2).random((4, 4, 100, 100))
     fig = mosaic(a, [str(i) for i in range(100)], [str(i) for i in range(100)], max_cells=16 * 50 * 50)

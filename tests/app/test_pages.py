@@ -253,3 +253,21 @@ def test_bookmarked_preset_opens_its_text():
     ok(at)
     assert at.text_area(key="text").value == p.text and at.selectbox(key="preset").value == p.id
     assert at.query_params["preset"] == p.id and "text" not in at.query_params
+
+
+def test_heatmaps_sets_grouped_query_heads_side_by_side(tmp_path, monkeypatch):
+    """A Llama folder with 4 query heads on 2 k/v heads: the mosaic labels each head's k/v head."""
+    from app.inputs import FOLDER
+    from tests.hf_fixtures import build
+
+    folder = build("llama", "llama-gqa2-tied-theta", tmp_path)
+    monkeypatch.setenv("ATTNLAB_MODEL_ROOTS", str(tmp_path))
+    at = open_page("heatmaps")
+    at.selectbox(key="model").set_value(FOLDER).run()
+    at.text_input(key="folder").set_value(str(folder)).run()
+    at.text_area(key="text").set_value("the cat sat on the mat").run()  # within the tiny model's 64 tokens
+    ok(at)
+    fig = titled(at, "self-attention — attention weights")
+    assert fig["layout"]["meta"]["kv_group"] == 2 and fig["layout"]["meta"]["heads"] == 4
+    assert fig["layout"]["xaxis"]["ticktext"] == ["head 0 · kv 0", "head 1 · kv 0", "head 2 · kv 1", "head 3 · kv 1"]
+    assert "each run of 2 heads shares one key/value head" in " ".join(c.value for c in at.caption)
