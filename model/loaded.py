@@ -3,8 +3,9 @@ knows the architecture (decoder, encoder, encoder–decoder)."""
 
 from __future__ import annotations
 
+import copy
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -12,6 +13,7 @@ from model import hooks
 from model.cache import KVCache
 from model.captured import MAX_STORED_CELLS, CapturedRun
 from model.config import ModelConfig
+from model.device import dtype_name, is_half
 from model.generate import generate as _generate
 from model.inputs import InputError, Inputs, check_generate, check_tokens, validate_text
 from model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, pair_mask
@@ -44,6 +46,43 @@ class LoadedModel:
     src_tokenizer: Tokenizer | None = None
     family: str = "attnlab"
     card: dict = field(default_factory=dict)
+    reference: torch.nn.Module | None = field(default=None, repr=False)  # fp32 copy of a half model (checks)
+
+    # -- device and precision --------------------------------------------------------------------------
+    @property
+    def device(self) -> str:
+        """Where the weights live: 'cpu' or 'cuda' (the first parameter's device type)."""
+        return next(self.model.parameters()).device.type
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The floating-point dtype the model computes in."""
+        return next(self.model.parameters()).dtype
+
+    def to(self, device: str | None = None, dtype: torch.dtype | None = None) -> LoadedModel:
+        """Move (and cast) the model in place; returns self. Casting float32 weights to a 16-bit dtype keeps
+        a float32 copy on the same device as `reference`, the eager reference of the half-precision checks."""
+        if dtype is not None and is_half(dtype) and self.reference is None and not is_half(self.dtype):
+            self.reference = copy.deepcopy(self.model).float().eval()
+        self.model.to(device=device, dtype=dtype)
+        if self.reference is not None:
+            self.reference.to(device=device)
+            if not is_half(self.dtype):
+                self.reference = None  # back to full precision: the model is its own reference
+        return self
+
+    def reference_model(self) -> LoadedModel:
+        """This model in float32 on the same device: itself when it already is float32, else a LoadedModel
+        around `reference` (sharing tokenizers and config)."""
+        if not is_half(self.dtype):
+            return self
+        if self.reference is None:  # loaded in 16 bits: the nearest float32 model is the upcast one
+            self.reference = copy.deepcopy(self.model).float().eval()
+        return replace(self, model=self.reference, reference=None)
+
+    def run_info(self) -> dict:
+        """{'device': 'cpu'|'cuda', 'dtype': 'float32'|'bfloat16'|'float16'}."""
+        return {"device": self.device, "dtype": dtype_name(self.dtype)}
 
     @property
     def arch(self) -> str:
@@ -138,7 +177,9 @@ class LoadedModel:
     def forward(self, inputs: Inputs, *, backend: str = "eager", cache: KVCache | None = None,
                 mask: MaskSpec | None = None, interventions: dict | None = None, names=None,
                 records: bool = True, grad: bool = False) -> Forward:
-        """One forward pass over `inputs` with capture (records, hook tensors `names`, `interventions`)."""
+        """One forward pass over `inputs` with capture (records, hook tensors `names`, `interventions`). The
+        inputs move to the model's device; records are float32 numpy whatever the model's dtype."""
+        inputs = inputs.to(self.device)
         with torch.set_grad_enabled(grad), hooks.capture(names=names, interventions=interventions,
                                                          records=records, detach=not grad) as cap:
             out = self.model.forward_inputs(inputs, backend=backend, cache=cache, mask=mask)
@@ -156,7 +197,7 @@ class LoadedModel:
         if fwd.logits is not None and top_k:
             probs = torch.softmax(fwd.logits[0].float(), dim=-1)  # [T, V]
             p, i = probs.topk(min(top_k, probs.shape[-1]), dim=-1)  # [T, K]
-            top_ids, top_probs = i.numpy(), p.numpy()
+            top_ids, top_probs = i.cpu().numpy(), p.cpu().numpy()
             top_tokens = [[self.label(j) for j in row] for row in top_ids.tolist()]
         records = {s: fwd.capture[s] for s in fwd.capture.sites}
         src_ids = None if inp.src_ids is None else inp.src_ids[0].tolist()
@@ -179,6 +220,7 @@ class LoadedModel:
         check_generate(max_new_tokens)
         inp = inputs or self.encode(text, src_text)
         eos = getattr(self.tokenizer, "eos_id", None) if stop_at_eos else None
+        inp = inp.to(self.device)
         ids = _generate(self.model, inp.ids, max_new_tokens, temperature=temperature, top_k=top_k, seed=seed,
                         use_cache=use_cache, backend=backend, eos_id=eos, src=inp.src_ids, step_logits=step_logits)
         new = [self.label(i) for i in ids[0, inp.ids.shape[1]:].tolist()]

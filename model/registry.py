@@ -147,7 +147,9 @@ def check_root(folder: Path, roots: list[Path]) -> None:
 
 def load(name_or_path: str, dtype: torch.dtype | None = None, device: str | None = None,
          roots: list[Path] | None = None) -> LoadedModel:
-    """Load by name or path. Raises InputError (unknown name) or CheckpointError (bad folder).
+    """Load by name or path onto `device` ('cpu', 'cuda'; None: as loaded) in `dtype` (None: as loaded,
+    float32 for attnlab models). Raises InputError (unknown name) or CheckpointError (bad folder).
+    Resolve --device/--dtype choices with model.device.resolve first.
 
     With `roots` (the app on a shared server), a typed folder must lie inside one of them.
     """
@@ -171,5 +173,5 @@ def load(name_or_path: str, dtype: torch.dtype | None = None, device: str | None
         else:
             lm = load_hf_folder(folder, name=str(folder), source=str(folder))
     if dtype is not None or device is not None:
-        lm.model.to(device=device, dtype=dtype)
+        lm.to(device, dtype)  # a 16-bit dtype keeps a float32 reference for the checks
     return lm
