@@ -187,7 +187,7 @@ def test_page_draws_overview_and_window_at_3000_tokens():
                                np.nanmax(L.head_overview(cap, 0, 3).pooled), atol=1e-7)
     sent = sum(len(el.proto.spec) for el in at.get("plotly_chart"))
     assert sent <= MB2
-    assert "3,000 tokens" in at.caption[-1].value and "sent" in at.caption[-1].value
+    assert "3,000 tokens" in at.main.caption[-1].value and "sent" in at.main.caption[-1].value
 
 
 def test_page_fills_the_long_sample():
