@@ -47,6 +47,7 @@ class LoadedModel:
     family: str = "attnlab"
     card: dict = field(default_factory=dict)
     reference: torch.nn.Module | None = field(default=None, repr=False)  # fp32 copy of a half model (checks)
+    cpu_context: int | None = None  # tokens a CPU run reads when below cfg.max_len (see `context`)
 
     # -- device and precision --------------------------------------------------------------------------
     @property
@@ -80,6 +81,14 @@ class LoadedModel:
             self.reference = copy.deepcopy(self.model).float().eval()
         return replace(self, model=self.reference, reference=None)
 
+    @property
+    def context(self) -> int:
+        """The most tokens one text may have here: cfg.max_len, or the model's CPU limit on the CPU (the one
+        place that limit is applied; random-long-decoder reads 4,096 tokens on the CPU, 32,768 on CUDA)."""
+        if self.cpu_context is not None and self.device == "cpu":
+            return min(self.cpu_context, self.cfg.max_len)
+        return self.cfg.max_len
+
     def run_info(self) -> dict:
         """{'device': 'cpu'|'cuda', 'dtype': 'float32'|'bfloat16'|'float16'}."""
         return {"device": self.device, "dtype": dtype_name(self.dtype)}
@@ -107,13 +116,13 @@ class LoadedModel:
         c = self.cfg
         return {"name": self.name, "source": self.source, "family": self.family, "arch": c.arch,
                 "kind": ARCH_NAMES[c.arch], "layers": c.n_layers if c.arch != "encdec" else [c.n_layers, c.dec_layers],
-                "heads": c.n_heads, "d_model": c.d_model, "context": c.max_len, "vocab": c.vocab_size,
+                "heads": c.n_heads, "d_model": c.d_model, "context": self.context, "vocab": c.vocab_size,
                 "positional": c.positional, "norm": c.norm}
 
     def describe(self) -> dict:
         """info() plus what a page needs to know: whether it predicts tokens, and the card's plain fields."""
         card = {k: v for k, v in (self.card or {}).items() if isinstance(v, (str, int, float, list, dict))}
-        return self.info() | {"has_logits": self.has_logits, "card": card}
+        return self.info() | {"has_logits": self.has_logits, "card": card, "full_context": self.cfg.max_len}
 
     # -- tokens ------------------------------------------------------------------------------------
     def encode(self, text: str, src_text: str | None = None, pair: str | None = None) -> Inputs:
@@ -140,7 +149,11 @@ class LoadedModel:
         else:
             validate_text(text, what)
         enc = tok.encode(text, pair=pair) if pair is not None else tok.encode(text)
-        check_tokens(len(enc.ids), self.cfg.max_len, what)
+        if len(enc.ids) > self.context and self.context < self.cfg.max_len:
+            raise InputError(f"the {what} is {len(enc.ids):,} tokens long; the CPU limit of {self.name} is "
+                             f"{self.context:,} tokens (a run on a CUDA GPU, --device cuda, reads up to "
+                             f"{self.cfg.max_len:,})")
+        check_tokens(len(enc.ids), self.context, what)
         return enc
 
     def label(self, i: int) -> str:
@@ -202,7 +215,7 @@ class LoadedModel:
         records = {s: fwd.capture[s] for s in fwd.capture.sites}
         src_ids = None if inp.src_ids is None else inp.src_ids[0].tolist()
         return CapturedRun(self.name, list(inp.tokens), inp.ids[0].tolist(), records, backend,
-                           src_tokens=inp.src_tokens, src_ids=src_ids, mask=tuple(mask), context=self.cfg.max_len,
+                           src_tokens=inp.src_tokens, src_ids=src_ids, mask=tuple(mask), context=self.context,
                            top_ids=top_ids, top_tokens=top_tokens, top_probs=top_probs,
                            seconds=time.perf_counter() - t0, kernels=sorted({r.kernel for r in records.values()}))
 
@@ -221,6 +234,7 @@ class LoadedModel:
         inp = inputs or self.encode(text, src_text)
         eos = getattr(self.tokenizer, "eos_id", None) if stop_at_eos else None
         inp = inp.to(self.device)
+        max_new_tokens = min(max_new_tokens, max(0, self.context - inp.ids.shape[1]))  # the CPU limit too
         ids = _generate(self.model, inp.ids, max_new_tokens, temperature=temperature, top_k=top_k, seed=seed,
                         use_cache=use_cache, backend=backend, eos_id=eos, src=inp.src_ids, step_logits=step_logits)
         new = [self.label(i) for i in ids[0, inp.ids.shape[1]:].tolist()]

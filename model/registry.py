@@ -1,7 +1,7 @@
 """Load a model by name or path into a LoadedModel: weights, tokenizer(s) and a small run API.
 
 Names: random-decoder, random-encoder, random-encdec and random-long-decoder (seeded random weights, byte
-tokenizer; the last with a 4,096-token context), the bundled lecture-* models, minilm, or a local folder
+tokenizer; the last with a 32,768-token context on a CUDA GPU and 4,096 on the CPU), the bundled lecture-* models, minilm, or a local folder
 (attnlab or Hugging Face layout).
 """
 
@@ -26,11 +26,13 @@ RANDOM = {
     "random-decoder": ModelConfig(arch="decoder", **_BASE),
     "random-encoder": ModelConfig(arch="encoder", output_head="mlm", **_BASE),
     "random-encdec": ModelConfig(arch="encdec", **_BASE),
-    # A 4,096-token context for the Long inputs page. RoPE, not ALiBi: RoPE rotates q and k, so a fused
-    # (sdpa) capture keeps only q and k (O(T·d) per head) and runs SDPA's causal fast path; ALiBi adds a
-    # dense [H, T, T] bias (256 MiB per layer at T = 4096) that every record would carry.
-    "random-long-decoder": ModelConfig(arch="decoder", **(_BASE | {"max_len": 4096}), positional="rope"),
+    # The Long inputs page's model: 32,768 tokens on a CUDA GPU, 4,096 on the CPU (CPU_CONTEXT). RoPE, not
+    # ALiBi: RoPE rotates q and k, so a fused (sdpa) capture keeps only q and k (O(T·d) per head) and runs
+    # SDPA's causal fast path; ALiBi adds a dense [H, T, T] bias (256 MiB per layer at T = 4096) that every
+    # record would carry. RoPE has no position table, so the longer context costs no weights.
+    "random-long-decoder": ModelConfig(arch="decoder", **(_BASE | {"max_len": 32768}), positional="rope"),
 }
+CPU_CONTEXT = {"random-long-decoder": 4096}  # what a CPU run reads (LoadedModel.context), below cfg.max_len
 ROOT = Path(__file__).resolve().parent.parent  # the repository (docs/, sample_texts/)
 BUNDLED_DIR = ROOT / "model" / "lecture" / "checkpoints"
 
@@ -43,7 +45,8 @@ def random_model(name: str) -> LoadedModel:
     if cfg.arch == "encdec":
         return LoadedModel(name, model, ByteTokenizer(add_bos=True), cfg, "random",
                            src_tokenizer=ByteTokenizer(add_bos=False, add_eos=True))
-    return LoadedModel(name, model, ByteTokenizer(add_bos=True, add_eos=cfg.arch == "encoder"), cfg, "random")
+    return LoadedModel(name, model, ByteTokenizer(add_bos=True, add_eos=cfg.arch == "encoder"), cfg, "random",
+                       cpu_context=CPU_CONTEXT.get(name))
 
 
 def bundled_names() -> list[str]:
