@@ -62,14 +62,15 @@ class LoadedModel:
 
     def to(self, device: str | None = None, dtype: torch.dtype | None = None) -> LoadedModel:
         """Move (and cast) the model in place; returns self. Casting float32 weights to a 16-bit dtype keeps
-        a float32 copy on the same device as `reference`, the eager reference of the half-precision checks."""
-        if dtype is not None and is_half(dtype) and self.reference is None and not is_half(self.dtype):
+        a float32 copy on the same device as `reference`, the eager reference of the half-precision checks;
+        casting back to full precision takes those weights again (not the rounded ones)."""
+        if dtype is not None and not is_half(dtype) and self.reference is not None:
+            self.model, self.reference = self.reference, None
+        elif dtype is not None and is_half(dtype) and self.reference is None and not is_half(self.dtype):
             self.reference = copy.deepcopy(self.model).float().eval()
         self.model.to(device=device, dtype=dtype)
         if self.reference is not None:
             self.reference.to(device=device)
-            if not is_half(self.dtype):
-                self.reference = None  # back to full precision: the model is its own reference
         return self
 
     def reference_model(self) -> LoadedModel:

@@ -80,3 +80,12 @@ def test_the_model_layer_on_this_path_imports_no_streamlit_or_plotly():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "[]"
+
+
+def test_casting_back_to_float32_takes_the_weights_as_loaded():
+    lm = load("random-decoder", dtype=torch.bfloat16)
+    ref = lm.reference
+    lm.to(dtype=torch.float32)
+    assert lm.model is ref and lm.reference is None and lm.dtype == torch.float32
+    for a, b in zip(lm.model.parameters(), load("random-decoder").model.parameters()):
+        assert torch.equal(a, b)
