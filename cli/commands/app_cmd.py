@@ -29,9 +29,9 @@ def run(args) -> int:
     from model.device import dtype_name
 
     device, dtype = run_settings(args)
-    os.environ["ATTNLAB_DEVICE"], os.environ["ATTNLAB_DTYPE"] = device, dtype_name(dtype)
+    env = os.environ | {"ATTNLAB_DEVICE": device, "ATTNLAB_DTYPE": dtype_name(dtype)}
     cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"),
            "--server.address", args.host, "--server.port", str(args.port), "--server.headless", "true"]
     os.chdir(ROOT)  # .streamlit/config.toml is read from the working directory
-    os.execv(sys.executable, cmd)
+    os.execve(sys.executable, cmd, env)
     return 0

@@ -29,7 +29,7 @@ def run_cli(capsys, *argv):
 ])
 def test_cuda_without_a_gpu_exits_2_with_one_line(capsys, tmp_path, monkeypatch, argv):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("os.execv", lambda *a: pytest.fail("the app must not start"))
+    monkeypatch.setattr("os.execve", lambda *a: pytest.fail("the app must not start"))
     rc, out, err = run_cli(capsys, *argv)
     assert rc == 2 and out == "" and err.count("\n") == 1
     assert err == ("attnlab: error: cuda was asked for but this machine has no CUDA GPU "
@@ -79,16 +79,12 @@ def test_capture_in_bfloat16_writes_float32(tmp_path, capsys):
 
 
 def test_app_passes_the_choice_through_its_environment(capsys, monkeypatch):
+    import os
+
     seen = {}
-
-    def fake_execv(exe, cmd):
-        import os
-
-        seen.update(cmd=cmd, device=os.environ["ATTNLAB_DEVICE"], dtype=os.environ["ATTNLAB_DTYPE"])
-
-    monkeypatch.setattr("os.execv", fake_execv)
+    monkeypatch.setattr("os.execve", lambda exe, cmd, env: seen.update(cmd=cmd, env=env))
     monkeypatch.setattr("os.chdir", lambda p: None)
-    monkeypatch.delenv("ATTNLAB_DEVICE", raising=False)
-    monkeypatch.delenv("ATTNLAB_DTYPE", raising=False)
     rc, _, _ = run_cli(capsys, "app", "--device", "cpu", "--dtype", "bfloat16", "--port", "8600")
-    assert rc == 0 and (seen["device"], seen["dtype"]) == ("cpu", "bfloat16") and "8600" in seen["cmd"]
+    assert rc == 0 and "8600" in seen["cmd"]
+    assert (seen["env"]["ATTNLAB_DEVICE"], seen["env"]["ATTNLAB_DTYPE"]) == ("cpu", "bfloat16")
+    assert os.environ.get("ATTNLAB_DTYPE") != "bfloat16"  # this process's environment is left alone
