@@ -41,6 +41,7 @@ def test_cuda_without_a_gpu_exits_2_with_one_line(capsys, tmp_path, monkeypatch,
     (["check", "--model", "random-decoder", "--dtype", "float8"], "argument --dtype: invalid choice: 'float8'"),
     (["app", "--dtype", "int8"], "argument --dtype: invalid choice"),
     (["bench", "--device", "gpu"], "argument --device: invalid choice"),
+    (["bench", "--device", "cpu", "--dtype", "bfloat16"], "the CPU benchmark runs float32"),
 ])
 def test_bad_choices_exit_2(capsys, argv, message):
     rc, _, err = run_cli(capsys, *argv)
