@@ -24,21 +24,24 @@ from model.softmax import masked_softmax_torch
 def _max_abs(a, b) -> float:
     if a is None or b is None:
         return 0.0
-    return float((a - b).abs().max()) if torch.is_tensor(a) else float(np.abs(a - b).max())
+    if torch.is_tensor(a):
+        return float((a.float() - b.float()).abs().max()) if a.dtype != b.dtype else float((a - b).abs().max())
+    return float(np.abs(a - b).max())
 
 
 @torch.no_grad()
-def compare_backends(lm, inputs, other: str, ref: str = "eager") -> dict:
+def compare_backends(lm, inputs, other: str, ref: str = "eager", ref_lm=None) -> dict:
     """Max |Δ| of logits, hidden states and every site's pattern between `ref` and `other`; `scale` is the
-    largest |logit| of the `ref` run (|hidden state| for a model without logits), `kernels` what `other` ran."""
-    out_a = lm.forward(inputs, backend=ref)
+    largest |logit| of the `ref` run (|hidden state| for a model without logits), `kernels` what `other` ran.
+    `ref_lm` runs the reference instead of `lm` (the float32 copy of a 16-bit model); outputs compare in float32."""
+    out_a = (ref_lm or lm).forward(inputs, backend=ref)
     out_b = lm.forward(inputs, backend=other)
     cap_a, cap_b = out_a.capture, out_b.capture
     per_site = {s: _max_abs(cap_a[s].pattern(), cap_b[s].pattern()) for s in cap_a.sites}
     scale_ref = out_a.logits if out_a.logits is not None else out_a.hidden
     return {
         "backend": other, "reference": ref,
-        "scale": float(scale_ref.abs().max()),
+        "scale": float(scale_ref.float().abs().max()),
         "max_abs_logits": _max_abs(out_a.logits, out_b.logits),
         "max_abs_hidden": _max_abs(out_a.hidden, out_b.hidden),
         "max_abs_pattern": max(per_site.values(), default=0.0),

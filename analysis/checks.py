@@ -8,6 +8,10 @@ page that calls one check shows exactly the numbers `attnlab check` prints for i
     check_backend         eager_vs_sdpa, eager_vs_flash                        (analysis.backends)
     check_kv_cache        cache_vs_no_cache_logits, cache_vs_no_cache_pattern  (analysis.kv_cache)
     check_greedy_cache    greedy_cache_tokens_equal                            (analysis.kv_cache)
+
+The tolerances follow the model's dtype (`rules_for`): float32 keeps the tolerances below; a 16-bit model
+(bfloat16, float16) compares its fused backends with a float32 eager reference (the model's fp32 copy)
+within TOL_HALF, and no worse than HALF_VS_EAGER × the error of eager in the same dtype against it.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import torch
 
 from analysis.backends import compare_backends
 from analysis.kv_cache import cache_generation, cached_chunks
+from model.device import dtype_name, is_half
 from model.record import AttentionRecord
 
 TOL_BACKEND = 1e-5  # fp32 CPU: eager vs sdpa vs flash, outputs and patterns
@@ -27,6 +32,8 @@ TOL_ROWSUM = 1e-5
 FUSED = ("sdpa", "flash")  # the backends compared with eager
 CACHE_BACKEND = "sdpa"  # the backend of the cache checks
 GREEDY_TOKENS = 20  # greedy tokens generated with and without the cache
+TOL_HALF = 4e-2  # bf16/fp16: fused vs the fp32 eager reference, and cached vs uncached
+HALF_VS_EAGER = 2.0  # bf16/fp16: a fused backend's error vs the fp32 reference ≤ this × eager's (same dtype)
 
 
 def scaled_tolerance(tol: float, reference) -> float:
@@ -34,6 +41,38 @@ def scaled_tolerance(tol: float, reference) -> float:
     for large logits, where float32 keeps about 7 digits (logits of ±20 differ by ~1e-6 per ulp)."""
     ref = reference.abs().max() if torch.is_tensor(reference) else np.abs(reference).max()
     return tol * max(1.0, float(ref))
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The tolerances of one dtype: backends, cache, row sums; `vs_eager` (16-bit only) bounds a fused
+    backend's error against the float32 reference by that multiple of eager's in the same dtype."""
+
+    dtype: str
+    backend: float
+    cache: float
+    rowsum: float
+    vs_eager: float | None = None
+
+    @property
+    def half(self) -> bool:
+        return self.vs_eager is not None
+
+    def to_dict(self) -> dict:
+        return {"dtype": self.dtype, "reference": "float32 eager" if self.half else "eager (same dtype)",
+                "backend": self.backend, "backend_vs_eager_factor": self.vs_eager, "cache": self.cache,
+                "row_sum": self.rowsum}
+
+
+FP32 = Rules("float32", TOL_BACKEND, TOL_CACHE, TOL_ROWSUM)
+
+
+def rules_for(dtype: torch.dtype) -> Rules:
+    """FP32 for float32 (and float64); for bfloat16/float16 TOL_HALF, HALF_VS_EAGER, and row sums within the
+    dtype's machine epsilon (one rounding of a softmax that sums to 1)."""
+    if not is_half(dtype):
+        return FP32
+    return Rules(dtype_name(dtype), TOL_HALF, TOL_HALF, float(torch.finfo(dtype).eps), HALF_VS_EAGER)
 
 
 @dataclass
@@ -91,10 +130,11 @@ def invariants(records: dict[str, AttentionRecord]) -> dict[str, float]:
 
 def check_invariants(lm, inputs) -> CheckResult:
     """Every eager pattern: rows sum to one, nothing outside the mask, everything finite."""
-    cap = lm.forward(inputs, backend="eager").capture
+    tol = rules_for(lm.dtype).rowsum
+    cap = lm.forward(inputs, backend="eager", as_computed=True).capture  # a 16-bit model: its own softmax
     inv = invariants({s: cap[s] for s in cap.sites})
     return CheckResult([
-        Check("rows_sum_to_one", inv["row_sum_error"], TOL_ROWSUM, inv["row_sum_error"] <= TOL_ROWSUM),
+        Check("rows_sum_to_one", inv["row_sum_error"], tol, inv["row_sum_error"] <= tol),
         Check("no_mass_outside_mask", inv["mass_outside_mask"], 0.0, inv["mass_outside_mask"] == 0.0),
         Check("finite", float(inv["nonfinite"]), 0.0, inv["nonfinite"] == 0)], inv)
 
@@ -102,13 +142,41 @@ def check_invariants(lm, inputs) -> CheckResult:
 # -- backends ---------------------------------------------------------------------------------------------
 def check_backend(lm, inputs, other: str) -> CheckResult:
     """`eager_vs_<other>`: patterns within TOL_BACKEND absolute, logits and hidden states within
-    TOL_BACKEND·max(1, max|logits|). Detail: analysis.backends.compare_backends plus its `tolerance`."""
+    TOL_BACKEND·max(1, max|logits|). Detail: analysis.backends.compare_backends plus its `tolerance`.
+    A 16-bit model: `check_backend_half`."""
+    rules = rules_for(lm.dtype)
+    if rules.half:
+        return check_backend_half(lm, inputs, other, rules)
     rep = compare_backends(lm, inputs, other)
     rep["tolerance"] = scaled_tolerance(TOL_BACKEND, rep["scale"])
     worst = max(rep["max_abs_logits"], rep["max_abs_hidden"])
     ok = worst <= rep["tolerance"] and rep["max_abs_pattern"] <= TOL_BACKEND
     note = (f"patterns within {TOL_BACKEND:g} absolute (worst {rep['max_abs_pattern']:.2e}); "
             f"outputs within {TOL_BACKEND:g}·max(1, max|logits|); kernel: " + ", ".join(rep["kernels"]))
+    return CheckResult([Check(f"eager_vs_{other}", max(worst, rep["max_abs_pattern"]), rep["tolerance"], ok,
+                              note=note)], rep)
+
+
+def check_backend_half(lm, inputs, other: str, rules: Rules) -> CheckResult:
+    """`eager_vs_<other>` of a 16-bit model: `other` in the model's dtype against the float32 eager reference —
+    patterns within rules.backend, outputs within rules.backend·max(1, max|logits|), and the worst output
+    error at most rules.vs_eager × that of eager in the same dtype. Detail: compare_backends against the
+    reference, plus `tolerance`, `eager_error` (eager in the dtype vs the reference) and `rules`."""
+    ref = lm.reference_model()
+    rep = compare_backends(lm, inputs, other, ref_lm=ref)
+    eager = compare_backends(lm, inputs, "eager", ref_lm=ref)
+    rep["tolerance"] = scaled_tolerance(rules.backend, rep["scale"])
+    rep["rules"] = rules.to_dict()
+    rep["eager_error"] = {k: eager[k] for k in ("max_abs_logits", "max_abs_hidden", "max_abs_pattern")}
+    worst = max(rep["max_abs_logits"], rep["max_abs_hidden"])
+    eager_worst = max(eager["max_abs_logits"], eager["max_abs_hidden"])
+    rep["vs_eager"] = worst / eager_worst if eager_worst > 0 else (0.0 if worst == 0 else float("inf"))
+    ok = (worst <= rep["tolerance"] and rep["max_abs_pattern"] <= rules.backend
+          and worst <= rules.vs_eager * eager_worst + 1e-6)
+    note = (f"{rules.dtype} vs the float32 eager reference: patterns within {rules.backend:g} absolute (worst "
+            f"{rep['max_abs_pattern']:.2e}); outputs within {rules.backend:g}·max(1, max|logits|) and at most "
+            f"{rules.vs_eager:g}× eager in {rules.dtype} (worst {worst:.2e} vs eager's {eager_worst:.2e}); "
+            "kernel: " + ", ".join(rep["kernels"]))
     return CheckResult([Check(f"eager_vs_{other}", max(worst, rep["max_abs_pattern"]), rep["tolerance"], ok,
                               note=note)], rep)
 
@@ -122,19 +190,20 @@ def check_kv_cache(lm, inputs, backend: str = CACHE_BACKEND) -> CheckResult:
         na = "not applicable: an encoder has no KV cache"
         return CheckResult([Check(n, None, TOL_CACHE, True, note=na)
                             for n in ("cache_vs_no_cache_logits", "cache_vs_no_cache_pattern")], {})
+    base = rules_for(lm.dtype).cache
     run = cached_chunks(lm, inputs, backend)
-    run["tolerance"] = tol = scaled_tolerance(TOL_CACHE, run["logits_scale"])
+    run["tolerance"] = tol = scaled_tolerance(base, run["logits_scale"])
     return CheckResult([
         Check("cache_vs_no_cache_logits", run["max_abs_logits"], tol, run["max_abs_logits"] <= tol,
-              note=f"tolerance {TOL_CACHE:g}·max(1, max|logits|)"),
-        Check("cache_vs_no_cache_pattern", run["max_abs_pattern"], TOL_CACHE, run["max_abs_pattern"] <= TOL_CACHE)],
+              note=f"tolerance {base:g}·max(1, max|logits|)"),
+        Check("cache_vs_no_cache_pattern", run["max_abs_pattern"], base, run["max_abs_pattern"] <= base)],
         run)
 
 
-def _judge_steps(gen: dict) -> dict:
+def _judge_steps(gen: dict, base: float = TOL_CACHE) -> dict:
     """analysis.kv_cache.cache_generation with a verdict per step: max |Δlogits| within the tolerance
-    (TOL_CACHE·max(1, max|logits|) over all steps) and the same token; `passed` when every step passes."""
-    tol = max((scaled_tolerance(TOL_CACHE, s["scale"]) for s in gen["steps"]), default=TOL_CACHE)
+    (base·max(1, max|logits|) over all steps) and the same token; `passed` when every step passes."""
+    tol = max((scaled_tolerance(base, s["scale"]) for s in gen["steps"]), default=base)
     steps = [s | {"passed": s["max_abs_logits"] <= tol and s["same_token"]} for s in gen["steps"]]
     return gen | {"steps": steps, "tolerance": tol,
                   "passed": all(s["passed"] for s in steps) and gen["same_length"]}
@@ -146,7 +215,7 @@ def check_greedy_cache(lm, inputs, n_new: int = GREEDY_TOKENS, backend: str = CA
     generation judged step by step. An encoder generates nothing: no rows."""
     if not lm.has_cache:
         return CheckResult([], {})
-    gen = _judge_steps(cache_generation(lm, inputs, n_new, backend))
+    gen = _judge_steps(cache_generation(lm, inputs, n_new, backend), rules_for(lm.dtype).cache)
     n = gen["n_different"]
     return CheckResult([Check("greedy_cache_tokens_equal", float(n), 0.0, n == 0)], gen)
 
@@ -164,8 +233,13 @@ def generation_steps(lm, inputs, n_new: int, backend: str = CACHE_BACKEND) -> di
 
 # -- all checks -----------------------------------------------------------------------------------------
 def run_checks(lm, inputs) -> dict:
-    """The `attnlab check` report: {"passed": bool, "checks": [...]}, the named checks in order."""
+    """The `attnlab check` report: {"passed": bool, "checks": [...]}, the named checks in order. Away from
+    float32 on the CPU it also says where it ran and under which rules: "device", "dtype", "rules"."""
     results = [check_invariants(lm, inputs), *(check_backend(lm, inputs, b) for b in FUSED),
                check_kv_cache(lm, inputs), check_greedy_cache(lm, inputs)]
     checks = [c for r in results for c in r.checks]
-    return {"passed": all(c.passed for c in checks), "checks": [c.to_dict() for c in checks]}
+    report = {"passed": all(c.passed for c in checks), "checks": [c.to_dict() for c in checks]}
+    rules = rules_for(lm.dtype)
+    if rules.half or lm.device != "cpu":
+        report |= {"device": lm.device, "dtype": dtype_name(lm.dtype), "rules": rules.to_dict()}
+    return report

@@ -68,6 +68,7 @@ def page(title: str, question: str, *, icon: str = "") -> Iterator[None]:
                      help="Large fonts and fewer controls, for a projector.")
     select("Chart download format", ("png", "svg"), "img", "png", where=st.sidebar, show=not present,
            help="What the camera icon in each chart's toolbar saves.")
+    device_sidebar()
     if present:
         st.html(PRESENT_CSS)
     st.title(f"{icon} {title}".strip())
@@ -78,6 +79,27 @@ def page(title: str, question: str, *, icon: str = "") -> Iterator[None]:
         show_error(e)
     finally:
         sync_url()
+
+
+def device_sidebar() -> None:
+    """Where models run, in the sidebar: a caption (device and dtype), and a switch only on a machine with a
+    CUDA GPU (the app never offers what the machine cannot do)."""
+    if state.can_switch_device():
+        ss = st.session_state
+        env = state.run_settings()
+        ss.setdefault(state.RUN_DEVICE, env[0])
+        ss.setdefault(state.RUN_DTYPE, env[1])
+        st.sidebar.selectbox("Device", ("cuda", "cpu"), key=state.RUN_DEVICE,
+                             help="cuda runs the fused backends' GPU kernels (FlashAttention-2 in 16 bits).")
+        st.sidebar.selectbox("Precision", ("bfloat16", "float16", "float32"), key=state.RUN_DTYPE,
+                             help="16-bit runs are checked against a float32 eager reference.")
+    try:
+        device, dtype = state.run_settings()
+    except InputError as e:  # e.g. ATTNLAB_DEVICE=cuda on a machine without one
+        st.sidebar.caption(f"Device: {e}")
+        return
+    where = "" if state.can_switch_device() else " (no CUDA GPU on this machine)"
+    st.sidebar.caption(f"Runs on **{device}** in **{dtype}**{where}.")
 
 
 def presenting() -> bool:

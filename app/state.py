@@ -1,6 +1,8 @@
 """The app's cached entry points and the process-wide inference lock: the only file in the app that caches.
 
-* Models: `st.cache_resource`, one per (name, dtype), shared read-only by every session.
+* Models: `st.cache_resource`, one per (name, device, dtype), shared read-only by every session. The device
+  and dtype (`run_settings`) come from `attnlab app --device/--dtype` (ATTNLAB_DEVICE / ATTNLAB_DTYPE) or, on
+  a machine with CUDA, the sidebar's switch; every cached entry point is keyed by them too.
 * One lock around tokenization and inference (fast tokenizers are not thread-safe and two cores do not get
   faster with more threads). A request waits at most BUSY_WAIT_S for it, then fails with BusyError
   ("busy, retry") instead of hanging the page.
@@ -25,6 +27,7 @@ from analysis import flow as flow_
 from analysis.benchmarks import DEFAULT_PATH, read_benchmarks
 from analysis.relevance import gradient_relevance
 from app import longinput
+from model.device import cuda_available, dtype_name, resolve
 from model.loaded import LoadedModel
 from model.registry import ROOT, bundled_card, load, model_roots
 
@@ -55,28 +58,57 @@ def inference():
         lock.release()
 
 
+RUN_DEVICE, RUN_DTYPE = "run_device", "run_dtype"  # session keys of the sidebar's switch (CUDA machines only)
+
+
+def run_settings() -> tuple[str, str]:
+    """(device, dtype name) models run with in this session: the sidebar's switch, else ATTNLAB_DEVICE /
+    ATTNLAB_DTYPE (set by `attnlab app --device/--dtype`), else auto (cpu and float32 without CUDA)."""
+    try:
+        ss = st.session_state
+        device, dtype = ss.get(RUN_DEVICE), ss.get(RUN_DTYPE)
+    except Exception:  # noqa: BLE001 — no session outside a script run (a test calling an entry point)
+        device = dtype = None
+    dev, dt = resolve(device or os.environ.get("ATTNLAB_DEVICE"), dtype or os.environ.get("ATTNLAB_DTYPE"))
+    return dev, dtype_name(dt)
+
+
+def can_switch_device() -> bool:
+    """True where the sidebar offers a device switch: only a machine with a CUDA GPU."""
+    return cuda_available()
+
+
 @st.cache_resource(max_entries=6, show_spinner="Loading the model…")
-def _load(name: str, dtype: str | None) -> LoadedModel:
+def _load(name: str, device: str, dtype: str) -> LoadedModel:
     with inference():  # typed folders must lie inside the allowed model roots (ATTNLAB_MODEL_ROOTS)
-        return load(name, dtype=getattr(torch, dtype) if dtype else None, roots=model_roots())
+        return load(name, dtype=getattr(torch, dtype), device=device, roots=model_roots())
 
 
-def model(name: str, dtype: str | None = None) -> LoadedModel:
-    """The shared LoadedModel for a name or folder (read-only: never train or move it)."""
-    return _load(name.strip(), dtype)
+def model(name: str) -> LoadedModel:
+    """The shared LoadedModel for a name or folder on this session's device and dtype (read-only: never
+    train or move it)."""
+    return _load(name.strip(), *run_settings())
 
 
 # -- the one pattern of a cached entry point ---------------------------------------------------------
 def _cached(call: Callable, fn: Callable, entries: int, spinner: str | bool):
+    """st.cache_data over `call(run, ...)`; the entry point passes run = run_settings() first, so a result
+    is kept per device and dtype. `.clear()` empties it."""
     call.__qualname__ = call.__name__ = f"{fn.__module__}.{fn.__qualname__}"  # st.cache_data keys on it
     call.__doc__ = fn.__doc__
-    return st.cache_data(max_entries=entries, show_spinner=spinner)(call)
+    cached = st.cache_data(max_entries=entries, show_spinner=spinner)(call)
+
+    def entry(*args, **kw):
+        return cached(run_settings(), *args, **kw)
+
+    entry.__doc__, entry.clear = fn.__doc__, cached.clear
+    return entry
 
 
 def on_model(fn: Callable, entries: int = 16, spinner: str | bool = False):
     """Cached `(model name, *args) -> fn(lm, *args)`, run under the inference lock."""
-    def call(name: str, *args, **kw):
-        lm = model(name)
+    def call(run: tuple[str, str], name: str, *args, **kw):
+        lm = _load(name.strip(), *run)
         with inference():
             return fn(lm, *args, **kw)
 
@@ -85,8 +117,8 @@ def on_model(fn: Callable, entries: int = 16, spinner: str | bool = False):
 
 def on_text(fn: Callable, entries: int = 16, spinner: str | bool = False):
     """Cached `(model name, text, source text, *args) -> fn(lm, lm.encode(text, source), *args)`, under the lock."""
-    def call(name: str, text: str, src: str | None = None, *args, **kw):
-        lm = model(name)
+    def call(run: tuple[str, str], name: str, text: str, src: str | None = None, *args, **kw):
+        lm = _load(name.strip(), *run)
         with inference():  # tokenizing takes the lock too
             return fn(lm, lm.encode(text, src), *args, **kw)
 
@@ -107,11 +139,15 @@ ablate = on_text(ablation.ablate_head, entries=64)  # (name, text, src, site, he
 ablation_sweep = on_text(ablation.head_sweep)  # (name, text, src, position, target_id, backend)
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
-def flow(name: str, text: str, src: str | None, backend: str, group: str, query: int, residual: float) -> np.ndarray:
-    """Attention flow (analysis.flow) into output position `query` over a cached capture; T ≤ 64."""
+def _flow(run, name: str, text: str, src: str | None, backend: str, group: str, query: int,
+          residual: float) -> np.ndarray:
     return flow_.attention_flow(capture(name, text, src, backend).matrices(group).astype(np.float64), query,
                                 residual=residual)
+
+
+# (name, text, src, backend, group, query, residual) -> attention flow (analysis.flow) into position `query`
+# over a cached capture; T ≤ 64
+flow = _cached(_flow, flow_.attention_flow, 32, False)
 
 
 # -- mechanics: the checks of `attnlab check`, one at a time, and what the pages draw beside them -------
@@ -147,9 +183,11 @@ def benchmark_results() -> dict | None:
 long_capture = on_model(longinput.run_capture, entries=4, spinner="Running the model over the long text…")
 
 
-@st.cache_data(max_entries=32, show_spinner="Pooling the head…")
-def long_overview(name: str, text: str, layer: int, head: int, how: str = "max") -> longinput.Overview:
-    """One head's pooled overview of a cached long capture (torch over every row: under the lock)."""
+def _long_overview(run, name: str, text: str, layer: int, head: int, how: str = "max") -> longinput.Overview:
     cap = long_capture(name, text)
     with inference():
         return longinput.head_overview(cap, layer, head, longinput.OVERVIEW_CELLS, how)
+
+
+# (name, text, layer, head, how) -> one head's pooled overview of a cached long capture (under the lock)
+long_overview = _cached(_long_overview, longinput.head_overview, 32, "Pooling the head…")

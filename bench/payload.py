@@ -37,8 +37,8 @@ def page_text(T: int, model: str = MODEL) -> str:
     from model.registry import load
 
     lm = load(model)
-    if T > lm.cfg.max_len:
-        raise ValueError(f"T={T} is over {model}'s context of {lm.cfg.max_len} tokens")
+    if T > lm.context:
+        raise ValueError(f"T={T} is over {model}'s context of {lm.context} tokens")
     base = long_sample(8 * T + 8, period=max(16, T // 8))  # repeats as the app's own long sample
 
     def cut(n: int) -> str:  # never ends in a space

@@ -54,6 +54,17 @@ class Inputs:
     src_mask: torch.Tensor | None = None  # bool [B, S], True = a real source token (batches with padding)
     attention_mask: torch.Tensor | None = None  # bool [B, T], True = a real token (batches with padding)
 
+    def to(self, device: str | torch.device) -> Inputs:
+        """The same inputs with every tensor on `device` (itself when they already are)."""
+        if self.ids.device == torch.device(device):
+            return self
+
+        def move(t):
+            return None if t is None else t.to(device)
+
+        return replace(self, ids=move(self.ids), src_ids=move(self.src_ids), type_ids=move(self.type_ids),
+                       src_mask=move(self.src_mask), attention_mask=move(self.attention_mask))
+
     def expand(self, batch: int) -> Inputs:
         """The same single sequence repeated `batch` times (batch 1 only)."""
         def rep(t):

@@ -3,8 +3,9 @@ knows the architecture (decoder, encoder, encoder–decoder)."""
 
 from __future__ import annotations
 
+import copy
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -12,6 +13,7 @@ from model import hooks
 from model.cache import KVCache
 from model.captured import MAX_STORED_CELLS, CapturedRun
 from model.config import ModelConfig
+from model.device import dtype_name, is_half
 from model.generate import generate as _generate
 from model.inputs import InputError, Inputs, check_generate, check_tokens, validate_text
 from model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, pair_mask
@@ -44,6 +46,53 @@ class LoadedModel:
     src_tokenizer: Tokenizer | None = None
     family: str = "attnlab"
     card: dict = field(default_factory=dict)
+    reference: torch.nn.Module | None = field(default=None, repr=False)  # fp32 copy of a half model (checks)
+    cpu_context: int | None = None  # tokens a CPU run reads when below cfg.max_len (see `context`)
+
+    # -- device and precision --------------------------------------------------------------------------
+    @property
+    def device(self) -> str:
+        """Where the weights live: 'cpu' or 'cuda' (the first parameter's device type)."""
+        return next(self.model.parameters()).device.type
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The floating-point dtype the model computes in."""
+        return next(self.model.parameters()).dtype
+
+    def to(self, device: str | None = None, dtype: torch.dtype | None = None) -> LoadedModel:
+        """Move (and cast) the model in place; returns self. Casting float32 weights to a 16-bit dtype keeps
+        a float32 copy on the same device as `reference`, the eager reference of the half-precision checks;
+        casting back to full precision takes those weights again (not the rounded ones)."""
+        if dtype is not None and not is_half(dtype) and self.reference is not None:
+            self.model, self.reference = self.reference, None
+        elif dtype is not None and is_half(dtype) and self.reference is None and not is_half(self.dtype):
+            self.reference = copy.deepcopy(self.model).float().eval()
+        self.model.to(device=device, dtype=dtype)
+        if self.reference is not None:
+            self.reference.to(device=device)
+        return self
+
+    def reference_model(self) -> LoadedModel:
+        """This model in float32 on the same device: itself when it already is float32, else a LoadedModel
+        around `reference` (sharing tokenizers and config)."""
+        if not is_half(self.dtype):
+            return self
+        if self.reference is None:  # loaded in 16 bits: the nearest float32 model is the upcast one
+            self.reference = copy.deepcopy(self.model).float().eval()
+        return replace(self, model=self.reference, reference=None)
+
+    @property
+    def context(self) -> int:
+        """The most tokens one text may have here: cfg.max_len, or the model's CPU limit on the CPU (the one
+        place that limit is applied; random-long-decoder reads 4,096 tokens on the CPU, 32,768 on CUDA)."""
+        if self.cpu_context is not None and self.device == "cpu":
+            return min(self.cpu_context, self.cfg.max_len)
+        return self.cfg.max_len
+
+    def run_info(self) -> dict:
+        """{'device': 'cpu'|'cuda', 'dtype': 'float32'|'bfloat16'|'float16'}."""
+        return {"device": self.device, "dtype": dtype_name(self.dtype)}
 
     @property
     def arch(self) -> str:
@@ -68,13 +117,13 @@ class LoadedModel:
         c = self.cfg
         return {"name": self.name, "source": self.source, "family": self.family, "arch": c.arch,
                 "kind": ARCH_NAMES[c.arch], "layers": c.n_layers if c.arch != "encdec" else [c.n_layers, c.dec_layers],
-                "heads": c.n_heads, "d_model": c.d_model, "context": c.max_len, "vocab": c.vocab_size,
+                "heads": c.n_heads, "d_model": c.d_model, "context": self.context, "vocab": c.vocab_size,
                 "positional": c.positional, "norm": c.norm}
 
     def describe(self) -> dict:
         """info() plus what a page needs to know: whether it predicts tokens, and the card's plain fields."""
         card = {k: v for k, v in (self.card or {}).items() if isinstance(v, (str, int, float, list, dict))}
-        return self.info() | {"has_logits": self.has_logits, "card": card}
+        return self.info() | {"has_logits": self.has_logits, "card": card, "full_context": self.cfg.max_len}
 
     # -- tokens ------------------------------------------------------------------------------------
     def encode(self, text: str, src_text: str | None = None, pair: str | None = None) -> Inputs:
@@ -101,7 +150,11 @@ class LoadedModel:
         else:
             validate_text(text, what)
         enc = tok.encode(text, pair=pair) if pair is not None else tok.encode(text)
-        check_tokens(len(enc.ids), self.cfg.max_len, what)
+        if len(enc.ids) > self.context and self.context < self.cfg.max_len:
+            raise InputError(f"the {what} is {len(enc.ids):,} tokens long; the CPU limit of {self.name} is "
+                             f"{self.context:,} tokens (a run on a CUDA GPU, --device cuda, reads up to "
+                             f"{self.cfg.max_len:,})")
+        check_tokens(len(enc.ids), self.context, what)
         return enc
 
     def label(self, i: int) -> str:
@@ -137,11 +190,20 @@ class LoadedModel:
     # -- running -----------------------------------------------------------------------------------
     def forward(self, inputs: Inputs, *, backend: str = "eager", cache: KVCache | None = None,
                 mask: MaskSpec | None = None, interventions: dict | None = None, names=None,
-                records: bool = True, grad: bool = False) -> Forward:
-        """One forward pass over `inputs` with capture (records, hook tensors `names`, `interventions`)."""
+                records: bool = True, grad: bool = False, as_computed: bool = False) -> Forward:
+        """One forward pass over `inputs` with capture (records, hook tensors `names`, `interventions`). The
+        inputs move to the model's device; records are float32 numpy whatever the model's dtype.
+
+        A 16-bit model's records without interventions keep q and k only and recompute patterns from them
+        in float32 (rows sum to 1 within float32, as after a fused run); `as_computed` keeps an eager run's
+        16-bit patterns as the kernel computed them (what the invariants check measures)."""
+        inputs = inputs.to(self.device)
         with torch.set_grad_enabled(grad), hooks.capture(names=names, interventions=interventions,
                                                          records=records, detach=not grad) as cap:
             out = self.model.forward_inputs(inputs, backend=backend, cache=cache, mask=mask)
+        if is_half(self.dtype) and not interventions and not as_computed:
+            for site, recs in cap.records.items():
+                cap.records[site] = [replace(r, scores_full=None, pattern_full=None) for r in recs]
         return Forward(out.logits, out.hidden, cap)
 
     def run(self, text: str | None = None, src_text: str | None = None, *, backend: str = "eager",
@@ -156,12 +218,12 @@ class LoadedModel:
         if fwd.logits is not None and top_k:
             probs = torch.softmax(fwd.logits[0].float(), dim=-1)  # [T, V]
             p, i = probs.topk(min(top_k, probs.shape[-1]), dim=-1)  # [T, K]
-            top_ids, top_probs = i.numpy(), p.numpy()
+            top_ids, top_probs = i.cpu().numpy(), p.cpu().numpy()
             top_tokens = [[self.label(j) for j in row] for row in top_ids.tolist()]
         records = {s: fwd.capture[s] for s in fwd.capture.sites}
         src_ids = None if inp.src_ids is None else inp.src_ids[0].tolist()
         return CapturedRun(self.name, list(inp.tokens), inp.ids[0].tolist(), records, backend,
-                           src_tokens=inp.src_tokens, src_ids=src_ids, mask=tuple(mask), context=self.cfg.max_len,
+                           src_tokens=inp.src_tokens, src_ids=src_ids, mask=tuple(mask), context=self.context,
                            top_ids=top_ids, top_tokens=top_tokens, top_probs=top_probs,
                            seconds=time.perf_counter() - t0, kernels=sorted({r.kernel for r in records.values()}))
 
@@ -179,6 +241,8 @@ class LoadedModel:
         check_generate(max_new_tokens)
         inp = inputs or self.encode(text, src_text)
         eos = getattr(self.tokenizer, "eos_id", None) if stop_at_eos else None
+        inp = inp.to(self.device)
+        max_new_tokens = min(max_new_tokens, max(0, self.context - inp.ids.shape[1]))  # the CPU limit too
         ids = _generate(self.model, inp.ids, max_new_tokens, temperature=temperature, top_k=top_k, seed=seed,
                         use_cache=use_cache, backend=backend, eos_id=eos, src=inp.src_ids, step_logits=step_logits)
         new = [self.label(i) for i in ids[0, inp.ids.shape[1]:].tolist()]

@@ -1,7 +1,7 @@
 """Load a model by name or path into a LoadedModel: weights, tokenizer(s) and a small run API.
 
 Names: random-decoder, random-encoder, random-encdec and random-long-decoder (seeded random weights, byte
-tokenizer; the last with a 4,096-token context), the bundled lecture-* models, minilm, or a local folder
+tokenizer; the last with a 32,768-token context on a CUDA GPU and 4,096 on the CPU), the bundled lecture-* models, minilm, or a local folder
 (attnlab or Hugging Face layout).
 """
 
@@ -26,11 +26,13 @@ RANDOM = {
     "random-decoder": ModelConfig(arch="decoder", **_BASE),
     "random-encoder": ModelConfig(arch="encoder", output_head="mlm", **_BASE),
     "random-encdec": ModelConfig(arch="encdec", **_BASE),
-    # A 4,096-token context for the Long inputs page. RoPE, not ALiBi: RoPE rotates q and k, so a fused
-    # (sdpa) capture keeps only q and k (O(T·d) per head) and runs SDPA's causal fast path; ALiBi adds a
-    # dense [H, T, T] bias (256 MiB per layer at T = 4096) that every record would carry.
-    "random-long-decoder": ModelConfig(arch="decoder", **(_BASE | {"max_len": 4096}), positional="rope"),
+    # The Long inputs page's model: 32,768 tokens on a CUDA GPU, 4,096 on the CPU (CPU_CONTEXT). RoPE, not
+    # ALiBi: RoPE rotates q and k, so a fused (sdpa) capture keeps only q and k (O(T·d) per head) and runs
+    # SDPA's causal fast path; ALiBi adds a dense [H, T, T] bias (256 MiB per layer at T = 4096) that every
+    # record would carry. RoPE has no position table, so the longer context costs no weights.
+    "random-long-decoder": ModelConfig(arch="decoder", **(_BASE | {"max_len": 32768}), positional="rope"),
 }
+CPU_CONTEXT = {"random-long-decoder": 4096}  # what a CPU run reads (LoadedModel.context), below cfg.max_len
 ROOT = Path(__file__).resolve().parent.parent  # the repository (docs/, sample_texts/)
 BUNDLED_DIR = ROOT / "model" / "lecture" / "checkpoints"
 
@@ -43,7 +45,8 @@ def random_model(name: str) -> LoadedModel:
     if cfg.arch == "encdec":
         return LoadedModel(name, model, ByteTokenizer(add_bos=True), cfg, "random",
                            src_tokenizer=ByteTokenizer(add_bos=False, add_eos=True))
-    return LoadedModel(name, model, ByteTokenizer(add_bos=True, add_eos=cfg.arch == "encoder"), cfg, "random")
+    return LoadedModel(name, model, ByteTokenizer(add_bos=True, add_eos=cfg.arch == "encoder"), cfg, "random",
+                       cpu_context=CPU_CONTEXT.get(name))
 
 
 def bundled_names() -> list[str]:
@@ -147,7 +150,9 @@ def check_root(folder: Path, roots: list[Path]) -> None:
 
 def load(name_or_path: str, dtype: torch.dtype | None = None, device: str | None = None,
          roots: list[Path] | None = None) -> LoadedModel:
-    """Load by name or path. Raises InputError (unknown name) or CheckpointError (bad folder).
+    """Load by name or path onto `device` ('cpu', 'cuda'; None: as loaded) in `dtype` (None: as loaded,
+    float32 for attnlab models). Raises InputError (unknown name) or CheckpointError (bad folder).
+    Resolve --device/--dtype choices with model.device.resolve first.
 
     With `roots` (the app on a shared server), a typed folder must lie inside one of them.
     """
@@ -171,5 +176,5 @@ def load(name_or_path: str, dtype: torch.dtype | None = None, device: str | None
         else:
             lm = load_hf_folder(folder, name=str(folder), source=str(folder))
     if dtype is not None or device is not None:
-        lm.model.to(device=device, dtype=dtype)
+        lm.to(device, dtype)  # a 16-bit dtype keeps a float32 reference for the checks
     return lm

@@ -1,5 +1,5 @@
-"""Long inputs (/long-inputs): up to the model's context (4,096 tokens for random-long-decoder) in one fused
-pass; a pooled overview of any head and any window of it at full resolution, with exact values."""
+"""Long inputs (/long-inputs): up to the model's context (random-long-decoder: 4,096 tokens on the CPU, 32,768 on
+a CUDA GPU) in one fused pass; a pooled overview of any head and any window of it at full resolution, with exact values."""
 
 import streamlit as st
 
@@ -42,8 +42,9 @@ with page("Long inputs", "What does one head do across thousands of tokens? The 
         choices = model_choices()
         name = select("Model", [*choices, FOLDER], "long_model",
                       DEFAULT_MODEL if DEFAULT_MODEL in choices else choices[0], where=c1,
-                      help="Any model: its context (cfg.max_len) is the limit. random-long-decoder reads 4,096 "
-                           "tokens; a local folder with a long context works the same way.")
+                      help="Any model: its context is the limit. random-long-decoder reads 4,096 tokens on the "
+                           "CPU and 32,768 on a CUDA GPU (attnlab app --device cuda); a local folder with a long "
+                           "context works the same way.")
         if name == FOLDER:
             if "long_folder" not in ss:
                 ss["long_folder"] = (st.query_params.get("long_folder") if url_active() else None) or ""
@@ -54,7 +55,9 @@ with page("Long inputs", "What does one head do across thousands of tokens? The 
                 st.stop()
         info = state.model_info(name)
         context = int(info["context"])
-        c2.markdown(f"**{info['kind']}**, context **{context:,} tokens**, {info['layers']} layers × "
+        full = int(info.get("full_context", context))
+        more = f" (the CPU limit; a CUDA GPU run reads {full:,})" if full > context else ""
+        c2.markdown(f"**{info['kind']}**, context **{context:,} tokens**{more}, {info['layers']} layers × "
                     f"{info['heads']} heads. The text runs once on the fused kernel (sdpa); only q and k are kept, "
                     "and the rows shown are recomputed from them.")
         n_sample = L.sample_chars(context)

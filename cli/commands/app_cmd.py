@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+from cli.commands.common import add_device_args, run_settings
 from cli.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -15,15 +16,22 @@ def add_parser(sub) -> None:
     p = sub.add_parser("app", help="start the web app")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8501)
+    add_device_args(p)
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
+    """Check the arguments, then replace this process with `streamlit run app/main.py`. The device and dtype
+    reach the app as ATTNLAB_DEVICE / ATTNLAB_DTYPE (read by app/state.py), resolved here first so that
+    cuda without a GPU fails now, as one line."""
     if not 0 < args.port < 65536:
-
         raise UsageError(f"--port must be 1..65535, got {args.port}")
+    from model.device import dtype_name
+
+    device, dtype = run_settings(args)
+    env = os.environ | {"ATTNLAB_DEVICE": device, "ATTNLAB_DTYPE": dtype_name(dtype)}
     cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"),
            "--server.address", args.host, "--server.port", str(args.port), "--server.headless", "true"]
     os.chdir(ROOT)  # .streamlit/config.toml is read from the working directory
-    os.execv(sys.executable, cmd)
+    os.execve(sys.executable, cmd, env)
     return 0

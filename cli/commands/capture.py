@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from cli.commands.common import add_model_args, load_model
+from cli.commands.common import add_device_args, add_model_args, load_model
 from cli.errors import UsageError
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("capture", help="capture attention of every site to an .npz file")
     add_model_args(p, text_required=True)
+    add_device_args(p)
     p.add_argument("--backend", choices=("eager", "sdpa", "flash"), default="eager")
     p.add_argument("--out", required=True, help="output .npz path")
     p.set_defaults(run=run)
@@ -30,10 +31,9 @@ def capture_arrays(lm, text: str, src_text: str | None, backend: str) -> dict[st
 
 
 def run(args) -> int:
-
     if not args.out.endswith(".npz"):
         raise UsageError(f"--out must end in .npz, got {args.out!r}")
-    lm = load_model(args.model)
+    lm = load_model(args.model, args)
     arrays = capture_arrays(lm, args.text, args.src_text, args.backend)
     try:
         np.savez_compressed(args.out, **arrays)

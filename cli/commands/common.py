@@ -14,10 +14,31 @@ def add_model_args(p, text_required: bool = False) -> None:
     p.add_argument("--src-text", default=None, help="source text for an encoder–decoder")
 
 
-def load_model(name: str):
+def add_device_args(p) -> None:
+    """--device auto|cpu|cuda and --dtype auto|float32|bfloat16|float16 (resolved by model.device)."""
+    from model.device import DEVICES, DTYPES
+
+    p.add_argument("--device", choices=DEVICES, default="auto",
+                   help="where the model runs (auto: cuda when this machine has a CUDA GPU, else cpu)")
+    p.add_argument("--dtype", choices=DTYPES, default="auto",
+                   help="the model's precision (auto: float32 on the CPU, bfloat16 on CUDA)")
+
+
+def run_settings(args) -> tuple[str, object]:
+    """(device, torch dtype) of --device/--dtype; InputError (exit 2, one line) for cuda without a GPU."""
+    from model.device import resolve
+
+    return resolve(getattr(args, "device", "auto"), getattr(args, "dtype", "auto"))
+
+
+def load_model(name: str, args=None):
+    """The model `name`, on the device and in the dtype of args' --device/--dtype (default: as loaded)."""
     from model.registry import load
 
-    return load(name)
+    if args is None:
+        return load(name)
+    device, dtype = run_settings(args)
+    return load(name, dtype=dtype, device=device)
 
 
 def default_texts(lm) -> tuple[str, str | None]:

@@ -14,7 +14,8 @@ from analysis.rollout import attention_rollout
 from app import longinput as L
 from app.figures.overview import overview_heatmap, payload_bytes, row_bands, window_heatmap
 from app.navigation import PAGES
-from model.registry import RANDOM, load
+from model.inputs import InputError
+from model.registry import CPU_CONTEXT, RANDOM, load
 from tests.app.conftest import ok, open_page, overview_z, specs, z_of
 
 T = 4096
@@ -39,7 +40,8 @@ def full(cap):
 
 def test_model_and_page_are_registered():
     cfg = RANDOM["random-long-decoder"]
-    assert (cfg.arch, cfg.max_len, cfg.positional) == ("decoder", 4096, "rope")
+    assert (cfg.arch, cfg.max_len, cfg.positional) == ("decoder", 32768, "rope")  # on a CUDA GPU
+    assert CPU_CONTEXT["random-long-decoder"] == 4096
     assert ("long_input.py", "Long inputs", "long-inputs", ":material/straighten:") in PAGES
     paths = [p[2] for p in PAGES]
     assert len(set(paths)) == len(paths) and paths[:6] == ["", "heatmaps", "masks", "scores", "rollout", "heads"]
@@ -187,7 +189,7 @@ def test_page_draws_overview_and_window_at_3000_tokens():
                                np.nanmax(L.head_overview(cap, 0, 3).pooled), atol=1e-7)
     sent = sum(len(el.proto.spec) for el in at.get("plotly_chart"))
     assert sent <= MB2
-    assert "3,000 tokens" in at.caption[-1].value and "sent" in at.caption[-1].value
+    assert "3,000 tokens" in at.main.caption[-1].value and "sent" in at.main.caption[-1].value
 
 
 def test_page_fills_the_long_sample():
@@ -204,8 +206,21 @@ def test_page_fills_the_long_sample():
 def test_page_says_when_the_text_is_over_the_context():
     at = _page_with_text("x" * 5000, long_model="random-long-decoder")
     assert not at.exception and not specs(at)
-    assert "5,001 tokens long; this model's context is 4,096 tokens" in at.error[0].value
+    msg = at.error[0].value
+    assert "5,001 tokens long; the CPU limit of random-long-decoder is 4,096 tokens" in msg
+    assert "a run on a CUDA GPU, --device cuda, reads up to 32,768" in msg
     at = _page_with_text("abc " * 100, long_model="random-decoder")  # 401 tokens, context 256
     assert "context is 256 tokens" in at.error[0].value and not at.exception
     at = _page_with_text("   \n ", long_model="random-long-decoder")
     assert "The text is empty" in at.info[0].value and not at.error and not specs(at)
+
+
+def test_the_cpu_limit_is_one_property(lm, monkeypatch):
+    from model.loaded import LoadedModel
+
+    assert lm.context == 4096 and lm.info()["context"] == 4096 and lm.describe()["full_context"] == 32768
+    assert load("random-decoder").context == 256 and load("random-decoder").describe()["full_context"] == 256
+    with pytest.raises(InputError, match="the CPU limit of random-long-decoder is 4,096 tokens"):
+        lm.encode("x" * 4096)  # 4,097 tokens with [BOS]
+    monkeypatch.setattr(LoadedModel, "device", property(lambda self: "cuda"))  # as on a GPU: the config's context
+    assert lm.context == 32768 and len(lm.encode("x" * 5000).ids[0]) == 5001

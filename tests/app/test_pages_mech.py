@@ -188,3 +188,17 @@ def test_mechanics_pages_through_navigation_from_an_encoder():
         assert not at.exception, (page, [e.message for e in at.exception])
         assert all(any(f in e.value for f in VERDICT_FAILS) for e in at.error), (page, [e.value for e in at.error])
         assert specs(at), page
+
+
+def test_sidebar_says_where_models_run_and_offers_no_switch_without_cuda(monkeypatch):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU: the sidebar offers a switch")
+    monkeypatch.delenv("ATTNLAB_DEVICE", raising=False)
+    monkeypatch.delenv("ATTNLAB_DTYPE", raising=False)
+    at = open_page("backends")
+    assert not at.exception
+    captions = [c.value for c in at.sidebar.caption]
+    assert "Runs on **cpu** in **float32** (no CUDA GPU on this machine)." in captions
+    labels = [w.label for w in at.sidebar.selectbox]
+    assert "Device" not in labels and "Precision" not in labels
+    assert "What a GPU adds" in " ".join(m.value for m in at.markdown)

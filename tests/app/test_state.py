@@ -82,3 +82,32 @@ def test_download_payloads_are_valid_files():
     assert doc == {"x": [1.0, None], "n": 3}
     csv = downloads.matrix_csv(np.eye(2), ["a", "b"], ["a", "b"])
     assert pd.read_csv(io.StringIO(csv), index_col=0).shape == (2, 2)
+
+
+# -- device and dtype --------------------------------------------------------------------------------------
+def test_run_settings_follow_the_app_command(monkeypatch):
+    import torch
+
+    monkeypatch.delenv("ATTNLAB_DEVICE", raising=False)
+    monkeypatch.delenv("ATTNLAB_DTYPE", raising=False)
+    if not torch.cuda.is_available():
+        assert state.run_settings() == ("cpu", "float32") and not state.can_switch_device()
+    monkeypatch.setenv("ATTNLAB_DEVICE", "cpu")
+    monkeypatch.setenv("ATTNLAB_DTYPE", "bfloat16")
+    assert state.run_settings() == ("cpu", "bfloat16")
+
+
+def test_models_and_results_are_kept_per_device_and_dtype(monkeypatch):
+    import torch
+
+    monkeypatch.setenv("ATTNLAB_DEVICE", "cpu")
+    monkeypatch.setenv("ATTNLAB_DTYPE", "float32")
+    fp32, cap32 = state.model("random-decoder"), state.capture("random-decoder", "abc", None, "sdpa")
+    monkeypatch.setenv("ATTNLAB_DTYPE", "bfloat16")
+    bf16, cap16 = state.model("random-decoder"), state.capture("random-decoder", "abc", None, "sdpa")
+    assert fp32.dtype == torch.float32 and bf16.dtype == torch.bfloat16 and fp32 is not bf16
+    assert cap16 is not cap32 and cap16.records["blocks.0.attn"].q.dtype == np.float32
+    diff = np.abs(cap16.matrices("self") - cap32.matrices("self")).max()
+    assert 0 < diff < 4e-2  # the bf16 run is its own result, close to the float32 one
+    monkeypatch.setenv("ATTNLAB_DTYPE", "float32")
+    assert state.model("random-decoder") is fp32

@@ -1,0 +1,60 @@
+"""Where and in which precision a model runs: the one place that turns `--device` / `--dtype` choices
+(auto|cpu|cuda, auto|float32|bfloat16|float16) into a torch device string and dtype.
+
+auto: the CPU runs float32; a CUDA GPU runs bfloat16 (the fused kernels' precision), with an fp32 eager
+reference kept beside the model for the checks (model.loaded.LoadedModel.reference).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from model.inputs import InputError
+
+DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+NO_CUDA = "cuda was asked for but this machine has no CUDA GPU (torch.cuda.is_available() is False)"
+
+
+def cuda_available() -> bool:
+    """True when PyTorch sees a CUDA GPU."""
+    return torch.cuda.is_available()
+
+
+def resolve_device(choice: str | None = "auto") -> str:
+    """'cpu' or 'cuda' for a choice; InputError (one line) for cuda without a GPU or an unknown choice."""
+    choice = (choice or "auto").strip().lower()
+    if choice not in DEVICES:
+        raise InputError(f"unknown device {choice!r}; choose one of {', '.join(DEVICES)}")
+    if choice == "auto":
+        return "cuda" if cuda_available() else "cpu"
+    if choice == "cuda" and not cuda_available():
+        raise InputError(NO_CUDA)
+    return choice
+
+
+def resolve_dtype(choice: str | None, device: str) -> torch.dtype:
+    """The torch dtype for a choice on `device` (a resolved 'cpu' or 'cuda'): auto is float32 on the CPU and
+    bfloat16 on CUDA; an explicit choice is taken as is (PyTorch runs all three on both)."""
+    choice = (choice or "auto").strip().lower()
+    if choice not in DTYPES:
+        raise InputError(f"unknown dtype {choice!r}; choose one of {', '.join(DTYPES)}")
+    if choice == "auto":
+        return torch.bfloat16 if device == "cuda" else torch.float32
+    return getattr(torch, choice)
+
+
+def resolve(device: str | None = "auto", dtype: str | None = "auto") -> tuple[str, torch.dtype]:
+    """(device, dtype) of two choices, checked together."""
+    dev = resolve_device(device)
+    return dev, resolve_dtype(dtype, dev)
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """'float32', 'bfloat16' or 'float16'."""
+    return str(dtype).removeprefix("torch.")
+
+
+def is_half(dtype: torch.dtype) -> bool:
+    """True for the 16-bit float dtypes (bfloat16, float16)."""
+    return dtype in (torch.bfloat16, torch.float16)

@@ -1,0 +1,53 @@
+"""The device path on a CUDA GPU: a bfloat16 model with its float32 reference passes `attnlab check`'s
+16-bit rules, records come back float32 numpy, random-long-decoder reads past the CPU limit, and the CUDA
+benchmark section runs. Skipped without a CUDA GPU."""
+
+import numpy as np
+import pytest
+import torch
+
+from analysis.checks import run_checks
+from model.registry import load
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+
+@pytest.mark.parametrize("name", ["random-decoder", "random-encoder", "random-encdec"])
+def test_bfloat16_checks_on_cuda(name):
+    lm = load(name, dtype=torch.bfloat16, device="cuda")
+    assert lm.run_info() == {"device": "cuda", "dtype": "bfloat16"} and lm.reference_model().device == "cuda"
+    inp = lm.encode("", "the cat sat on the mat") if lm.arch == "encdec" else lm.encode("the cat sat on the mat")
+    report = run_checks(lm, inp)
+    assert report["passed"], report
+    assert (report["device"], report["dtype"]) == ("cuda", "bfloat16")
+    flash = next(c for c in report["checks"] if c["name"] == "eager_vs_flash")
+    assert "[cuda]" in flash["note"]
+
+
+def test_records_of_a_cuda_run_are_float32_numpy():
+    lm = load("random-decoder", dtype=torch.bfloat16, device="cuda")
+    run = lm.run("the cat sat", backend="flash")
+    for rec in run.records.values():
+        assert isinstance(rec.q, np.ndarray) and rec.q.dtype == np.float32 and rec.kernel.endswith("[cuda]")
+        np.testing.assert_allclose(rec.pattern().sum(-1), 1, atol=1e-5)
+    assert run.top_probs.dtype == np.float32
+
+
+def test_long_decoder_reads_past_the_cpu_limit_on_cuda():
+    lm = load("random-long-decoder", dtype=torch.bfloat16, device="cuda")
+    assert lm.context == 32768
+    run = lm.run(inputs=lm.encode("ab " * 3000), backend="sdpa", top_k=0)  # 9,001 tokens
+    assert len(run.tokens) == 9001 and run.context == 32768
+
+
+@pytest.mark.slow
+def test_cuda_bench_section_runs():
+    from bench.cuda import CUDA_MODES, markdown, measure_cuda
+
+    out = measure_cuda(lengths=(1024,), repeats=2, warmup=1)
+    assert [r["mode"] for r in out["rows"]] == list(CUDA_MODES)
+    assert all("median_ms" in r and r["peak_bytes"] > 0 for r in out["rows"])
+    assert "| 1,024 |" in markdown(out)
