@@ -27,7 +27,7 @@ def prediction(lm, logits: torch.Tensor, position: int, target_id: int | None = 
     probs = torch.softmax(logits.float(), dim=-1)  # [V]
     p, i = probs.topk(min(TOP_K, probs.shape[-1]))
     tid = int(i[0]) if target_id is None else int(target_id)
-    return Prediction(position, [lm.label(j) for j in i.tolist()], p.numpy(), lm.label(tid), tid, float(probs[tid]))
+    return Prediction(position, [lm.label(j) for j in i.tolist()], p.cpu().numpy(), lm.label(tid), tid, float(probs[tid]))
 
 
 def _logits(lm, inputs, backend: str, interventions=None) -> torch.Tensor:
@@ -72,7 +72,7 @@ def ablation_deltas(lm, inputs, position: int, target_id: int, jobs: list[tuple[
           for site, rh in by_site.items()}
     logits = _logits(lm, batched, backend, iv)[:, position].float()  # [B, V]
     p = torch.softmax(logits, -1)[:, target_id]  # [B]
-    return (p[1:] - p[0]).double().numpy()
+    return (p[1:] - p[0]).double().cpu().numpy()
 
 
 @torch.no_grad()

@@ -110,8 +110,17 @@ def _fused_op(q, k, v, flash: bool):
     return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
-def _peak_bytes(fn) -> int:
-    """Peak bytes of tensors alive during fn() above the start (PyTorch profiler's allocation events)."""
+def _peak_bytes(fn, device: str = "cpu") -> int:
+    """Peak bytes of tensors alive during fn() above the start: the CUDA allocator's peak on a GPU, the
+    PyTorch profiler's allocation events on the CPU."""
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        start = torch.cuda.memory_allocated()
+        out = fn()
+        torch.cuda.synchronize()
+        del out
+        return int(torch.cuda.max_memory_allocated() - start)
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
@@ -125,15 +134,31 @@ def _peak_bytes(fn) -> int:
 
 
 @torch.no_grad()
+def _seconds(fn, device: str) -> float:
+    """Wall time of one fn() call: CUDA events around it on a GPU (the kernels run asynchronously)."""
+    if device != "cuda":
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / 1e3
+
+
 def time_attention(lengths, n_heads: int = 4, d_head: int = 32, repeats: int = 5, budget_s: float = 0.15,
                    backends=("eager", "sdpa", "flash"), memory: bool = True, seed: int = 0,
-                   threads: int | None = 1) -> list[dict]:
+                   threads: int | None = 1, device: str = "cpu", dtype: torch.dtype = torch.float32) -> list[dict]:
     """Time one causal attention call [1, H, T, d] per backend and length, and its peak tensor memory.
 
     After a warm-up, calls repeat until `budget_s` has passed (at least `repeats` times, at most 200); the
     best time is reported (the least disturbed by other work on a shared machine) with the median beside
     it. `threads` pins PyTorch's intra-op threads for the measurement (1: steady numbers on a busy
-    machine; None: leave as is). eager materialises the T×T matrix; the fused kernels do not."""
+    machine; None: leave as is). eager materialises the T×T matrix; the fused kernels do not. On `device`
+    "cuda" the inputs are `dtype` (flash needs 16 bits there), times come from CUDA events and memory from the
+    allocator's peak."""
     g = torch.Generator().manual_seed(seed)
     old_threads = torch.get_num_threads()
     if threads:
@@ -141,23 +166,21 @@ def time_attention(lengths, n_heads: int = 4, d_head: int = 32, repeats: int = 5
     rows = []
     try:
         for T in lengths:
-            q, k, v = (torch.randn(1, n_heads, T, d_head, generator=g) for _ in range(3))
-            mask = torch.ones(T, T, dtype=torch.bool).tril()
+            q, k, v = (torch.randn(1, n_heads, T, d_head, generator=g).to(device, dtype) for _ in range(3))
+            mask = torch.ones(T, T, dtype=torch.bool, device=device).tril()
             for b in backends:
                 def fn(b=b, q=q, k=k, v=v, mask=mask):
                     return _eager_op(q, k, v, mask) if b == "eager" else _fused_op(q, k, v, b == "flash")
 
-                fn()  # warm-up
+                _seconds(fn, device)  # warm-up
                 times: list[float] = []
                 start = time.perf_counter()
                 while len(times) < repeats or (time.perf_counter() - start < budget_s and len(times) < 200):
-                    t0 = time.perf_counter()
-                    fn()
-                    times.append(time.perf_counter() - t0)
+                    times.append(_seconds(fn, device))
                 rows.append({"T": int(T), "backend": b, "ms": 1e3 * min(times),
                              "median_ms": 1e3 * statistics.median(times), "runs": len(times),
-                             "peak_bytes": _peak_bytes(fn) if memory else None,
-                             "matrix_bytes": int(n_heads * T * T * 4), "threads": torch.get_num_threads()})
+                             "peak_bytes": _peak_bytes(fn, device) if memory else None, "device": device,
+                             "matrix_bytes": int(n_heads * T * T * dtype.itemsize), "threads": torch.get_num_threads()})
     finally:
         torch.set_num_threads(old_threads)
     return rows

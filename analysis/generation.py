@@ -102,7 +102,7 @@ def generation_trace(lm, inputs, n_new: int, temperature: float = 0.0, top_k: in
         p = _sampling_probs(lg[0], temperature, top_k)
         pv, pi = p.topk(min(TOP_K, p.shape[-1]))
         tops.append([lm.label(i) for i in pi.tolist()])
-        top_p[s, : len(pv)] = pv.numpy()
+        top_p[s, : len(pv)] = pv.float().cpu().numpy()
         chosen[s] = float(p[ids[T0 + s]])
     labels = list(inputs.tokens) + [lm.label(i) for i in ids[T0:]]
     return GenTrace(labels, ids, T0, inputs.src_tokens, sites, kinds, layers, rows, tops, top_p, chosen,

@@ -36,9 +36,9 @@ def position_table(lm) -> tuple[str, np.ndarray | None]:
     stack = m.decoder if hasattr(m, "decoder") and hasattr(m, "encoder") else m
     emb = stack.embed
     if lm.cfg.positional == "learned":
-        return "learned", emb.pos.weight.detach().float().numpy().copy()
+        return "learned", emb.pos.weight.detach().float().cpu().numpy().copy()
     if lm.cfg.positional == "sinusoidal":
-        return "sinusoidal", emb.sin_table.detach().float().numpy().copy()
+        return "sinusoidal", emb.sin_table.detach().float().cpu().numpy().copy()
     return lm.cfg.positional, None
 
 

@@ -163,10 +163,12 @@ position_table = on_model(positions.position_table, entries=8, spinner="Reading 
 
 
 @st.cache_data(max_entries=8, show_spinner="Timing the kernels on this machine…")
-def attention_timings(lengths: tuple[int, ...], n_heads: int, d_head: int, repeats: int = 3) -> list[dict]:
-    """analysis.backends.time_attention under the lock, so no other request runs at the same time."""
+def attention_timings(lengths: tuple[int, ...], n_heads: int, d_head: int, repeats: int = 3,
+                      device: str = "cpu", dtype: str = "float32") -> list[dict]:
+    """analysis.backends.time_attention on `device` in `dtype`, under the lock (no other request runs meanwhile)."""
     with inference():
-        return backends.time_attention(lengths, n_heads=n_heads, d_head=d_head, repeats=repeats)
+        return backends.time_attention(lengths, n_heads=n_heads, d_head=d_head, repeats=repeats, device=device,
+                                       dtype=getattr(torch, dtype))
 
 
 @st.cache_data(ttl=300, show_spinner=False)

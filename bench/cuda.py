@@ -17,9 +17,9 @@ SCHEMA = "attnlab-bench-cuda/1"
 CUDA_LENGTHS = (1024, 2048, 4096, 8192, 16384, 32768)
 CUDA_MODES = ("fused_flash", "lazy_capture", "eager_capture", "hf_eager_attentions", "hf_sdpa")
 GPT2_LONG = GPT2_SMALL | {"n_positions": max(CUDA_LENGTHS)}
-TARGET_T = 4096  # lazy_capture / fused_flash is judged here (as on the CPU at 1,024)
-LAZY_OVER_FUSED = 1.15
-LONGEST_T = max(CUDA_LENGTHS)  # lazy_capture must run at this length
+LAZY_OVER_FUSED = 1.05  # lazy_capture (flash with capture on) within 5 % of fused_flash, at every T
+LONGEST_T = max(CUDA_LENGTHS)  # one head's pooled overview is timed at this length
+OVERVIEW_S = 1.0  # a 512 × 512 pooled overview of one head at LONGEST_T, on screen within this
 
 
 # -- pure: rows, targets, table ------------------------------------------------------------------------
@@ -37,21 +37,23 @@ def find(rows: list[dict], mode: str, T: int) -> dict:
     return next((r for r in rows if r["mode"] == mode and r["T"] == T), {})
 
 
-def judge_targets(rows: list[dict]) -> list[dict]:
-    """The CUDA targets as measured: lazy_capture within LAZY_OVER_FUSED × fused_flash at TARGET_T (median
-    of the per-round ratios), and lazy_capture running at LONGEST_T. passed None: not measured."""
-    lazy, fused = find(rows, "lazy_capture", TARGET_T), find(rows, "fused_flash", TARGET_T)
-    if lazy.get("times_ms") and fused.get("times_ms"):
-        ratio = statistics.median(a / b for a, b in zip(lazy["times_ms"], fused["times_ms"]))
-        first = {"name": f"lazy_capture / fused_flash at T={TARGET_T}", "target": f"≤ {LAZY_OVER_FUSED}",
-                 "measured": round(ratio, 3), "passed": ratio <= LAZY_OVER_FUSED}
-    else:
-        first = {"name": f"lazy_capture / fused_flash at T={TARGET_T}", "target": f"≤ {LAZY_OVER_FUSED}",
-                 "measured": None, "passed": None}
-    longest = find(rows, "lazy_capture", LONGEST_T)
-    ran = "median_ms" in longest
-    second = {"name": f"lazy_capture runs at T={LONGEST_T}", "target": "runs", "passed": ran if longest else None,
-              "measured": f"{longest['median_ms']:.1f} ms" if ran else longest.get("skipped")}
+def judge_targets(rows: list[dict], overview_s: float | None = None) -> list[dict]:
+    """The CUDA targets as measured: lazy_capture within LAZY_OVER_FUSED × fused_flash at every T where both
+    ran (median of the per-round ratios at each T; the worst T is reported), and one head's pooled overview at
+    LONGEST_T within OVERVIEW_S. passed None: not measured."""
+    ratios = {}
+    for T in sorted({r["T"] for r in rows}):
+        lazy, fused = find(rows, "lazy_capture", T), find(rows, "fused_flash", T)
+        if lazy.get("times_ms") and fused.get("times_ms"):
+            ratios[T] = statistics.median(a / b for a, b in zip(lazy["times_ms"], fused["times_ms"]))
+    worst = max(ratios, key=ratios.get) if ratios else None
+    first = {"name": "lazy_capture / fused_flash at every T", "target": f"≤ {LAZY_OVER_FUSED}",
+             "measured": round(ratios[worst], 3) if ratios else None,
+             "passed": all(v <= LAZY_OVER_FUSED for v in ratios.values()) if ratios else None,
+             "note": ", ".join(f"T={T}: {v:.3f}" for T, v in ratios.items())}
+    second = {"name": f"pooled 512×512 overview of one head at T={LONGEST_T}", "target": f"≤ {OVERVIEW_S:g} s",
+              "measured": None if overview_s is None else round(overview_s, 3),
+              "passed": None if overview_s is None else overview_s <= OVERVIEW_S}
     return [first, second]
 
 
@@ -104,10 +106,37 @@ def cuda_times(fn: Callable, repeats: int, warmup: int) -> list[float]:  # pragm
 
 def _forward(mode: str, ours, hf, ids) -> Callable:  # pragma: no cover - needs CUDA
     from bench.forward import forward_fn
+    from model import hooks
 
     if mode == "fused_flash":
         return lambda: ours(ids, backend="flash").logits
+    if mode == "lazy_capture":  # the same flash forward with capture on: records keep q and k only
+
+        def run():
+            with hooks.capture() as cap:
+                out = ours(ids, backend="flash")
+            return out.logits, cap
+
+        return run
     return forward_fn(mode, ours, hf, ids)
+
+
+def overview_seconds(ours, ids, repeats: int = 3) -> float:  # pragma: no cover - needs CUDA
+    """Median wall time of one head's 512 × 512 pooled overview of the last layer after a flash capture."""
+    import time
+
+    from analysis.longinput import overview
+    from model import hooks
+
+    with hooks.capture() as cap:
+        ours(ids, backend="flash")
+    rec = cap[cap.sites[-1]]
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        overview(rec, 0, 512, "max")
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def measure_cuda(lengths=CUDA_LENGTHS, repeats: int = 5, warmup: int = 2, dtype=None, folder=None,
@@ -153,6 +182,11 @@ def measure_cuda(lengths=CUDA_LENGTHS, repeats: int = 5, warmup: int = 2, dtype=
                     rows.append(result_row(mode, T, skipped="out of GPU memory"))
                     continue
                 rows.append(result_row(mode, T, times, torch.cuda.max_memory_allocated() - start))
+        say(f"cuda T={LONGEST_T} pooled overview of one head")
+        try:
+            overview_s = overview_seconds(ours, token_ids(LONGEST_T, cfg["vocab"]).cuda())
+        except torch.cuda.OutOfMemoryError:
+            overview_s = None
     out = {"schema": SCHEMA, "device": torch.cuda.get_device_name(0), "dtype": dtype_name(dtype),
-           "torch": torch.__version__, "repeats": repeats, "warmup": warmup, "rows": rows}
-    return out | {"targets": judge_targets(rows)}
+           "torch": torch.__version__, "repeats": repeats, "warmup": warmup, "rows": rows, "overview_s": overview_s}
+    return out | {"targets": judge_targets(rows, overview_s)}

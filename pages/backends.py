@@ -18,6 +18,7 @@ from app.verdicts import scale_note, verdict_banner, verdict_table
 from model.captured import GROUP_LABELS
 
 LIVE = {256: "64 … 256", 512: "64 … 512", 1024: "64 … 1024"}
+LIVE_GPU = {4096: "256 … 4,096", 16384: "256 … 16,384", 32768: "256 … 32,768"}  # a GPU times long inputs live
 GPU_ADDS = ("**What a GPU adds** (`attnlab app --device cuda`): the model runs in bfloat16 or float16 and every "
             "fused backend is checked against a float32 eager reference (within 4e-2, and no worse than twice eager "
             "in the same precision); `flash` runs the FlashAttention-2 kernel; and long inputs reach 32,768 tokens "
@@ -98,16 +99,21 @@ with page("Backends", "Do eager, sdpa and flash compute the same attention — a
     # -- 2. cost ---------------------------------------------------------------------------------------------
     st.subheader("Time and memory as the text grows")
     heads, d_head = model_shape(inp.model)
-    top = select("Live sizes T", list(LIVE), "be_max", 512, format_func=LIVE.get, horizontal=True,
+    device, dtype = state.run_settings()
+    sizes = LIVE_GPU if device == "cuda" else LIVE
+    top = select("Live sizes T", list(sizes), "be_max", 4096 if device == "cuda" else 512,
+                 format_func=sizes.get, horizontal=True,
                  help="Measured now, on this machine, for one attention call; larger sizes come from the benchmark.")
-    lengths = tuple(t for t in (64, 128, 256, 512, 1024) if t <= top)
-    live = state.attention_timings(lengths, heads, d_head)
+    steps = (256, 1024, 2048, 4096, 8192, 16384, 32768) if device == "cuda" else (64, 128, 256, 512, 1024)
+    lengths = tuple(t for t in steps if t <= top)
+    live = state.attention_timings(lengths, heads, d_head, device=device, dtype=dtype)
     chart(scaling(live, title=f"Live: one causal attention call, {heads} heads × d_head {d_head}",
                   present=present), key="be-live", name="backend-live")
     live_df = pd.DataFrame(live)
-    st.caption("Measured just now on this machine, on one CPU thread, best time of at least 5 runs (other users' "
-               "requests wait meanwhile). Memory: peak bytes of the "
-               "tensors alive during the call (PyTorch profiler). eager stores the scores and weights, a few "
+    where = (f"on the GPU in {dtype} (CUDA events; memory: the allocator's peak)" if device == "cuda" else
+             "on one CPU thread (memory: peak bytes of the tensors alive during the call, PyTorch profiler)")
+    st.caption(f"Measured just now on this machine, {where}, best time of at least 5 runs (other users' "
+               "requests wait meanwhile). eager stores the scores and weights, a few "
                "H×T×T matrices, so its memory grows as T²; the fused kernels keep only O(T·d) tiles and the output. "
                "On a CPU at these sizes the time gap is small; on a GPU, flash is typically 2–4× faster.")
     bench = state.benchmark_results()

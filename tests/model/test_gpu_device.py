@@ -51,3 +51,14 @@ def test_cuda_bench_section_runs():
     assert [r["mode"] for r in out["rows"]] == list(CUDA_MODES)
     assert all("median_ms" in r and r["peak_bytes"] > 0 for r in out["rows"])
     assert "| 1,024 |" in markdown(out)
+
+
+def test_live_attention_timings_on_the_gpu():
+    """The Backends page's live timings on CUDA: CUDA events, bfloat16, the allocator's peak."""
+    from analysis.backends import time_attention
+
+    rows = time_attention((256, 2048), device="cuda", dtype=torch.bfloat16, repeats=2, budget_s=0.0)
+    assert {r["backend"] for r in rows} == {"eager", "sdpa", "flash"}
+    assert all(r["device"] == "cuda" and r["ms"] > 0 for r in rows)
+    peak = {r["backend"]: r["peak_bytes"] for r in rows if r["T"] == 2048}
+    assert peak["eager"] > 2 * peak["flash"]  # eager holds H×T×T scores and weights; flash does not
