@@ -50,12 +50,18 @@ def visible_columns(rec: AttentionRecord, q0: int, q1: int, batch: int = 0) -> t
     return int(cols[0]), int(cols[-1]) + 1
 
 
+def compute_device() -> str:
+    """Where recomputed rows are computed: the GPU when there is one (q and k travel, O(T·d)), else the CPU."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 @torch.no_grad()
 def pattern_rows(rec: AttentionRecord, heads=None, q0: int = 0, q1: int | None = None, k0: int = 0,
-                 k1: int | None = None, batch: int = 0) -> torch.Tensor:
+                 k1: int | None = None, batch: int = 0, device: str | None = None) -> torch.Tensor:
     """Pattern rows q0..q1−1, columns k0..k1−1, of `heads` (int, list or None = all): float32
-    [h, q, k] (a single int head still gives a leading axis). Columns outside k0..k1 must carry no
-    visible key for these rows (see `visible_columns`), or the softmax would miss them."""
+    [h, q, k] on the CPU (a single int head still gives a leading axis), computed on `device` (default
+    `compute_device()`). Columns outside k0..k1 must carry no visible key for these rows (see
+    `visible_columns`), or the softmax would miss them."""
     hs = _heads(rec, heads)
     q1 = rec.q_len if q1 is None else q1
     k1 = rec.k_len if k1 is None else k1
@@ -63,13 +69,18 @@ def pattern_rows(rec: AttentionRecord, heads=None, q0: int = 0, q1: int | None =
         raise IndexError(f"rows {q0}:{q1}, columns {k0}:{k1} outside [0,{rec.q_len})×[0,{rec.k_len})")
     if k1 == k0:
         return torch.zeros(len(hs), q1 - q0, 0)
-    q = torch.from_numpy(np.ascontiguousarray(rec.q[batch, hs, q0:q1]))  # [h, b, d]
-    k = torch.from_numpy(np.ascontiguousarray(rec.keys(hs, batch, k0, k1)))  # [h, kb, d] (per query head)
-    s = torch.matmul(q, k.transpose(-2, -1)).mul_(np.float32(rec.scale))  # [h, b, kb]
+    device = device or compute_device()
+
+    def t(a: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(a)).to(device)
+
+    q = t(rec.q[batch, hs, q0:q1])  # [h, b, d]
+    k = t(rec.keys(hs, batch, k0, k1))  # [h, kb, d] (per query head)
+    s = torch.matmul(q, k.transpose(-2, -1)).mul_(float(np.float32(rec.scale)))  # [h, b, kb]
     if rec.bias is not None:
-        s += torch.from_numpy(np.ascontiguousarray(rec.bias[hs, q0:q1, k0:k1]))
-    m = None if rec.mask is None else torch.from_numpy(np.ascontiguousarray(rec.mask_for(batch, (q0, q1, k0, k1))))
-    return masked_softmax_torch(s, m, in_place=True)  # m: [b, kb]
+        s += t(rec.bias[hs, q0:q1, k0:k1])
+    m = None if rec.mask is None else t(rec.mask_for(batch, (q0, q1, k0, k1)))  # [b, kb]
+    return masked_softmax_torch(s, m, in_place=True).cpu()
 
 
 def iter_pattern_rows(rec: AttentionRecord, heads=None, block: int = 256, batch: int = 0, rows=None,

@@ -62,3 +62,14 @@ def test_live_attention_timings_on_the_gpu():
     assert all(r["device"] == "cuda" and r["ms"] > 0 for r in rows)
     peak = {r["backend"]: r["peak_bytes"] for r in rows if r["T"] == 2048}
     assert peak["eager"] > 2 * peak["flash"]  # eager holds H×T×T scores and weights; flash does not
+
+
+def test_lazy_rows_recomputed_on_the_gpu_equal_the_cpu():
+    """Long inputs on a GPU: a fused capture's rows are recomputed there from q and k, equal to the CPU's."""
+    from model.longinput import compute_device, pattern_rows
+
+    lm = load("random-long-decoder")
+    rec = lm.run("abc " * 500, backend="sdpa")["blocks.1.attn"]
+    assert compute_device() == "cuda"
+    gpu, cpu = pattern_rows(rec, [0, 3], 100, 164, device="cuda"), pattern_rows(rec, [0, 3], 100, 164, device="cpu")
+    assert gpu.device.type == "cpu" and float((gpu - cpu).abs().max()) <= 1e-6
