@@ -25,11 +25,16 @@ check_fits refuses (model.inputs.InputError, one line) when total > FIT_SHARE ×
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 
 import torch
 
+from model.checkpoint import CheckpointError, read_config
 from model.config import ModelConfig
+from model.hf import convert, llama
+from model.hf.cache import read_header
+from model.hf.load import model_family
 from model.inputs import InputError
 from model.transformer import build_model
 
@@ -140,15 +145,19 @@ def _cgroup_free(root: Path) -> int | None:
 
 # -- the refusal --------------------------------------------------------------------------------------------------
 def check_fits(cfg: ModelConfig, n_tokens: int, dtype=torch.float32, *, available: int | None = None,
-               backend: str = "eager", device: str | None = None) -> dict:
+               backend: str = "eager", device: str | None = None, weights_loaded: bool = False) -> dict:
     """The estimate when it fits in FIT_SHARE of `available` bytes (default: available_bytes(device));
     else InputError with one line saying what it needs, what is free and what would help. Unknown free
-    memory (no /proc) is not a refusal."""
+    memory (no /proc) is not a refusal.
+
+    weights_loaded=True (a model already in memory, before a run): only the activations must fit in what is
+    free; the weights already held count back in when a hint weighs reloading in bfloat16."""
     est = estimate_bytes(cfg, n_tokens, dtype, backend)
     free = available if available is not None else available_bytes(device)
-    if free is None or est["total"] <= FIT_SHARE * free:
+    held = est["weights"] if weights_loaded else 0
+    limit = FIT_SHARE * free + held if free is not None else None
+    if limit is None or est["total"] <= limit:
         return est
-    limit = FIT_SHARE * free
     half = as_dtype(dtype).itemsize > 2  # would bfloat16 halve it?
 
     def fits(dt, be) -> bool:
@@ -166,9 +175,49 @@ def check_fits(cfg: ModelConfig, n_tokens: int, dtype=torch.float32, *, availabl
     elif not hints:  # nothing above runs this text
         bf16_weights = half and est["weights"] / as_dtype(dtype).itemsize * 2 <= limit
         hints.append("load it in bfloat16 and shorten the text" if bf16_weights else "pick a smaller model")
-    raise InputError(f"this model needs about {fmt_gb(est['total'])} at {n_tokens:,} tokens in {est['dtype']} but "
-                     f"only {fmt_gb(free)} is free; {', '.join(hints[:-1]) + ' or ' if len(hints) > 1 else ''}"
-                     f"{hints[-1]}")
+    what = (f"running this model on {n_tokens:,} tokens needs about {fmt_gb(est['activations'])} more "
+            f"({est['dtype']}, {backend})" if weights_loaded else
+            f"this model needs about {fmt_gb(est['total'])} at {n_tokens:,} tokens in {est['dtype']}")
+    raise InputError(f"{what} but only {fmt_gb(free)} is free; "
+                     f"{', '.join(hints[:-1]) + ' or ' if len(hints) > 1 else ''}{hints[-1]}")
+
+
+def folder_config(folder: str | Path) -> ModelConfig:
+    """The ModelConfig a model folder loads as, from its config.json alone (no weights read): an attnlab
+    folder's own config, or a Hugging Face family's converted one (BERT's MLM head decided from the tensor
+    names in the safetensors header or index). Raises CheckpointError as the loader would."""
+    folder = Path(folder)
+    meta = read_config(folder)
+    if "attnlab" in meta:
+        try:
+            return ModelConfig.from_dict(meta["attnlab"])
+        except (TypeError, ValueError) as e:
+            raise CheckpointError(f"{folder}/config.json: {e}") from None
+    family = model_family(meta, folder)
+    if family == "gpt2":
+        return convert.gpt2_config(meta)
+    if family in llama.FAMILIES:
+        return llama.llama_config(meta)
+    names = tensor_names(folder)
+    return convert.bert_config(meta, mlm=None if names is None else convert.has_mlm_head(names))
+
+
+def tensor_names(folder: Path) -> list[str] | None:
+    """The tensor names of a folder's safetensors weights (the header of model.safetensors, or the index's
+    weight_map), without reading any tensor; None when neither can be read."""
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            return list(json.loads(index.read_text())["weight_map"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+    header = read_header(folder / "model.safetensors")
+    return None if header is None else [k for k in header if k != "__metadata__"]
+
+
+def check_folder_fits(folder: str | Path, n_tokens: int, dtype=torch.float32, **kw) -> dict:
+    """check_fits for a model folder before loading it (folder_config, then check_fits)."""
+    return check_fits(folder_config(folder), n_tokens, dtype, **kw)
 
 
 def fmt_gb(n: float) -> str:

@@ -191,9 +191,9 @@ def _weight_files(snap: Path, root_real: Path) -> list[Path]:
     return out
 
 
-def _count_params(path: Path) -> int | None:
-    """Parameters in one safetensors file, from its header: 8 bytes (little-endian length n), n bytes of JSON
-    {name: {"dtype", "shape", "data_offsets"}, "__metadata__": {...}}."""
+def read_header(path: Path) -> dict | None:
+    """A safetensors file's header: 8 bytes (little-endian length n), then n bytes of JSON
+    {name: {"dtype", "shape", "data_offsets"}, "__metadata__": {...}}. None when unreadable or odd."""
     try:
         with open(path, "rb") as f:
             head = f.read(8)
@@ -204,6 +204,14 @@ def _count_params(path: Path) -> int | None:
                 return None
             header = json.loads(f.read(n).decode("utf-8"))
     except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return header if isinstance(header, dict) else None
+
+
+def _count_params(path: Path) -> int | None:
+    """Parameters in one safetensors file: the product of every tensor's shape in its header."""
+    header = read_header(path)
+    if header is None:
         return None
     total = 0
     for name, info in header.items():

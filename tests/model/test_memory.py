@@ -131,3 +131,52 @@ def test_check_fits_refuses_with_one_clear_line(qwen):
 def test_fmt_gb():
     assert memory.fmt_gb(1_976_131_072) == "1.98 GB"
     assert memory.fmt_gb(12_000_000) == "12 MB"
+
+
+def test_weights_loaded_counts_only_the_activations(qwen):
+    """Before a run of a model already in memory: the free memory need only hold the activations."""
+    act = memory.estimate_bytes(qwen, 128)["activations"]  # 0.28 GB at 128 tokens
+    assert memory.check_fits(qwen, 128, available=int(act / 0.9) + 1, weights_loaded=True)
+    with pytest.raises(InputError) as e:
+        memory.check_fits(qwen, 2048, available=1_000_000_000, weights_loaded=True)
+    assert str(e.value).startswith("running this model on 2,048 tokens needs about ")
+    assert "more (float32, eager) but only 1.00 GB is free; " in str(e.value)
+
+
+# -- a folder's config before loading it --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    from tests.hf_fixtures import build
+
+    root = tmp_path_factory.mktemp("hf")
+    return {name: build(kind, name, root) for kind, name in (
+        ("gpt2", "gpt2-3heads-bpe"), ("bert", "bert-mlm-3heads"), ("bert", "bert-base-5heads-ctx12"),
+        ("llama", "qwen2-gqa4-bias-tied"), ("llama", "mistral-window5-mqa"), ("llama", "llama-gqa2-tied-theta"))}
+
+
+def test_folder_config_is_what_loads(folders):
+    from model.hf.load import load_hf_folder
+    from model.registry import BUNDLED_DIR, load
+
+    for name, folder in folders.items():
+        lm = load_hf_folder(folder)
+        cfg = memory.folder_config(folder)
+        assert cfg == lm.cfg, name
+        assert memory.n_params(cfg) == sum(p.numel() for p in lm.model.parameters()), name
+    for name in ("lecture-decoder", "lecture-encdec"):
+        assert memory.folder_config(BUNDLED_DIR / name) == load(name).cfg
+    assert memory.folder_config(folders["bert-mlm-3heads"]).output_head_kind == "mlm"
+    assert memory.folder_config(folders["bert-base-5heads-ctx12"]).output_head_kind == "none"
+
+
+def test_check_folder_fits(folders, tmp_path):
+    from model.checkpoint import CheckpointError
+
+    folder = folders["qwen2-gqa4-bias-tied"]
+    est = memory.check_folder_fits(folder, 16, "float32", available=10**9)
+    assert est["n_params"] == memory.n_params(memory.folder_config(folder))
+    with pytest.raises(InputError, match=r"^this model needs about \d+ MB at 64 tokens in float32 but only 1 MB"):
+        memory.check_folder_fits(folder, 64, available=1_000_000)
+    (tmp_path / "config.json").write_text('{"model_type": "t5"}')
+    with pytest.raises(CheckpointError, match="not supported"):
+        memory.folder_config(tmp_path)
