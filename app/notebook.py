@@ -1,0 +1,168 @@
+"""The app's figures in a Jupyter notebook (or any Python session), without Streamlit.
+
+    import model
+    from app.notebook import show, to_html
+    run = model.load("lecture-decoder").run("the cat sat on the mat")
+    show(run, "heads")                     # every layer × head (the Heatmaps page's mosaic)
+    show(run, "head", layer=0, head=1)     # one head up close (the Heatmaps page)
+    show(run, "headview", layer=0)         # BertViz-style lines from the query token (the Heatmaps page)
+    show(run, "rollout")                   # the rollout matrix (the Rollout page's "As matrices")
+    show(run, "tokens")                    # where the query token looks, head mean per layer (the Explore page)
+    open("heads.html", "w").write(to_html(show(run, "heads")))   # one self-contained file, works offline
+
+Each view calls the same app/figures builder with the same arguments as its page, with the page's defaults
+(the last layer, head 0, the query token the page starts on: the [MASK] or the last token). Nothing here
+imports Streamlit: the builders need it only to pick a PNG colour scale for very large matrices, and then
+fall back to Streamlit's default theme when no app is running (its "missing ScriptRunContext" warning,
+which says it "can be ignored when running in bare mode", is filtered out).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import plotly.graph_objects as go
+
+from analysis.rollout import attention_rollout, cross_rollout, fuse_heads
+from app.figures.head_view import head_view
+from app.figures.matrix import matrix_heatmap
+from app.figures.mosaic import mosaic
+from app.figures.rows import method_rows
+from app.figures.style import esc
+from app.presets import default_query
+from model.captured import GROUP_LABELS, CapturedRun
+
+VIEWS = ("heads", "head", "headview", "rollout", "tokens")
+# as on pages/heatmaps.py
+KINDS = {"pattern": "attention weights (softmax)", "scores": "raw scores (scaled QKᵀ, before the mask)",
+         "masked": "masked scores (what the softmax sees)"}
+FUSE = {"none": "every head", "mean": "mean over heads", "max": "max over heads"}
+
+
+class _BareMode(logging.Filter):
+    """Drop Streamlit's 'missing ScriptRunContext' warning: a notebook has no Streamlit runtime, by design."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "missing ScriptRunContext" not in record.getMessage()
+
+
+logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(_BareMode())
+
+
+def show(run: CapturedRun, view: str = "heads", layer: int | None = None, head: int | None = None,
+         group: str | None = None, **kw) -> go.Figure:
+    """The figure a page draws for `run` (a CapturedRun from LoadedModel.run), as a Plotly Figure.
+
+    view: 'heads' | 'head' | 'headview' | 'rollout' | 'tokens'. layer (default the last), head (default 0)
+    and group ('self', or 'encoder' / 'decoder' / 'cross' for an encoder–decoder; default as on the page)
+    choose the attention. Keywords, with the pages' defaults:
+      query=int      the query token (default: the [MASK] or the last token)
+      kind='pattern' | 'scores' | 'masked'     (heads, head)
+      fuse='none' | 'mean' | 'max'             (heads, head, headview)
+      pool='max' | 'mean'                      (head: how a matrix above 512 per side is pooled)
+      heads='selected' | 'all'                 (headview)
+      residual=0.5, fusion='mean', discard=0.0 (rollout)
+      present=False                            (larger fonts, as in presentation mode)
+    """
+    if view not in VIEWS:
+        raise ValueError(f"unknown view {view!r}; choose one of {', '.join(VIEWS)}")
+    groups = run.groups()
+    if group is None:
+        group = "cross" if "cross" in groups else next(iter(groups))
+    if group not in groups:
+        raise ValueError(f"unknown group {group!r}; this run has {', '.join(groups)}")
+    unknown = set(kw) - {"query", "kind", "fuse", "pool", "heads", "residual", "fusion", "discard", "present"}
+    if unknown:
+        raise TypeError(f"show() got unexpected keywords: {', '.join(sorted(unknown))}")
+    return {"heads": _heads, "head": _head, "headview": _headview, "rollout": _rollout,
+            "tokens": _tokens}[view](run, group, layer, head, **kw)
+
+
+def to_html(fig: go.Figure) -> str:
+    """A whole HTML page with plotly.js embedded (no CDN): opens offline, in any browser."""
+    return fig.to_html(include_plotlyjs=True, full_html=True, include_mathjax=False)
+
+
+# -- the views ----------------------------------------------------------------------------------------------
+def _stack(run, group, kind, fuse):
+    """(shown [L, H or 1, q, k], mask or None, kind for the colour scale), as pages/heatmaps.py builds them."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}; choose one of {', '.join(KINDS)}")
+    if fuse not in FUSE:
+        raise ValueError(f"unknown fuse {fuse!r}; choose one of {', '.join(FUSE)}")
+    stack = run.matrices(group, kind)  # [L, H, q, k]
+    if fuse != "none":
+        stack = fuse_heads(stack, fuse)[:, None]  # [L, 1, q, k]
+    vmask = run.mask_of(group) if kind != "scores" else None  # raw scores are shown unmasked, by definition
+    return stack, vmask, "pattern" if kind == "pattern" else "scores"
+
+
+def _pick(n: int, value: int | None, default: int, what: str) -> int:
+    value = default if value is None else int(value)
+    if not 0 <= value < n:
+        raise ValueError(f"{what} {value} is outside 0..{n - 1}")
+    return value
+
+
+def _query(run, qt, group, query) -> int:
+    default = default_query(run, None) if group != "encoder" else len(qt) - 1
+    return _pick(len(qt), query, min(default, len(qt) - 1), "query")
+
+
+def _heads(run, group, layer, head, kind="pattern", fuse="none", present=False, **_):
+    qt, kt = run.group_tokens(group)
+    shown, vmask, vkind = _stack(run, group, kind, fuse)
+    title = f"{GROUP_LABELS.get(group, group)} — {KINDS[kind]}" + ("" if fuse == "none" else f", {FUSE[fuse]}")
+    return mosaic(shown, qt, kt, mask=vmask, kind=vkind, title=title, present=present,
+                  layer_labels=[f"layer {i}" for i in range(shown.shape[0])])
+
+
+def _head(run, group, layer, head, kind="pattern", fuse="none", pool="max", query=None, present=False, **_):
+    qt, kt = run.group_tokens(group)
+    shown, vmask, vkind = _stack(run, group, kind, fuse)
+    layer = _pick(shown.shape[0], layer, shown.shape[0] - 1, "layer")
+    head = 0 if fuse != "none" else _pick(shown.shape[1], head, 0, "head")
+    name = f"layer {layer}, " + (f"head {head}" if fuse == "none" else FUSE[fuse])
+    return matrix_heatmap(shown[layer, head], qt, kt, mask=vmask, kind=vkind, title=name, present=present,
+                          pool=pool, mark=(_query(run, qt, group, query), None))
+
+
+def _headview(run, group, layer, head, fuse="none", heads="selected", query=None, present=False, **_):
+    qt, kt = run.group_tokens(group)
+    pats = run.matrices(group)  # [L, H, q, k]
+    if fuse != "none":
+        pats = fuse_heads(pats, fuse)[:, None]  # [L, 1, q, k]
+    layer = _pick(pats.shape[0], layer, pats.shape[0] - 1, "layer")
+    head = 0 if fuse != "none" else _pick(pats.shape[1], head, 0, "head")
+    query = _query(run, qt, group, query)
+    shown = [head] if heads == "selected" else list(range(pats.shape[1]))
+    return head_view(pats[layer], qt, kt, query, shown, present=present,
+                     title=f"Head view: token {query} → keys (layer {layer})")
+
+
+def _rollout(run, group, layer, head, residual=0.5, fusion="mean", discard=0.0, query=None, present=False, **_):
+    """Self-attention groups: attention_rollout of the group's patterns [L, H, T, T] → [T, T]. 'cross' (an
+    encoder–decoder): cross_rollout's source side [T, S], as the Rollout page shows it."""
+    if group == "cross":
+        tokens = run.group_tokens("decoder")[0]
+        cr = cross_rollout(run.matrices("encoder"), run.matrices("decoder"), run.matrices("cross"),
+                           residual, fusion, discard)
+        m, qa, ka, which = cr.source, tokens, run.src_tokens, "rollout (source side)"
+    else:
+        tokens = run.group_tokens(group)[0]
+        m = attention_rollout(run.matrices(group), residual, fusion, discard)  # [T, T]
+        qa, ka, which = tokens, tokens, "rollout"
+    q = _query(run, qa, group, query)
+    return matrix_heatmap(m, qa, ka, kind="pattern", title=f"{which}: row = output, column = input",
+                          present=present, mark=(q, None))
+
+
+def _tokens(run, group, layer, head, query=None, present=False, **_):
+    qt, kt = run.group_tokens(group)
+    stack = run.matrices(group)  # [L, H, q, k]
+    q = _query(run, qt, group, query)
+    per_layer = fuse_heads(stack[:, :, q:q + 1, :], "mean")[:, 0]  # [L, k]: head-mean row of each layer
+    return method_rows({f"layer {i}": np.asarray(per_layer[i]) for i in range(len(per_layer))}, kt,
+                       title=f"Where does token {q} ({esc(qt[q])}) look? Head mean per layer",
+                       present=present, exclude=q if group != "cross" else None)
