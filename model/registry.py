@@ -8,19 +8,24 @@ tokenizer; the last with a 32,768-token context on a CUDA GPU and 4,096 on the C
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import torch
 
 from model.checkpoint import CheckpointError, load_folder, read_config
 from model.config import ModelConfig
+from model.hf.cache import list_cached, resolve_cached
 from model.hf.load import load_hf_folder, load_hub
 from model.inputs import InputError
 from model.loaded import LoadedModel
+from model.memory import check_fits, folder_config
 from model.tokenizer import ByteTokenizer, HFTokenizer
 from model.transformer import build_model
 
 RANDOM_SEED = 1234
+REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")  # "org/name" or "name"
+FIT_TOKENS = 512  # a Hugging Face folder must fit with a run of this many tokens (or its context) before it loads
 _BASE = dict(vocab_size=260, d_model=64, n_heads=4, n_layers=2, max_len=256)
 RANDOM = {
     "random-decoder": ModelConfig(arch="decoder", **_BASE),
@@ -61,8 +66,8 @@ def default_model() -> str:
 
 
 def model_choices() -> list[str]:
-    """Bundled models first, then minilm, then the random ones."""
-    return [*bundled_names(), "minilm", *RANDOM]
+    """Bundled models first, then minilm, the random ones, then the supported models in the local HF cache."""
+    return [*bundled_names(), "minilm", *RANDOM, *(m.repo_id for m in list_cached() if m.has_tokenizer)]
 
 
 def bundled_card(name: str) -> str | None:
@@ -107,7 +112,8 @@ def _with_template(tok: HFTokenizer, template: dict) -> HFTokenizer:
 
 
 def resolve(name_or_path: str) -> tuple[str, Path | None]:
-    """('random'|'bundled'|'minilm'|'folder'|'hub', folder)."""
+    """('random'|'bundled'|'minilm'|'folder'|'cached'|'hub', folder): a repo id found in the local Hugging Face
+    cache (offline, read-only) is 'cached'; any other repo id is 'hub'."""
     if name_or_path in RANDOM:
         return "random", None
     if name_or_path in bundled_names():
@@ -123,9 +129,20 @@ def resolve(name_or_path: str) -> tuple[str, Path | None]:
         if not p.is_dir():
             raise InputError(f"{name_or_path} is not a folder; give a model folder with config.json")
         return "folder", p
-    if "/" in name_or_path and not name_or_path.startswith((".", "/", "~")) and name_or_path.count("/") == 1:
-        return "hub", None
+    if REPO_ID.fullmatch(name_or_path):
+        cached = resolve_cached(name_or_path)
+        if cached is not None:
+            return "cached", cached
+        if "/" in name_or_path:
+            return "hub", None
     raise InputError(f"unknown model {name_or_path!r}; known: {', '.join(known_names())}, or a model folder")
+
+
+def _check_fits(folder: Path, dtype: torch.dtype | None) -> None:
+    """Refuse (InputError, one line) a Hugging Face folder whose weights and a FIT_TOKENS-token run would not fit
+    in the free memory, before reading its weights."""
+    cfg = folder_config(folder)
+    check_fits(cfg, min(cfg.max_len, FIT_TOKENS), dtype or torch.float32)
 
 
 def known_names() -> list[str]:
@@ -169,11 +186,15 @@ def load(name_or_path: str, dtype: torch.dtype | None = None, device: str | None
         lm = load_hf_folder(folder, name="minilm", source="installed")
     elif where == "hub":
         lm = load_hub(name_or_path)
+    elif where == "cached":
+        _check_fits(folder, dtype)
+        lm = load_hf_folder(folder, name=name_or_path, source=f"cache:{name_or_path}")
     else:
         meta = read_config(folder)
         if "attnlab" in meta:
             lm = load_attnlab_folder(folder, str(folder), str(folder))
         else:
+            _check_fits(folder, dtype)
             lm = load_hf_folder(folder, name=str(folder), source=str(folder))
     if dtype is not None or device is not None:
         lm.to(device, dtype)  # a 16-bit dtype keeps a float32 reference for the checks

@@ -23,14 +23,23 @@ def available_models() -> list[dict]:
     return out
 
 
+def cached_models() -> list[dict]:
+    """The supported models in the local Hugging Face cache (offline, read-only), without loading them."""
+    from model.hf.cache import list_cached
+
+    return [m.to_dict() for m in list_cached()]
+
+
 def run(args) -> int:
-    models = available_models()
+    models, cached = available_models(), cached_models()
     if args.json:
-        print_json({"models": models})
+        print_json({"models": models, "cached": cached})
     else:
         for m in models:
             if "error" in m:
                 print(f"{m['name']:<18} unavailable: {m['error']}")
             else:
                 print(f"{m['name']:<18} {m['kind']:<16} layers={m['layers']} heads={m['heads']} context={m['context']}")
+        for m in cached:
+            print(f"{m['repo_id']:<18} in the Hugging Face cache: {m['family']}, {(m['n_params'] or 0) / 1e6:.0f} M parameters")
     return 0

@@ -186,3 +186,39 @@ def test_odd_names_and_repo_ids():
         assert cache.repo_id_of(odd) is None, odd
     assert cache.folder_name("org/name") == "models--org--name"
     assert os.sep not in cache.folder_name("org/name")
+
+
+# -- wired in: the registry, `attnlab models`, the app's model choices, the memory refusal -----------------------
+def test_a_cached_repo_id_loads_by_name_and_is_listed(hub, monkeypatch, capsys):
+    from cli.main import main
+    from model import registry
+
+    root, _, _ = hub
+    monkeypatch.setenv("HF_HUB_CACHE", str(root))
+    assert registry.resolve("acme/tiny-llama")[0] == "cached"
+    lm = registry.load("acme/tiny-llama", roots=[Path("/nowhere")])  # the server's own cache needs no root
+    assert (lm.name, lm.source, lm.family) == ("acme/tiny-llama", "cache:acme/tiny-llama", "llama")
+    assert lm.run("the cat sat").tokens
+    assert registry.resolve("acme/not-there") == ("hub", None)  # not cached: a hub id, as before
+    choices = registry.model_choices()
+    assert {"acme/tiny-llama", "acme/qwen2-sharded", "solo"} <= set(choices) and choices[0] != "acme/tiny-llama"
+    assert main(["models", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [m["repo_id"] for m in listed["cached"]] == [m.repo_id for m in cache.list_cached(root)]
+    assert {m["name"] for m in listed["models"]} >= {"random-decoder", "minilm"}
+
+
+def test_a_folder_too_large_for_the_free_memory_is_refused_before_loading(hub, monkeypatch):
+    from model import memory, registry
+    from model.inputs import InputError
+
+    root, _, _ = hub
+    monkeypatch.setenv("HF_HUB_CACHE", str(root))
+    monkeypatch.setattr(memory, "available_bytes", lambda device=None: 10_000)
+    with pytest.raises(InputError, match=r"^this model needs about 1 MB at 64 tokens in float32 but only 0 MB is free"):
+        registry.load("acme/tiny-llama")
+    cfg = memory.folder_config(cache.resolve_cached("acme/tiny-llama", root))
+    need32 = memory.estimate_bytes(cfg, 64)["total"]
+    monkeypatch.setattr(memory, "available_bytes", lambda device=None: need32 - 1)  # bfloat16 would fit
+    with pytest.raises(InputError, match="load it in bfloat16"):
+        registry.load("acme/tiny-llama")
