@@ -141,7 +141,10 @@ def resolve(name_or_path: str) -> tuple[str, Path | None]:
 def _check_fits(folder: Path, dtype: torch.dtype | None) -> None:
     """Refuse (InputError, one line) a Hugging Face folder whose weights and a FIT_TOKENS-token run would not fit
     in the free memory, before reading its weights."""
-    cfg = folder_config(folder)
+    try:
+        cfg = folder_config(folder)
+    except CheckpointError:  # an unreadable folder: the loader says what is wrong with it
+        return
     check_fits(cfg, min(cfg.max_len, FIT_TOKENS), dtype or torch.float32)
 
 
