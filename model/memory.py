@@ -32,6 +32,7 @@ import torch
 
 from model.checkpoint import CheckpointError, read_config
 from model.config import ModelConfig
+from model.device import dtype_name
 from model.hf import convert, llama
 from model.hf.cache import read_header
 from model.hf.load import model_family
@@ -53,10 +54,6 @@ def as_dtype(dtype) -> torch.dtype:
     if name not in DTYPES:
         raise InputError(f"unknown dtype {dtype!r}; choose float32, bfloat16 or float16")
     return DTYPES[name]
-
-
-def dtype_name(dtype) -> str:
-    return str(as_dtype(dtype)).removeprefix("torch.")
 
 
 @functools.lru_cache(maxsize=64)
@@ -95,7 +92,7 @@ def estimate_bytes(cfg: ModelConfig, n_tokens: int, dtype=torch.float32, backend
     activations = sum(parts.values())
     weights = p * b
     return {"n_params": p, "weights": weights, **parts, "activations": activations, "total": weights + activations,
-            "load_peak": p * 4 + p * b, "n_tokens": t, "dtype": dtype_name(dtype), "backend": backend}
+            "load_peak": p * 4 + p * b, "n_tokens": t, "dtype": dtype_name(as_dtype(dtype)), "backend": backend}
 
 
 # -- what is free -------------------------------------------------------------------------------------------------
