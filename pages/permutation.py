@@ -74,7 +74,7 @@ with page("Permutation", "Shuffle the tokens: does attention notice the new orde
                "Learned and sinusoidal tables change x itself (q, k, v differ already in layer 0); RoPE rotates q "
                "and k (v stays exact in layer 0); ALiBi adds a distance bias to the scores; a causal mask lets a "
                "token see only the tokens before it — in layer 0 q, k, v and the unmasked scores stay exact, the "
-               "weights do not.")
+               "weights do not. ALiBi's bias −m·|i − j| is symmetric, so reversing the text keeps it exact.")
 
     # -- the matrices side by side ---------------------------------------------------------------------
     st.subheader("Side by side")
