@@ -73,7 +73,8 @@ def close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present):
 
         nv = None
         if fuse == "none":  # one score of this head, dimension by dimension, from the record itself
-            st.markdown(f"**One score, neuron by neuron** — layer {layer}, head {head}, query {query} · {md(qt[query])}")
+            st.markdown(f"**One score, neuron by neuron** — layer {layer}, head {head}, "
+                        f"query {query} · {md(qt[query])}")
             rec = cap.layer_records(group)[layer]
             best = int(rec.pattern(head, (query, query + 1, 0, rec.k_len))[0].argmax())
             key = token_select("Key token", kt, "nv_key", best, help="Default: the key this query attends to most.")
@@ -83,10 +84,13 @@ def close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present):
                               present=present, title=f"q (query {query}), k (key {key}) and q⊙k"),
                   key="neuron", name=f"neuron-L{layer}H{head}-q{query}-k{key}")
             bias = f" + bias {nv['bias']:.4f}" if nv["bias"] else ""
-            st.markdown(f"Σ q⊙k = **{nv['raw']:.4f}** (the raw score q·k) · scale 1/√{nv['d_head']} = "
-                        f"{nv['scale']:.4f}{bias} → scaled score **{nv['scaled']:.4f}** → weight "
-                        f"**{nv['weight']:.4f}**" + (" (masked: this key is hidden from the query)"
-                                                       if nv["masked"] else " (softmax over the query's row)"))
+            root = f"1/√{nv['d_head']} = " if abs(nv["scale"] * nv["d_head"] ** 0.5 - 1) < 1e-6 else ""
+            st.markdown(f"Σ q⊙k = **{nv['raw']:.4f}** (the raw score q·k) · scale {root}{nv['scale']:.4f}{bias}"
+                        f" → scaled score **{nv['scaled']:.4f}** → weight **{nv['weight']:.4f}**"
+                        + (" (masked: this key is hidden from the query)" if nv["masked"]
+                           else " (softmax over the query's row)"))
+        else:
+            st.caption("The neuron view (q, k and q⊙k of one query/key pair) needs one head: choose 'every head'.")
         downloads(f"{group}-{kind}-L{layer}H{head}", csv=matrix_csv(m, qt, kt),
                   npz={"matrices": shown, "mask": cap.mask_of(group), "q_tokens": qt, "k_tokens": kt},
                   json_obj={"model": inp.model, "text": inp.text, "group": group, "kind": kind, "fuse": fuse,

@@ -34,6 +34,13 @@ def test_defaults_show_exact_equivariance_without_positions():
     assert "3.7e-09" in at.markdown[-1].value or "equal up to float32 rounding" in at.markdown[-1].value
     assert "10 19 16 4 2 12 6 20 3 11 8 0 18 13 7 21 5 17 14 9 1 15" in at.markdown[1].value  # seed 0
     assert "same seed (0)" in at.caption[0].value
+    assert [b.proto.label for b in at.get("download_button")] == ["⬇ CSV", "⬇ NPZ", "⬇ JSON"]
+    url = dict(at.query_params)
+    assert {k: url[k] for k in ("perm_text", "perm_tok", "perm_mode", "perm_seed", "perm_set", "perm_q")} in (
+        {"perm_text": "the cat sat on the mat", "perm_tok": "random-encoder", "perm_mode": "random", "perm_seed": "0",
+         "perm_set": "none", "perm_q": "weights"},
+        {"perm_text": ["the cat sat on the mat"], "perm_tok": ["random-encoder"], "perm_mode": ["random"],
+         "perm_seed": ["0"], "perm_set": ["none"], "perm_q": ["weights"]})
 
 
 @pytest.mark.parametrize("setting", ["none + causal mask", *SCHEMES])
@@ -82,7 +89,9 @@ def test_blank_typed_order_reverses_and_the_seed_changes_the_shuffle():
     assert df.loc["rope"].iloc[:6].max() > 1e-3  # RoPE sees the signed offset
     at = open_page("permutation", perm_text="abcde", perm_seed=0)
     assert "`2 4 3 0 1`" in at.markdown[1].value  # numpy's default_rng(0).permutation(5)
-    assert at.query_params["perm_seed"] == ["0"] or at.query_params["perm_seed"] == "0"
+    at = open_page("permutation", perm_text="abcde", perm_seed=7)
+    ok(at)
+    assert f"`{' '.join(map(str, np.random.default_rng(7).permutation(5)))}`" in at.markdown[1].value
 
 
 def test_bad_permutation_and_bad_text_are_messages():
