@@ -197,4 +197,5 @@ long_overview = _cached(_long_overview, longinput.head_overview, 32, "Pooling th
 
 # -- permutation equivariance ------------------------------------------------------------------------
 # (tokenizer's model name, text, order, seed) -> analysis.permutation.Study over random encoders (CPU)
-permutation_study = on_model(permutation.permutation_study, spinner="Running the shuffled text through every scheme…")
+permutation_study = on_model(permutation.permutation_study, entries=8,
+                             spinner="Running the shuffled text through every scheme…")
