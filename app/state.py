@@ -22,7 +22,7 @@ import numpy as np
 import streamlit as st
 import torch
 
-from analysis import ablation, backends, checks, generation, head_runs, kv_cache, positions
+from analysis import ablation, backends, checks, generation, head_runs, kv_cache, permutation, positions
 from analysis import flow as flow_
 from analysis.benchmarks import DEFAULT_PATH, read_benchmarks
 from analysis.relevance import gradient_relevance
@@ -193,3 +193,9 @@ def _long_overview(run, name: str, text: str, layer: int, head: int, how: str = 
 
 # (name, text, layer, head, how) -> one head's pooled overview of a cached long capture (under the lock)
 long_overview = _cached(_long_overview, longinput.head_overview, 32, "Pooling the head…")
+
+
+# -- permutation equivariance ------------------------------------------------------------------------
+# (tokenizer's model name, text, order, seed) -> analysis.permutation.Study over random encoders (CPU)
+permutation_study = on_model(permutation.permutation_study, entries=8,
+                             spinner="Running the shuffled text through every scheme…")

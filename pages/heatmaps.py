@@ -1,13 +1,17 @@
 """Heatmaps (/heatmaps): every layer × head at once, one head up close, and the head view."""
 
+import numpy as np
 import streamlit as st
 
 from analysis.pooling import window
 from analysis.rollout import fuse_heads
+from analysis.stepwise import neuron_view
 from app.downloads import downloads, matrix_csv
+from app.figures.grids import number_grid
 from app.figures.head_view import head_view
 from app.figures.matrix import MAX_SIDE, matrix_heatmap
 from app.figures.mosaic import mosaic
+from app.figures.style import md
 from app.frame import chart, guard, options, page, presenting
 from app.inputs import inputs
 from app.presets import default_query, source_index
@@ -67,10 +71,31 @@ def close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present):
                                  f"keys {zk[0]}–{zk[1]}", present=present, q_offset=zq[0],
                                  k_offset=zk[0], max_side=10**6), key="zoom", name="zoom")
 
+        nv = None
+        if fuse == "none":  # one score of this head, dimension by dimension, from the record itself
+            st.markdown(f"**One score, neuron by neuron** — layer {layer}, head {head}, "
+                        f"query {query} · {md(qt[query])}")
+            rec = cap.layer_records(group)[layer]
+            best = int(rec.pattern(head, (query, query + 1, 0, rec.k_len))[0].argmax())
+            key = token_select("Key token", kt, "nv_key", best, help="Default: the key this query attends to most.")
+            nv = neuron_view(rec, head, query, key)
+            dims = [f"d{i}" for i in range(nv["d_head"])]
+            chart(number_grid(np.stack([nv["q"], nv["k"], nv["product"]]), ["q", "k", "q⊙k"], dims,
+                              present=present, title=f"q (query {query}), k (key {key}) and q⊙k"),
+                  key="neuron", name=f"neuron-L{layer}H{head}-q{query}-k{key}")
+            bias = f" + bias {nv['bias']:.4f}" if nv["bias"] else ""
+            root = f"1/√{nv['d_head']} = " if abs(nv["scale"] * nv["d_head"] ** 0.5 - 1) < 1e-6 else ""
+            st.markdown(f"Σ q⊙k = **{nv['raw']:.4f}** (the raw score q·k) · scale {root}{nv['scale']:.4f}{bias}"
+                        f" → scaled score **{nv['scaled']:.4f}** → weight **{nv['weight']:.4f}**"
+                        + (" (masked: this key is hidden from the query)" if nv["masked"]
+                           else " (softmax over the query's row)"))
+        else:
+            st.caption("The neuron view (q, k and q⊙k of one query/key pair) needs one head: choose 'every head'.")
         downloads(f"{group}-{kind}-L{layer}H{head}", csv=matrix_csv(m, qt, kt),
                   npz={"matrices": shown, "mask": cap.mask_of(group), "q_tokens": qt, "k_tokens": kt},
                   json_obj={"model": inp.model, "text": inp.text, "group": group, "kind": kind, "fuse": fuse,
-                            "layer": layer, "head": head, "q_tokens": qt, "k_tokens": kt, "matrix": m})
+                            "layer": layer, "head": head, "q_tokens": qt, "k_tokens": kt, "matrix": m,
+                            "neuron_view": nv})
     sync_url()
 
 

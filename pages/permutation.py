@@ -1,0 +1,108 @@
+"""Permutation (/permutation): shuffle the tokens and watch q, k, v, scores, weights and outputs shuffle the same
+way — exactly, with no positions and no mask — and see how much each position scheme and a causal mask break it."""
+
+import pandas as pd
+import streamlit as st
+
+from analysis.permutation import MAX_TOKENS, MODEL_SEED, QUANTITIES, SETTINGS
+from app import state
+from app.downloads import downloads
+from app.figures.grids import delta_grid
+from app.figures.matrix import matrix_heatmap
+from app.figures.style import md
+from app.frame import chart, options, page, presenting
+from app.url_state import index, remember, seed, select, slider
+
+TOKENIZERS = {"random-encoder": "bytes (one token per character)", "lecture-decoder": "the lecture models' words"}
+MODES = {"random": "a seeded random shuffle", "typed": "indices I type"}
+TOLERANCE = 1e-5  # float32 rounding; anything above is a real difference
+LABELS = {"q": "queries q", "k": "keys k", "v": "values v", "scores": "scores (scaled q·kᵀ + bias)",
+          "weights": "weights (softmax)", "outputs": "outputs z = weights·v"}
+
+
+def text_box(label: str, key: str, default: str, where=None, help: str | None = None) -> str:
+    """A text input whose value lives in the URL (seeded URL > this session > default)."""
+    seed(key, default, str, lambda v: isinstance(v, str))
+    value = (where or st).text_input(label, key=key, help=help)
+    remember(key, value, value)
+    return value
+
+
+with page("Permutation", "Shuffle the tokens: does attention notice the new order?", icon="⇄"):
+    present = presenting()
+    with options():
+        c1, c2 = st.columns([3, 2])
+        text = text_box("Text", "perm_text", "the cat sat on the mat", where=c1,
+                        help=f"2 to {MAX_TOKENS} tokens.")
+        tok = select("Tokens", list(TOKENIZERS), "perm_tok", "random-encoder", where=c2, format_func=TOKENIZERS.get)
+        c1, c2 = st.columns([2, 3])
+        mode = select("Shuffle", list(MODES), "perm_mode", "random", where=c1, format_func=MODES.get,
+                      horizontal=True)
+        if mode == "random":
+            rng_seed = slider("Seed of the shuffle", 0, 99, "perm_seed", 0, where=c2)
+            order = None
+        else:
+            rng_seed = 0
+            order = text_box("Permutation: new position i holds old token …", "perm_order", "", where=c2,
+                             help="Indices 0…T−1 separated by spaces or commas; blank = reverse the text.")
+            order = order if order.strip() else "reverse"
+    study = state.permutation_study(tok, text, order, rng_seed)
+    T = len(study.tokens)
+    st.markdown(f"**Original** ({T} tokens): {' '.join(md(t) for t in study.tokens)}  \n"
+                f"**Shuffled**: {' '.join(md(t) for t in study.permuted_tokens)}  \n"
+                f"Permutation π (new position i holds old token π[i]): `{' '.join(map(str, study.perm))}`")
+    st.caption(f"The models: random-weight 2-layer encoders (d_model 64, 4 heads) built with "
+               f"`build_model(ModelConfig(positional=…))` on the same seed ({MODEL_SEED}) and sharing every weight; "
+               "only the position scheme differs. Eager backend; q, k, v, scores, weights and outputs come from "
+               "the hooks blocks.{i}.attn.hook_{q,k,v,attn_scores,pattern,z}.")
+
+    # -- the table -------------------------------------------------------------------------------------
+    st.subheader("How far is the shuffled run from the original, after un-shuffling?")
+    n_layers = study.deltas.shape[1]
+    t_layer = select("Layers", ["all", *range(n_layers)], "perm_tlayer", "all", horizontal=True,
+                     format_func=lambda v: "max over all layers" if v == "all" else f"layer {v}")
+    table = study.table(None if t_layer == "all" else int(t_layer))  # [setting, quantity]
+    cols = list(QUANTITIES)
+    chart(delta_grid(table, study.settings, cols, TOLERANCE, present=present,
+                     title="max |original − un-permuted| per setting and quantity"), key="perm-table",
+          name="permutation-deltas")
+    df = pd.DataFrame(table, index=study.settings, columns=cols)
+    df["equivariant"] = ["yes" if r.max() <= TOLERANCE else "no" for r in table]
+    st.dataframe(df.style.format({c: "{:.1e}" for c in cols}), width="stretch")
+    st.caption(f"'yes': every difference is float32 rounding (≤ {TOLERANCE:g}). No positions and no mask: "
+               "attention only sees a set of tokens, so shuffling the input shuffles every result the same way. "
+               "Learned and sinusoidal tables change x itself (q, k, v differ already in layer 0); RoPE rotates q "
+               "and k (v stays exact in layer 0); ALiBi adds a distance bias to the scores; a causal mask lets a "
+               "token see only the tokens before it — in layer 0 q, k, v and the unmasked scores stay exact, the "
+               "weights do not. ALiBi's bias −m·|i − j| is symmetric, so reversing the text keeps it exact.")
+
+    # -- the matrices side by side ---------------------------------------------------------------------
+    st.subheader("Side by side")
+    c1, c2, c3, c4 = st.columns(4)
+    setting = select("Setting", study.settings, "perm_set", "none", where=c1)
+    qty = select("Quantity", cols, "perm_q", "weights", where=c2, format_func=LABELS.get)
+    layer = index("Layer", n_layers, "perm_layer", 0, where=c3)
+    head = index("Head", study.original[setting][qty].shape[1], "perm_head", 0, where=c4)
+    a = study.original[setting][qty][layer, head]  # [T, T] or [T, d]
+    p = study.permuted[setting][qty][layer, head]
+    u = study.unpermuted[setting][qty][layer, head]
+    matrix = qty in ("scores", "weights")
+    kind = "pattern" if qty == "weights" else "scores"
+    dims = [f"d{i}" for i in range(a.shape[1])]
+    panels = (("original", a, study.tokens), ("shuffled run, as computed", p, study.permuted_tokens),
+              ("shuffled, then un-shuffled", u, study.tokens))
+    for i, (col, (name, m, toks)) in enumerate(zip(st.columns(3), panels)):
+        with col:
+            chart(matrix_heatmap(m, toks, toks if matrix else dims, kind=kind, present=present, square=matrix,
+                                 title=f"{name}: {qty}, layer {layer}, head {head}"), key=f"perm-m{i}",
+                  name=f"permutation-{qty}-{name.split(',')[0]}")
+    delta = float(abs(a.astype(float) - u).max())
+    verdict = "equal up to float32 rounding" if delta <= TOLERANCE else "different: the order mattered"
+    st.markdown(f"**max |original − un-shuffled|** for {setting}, {LABELS[qty]}, layer {layer}, head {head}: "
+                f"**{delta:.1e}** — {verdict}.")
+
+    downloads(f"permutation-{setting.replace(' ', '')}-{qty}-L{layer}H{head}", csv=df.to_csv(index_label="setting"),
+              npz={"original": a, "shuffled": p, "unshuffled": u, "perm": study.perm, "deltas": study.deltas},
+              json_obj={"text": text, "tokens": study.tokens, "perm": study.perm, "tokenizer": tok,
+                        "settings": study.settings, "quantities": cols, "deltas_by_layer": study.deltas,
+                        "model_seed": MODEL_SEED, "positional": [s for _, s, _ in SETTINGS]})
