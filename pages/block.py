@@ -31,7 +31,7 @@ def exact(v: float) -> str:
 
 
 with page("Block", "What does each part of a transformer block do to one token, with the model's real numbers?",
-          icon="🧱"):
+          icon="▤"):
     inp = require_arch(("decoder",), "walks a decoder's own path to its next-token prediction")
     present = presenting()
     run = inp.capture()
@@ -54,18 +54,19 @@ with page("Block", "What does each part of a transformer block do to one token, 
                 + {"pre": "h ← h + Attn(Norm(h)), then h ← h + MLP(Norm(h)).",
                    "post": "h ← Norm(h + Attn(h)), then h ← Norm(h + MLP(h)) (the norm after the add).",
                    "peri": "h ← h + Norm(Attn(Norm(h))), then h ← h + Norm(MLP(Norm(h)))."}[w.norm_rule])
-    st.caption(f"Recomputed step by step from the model's own modules; its logits equal the model's forward pass "
-               f"within {w.max_abs_vs_model:.1e} (max over every position and token).")
-    a, b = st.columns([3, 2], gap="medium")
+    st.caption("Recomputed step by step from the model's own modules; its logits against the model's forward pass: "
+               f"max |Δ| = {exact(w.max_abs_vs_model)} over every position and token.")
+    a, b = st.columns(2, gap="medium")
     with a:
         chart(stream_norms(w.resid_norms, w.attn_delta, w.mlp_delta, present=present,
-                           title="The residual stream's norm and what each sub-layer adds"), key="blk-norms",
+                           title="Residual stream ‖h‖ and each update ‖Δ‖"), key="blk-norms",
               name="block-norms")
         st.caption("Bars: ‖Δ‖ of the attention and MLP updates of each block at this token "
                    + ("(before the norm that follows the add). " if w.norm_rule == "post" else "")
                    + "Line: ‖h‖ after each block (x = 0: h₀).")
     with b:
-        stages = pd.DataFrame({"layer": [s.layer if 0 <= s.layer < w.n_layers else "" for s in w.steps],
+        where_ = {-1: "embed", w.n_layers: "head"}
+        stages = pd.DataFrame({"layer": [where_.get(s.layer, str(s.layer)) for s in w.steps],
                                "stage": [s.name for s in w.steps], "‖x‖": [s.norm for s in w.steps],
                                "mean": [float(s.vector.mean()) for s in w.steps],
                                "std": [float(s.vector.std()) for s in w.steps]})
@@ -126,13 +127,18 @@ with page("Block", "What does each part of a transformer block do to one token, 
                             ylabel="‖Δ‖", title=f"‖{'MLP' if kind == 'mlp' else 'attention'} update‖ per block"),
                   key="blk-v-delta", name="variant-delta")
     leak = None
-    if kind == "norm":
+    if kind == "norm" and t == T - 1:
+        st.caption("BatchNorm's attention update at the last token is near 0: random weights attend almost "
+                   "uniformly, and BatchNorm's output averages to exactly 0 per feature over the whole sequence.")
+    if kind == "norm" and T < 2:
+        st.info("Type a text of two tokens or more to change a later token and watch an earlier one.")
+    elif kind == "norm":
         st.markdown("**BatchNorm leaks the future.** It normalises each feature over the batch *and the sequence*, "
                     "so changing a later token moves every earlier token's output; LayerNorm and RMSNorm normalise "
                     "each token on its own, and causal attention keeps earlier tokens blind to later ones.")
         c1, c2 = st.columns(2)
         changed = select("Change token", list(range(1, T)), "blk_change", T - 1, where=c1,
-                         format_func=lambda i: f"{i} · {tokens[i]}") if T > 1 else 0
+                         format_func=lambda i: f"{i} · {tokens[i]}")
         labels_of = dict(reversed(list(zip(run.ids, run.tokens))))  # id -> its first label in the text
         others = [i for i in dict.fromkeys(run.ids) if i != run.ids[changed]]
         new_id = select("to", [*others, -1], "blk_new", others[0] if others else -1, where=c2,

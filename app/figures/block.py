@@ -81,7 +81,9 @@ def leak_bars(delta: dict, tokens, changed: int, *, title: str = "", present: bo
                             hovertemplate=f"{name}<br>%{{x}} %{{text}}: max |Δ| %{{y:.3g}}<extra></extra>")
                      for i, (name, d) in enumerate(delta.items())])
     fig.add_vline(x=changed - 0.5, line={"dash": "dot", "color": "#d62728", "width": 2})
-    fig.update_xaxes(tickmode="array", tickvals=x, ticktext=[f"{i} {t}" for i, t in zip(x, tick_labels(tokens, 10))],
-                     tickangle=-45, title="token (its output: the logits)")
+    step = max(1, len(x) // (24 if present else 40))
+    ticks = [f"{i} {t}" for i, t in zip(x, tick_labels(tokens, 10))]
+    fig.update_xaxes(tickmode="array", tickvals=x[::step], ticktext=ticks[::step], tickangle=-45,
+                     title="token (its output: the logits)")
     fig.update_yaxes(title="max |Δ logits|")
     return apply_layout(fig, title, present, 380, barmode="group", legend={"orientation": "h", "y": -0.35})

@@ -27,14 +27,14 @@ def test_defaults_walk_the_last_token_with_the_models_numbers():
     lm = load(model)
     inp = lm.encode(text)
     w = block_walk(lm, inp, -1, 1.0, None)
-    fig = titled(at, "The residual stream's norm")
+    fig = titled(at, "Residual stream ‖h‖")
     bars = {tr["name"]: arr(tr["y"]) for tr in fig["data"]}
     assert np.allclose(bars["‖residual stream h_l‖"], w.resid_norms, rtol=1e-6)
     assert np.allclose(bars["‖attention update‖"], w.attn_delta, rtol=1e-6)
     assert np.allclose(bars["‖MLP update‖"], w.mlp_delta, rtol=1e-6)
     ticks = fig["layout"]["xaxis"]["ticktext"]
     assert ticks[0] == "h₀ embed" and len(ticks) == lm.cfg.n_layers + 1
-    assert any("equal the model's forward pass within" in c.value for c in at.caption)
+    assert any("forward pass: max |Δ| = " in c.value for c in at.caption)
     stages, preds = at.dataframe[0].value, at.dataframe[1].value
     assert list(stages["stage"])[-1].startswith("final norm") and len(stages) == len(w.steps)
     assert np.allclose(stages["‖x‖"], [s.norm for s in w.steps], rtol=1e-6)
@@ -56,7 +56,7 @@ def test_token_temperature_and_top_k(lm):
     preds = at.dataframe[1].value
     assert (preds["probability"] > 0).sum() == 3 and np.allclose(preds["probability"], w.top_probs, rtol=1e-6)
     assert "token 2" in " ".join(h.value for h in at.subheader)
-    bars = {tr["name"]: arr(tr["y"]) for tr in titled(at, "The residual stream's norm")["data"]}
+    bars = {tr["name"]: arr(tr["y"]) for tr in titled(at, "Residual stream ‖h‖")["data"]}
     assert np.allclose(bars["‖residual stream h_l‖"], w.resid_norms, rtol=1e-6)
     assert any("softmax(logits / 0.5) over the top 3" in m.value for m in at.markdown)
     at = open_page("block", model=MODEL, text=TEXT, blk_temp=0.0)
@@ -119,3 +119,12 @@ def test_batchnorm_leak_is_live_and_per_token_norms_give_exact_zero(lm):
     assert np.allclose(bars["BatchNorm"], other.delta["BatchNorm"], rtol=1e-6)
     assert (bars["LayerNorm"][: T - 1] == 0).all()
     assert at.query_params["blk_change"] == str(T - 1) and at.query_params["blk_new"] == "-1"
+
+
+
+def test_the_shortest_text_still_leaks_under_batchnorm_only():
+    at = open_page("block", model=MODEL, text="a", blk_cmp="norm")  # [BOS] a: token 1 changes, [BOS] watches
+    ok(at)
+    bars = {tr["name"]: arr(tr["y"]) for tr in titled(at, "Change token 1")["data"]}
+    assert bars["LayerNorm"][0] == 0 and bars["RMSNorm"][0] == 0 and bars["BatchNorm"][0] > 0
+    assert titled(at, "Residual stream ‖h‖")["layout"]["meta"]["layers"] == 2
