@@ -128,3 +128,10 @@ def test_the_shortest_text_still_leaks_under_batchnorm_only():
     bars = {tr["name"]: arr(tr["y"]) for tr in titled(at, "Change token 1")["data"]}
     assert bars["LayerNorm"][0] == 0 and bars["RMSNorm"][0] == 0 and bars["BatchNorm"][0] > 0
     assert titled(at, "Residual stream ‖h‖")["layout"]["meta"]["layers"] == 2
+
+
+def test_an_encoder_switches_to_a_decoder():
+    at = open_page("block", model="random-encoder")
+    ok(at)
+    assert any("walks a decoder's own path" in i.value for i in at.info)
+    assert at.session_state["model"] != "random-encoder" and titled(at, "Residual stream ‖h‖")
