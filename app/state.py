@@ -23,6 +23,8 @@ import streamlit as st
 import torch
 
 from analysis import ablation, backends, checks, generation, head_runs, kv_cache, permutation, positions
+from analysis import block as block_
+from analysis import block_variants as variants_
 from analysis import flow as flow_
 from analysis.benchmarks import DEFAULT_PATH, read_benchmarks
 from analysis.relevance import gradient_relevance
@@ -199,3 +201,9 @@ long_overview = _cached(_long_overview, longinput.head_overview, 32, "Pooling th
 # (tokenizer's model name, text, order, seed) -> analysis.permutation.Study over random encoders (CPU)
 permutation_study = on_model(permutation.permutation_study, entries=8,
                              spinner="Running the shuffled text through every scheme…")
+
+
+# -- the Block page: the model's own path at one token, and random-weight variants side by side ---------
+block_walk = on_text(block_.block_walk, entries=32)  # (name, text, src, position, temperature, top_k) -> BlockWalk
+block_variants = on_text(variants_.compare_variants, entries=32)  # (name, text, src, kind, position, seed)
+norm_leak = on_text(variants_.norm_leak, entries=32)  # (name, text, src, changed, new_id, seed) -> Leak

@@ -23,7 +23,9 @@ MODEL = "random-long-decoder"
 PAGES = ("explore", "heatmaps", "masks", "scores", "rollout", "heads", "backends", "kv_cache", "generate",
          "long_input")
 NOT_MEASURED = {
+    "block": "one token's path: its default figures hold O(layers × d_model) numbers whatever T",
     "cross_attention": "encoder–decoder only (the payload model is a decoder)",
+    "permutation": "random-weight encoders on a short shuffled text (the page's own study), not the model at T",
     "positions": "position tables of the model (P × d), not attention over the text",
     "step_by_step": "a fixed toy example, independent of T",
 }
