@@ -23,10 +23,11 @@ import streamlit as st
 import torch
 
 from analysis import ablation, backends, checks, generation, head_runs, kv_cache, positions
+from analysis import faithfulness as faithfulness_
 from analysis import flow as flow_
 from analysis.benchmarks import DEFAULT_PATH, read_benchmarks
 from analysis.relevance import gradient_relevance
-from app import longinput
+from app import longinput, token_strip
 from model.device import cuda_available, dtype_name, resolve
 from model.loaded import LoadedModel
 from model.registry import ROOT, bundled_card, load, model_roots
@@ -193,3 +194,10 @@ def _long_overview(run, name: str, text: str, layer: int, head: int, how: str = 
 
 # (name, text, layer, head, how) -> one head's pooled overview of a cached long capture (under the lock)
 long_overview = _cached(_long_overview, longinput.head_overview, 32, "Pooling the head…")
+
+
+# -- judging explanations and vocabularies (Rollout page, token strips) --------------------------------------
+vocabulary = on_model(token_strip.vocabulary)  # (name) -> {"name", "size", "unk_id", "scope"}
+# (name, n, seed, ablation=False) -> the report of `attnlab faithfulness` (its "methods": top-1 per method)
+faithfulness = on_model(faithfulness_.faithfulness, entries=8,
+                        spinner="Scoring each method on held-out lecture examples (`attnlab faithfulness`)…")

@@ -1,0 +1,51 @@
+"""Explanations judged in the app (Rollout: prediction vs expected answer, the faithfulness table) and the rough
+edges of issue 20: unknown words, pages that need another kind of model, generation stopped by the context,
+messages that name CLI flags."""
+
+import json
+
+from app.presets import presets
+from cli.main import main
+from tests.app.conftest import ok, open_page
+
+N = 20  # held-out examples: small, to keep the benchmark fast
+
+
+def frame_with(at, column: str):
+    found = [d.value for d in at.dataframe if column in d.value.columns]
+    assert len(found) == 1, [list(d.value.columns) for d in at.dataframe]
+    return found[0]
+
+
+# -- Rollout: the prediction, the expected answer and the benchmark -----------------------------------------
+def test_rollout_faithfulness_table_equals_attnlab_faithfulness(capsys):
+    at = open_page("rollout", model="lecture-decoder", faith_n=N, timeout=300)
+    ok(at)
+    table = frame_with(at, "attnlab name")
+    assert main(["faithfulness", "--model", "lecture-decoder", "--n", str(N), "--seed", "0", "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)["methods"]
+    assert list(table["attnlab name"]) == list(cli)
+    assert list(table["top-1 agreement"]) == [cli[m]["top1"] for m in cli]
+    assert list(table["examples"]) == [cli[m]["n"] for m in cli]
+    assert any(f"--n {N} --seed 0" in c.value for c in at.caption)
+
+
+def test_rollout_shows_prediction_and_expected_answer_and_explains_the_prediction():
+    p = next(p for p in presets("lecture-decoder") if p.answer)
+    at = open_page("rollout", model="lecture-decoder", preset=p.id, faith_n=N, timeout=300)
+    ok(at)
+    pred, expected = at.metric[0], at.metric[1]
+    assert pred.label.startswith("The model predicts") and pred.value and pred.delta.startswith("p = ")
+    assert expected.value == p.answer
+    assert at.session_state["target"] == "predicted"  # the default: explain what the model predicted
+    assert any(f"explains the logit of “{pred.value}”" in c.value for c in at.caption)
+    at.button_group(key="target").set_value("answer").run()
+    ok(at)
+    assert any(f"explains the logit of “{p.answer}”" in c.value for c in at.caption)
+
+
+def test_rollout_benchmark_only_for_lecture_models():
+    at = open_page("rollout", model="random-decoder", text="roll out")
+    ok(at)
+    assert not [d for d in at.dataframe if "attnlab name" in d.value.columns]
+    assert any("Only for the bundled lecture models" in c.value for c in at.caption)
