@@ -49,3 +49,24 @@ def test_rollout_benchmark_only_for_lecture_models():
     ok(at)
     assert not [d for d in at.dataframe if "attnlab name" in d.value.columns]
     assert any("Only for the bundled lecture models" in c.value for c in at.caption)
+
+
+# -- a message that names a CLI flag on the command line names the box in the app ----------------------------
+def test_missing_source_names_the_box_in_the_app_and_the_flag_on_the_command_line(capsys, tmp_path):
+    at = open_page("cross_attention", model="lecture-encdec", text="le chat", src="")
+    msgs = [e.value for e in at.error]
+    assert any("type a source text in the Source box" in m for m in msgs), msgs
+    assert not any("--" in m for m in msgs), msgs
+    assert main(["capture", "--model", "lecture-encdec", "--text", "le chat", "--out", str(tmp_path / "x.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "needs a source text (--src-text)" in err and "Source box" not in err
+
+
+def test_cpu_limit_message_has_no_device_flag_in_the_app():
+    from app.frame import error_message
+    from model.inputs import InputError
+
+    cli = ("the text is 5,000 tokens long; the CPU limit of random-long-decoder is 4,096 tokens (a run on a CUDA "
+           "GPU, --device cuda, reads up to 32,768)")
+    level, msg = error_message(InputError(cli))
+    assert level == "error" and "--" not in msg and "(a run on a CUDA GPU reads up to 32,768)" in msg
