@@ -49,6 +49,9 @@ with page("KV cache", "Why may a decoder keep the keys and values of earlier tok
     st.subheader(f"Generating {n_new} tokens: with the cache vs recomputing everything")
     gen = state.cache_generation(inp.model, inp.text, inp.src, n_new, inp.backend)
     steps = pd.DataFrame(gen["steps"])
+    if len(steps) < n_new and gen["prompt_len"] + len(steps) >= info["context"]:
+        st.info(f"Stopped after {len(steps)} of {n_new}: the model's context is {info['context']} tokens and the "
+                f"prompt has {gen['prompt_len']}. Shorten the text to generate more.", icon=":material/block:")
     verdict_banner(gen["passed"], f"All {len(steps)} steps: max |Δlogits| ≤ {gen['tolerance']:g} and the same "
                                   f"token each time (worst {gen['max_abs_logits']:.2e}).",
                    f"Some steps differ (worst max |Δlogits| {gen['max_abs_logits']:.2e}).")

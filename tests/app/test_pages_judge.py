@@ -4,6 +4,8 @@ messages that name CLI flags."""
 
 import json
 
+import pytest
+
 from app.presets import presets
 from cli.main import main
 from tests.app.conftest import ok, open_page
@@ -70,3 +72,14 @@ def test_cpu_limit_message_has_no_device_flag_in_the_app():
            "GPU, --device cuda, reads up to 32,768)")
     level, msg = error_message(InputError(cli))
     assert level == "error" and "--" not in msg and "(a run on a CUDA GPU reads up to 32,768)" in msg
+
+
+# -- generation that stops at the model's context says so ---------------------------------------------------
+@pytest.mark.parametrize("page, key, n", [("generate", "gen_n", 48), ("kv_cache", "kv_n", 32)])
+def test_generation_stopped_by_the_context_says_so(page, key, n):
+    at = open_page(page, model="lecture-decoder", preset="decoder-retrieval-4", **{key: n})  # a 59-token prompt
+    assert not at.exception
+    notes = [i.value for i in at.info]
+    assert f"Stopped after 5 of {n}: the model's context is 64 tokens and the prompt has 59." in " ".join(notes)
+    at = open_page(page, model="lecture-decoder", preset="decoder-agreement-1", **{key: 3})  # room to spare
+    assert not any("Stopped after" in i.value for i in at.info)
