@@ -83,3 +83,41 @@ def test_generation_stopped_by_the_context_says_so(page, key, n):
     assert f"Stopped after 5 of {n}: the model's context is 64 tokens and the prompt has 59." in " ".join(notes)
     at = open_page(page, model="lecture-decoder", preset="decoder-agreement-1", **{key: 3})  # room to spare
     assert not any("Stopped after" in i.value for i in at.info)
+
+
+# -- words outside the vocabulary are marked and counted --------------------------------------------------------
+def strips(at) -> list[str]:
+    return [h.proto.body for h in at.get("html") if 'class="strip"' in h.proto.body]
+
+
+@pytest.mark.parametrize("page", ["rollout", "generate", "kv_cache"])
+def test_english_in_a_lecture_model_marks_unknown_tokens(page):
+    from model.registry import load
+
+    text = "The weather is nice today"
+    lm = load("lecture-decoder")
+    unk = lm.tokenizer.tok.token_to_id("[UNK]")
+    ids = lm.encode(text).ids[0].tolist()
+    n_unk = sum(i == unk for i in ids)
+    assert 0 < n_unk < len(ids)
+    at = open_page(page, model="lecture-decoder", text=text, gen_n=2, kv_n=2, faith_n=N, timeout=300)
+    assert not at.exception
+    warn = [w.value for w in at.warning if "unknown to" in w.value]
+    assert len(warn) == 1 and warn[0].startswith(f"{n_unk} of {len(ids)} tokens of the ")
+    assert "the 186 words of the generated lecture corpus" in warn[0] and "**minilm**" in warn[0]
+    body = strips(at)[0]
+    assert body.count('class="tok unk"') == n_unk and "read as [UNK]" in body
+    assert "<sub>1</sub>✖The" in body and "<sub>3</sub>is" in body  # "is" is a lecture word, "The" is not
+    other = {"model": "minilm", "text": text} if page == "rollout" else {"model": "lecture-decoder",
+                                                                          "preset": "decoder-agreement-1"}
+    at = open_page(page, gen_n=2, kv_n=2, **other)  # English in minilm; a lecture sample in lecture-decoder
+    assert not [w for w in at.warning if "unknown to" in w.value]
+    assert all('class="tok unk"' not in b for b in strips(at))
+
+
+def test_unknown_source_words_are_marked_on_cross_attention():
+    at = open_page("cross_attention", model="lecture-encdec", text="", src="hello world", x_n=2)
+    assert not at.exception
+    warn = [w.value for w in at.warning if "unknown to" in w.value]
+    assert any("tokens of the source text" in w for w in warn), warn
+    assert 'class="tok unk"' in strips(at)[0]
