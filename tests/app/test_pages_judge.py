@@ -121,3 +121,26 @@ def test_unknown_source_words_are_marked_on_cross_attention():
     warn = [w.value for w in at.warning if "unknown to" in w.value]
     assert any("tokens of the source text" in w for w in warn), warn
     assert 'class="tok unk"' in strips(at)[0]
+
+
+# -- a page that needs another kind of model keeps the session's model --------------------------------------
+def test_visiting_cross_attention_keeps_the_sessions_decoder_on_explore():
+    from model.registry import load
+
+    at = open_page(None, model="lecture-decoder", preset="decoder-agreement-1")
+    ok(at)
+    text = at.session_state["text"]
+    at.switch_page("../pages/cross_attention.py").run()
+    ok(at)
+    info = " ".join(i.value for i in at.info)
+    assert "the session's model **lecture-decoder** is a decoder, so this page alone uses **lecture-encdec**" in info
+    assert "The other pages keep **lecture-decoder**" in info
+    assert at.session_state["model"] == "lecture-decoder" and at.query_params["model"] == "lecture-decoder"
+    at.switch_page("../pages/explore.py").run()
+    ok(at)
+    assert at.session_state["model"] == "lecture-decoder" and at.session_state["text"] == text
+    assert at.query_params["model"] == "lecture-decoder"
+    tokens = load("lecture-decoder").encode(text).tokens
+    body = strips(at)[0]
+    assert all(f"<sub>{i}</sub>{t}" in body for i, t in enumerate(tokens))  # Explore runs the decoder's text
+    assert not [i for i in at.info if "this page alone uses" in i.value]
