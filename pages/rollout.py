@@ -75,8 +75,10 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
                   help="Top-1 of the model's next-token (or masked-token) distribution at the chosen row.")
         if inp.preset is not None and inp.preset.answer:
             same = pred[0].strip() == inp.preset.answer.strip()
+            row = default_query(cap, inp.preset)
             c2.metric("Expected answer (the preset's)", inp.preset.answer,
-                      "the prediction matches" if same else "the prediction differs", delta_color="off")
+                      ("the prediction matches" if same else "the prediction differs") if q == row
+                      else f"expected at row {row}, not {q}", delta_color="off")
 
     rows, src_rows, matrices, notes = {}, {}, {}, {}
     dec = cap.matrices(tgt_group)  # [L, H, T, T]
@@ -140,9 +142,11 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
     st.subheader("Over held-out examples: how often does each method find the true source?")
     bench = None
     if info["source"] == "bundled" and info["has_logits"]:
-        n_ex = slider("Held-out examples", 20, 200, "faith_n", 100, step=10,
+        n_ex = slider("Held-out examples", 20, 200, "faith_n", 100, step=10, show=not present,
                       help="Examples of the lecture tasks the model was not trained on, drawn with seed 0.")
-        bench = state.faithfulness(inp.model, n_ex, FAITH_SEED, ablation=False)
+        with guard():
+            bench = state.faithfulness(inp.model, n_ex, FAITH_SEED, ablation=False)
+    if bench is not None:
         st.dataframe(pd.DataFrame([{"method": BENCH_LABELS.get(m, m), "attnlab name": m,
                                     "top-1 agreement": v["top1"], "examples": v["n"]}
                                    for m, v in bench["methods"].items()]), hide_index=True, key="faithfulness")
@@ -151,10 +155,11 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
                    f"{bench['chance']:.3f}. The model itself gets {bench['accuracy']:.0%} of the answers right. "
                    f"The same numbers as `attnlab faithfulness --model {inp.model} --n {n_ex} "
                    f"--seed {FAITH_SEED} --json`.")
-    else:
-        st.caption(f"Only for the bundled lecture models: their held-out examples have known answer sources; "
-                   f"{inp.model} was not trained on them" + (" and has no prediction head." if not info["has_logits"]
-                                                              else ", so there is nothing to score against."))
+    elif info["source"] != "bundled":
+        st.caption(f"Only for the bundled lecture models: their held-out examples have known answer sources, and "
+                   f"{inp.model} was not trained on those tasks, so there is nothing to score it against.")
+    elif not info["has_logits"]:
+        st.caption(f"{inp.model} has no prediction head, so there is no answer whose source a method could find.")
 
     if matrices:
         st.subheader("As matrices")

@@ -44,6 +44,8 @@ def test_rollout_shows_prediction_and_expected_answer_and_explains_the_predictio
     at.button_group(key="target").set_value("answer").run()
     ok(at)
     assert any(f"explains the logit of “{p.answer}”" in c.value for c in at.caption)
+    at.selectbox(key="query").set_value(1).run()  # another row: the preset's answer is not its answer
+    assert at.metric[1].delta == f"expected at row {p.query_index}, not 1"
 
 
 def test_rollout_benchmark_only_for_lecture_models():
