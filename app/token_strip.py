@@ -17,8 +17,8 @@ def vocabulary(lm) -> dict:
     tok = getattr(lm.tokenizer, "tok", None)  # a `tokenizers` Tokenizer (HFTokenizer), else None
     unk = getattr(getattr(tok, "model", None), "unk_token", None)
     size = int(lm.tokenizer.vocab_size)
-    scope = (f"the {size} words of the generated lecture corpus" if lm.source == "bundled"
-             else f"{size:,} tokens")
+    scope = (f"a vocabulary of {size} tokens, the words of the generated lecture corpus" if lm.source == "bundled"
+             else f"a vocabulary of {size:,} tokens")
     return {"name": lm.name, "size": size, "unk_id": tok.token_to_id(unk) if unk else None, "scope": scope}
 
 
