@@ -25,9 +25,23 @@ h1 { font-size: 2.6rem !important; }
 
 
 # -- errors ------------------------------------------------------------------------------------------------
+# The model layer words a few messages for the command line; on a page they name the box to use instead.
+CLI_WORDING = (
+    (" (--src-text)", ": type a source text in the Source box"),
+    (", --device cuda,", ""),  # "(a run on a CUDA GPU, --device cuda, reads up to …)"
+)
+
+
+def app_wording(msg: str) -> str:
+    """`msg` with the command line's flags replaced by what to do on the page."""
+    for cli, app in CLI_WORDING:
+        msg = msg.replace(cli, app)
+    return msg
+
+
 def error_message(e: BaseException) -> tuple[str, str]:
     """(level, message) for an exception: what went wrong and what to do. Never a traceback."""
-    msg = str(e).strip() or type(e).__name__
+    msg = app_wording(str(e).strip() or type(e).__name__)
     if isinstance(e, state.BusyError):
         return "warning", msg
     if isinstance(e, InputError):

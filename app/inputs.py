@@ -1,6 +1,6 @@
 """The inputs every page reads: the model (bundled, random or a local folder), the preset, the text (and the
 source text of an encoder–decoder) and the backend, drawn in the sidebar and shared by every page through the
-URL; `require_arch` for a page that needs a kind of model."""
+URL; `require_arch` for a page that needs a kind of model (it runs its own model, the session keeps its choice)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,6 @@ from model.registry import bundled_names, default_model, model_choices
 FOLDER = "local folder…"
 BACKENDS = ("eager", "sdpa", "flash")
 URL_TEXT_LIMIT = 1500  # longer custom texts are not put in the URL
-_SWITCH = "_mech_switch"  # require_arch: the model to switch to at the start of the next run
-_SWITCHED = "_mech_switched"  # (from, to): say so once
 
 
 @dataclass(frozen=True)
@@ -182,6 +180,9 @@ def _arch(name: str) -> str:
 
 
 # -- a page that needs a kind of model -------------------------------------------------------------------------
+KINDS = {"decoder": "a decoder", "encoder": "an encoder", "encdec": "an encoder–decoder"}
+
+
 def default_for(archs: tuple[str, ...]) -> str:
     """The bundled lecture model of the first wanted kind, else the matching random model."""
     for a in archs:
@@ -191,21 +192,19 @@ def default_for(archs: tuple[str, ...]) -> str:
 
 
 def require_arch(archs: tuple[str, ...], why: str) -> Inputs:
-    """inputs(), but if the chosen model is not one of `archs`, switch to the default model of that
-    kind (a bundled lecture model when present) and rerun; the page then says what happened."""
-    ss = st.session_state
-    target = ss.pop(_SWITCH, None)
-    if target is not None:
-        ss["model"] = target[1]
-        reset_positions()
-        _apply_preset(target[1], None)  # the new model's first preset
-        ss[_SWITCHED] = target
+    """inputs() when the session's model is one of `archs`. Otherwise this page alone runs the default model of
+    that kind (a bundled lecture model when present) on its first preset, and says so: the session keeps its
+    model (the sidebar, the URL and every other page still use it)."""
     inp = inputs()
-    if inp.arch not in archs:
-        ss[_SWITCH] = (inp.model, default_for(archs))
-        st.rerun()
-    switched = ss.pop(_SWITCHED, None)
-    if switched is not None:
-        st.info(f"This page {why}, so it switched from **{switched[0]}** to **{switched[1]}**.",
-                icon=":material/swap_horiz:")
-    return inp
+    if inp.arch in archs:
+        return inp
+    own = default_for(archs)
+    ps = presets(own)
+    p = ps[0] if ps else None
+    arch = _arch(own)
+    want = " or ".join(KINDS[a] for a in archs)
+    st.info(f"This page {why}; the session's model **{inp.model}** is {KINDS.get(inp.arch, inp.arch)}, so this "
+            f"page alone uses **{own}**" + (f" on its sample “{p.title}”" if p else "") + f". The other pages keep "
+            f"**{inp.model}**; to use your own text here, pick {want} in the sidebar.", icon=":material/swap_horiz:")
+    return Inputs(own, p.text if p else "", (p.src_text if p else None) if arch == "encdec" else None,
+                  inp.backend, p, arch)

@@ -25,10 +25,11 @@ import torch
 from analysis import ablation, backends, checks, generation, head_runs, kv_cache, permutation, positions
 from analysis import block as block_
 from analysis import block_variants as variants_
+from analysis import faithfulness as faithfulness_
 from analysis import flow as flow_
 from analysis.benchmarks import DEFAULT_PATH, read_benchmarks
 from analysis.relevance import gradient_relevance
-from app import longinput
+from app import longinput, token_strip
 from model.device import cuda_available, dtype_name, resolve
 from model.loaded import LoadedModel
 from model.registry import ROOT, bundled_card, load, model_roots
@@ -207,3 +208,10 @@ permutation_study = on_model(permutation.permutation_study, entries=8,
 block_walk = on_text(block_.block_walk, entries=32)  # (name, text, src, position, temperature, top_k) -> BlockWalk
 block_variants = on_text(variants_.compare_variants, entries=32)  # (name, text, src, kind, position, seed)
 norm_leak = on_text(variants_.norm_leak, entries=32)  # (name, text, src, changed, new_id, seed) -> Leak
+
+
+# -- judging explanations and vocabularies (Rollout page, token strips) --------------------------------------
+vocabulary = on_model(token_strip.vocabulary)  # (name) -> {"name", "size", "unk_id", "scope"}
+# (name, n, seed, ablation=False) -> the report of `attnlab faithfulness` (its "methods": top-1 per method)
+faithfulness = on_model(faithfulness_.faithfulness, entries=8,
+                        spinner="Scoring each method on held-out lecture examples (`attnlab faithfulness`)…")

@@ -1,5 +1,5 @@
-"""Tokens on the page as text: the token strip (escaped chips shaded by a weight per token) and the table
-of a prediction's top tokens."""
+"""Tokens on the page as text: the token strip (escaped chips shaded by a weight per token, words outside the
+model's vocabulary marked), the note that says how many there are, and the table of a prediction's top tokens."""
 
 from __future__ import annotations
 
@@ -8,12 +8,45 @@ import html
 import numpy as np
 import streamlit as st
 
+ENGLISH_MODEL = "minilm"  # the installed model whose vocabulary covers English
+
+
+def vocabulary(lm) -> dict:
+    """What a page says about `lm`'s vocabulary: {"name", "size", "unk_id" (the tokenizer's unknown-token id,
+    None for a tokenizer without one, e.g. bytes, which reads every text), "scope" (a phrase)}."""
+    tok = getattr(lm.tokenizer, "tok", None)  # a `tokenizers` Tokenizer (HFTokenizer), else None
+    unk = getattr(getattr(tok, "model", None), "unk_token", None)
+    size = int(lm.tokenizer.vocab_size)
+    scope = (f"a vocabulary of {size} tokens, the words of the generated lecture corpus" if lm.source == "bundled"
+             else f"a vocabulary of {size:,} tokens")
+    return {"name": lm.name, "size": size, "unk_id": tok.token_to_id(unk) if unk else None, "scope": scope}
+
+
+def unknown_positions(ids, vocab: dict) -> list[int]:
+    """Positions whose id is the tokenizer's unknown token (none when it has no such token)."""
+    unk = vocab.get("unk_id")
+    return [] if unk is None or ids is None else [i for i, t in enumerate(ids) if int(t) == unk]
+
+
+def unknown_note(vocab: dict, unknown: list[int], n_tokens: int, what: str = "text") -> None:
+    """A warning when words of the `what` became the unknown token: how many, the vocabulary's scope and a
+    model that knows English. Nothing when every token is known."""
+    if not unknown:
+        return
+    k = len(unknown)
+    tip = "" if vocab["name"] == ENGLISH_MODEL else (f" For English text pick **{ENGLISH_MODEL}** in the sidebar "
+                                                      "(a BERT vocabulary of 30,522 word pieces).")
+    st.warning(f"{k} of {n_tokens} tokens of the {what} are unknown to **{html.escape(vocab['name'])}** "
+               f"(marked ✖ with a red dashed border): it knows {vocab['scope']}, and every other word becomes "
+               f"the same [UNK] token, so the model cannot tell them apart.{tip}", icon=":material/help:")
+
 
 def token_strip(tokens, weights=None, *, query: int | None = None, source: int | None = None,
-                label: str | None = None) -> None:
+                label: str | None = None, unknown=()) -> None:
     """Tokens as escaped HTML chips, shaded by `weights` (scaled to their max over the other tokens
-    than the query); the query token is outlined, the ground-truth source underlined. Tokens are
-    never rendered as markup."""
+    than the query); the query token is outlined, the ground-truth source underlined, the `unknown`
+    positions (read as [UNK]) marked ✖ with a red dashed border. Tokens are never rendered as markup."""
+    unknown = set(unknown)
     w = None if weights is None else np.asarray(weights, dtype=np.float64)  # [T]
     others = w if w is None or query is None or len(w) < 2 else np.delete(w, query)  # [T − 1]: not the query
     top = float(np.nanmax(others)) if w is not None and others.size and np.nanmax(others) > 0 else 1.0
@@ -28,9 +61,13 @@ def token_strip(tokens, weights=None, *, query: int | None = None, source: int |
             style.append("outline: 3px solid #ff7f0e")
         if i == source:
             style.append("text-decoration: underline 3px #d62728")
-        tip = f"{i}: {t}" + ("" if w is None else f" — {w[i]:.4f}")
-        chips.append(f'<span class="tok" title="{html.escape(tip)}" style="{"; ".join(style)}">'
-                     f'<sub>{i}</sub>{html.escape(str(t))}</span>')
+        if i in unknown:
+            style.append("border: 2px dashed #d62728")
+        tip = f"{i}: {t}" + (" — unknown to the model, read as [UNK]" if i in unknown else "") + (
+            "" if w is None else f" — {w[i]:.4f}")
+        chips.append(f'<span class="tok{" unk" if i in unknown else ""}" title="{html.escape(tip)}" '
+                     f'style="{"; ".join(style)}"><sub>{i}</sub>{"✖" if i in unknown else ""}'
+                     f'{html.escape(str(t))}</span>')
     head = f'<div class="cap">{html.escape(label)}</div>' if label else ""
     st.html(
         "<style>.strip{line-height:2.3;font-family:ui-monospace,monospace;}"

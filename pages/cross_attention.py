@@ -12,7 +12,7 @@ from app.figures.rows import generation_matrix, head_rows
 from app.figures.style import md
 from app.frame import chart, page, presenting
 from app.inputs import require_arch
-from app.token_strip import token_strip
+from app.token_strip import token_strip, unknown_note, unknown_positions
 from app.url_state import select, slider
 
 HEADS_MEAN = -1
@@ -35,8 +35,12 @@ with page("Cross-attention", "Which source words does each target word read?", i
                 "the target: its self-attention is causal (each target token sees the ones before it), and its "
                 "**cross-attention** takes queries from the target and keys and values from the encoder's output — "
                 "that is where a translation looks up the source words.")
-    token_strip(src_t, label=f"source ({len(src_t)} tokens, encoder input)")
-    token_strip(tgt_t, label=f"target ({len(tgt_t)} tokens, decoder input)")
+    vocab = state.vocabulary(inp.model)
+    unk_src, unk_tgt = unknown_positions(cap.src_ids, vocab), unknown_positions(cap.ids, vocab)
+    unknown_note(vocab, unk_src, len(src_t), "source text")
+    unknown_note(vocab, unk_tgt, len(tgt_t), "target text")
+    token_strip(src_t, label=f"source ({len(src_t)} tokens, encoder input)", unknown=unk_src)
+    token_strip(tgt_t, label=f"target ({len(tgt_t)} tokens, decoder input)", unknown=unk_tgt)
 
     st.subheader("Every layer and head of cross-attention")
     chart(mosaic(cross, tgt_t, src_t, kind="pattern", present=present,

@@ -10,7 +10,7 @@ from app.figures.rows import generation_matrix, head_rows
 from app.figures.style import esc, md
 from app.frame import chart, options, page, presenting
 from app.inputs import require_arch
-from app.token_strip import predictions_table, token_strip
+from app.token_strip import predictions_table, token_strip, unknown_note, unknown_positions
 from app.url_state import select, slider
 
 MEAN = -1
@@ -40,8 +40,16 @@ with page("Generate", "What does each new token look at while it is being writte
     how = (f"sampled at temperature {temperature:g}" + (f", top-{top_k}" if top_k else "") + f", seed {seed}"
            if sampling else "greedy (temperature 0)")
     st.markdown(f"**{tr.n_steps} new tokens**, {how}" + (" — stopped at the end token." if tr.stopped_at_eos else "."))
+    context = state.model_info(inp.model)["context"]
+    if tr.n_steps < n_new and tr.prompt_len + tr.n_steps >= context:
+        st.info(f"Stopped after {tr.n_steps} of {n_new}: the model's context is {context} tokens and the prompt "
+                f"has {tr.prompt_len}. Shorten the text to generate more.", icon=":material/block:")
+    vocab = state.vocabulary(inp.model)
+    unknown = unknown_positions(tr.ids[: tr.prompt_len], vocab)  # prompt positions read as [UNK]
+    unknown_note(vocab, unknown, tr.prompt_len, "prompt")
     token_strip(tr.tokens, [0.0] * tr.prompt_len + list(tr.chosen_prob), query=tr.prompt_len - 1,
-                label="prompt, then the generated tokens shaded by the probability they were picked with")
+                label="prompt, then the generated tokens shaded by the probability they were picked with",
+                unknown=unknown)
 
     sites = tr.sites
     groups = [g for g in ("self", "cross") if any(tr.kinds[s] == g for s in sites)]

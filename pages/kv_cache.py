@@ -14,7 +14,7 @@ from app.figures.lines import cache_cost, tiny_lines
 from app.figures.matrix import chunk_lines, matrix_heatmap
 from app.frame import chart, options, page, presenting
 from app.inputs import require_arch
-from app.token_strip import token_strip
+from app.token_strip import token_strip, unknown_note, unknown_positions
 from app.url_state import select, slider
 from app.verdicts import scale_note, verdict_banner, verdict_table
 
@@ -49,6 +49,9 @@ with page("KV cache", "Why may a decoder keep the keys and values of earlier tok
     st.subheader(f"Generating {n_new} tokens: with the cache vs recomputing everything")
     gen = state.cache_generation(inp.model, inp.text, inp.src, n_new, inp.backend)
     steps = pd.DataFrame(gen["steps"])
+    if len(steps) < n_new and gen["prompt_len"] + len(steps) >= info["context"]:
+        st.info(f"Stopped after {len(steps)} of {n_new}: the model's context is {info['context']} tokens and the "
+                f"prompt has {gen['prompt_len']}. Shorten the text to generate more.", icon=":material/block:")
     verdict_banner(gen["passed"], f"All {len(steps)} steps: max |Δlogits| ≤ {gen['tolerance']:g} and the same "
                                   f"token each time (worst {gen['max_abs_logits']:.2e}).",
                    f"Some steps differ (worst max |Δlogits| {gen['max_abs_logits']:.2e}).")
@@ -64,7 +67,10 @@ with page("KV cache", "Why may a decoder keep the keys and values of earlier tok
                          "max_abs_logits": st.column_config.NumberColumn("max |Δlogits|", format="%.2e"),
                          "passed": st.column_config.CheckboxColumn("≤ tol, same token")})
     cap = state.capture(inp.model, inp.text, inp.src, "eager")
-    token_strip(list(cap.tokens) + gen["cached"], query=len(cap.tokens) - 1,
+    vocab = state.vocabulary(inp.model)
+    unknown = unknown_positions(cap.ids, vocab)
+    unknown_note(vocab, unknown, len(cap.tokens), "prompt")
+    token_strip(list(cap.tokens) + gen["cached"], query=len(cap.tokens) - 1, unknown=unknown,
                 label=f"the prompt (its last token outlined) and the {len(gen['cached'])} tokens generated with "
                       "the cache")
 

@@ -14,7 +14,7 @@ from app.figures.style import esc
 from app.frame import chart, guard, options, page, presenting
 from app.inputs import inputs
 from app.presets import default_query, source_index
-from app.token_strip import token_strip
+from app.token_strip import token_strip, unknown_note, unknown_positions
 from app.url_state import select, slider, token_select
 
 ASSUMES = {
@@ -31,6 +31,9 @@ ASSUMES = {
                  "explains this prediction, not attention in general.",
 }
 LABELS = {"attention": "last-layer attention", "rollout": "rollout", "flow": "flow", "relevance": "gradient relevance"}
+BENCH_LABELS = {"last_layer": "last-layer attention", "head_mean": "attention, mean of every layer and head",
+                "rollout": "rollout", "flow": "flow", "relevance": "gradient relevance"}  # `attnlab faithfulness`
+FAITH_SEED = 0
 
 with page("Rollout & attribution", "Which input tokens does the model use for this output? "
           "Attention weights are not explanations — compare four ways to trace them."):
@@ -43,6 +46,9 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
     tokens = cap.group_tokens(tgt_group)[0]
     t = len(tokens)
     src_idx = source_index(cap, inp.preset)
+    vocab = state.vocabulary(inp.model)
+    unknown = unknown_positions(cap.ids, vocab)  # target-side positions read as [UNK]
+    unknown_note(vocab, unknown, t)
     with options():
         c1, c2, c3, c4 = st.columns(4)
         q = token_select("Output token (query row)", tokens, "query", default_query(cap, inp.preset), where=c1,
@@ -52,15 +58,27 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
         fusion = select("Head fusion", ("mean", "max", "min"), "fusion", "mean", where=c3)
         discard = slider("Discard ratio", 0.0, 0.9, "discard", 0.0, where=c4, step=0.05,
                          help="Drop this share of the smallest weights per row before re-normalising.")
+        pred = (cap.top_tokens[q][0], float(cap.top_probs[q][0])) if cap.top_tokens is not None else None
         targets = ["predicted"]
         answer_id = None
         if inp.preset is not None and inp.preset.answer:
             answer_id = state.token_id(inp.model, inp.preset.answer)
             if answer_id is not None:
                 targets.append("answer")
-        target = select("Explain the logit of", targets, "target", "answer" if "answer" in targets else None,
-                        format_func=lambda v: "the predicted token" if v == "predicted"
-                        else f"the answer “{inp.preset.answer}”", horizontal=True)
+        target = select("Explain the logit of", targets, "target", "predicted",
+                        format_func=lambda v: (f"the predicted token “{pred[0]}”" if pred else "the predicted token")
+                        if v == "predicted" else f"the expected answer “{inp.preset.answer}”", horizontal=True)
+
+    if pred is not None:
+        c1, c2 = st.columns(2)
+        c1.metric(f"The model predicts (row {q})", pred[0], f"p = {pred[1]:.3f}", delta_color="off",
+                  help="Top-1 of the model's next-token (or masked-token) distribution at the chosen row.")
+        if inp.preset is not None and inp.preset.answer:
+            same = pred[0].strip() == inp.preset.answer.strip()
+            row = default_query(cap, inp.preset)
+            c2.metric("Expected answer (the preset's)", inp.preset.answer,
+                      ("the prediction matches" if same else "the prediction differs") if q == row
+                      else f"expected at row {row}, not {q}", delta_color="off")
 
     rows, src_rows, matrices, notes = {}, {}, {}, {}
     dec = cap.matrices(tgt_group)  # [L, H, T, T]
@@ -113,13 +131,35 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
         top = ranked[0]
         summary.append({"method": LABELS[k], "top token": f"{top} · {tokens[top]}",
                         **({"finds the source": "✓" if top == src_idx else "✗"} if src_idx is not None else {})})
-        token_strip(tokens, v, query=q, source=src_idx, label=LABELS[k])
+        token_strip(tokens, v, query=q, source=src_idx, label=LABELS[k], unknown=unknown)
         st.caption(ASSUMES[k] + (f" Here it {notes['relevance-target']}." if k == "relevance" and
                                  "relevance-target" in notes else ""))
     st.dataframe(pd.DataFrame(summary), hide_index=True)
     st.caption("Top token: the highest-scoring input token other than the query itself. "
                + ("The red dotted box / underline marks the preset's ground-truth source token." if src_idx is not None
                   else ""))
+
+    st.subheader("Over held-out examples: how often does each method find the true source?")
+    bench = None
+    if info["source"] == "bundled" and info["has_logits"]:
+        n_ex = slider("Held-out examples", 20, 200, "faith_n", 40, step=10, show=not present,
+                      help="Examples of the lecture tasks the model was not trained on, drawn with seed 0.")
+        with guard():
+            bench = state.faithfulness(inp.model, n_ex, FAITH_SEED, ablation=False)
+    if bench is not None:
+        st.dataframe(pd.DataFrame([{"method": BENCH_LABELS.get(m, m), "attnlab name": m,
+                                    "top-1 agreement": v["top1"], "examples": v["n"]}
+                                   for m, v in bench["methods"].items()]), hide_index=True, key="faithfulness")
+        st.caption(f"Top-1 agreement: the share of {bench['n_examples']} held-out examples (seed {FAITH_SEED}) where "
+                   "the method's top token is the answer's known source; a random ranking scores "
+                   f"{bench['chance']:.3f}. The model itself gets {bench['accuracy']:.0%} of the answers right. "
+                   f"The same numbers as `attnlab faithfulness --model {inp.model} --n {n_ex} "
+                   f"--seed {FAITH_SEED} --json`.")
+    elif info["source"] != "bundled":
+        st.caption(f"Only for the bundled lecture models: their held-out examples have known answer sources, and "
+                   f"{inp.model} was not trained on those tasks, so there is nothing to score it against.")
+    elif not info["has_logits"]:
+        st.caption(f"{inp.model} has no prediction head, so there is no answer whose source a method could find.")
 
     if matrices:
         st.subheader("As matrices")
@@ -134,4 +174,6 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
               npz={**{f"row/{k}": v for k, v in rows.items()}, **{f"source_row/{k}": v for k, v in src_rows.items()},
                    **{f"matrix/{k}": v[0] for k, v in matrices.items()}, "tokens": tokens},
               json_obj={"model": inp.model, "text": inp.text, "query": q, "residual": residual, "fusion": fusion,
-                        "discard_ratio": discard, "rows": rows, "source_rows": src_rows, "summary": summary})
+                        "discard_ratio": discard, "rows": rows, "source_rows": src_rows, "summary": summary,
+                        "prediction": pred, "expected": inp.preset.answer if inp.preset else None,
+                        "faithfulness": bench and {k: bench[k] for k in ("n_examples", "seed", "chance", "methods")}})

@@ -72,10 +72,10 @@ def test_kv_cache_encoder_decoder_cross_rows_and_encoder_switch():
     ok(at)
     src_len = len("the cat") + 1  # bytes + [EOS]
     assert z_of(titled(at, "one uncached pass")["data"][0]).shape == (3, src_len)  # [BOS] l e × source
-    at = open_page("kv_cache", model="random-encoder", text=TEXT, kv_n=2)  # an encoder has no cache: switch
+    at = open_page("kv_cache", model="random-encoder", text=TEXT, kv_n=2)  # an encoder has no cache: its own model
     assert not at.exception
-    assert at.query_params["model"] in ("lecture-decoder", "random-decoder")
-    assert any("switched from **random-encoder**" in i.value for i in at.info)
+    assert at.query_params["model"] == "random-encoder"  # the session keeps its model
+    assert any("this page alone uses **lecture-decoder**" in i.value for i in at.info)
 
 
 def test_kv_cache_default_view_agrees_with_attnlab_check_pass_or_fail(check_json):

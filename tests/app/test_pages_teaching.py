@@ -84,10 +84,12 @@ def test_cross_attention_matrices_and_replay():
     assert z_of(titled(at, "step 2: cross-attention")["data"][0]).shape == (lm.cfg.n_heads + 1, S)
 
 
-def test_cross_attention_switches_a_decoder_to_an_encoder_decoder():
+def test_cross_attention_uses_its_own_encoder_decoder_and_keeps_the_sessions_decoder():
     at = open_page("cross_attention", model="random-decoder")
     ok(at)
-    assert at.query_params["model"].endswith("encdec")
+    assert at.query_params["model"] == at.session_state["model"] == "random-decoder"
+    assert any("this page alone uses **lecture-encdec**" in i.value for i in at.info)
+    assert titled(at, "cross-attention, layer")["data"][0]["x"]  # drawn from the encoder–decoder
 
 
 # -- Positions --------------------------------------------------------------------------------------------
