@@ -13,8 +13,10 @@ if str(ROOT) not in sys.path:  # under `streamlit run`, sys.path[0] is app/
 import streamlit as st  # noqa: E402
 
 from app.navigation import APP_ICON, sections  # noqa: E402
+from app.url_state import keep_history  # noqa: E402
 
 st.set_page_config(page_title="attnlab", page_icon=APP_ICON, layout="wide")
+keep_history()
 st.navigation({section: [st.Page(ROOT / "pages" / f, title=t, url_path=u, default=(u == ""), icon=i)
                          for f, t, u, i in entries] for section, entries in sections().items()},
               expanded=True).run()

@@ -7,7 +7,9 @@ run (`sync_url`), so a view can be bookmarked.
 
 Streamlit pushes a browser-history entry whenever the URL written from Python changes, and reruns the page
 with the old URL on Back/Forward. `begin_run()` notices such a run (the URL is not the one this session wrote
-last) and lets the URL seed the widgets again, so Back returns to the previous view.
+last) and lets the URL seed the widgets again, so Back returns to the previous view. `keep_history()` stops the
+app's own first write on a page (filling in the values a bare /page or a short bookmark left out) from adding
+an entry that Back would step onto without changing anything.
 """
 
 from __future__ import annotations
@@ -100,6 +102,29 @@ def sync_url() -> None:
     if dict(st.query_params) != want:
         st.query_params.from_dict(want)
     st.session_state[URL_LAST] = want
+
+
+# A history entry that only fills in the parameters of the current one (same path, every current value kept:
+# a page switch's bare /page, a short bookmark) replaces it; a changed value still pushes a new entry.
+HISTORY_JS = """<script>(() => {
+  const w = window;
+  if (w.__attnlabHistory) return;
+  w.__attnlabHistory = true;
+  const push = w.history.pushState.bind(w.history);
+  w.history.pushState = (state, title, url) => {
+    try {
+      const next = new URL(url, w.location.href), now = new URL(w.location.href);
+      if (next.pathname === now.pathname && [...now.searchParams].every(([k, v]) => next.searchParams.get(k) === v))
+        return w.history.replaceState(state, title, url);
+    } catch (e) { /* fall through: an ordinary push */ }
+    return push(state, title, url);
+  };
+})();</script>"""
+
+
+def keep_history() -> None:
+    """Install HISTORY_JS once per browser tab (a constant script, no user input in it), in the sidebar."""
+    st.sidebar.html(HISTORY_JS, unsafe_allow_javascript=True)
 
 
 # -- widgets -------------------------------------------------------------------------------------------------
