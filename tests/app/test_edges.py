@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 from app.frame import title_icon
 from app.navigation import APP_ICON, PAGES, SECTIONS, icon_of, sections
 from app.presets import note_head, presets
+from app.url_state import HISTORY_JS
 
 from .conftest import ENTRY, ok, open_page, titled, widget
 
@@ -86,6 +87,8 @@ def test_navigation_sections_keep_every_url_path():
     assert kw["expanded"] is True and list(pages) == list(SECTIONS)  # sections, never "View 3 more"
     assert {s: [p.url_path for p in ps] for s, ps in pages.items()} == SECTIONS
     assert sorted(v["url_pathname"] for v in at._registered_pages.values()) == sorted(p[2] for p in PAGES)
+    scripts = [h.proto.body for h in at.get("html") if "__attnlabHistory" in h.proto.body]
+    assert scripts == [HISTORY_JS] and "replaceState" in HISTORY_JS  # the Back fix, once per run
 
 
 def test_explore_strip_follows_the_presets_note():
