@@ -12,7 +12,8 @@ from contextlib import contextmanager
 import streamlit as st
 
 from app import state
-from app.url_state import URL, kept, select, sync_url, toggle
+from app.navigation import icon_of
+from app.url_state import URL, begin_run, end_run, kept, select, sync_url, toggle
 from model.checkpoint import CheckpointError
 from model.inputs import InputError
 
@@ -60,7 +61,8 @@ def show_error(e: BaseException) -> None:
     """The exception as a warning or error box on the page; the traceback goes to the server log."""
     level, msg = error_message(e)
     log.warning("page error: %s", "".join(traceback.format_exception(e)))
-    (st.warning if level == "warning" else st.error)(msg, icon="⚠️" if level == "warning" else "🚫")
+    (st.warning if level == "warning" else st.error)(msg, icon=":material/warning:" if level == "warning"
+                                                      else ":material/error:")
 
 
 @contextmanager
@@ -76,7 +78,10 @@ def guard() -> Iterator[None]:
 @contextmanager
 def page(title: str, question: str, *, icon: str = "") -> Iterator[None]:
     """The frame of every page: title, the lecturer's question, presentation mode and image-export
-    format in the sidebar, URL sync at the end, and any error shown as a message."""
+    format in the sidebar, URL sync at the end, and any error shown as a message. The title's icon is the
+    `icon` when it is a `:material/…:` name, else (an emoji: they render as empty boxes in Debian's
+    chromium) the page's Material icon in the navigation."""
+    begin_run()
     st.session_state[URL] = {}
     present = toggle("Presentation mode", "present", False, where=st.sidebar,
                      help="Large fonts and fewer controls, for a projector.")
@@ -85,7 +90,7 @@ def page(title: str, question: str, *, icon: str = "") -> Iterator[None]:
     device_sidebar()
     if present:
         st.html(PRESENT_CSS)
-    st.title(f"{icon} {title}".strip())
+    st.title(f"{title_icon(title, icon)} {title}".strip())
     st.markdown(f"*{question}*")
     try:
         yield
@@ -93,6 +98,15 @@ def page(title: str, question: str, *, icon: str = "") -> Iterator[None]:
         show_error(e)
     finally:
         sync_url()
+        end_run()
+
+
+def title_icon(title: str, icon: str = "") -> str:
+    """The icon shown before a page title: a `:material/…:` name, never an emoji (an emoji is replaced by
+    the navigation's icon for the page with that title). No icon asked for, none shown."""
+    if not icon or (icon.startswith(":material/") and icon.endswith(":")):
+        return icon
+    return icon_of(title)
 
 
 def device_sidebar() -> None:

@@ -1,4 +1,6 @@
-"""The app's pages: (file in pages/, title, URL path, icon). Keep the URL paths stable."""
+"""The app's pages: (file in pages/, title, URL path, icon), and the sections of the navigation that group
+them (every page visible, no "View more"). Keep the URL paths stable; icons are Material names (emoji render
+as empty boxes in Debian's chromium)."""
 
 PAGES = [
     ("explore.py", "Explore", "", ":material/search:"),
@@ -17,3 +19,23 @@ PAGES = [
     # issue #8: up to 4,096 tokens, a pooled overview and exact windows
     ("long_input.py", "Long inputs", "long-inputs", ":material/straighten:"),
 ]
+
+# Section title -> URL paths, in navigation order. Every page of PAGES is in exactly one section.
+SECTIONS = {
+    "Look at attention": ["", "heatmaps", "heads", "rollout", "cross-attention"],
+    "How it is computed": ["step-by-step", "scores", "masks"],
+    "Block and positions": ["positions"],
+    "Running a model": ["generate", "kv-cache", "backends", "long-inputs"],
+}
+APP_ICON = ":material/search:"
+
+
+def sections() -> dict[str, list[tuple[str, str, str, str]]]:
+    """The PAGES entries grouped by SECTIONS (section title -> entries in section order)."""
+    by_path = {p[2]: p for p in PAGES}
+    return {title: [by_path[u] for u in paths] for title, paths in SECTIONS.items()}
+
+
+def icon_of(title: str) -> str:
+    """The navigation icon of the page with this title ('' for none)."""
+    return next((p[3] for p in PAGES if p[1] == title), "")

@@ -4,6 +4,7 @@ generic texts otherwise), and the query and source tokens a preset points at."""
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 
 from model.lecture.samples import load_samples
@@ -76,3 +77,12 @@ def source_index(cap, preset: Preset | None) -> int | None:
     if preset is not None and preset.source_index is not None and 0 <= preset.source_index < len(cap.tokens):
         return int(preset.source_index)
     return None
+
+
+NOTE_HEAD = re.compile(r"\bhead (\d+)\.(\d+)\b")  # "head 2.1" in a note: layer 2, head 1
+
+
+def note_head(preset: Preset | None) -> tuple[int, int] | None:
+    """The (layer, head) a preset's note points at ("… head 2.1 does this …"), if it names one."""
+    m = NOTE_HEAD.search(preset.note) if preset is not None else None
+    return (int(m.group(1)), int(m.group(2))) if m else None

@@ -4,6 +4,12 @@ Every widget made here is seeded, in this order, from the URL (on a session's fi
 from the value it had on another page of this session (`kept()`), or from its default. It records its value
 for the other pages and for the URL (`session_state[URL]`); `frame.page()` writes the URL at the end of each
 run (`sync_url`), so a view can be bookmarked.
+
+Streamlit pushes a browser-history entry whenever the URL written from Python changes, and reruns the page
+with the old URL on Back/Forward. `begin_run()` notices such a run (the URL is not the one this session wrote
+last) and lets the URL seed the widgets again, so Back returns to the previous view. `keep_history()` stops the
+app's own first write on a page (filling in the values a bare /page or a short bookmark left out) from adding
+an entry that Back would step onto without changing anything.
 """
 
 from __future__ import annotations
@@ -16,9 +22,11 @@ from model.captured import GROUP_LABELS
 
 KEEP = "_keep"  # session_state[KEEP][key]: the last value of each widget, across pages
 URL = "_url_now"  # session_state[URL][key]: the values this run writes to the URL
-URL_DONE = "_url_done"  # set after a session's first run: from then on the URL no longer seeds widgets
-POSITION_KEYS = ("query", "zoom_q", "zoom_k", "target")  # token positions: forgotten when the text changes
-BUTTONS = 16  # index(): one button per value up to this many values, a slider beyond
+URL_DONE = "_url_done"  # set after a session's first run: from then on the URL seeds widgets only after Back
+URL_LAST = "_url_last"  # the URL this session wrote last
+URL_BACK = "_url_back"  # True during a run whose URL the browser changed (Back/Forward): the URL seeds widgets
+POSITION_KEYS = ("query", "zoom_q", "zoom_k", "target", "strip_layer", "strip_head")  # forgotten with the text
+BUTTONS = 6  # index(): one button per value up to this many (they fit a quarter of the page), a slider beyond
 
 
 # -- the state behind every widget ---------------------------------------------------------------------------
@@ -28,29 +36,49 @@ def kept() -> dict:
 
 
 def url_active() -> bool:
-    """The URL seeds widgets only on a session's first run (a bookmark); later runs use session state."""
-    return not st.session_state.get(URL_DONE, False)
+    """The URL seeds widgets on a session's first run (a bookmark) and on a run after Back/Forward; other runs
+    use session state."""
+    ss = st.session_state
+    return not ss.get(URL_DONE, False) or bool(ss.get(URL_BACK, False))
+
+
+def begin_run() -> None:
+    """At the start of a page run: did the browser change the URL since this session last wrote it (Back or
+    Forward)? Then the URL seeds this run's widgets (`url_active`)."""
+    ss = st.session_state
+    ss[URL_BACK] = ss.get(URL_DONE, False) and URL_LAST in ss and dict(st.query_params) != ss[URL_LAST]
+
+
+def end_run() -> None:
+    """At the end of a page run: from now on session state, not the URL, seeds the widgets."""
+    st.session_state[URL_BACK] = False
+
+
+def _parsed(key: str, parse: Callable[[str], object], valid: Callable[[object], bool]):
+    """The URL's value for `key` when the URL seeds widgets and the value is valid, else None."""
+    raw = st.query_params.get(key) if url_active() else None
+    if raw is None:
+        return None
+    try:
+        v = parse(raw)
+    except (ValueError, TypeError):
+        return None
+    return v if v is not None and valid(v) else None
 
 
 def seed(key: str, default, parse: Callable[[str], object], valid: Callable[[object], bool]) -> None:
-    """Give st.session_state[key] a valid value before its widget is drawn: URL > kept > default."""
+    """Give st.session_state[key] a valid value before its widget is drawn: URL (a bookmark, or Back) >
+    this session's value > kept from another page > default."""
     ss = st.session_state
+    from_url = _parsed(key, parse, valid)
+    if from_url is not None:
+        ss[key] = from_url
+        return
     if key in ss and valid(ss[key]):
         ss[key] = ss[key]  # re-assign: a widget with this key on another page would otherwise reset it
         return
-    value = default
-    raw = st.query_params.get(key) if url_active() else None
     before = kept().get(key, None)
-    if raw is not None:
-        try:
-            v = parse(raw)
-            if valid(v):
-                value = v
-        except (ValueError, TypeError):
-            pass
-    elif before is not None and valid(before):
-        value = before
-    ss[key] = value
+    ss[key] = before if before is not None and valid(before) else default
 
 
 def remember(key: str, value, url_value: str | None = None) -> None:
@@ -73,6 +101,30 @@ def sync_url() -> None:
     want = {k: str(v) for k, v in st.session_state.get(URL, {}).items()}
     if dict(st.query_params) != want:
         st.query_params.from_dict(want)
+    st.session_state[URL_LAST] = want
+
+
+# A history entry that only fills in the parameters of the current one (same path, every current value kept:
+# a page switch's bare /page, a short bookmark) replaces it; a changed value still pushes a new entry.
+HISTORY_JS = """<script>(() => {
+  const w = window;
+  if (w.__attnlabHistory) return;
+  w.__attnlabHistory = true;
+  const push = w.history.pushState.bind(w.history);
+  w.history.pushState = (state, title, url) => {
+    try {
+      const next = new URL(url, w.location.href), now = new URL(w.location.href);
+      if (next.pathname === now.pathname && [...now.searchParams].every(([k, v]) => next.searchParams.get(k) === v))
+        return w.history.replaceState(state, title, url);
+    } catch (e) { /* fall through: an ordinary push */ }
+    return push(state, title, url);
+  };
+})();</script>"""
+
+
+def keep_history() -> None:
+    """Install HISTORY_JS once per browser tab (a constant script, no user input in it), in the sidebar."""
+    st.sidebar.html(HISTORY_JS, unsafe_allow_javascript=True)
 
 
 # -- widgets -------------------------------------------------------------------------------------------------
@@ -121,7 +173,8 @@ def slider(label: str, lo: int | float, hi: int | float, key: str, default, *, w
 
 def index(label: str, n: int, key: str, default: int = 0, *, where=None) -> int:
     """Pick 0..n−1 (a layer, a head): one button per value up to BUTTONS values (one click, no slider
-    debounce, readable on a projector), a slider beyond. Stored in the URL either way."""
+    debounce, readable on a projector), a slider beyond (a button group does not wrap: 12 heads overflowed
+    a column). Stored in the URL either way."""
     if n <= BUTTONS:
         return select(label, list(range(n)), key, min(max(default, 0), n - 1), where=where, horizontal=True)
     return slider(label, 0, n - 1, key, default, where=where)

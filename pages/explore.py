@@ -1,4 +1,6 @@
-"""Explore (/): pick a model and a text, see its tokens, its prediction and where the query token looks."""
+"""Explore (/): pick a model and a text, see its tokens, its prediction and where the query token looks. The
+token strip is shaded by the layer and head the preset's note points at (e.g. "head 2.1"), else the last layer's
+head mean; both can be changed."""
 
 import streamlit as st
 
@@ -9,27 +11,25 @@ from app.figures.rows import method_rows
 from app.figures.style import esc
 from app.frame import chart, page, presenting
 from app.inputs import inputs
-from app.presets import default_query, source_index
+from app.presets import default_query, note_head, source_index
 from app.token_strip import predictions_table, token_strip
-from app.url_state import token_select
+from app.url_state import index, select, token_select
 
 with page("Explore", "What does the model see, and where does its attention go?"):
-    left, right = st.columns([3, 2], gap="large")
-    inp = inputs(where=left)
+    inp = inputs()  # in the sidebar, as on every page
     info = state.model_info(inp.model)
-    with right:
-        st.subheader(f"{info['name']}")
-        layers = info["layers"]
-        st.markdown(
-            f"**{info['kind']}** · {layers if not isinstance(layers, list) else ' + '.join(map(str, layers))} layers · "
-            f"{info['heads']} heads · d_model {info['d_model']} · context {info['context']} tokens · "
-            f"{info['positional']} positions · {info['norm']}-norm · *{info['source']}*")
-        readme = state.model_card(inp.model)
-        if readme:
-            with st.expander("Model card"):
-                st.markdown(readme)
-        if inp.model.startswith("random-"):
-            st.info("Random weights show no structure. Pick a bundled lecture model to see trained attention.")
+    st.subheader(f"{info['name']}")
+    layers = info["layers"]
+    st.markdown(
+        f"**{info['kind']}** · {layers if not isinstance(layers, list) else ' + '.join(map(str, layers))} layers · "
+        f"{info['heads']} heads · d_model {info['d_model']} · context {info['context']} tokens · "
+        f"{info['positional']} positions · {info['norm']}-norm · *{info['source']}*")
+    readme = state.model_card(inp.model)
+    if readme:
+        with st.expander("Model card"):
+            st.markdown(readme)
+    if inp.model.startswith("random-"):
+        st.info("Random weights show no structure. Pick a bundled lecture model to see trained attention.")
 
     cap = inp.capture()
     q = default_query(cap, inp.preset)
@@ -50,15 +50,24 @@ with page("Explore", "What does the model see, and where does its attention go?"
     q = token_select("Query token", qt, "query", q, help="The row whose attention is shown below.")
     per_layer = fuse_heads(stack[:, :, q : q + 1, :], "mean")[:, 0]  # [L, k]: head-mean row of each layer
 
+    n_layers, n_heads = stack.shape[:2]
+    named = note_head(inp.preset)
+    named = named if named and named[0] < n_layers and named[1] < n_heads else None
+    c1, c2 = st.columns(2)
+    s_layer = index("Strip layer", n_layers, "strip_layer", named[0] if named else n_layers - 1, where=c1)
+    s_head = select("Strip heads", ["mean", *range(n_heads)], "strip_head", named[1] if named else "mean",
+                    where=c2, format_func=lambda h: "mean over heads" if h == "mean" else f"head {h}")
+    strip_row = per_layer[s_layer] if s_head == "mean" else stack[s_layer, s_head, q]  # [k]
+    which = f"layer {s_layer}, " + ("head mean" if s_head == "mean" else f"head {s_head}")
+    which += " (the head the note names)" if named == (s_layer, s_head) else ""
     st.markdown(f"#### Tokens ({len(cap.tokens)})" + (" — target" if cap.src_tokens else ""))
-    token_strip(qt, per_layer[-1] if group != "cross" else None, query=q,
+    token_strip(qt, strip_row if group != "cross" else None, query=q,
                 source=src if group != "cross" else None,
-                label="shaded by the last layer's head-mean attention from the outlined query token"
-                if group != "cross" else None)
+                label=f"shaded by {which}: attention from the outlined query token" if group != "cross" else None)
     if cap.src_tokens:
         st.markdown(f"#### Source tokens ({len(cap.src_tokens)})")
-        token_strip(cap.src_tokens, per_layer[-1], label="shaded by the last layer's cross-attention from the "
-                    "outlined target token (head mean)")
+        token_strip(cap.src_tokens, strip_row, label=f"shaded by {which}: cross-attention from the outlined "
+                    "target token")
 
     fig = method_rows({f"layer {i}": per_layer[i] for i in range(len(per_layer))}, kt,
                       title=f"Where does token {q} ({esc(qt[q])}) look? Head mean per layer",

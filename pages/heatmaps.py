@@ -26,7 +26,8 @@ FUSE = {"none": "every head", "mean": "mean over heads", "max": "max over heads"
 @st.fragment
 def close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present):
     """One head: its matrix, the head view and a zoom window. A fragment: its widgets rerun only this part,
-    so the mosaic above is not rebuilt or redrawn when the head changes."""
+    so the mosaic above is not rebuilt or redrawn when the head changes. In presentation mode the matrix takes
+    the full width, its ticks read "i token", and the head view goes below it."""
     qt, kt = cap.group_tokens(group)
     n_layers, n_heads = len(cap.sites(group)), cap.n_heads
     with guard():
@@ -40,11 +41,11 @@ def close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present):
         big = max(m.shape) > MAX_SIDE
         pool = select("Pooling of large matrices", ("max", "mean"), "pool", "max", show=big and not present,
                       horizontal=True)
-        left, right = st.columns([3, 2], gap="medium")
+        left, right = (st.container(), st.container()) if present else st.columns([3, 2], gap="medium")
         name = f"layer {layer}, " + (f"head {head}" if fuse == "none" else FUSE[fuse])
         with left:
             fig1 = matrix_heatmap(m, qt, kt, mask=vmask, kind=vkind, title=name, present=present,
-                                  pool=pool, mark=(query, src))
+                                  pool=pool, mark=(query, src), index_ticks=present)
             chart(fig1, key="head", name=f"head-{layer}-{head}")
             if big:
                 st.info(f"This {m.shape[0]}×{m.shape[1]} matrix is pooled ({pool}) to at most {MAX_SIDE} cells "
@@ -69,7 +70,7 @@ def close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present):
             wmask = None if vmask is None else window(vmask, zq[0], zq[1] + 1, zk[0], zk[1] + 1)
             chart(matrix_heatmap(win, qt, kt, mask=wmask, kind=vkind, title=f"{name}: rows {zq[0]}–{zq[1]}, "
                                  f"keys {zk[0]}–{zk[1]}", present=present, q_offset=zq[0],
-                                 k_offset=zk[0], max_side=10**6), key="zoom", name="zoom")
+                                 k_offset=zk[0], max_side=10**6, index_ticks=present), key="zoom", name="zoom")
 
         nv = None
         if fuse == "none":  # one score of this head, dimension by dimension, from the record itself

@@ -67,12 +67,14 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
                    zrange: tuple[float, float] | None = None, height: int | None = None,
                    q_offset: int = 0, k_offset: int = 0, value_name: str | None = None,
                    mark: tuple[int | None, int | None] = (None, None), max_ticks: int | None = None,
-                   showscale: bool = True, square: bool = True, png_cells: int = PNG_CELLS) -> go.Figure:
+                   showscale: bool = True, square: bool = True, png_cells: int = PNG_CELLS,
+                   index_ticks: bool = False) -> go.Figure:
     """One [q, k] matrix on integer axes: NaN where `mask` is False, token tick labels, hover with
     query token, key token and value. kind 'pattern' (sequential, 0..max) or 'scores'/'diff'
     (diverging around 0). Pooled above `max_side` cells per side; `q_offset`/`k_offset` number the
     rows/columns of a zoom window by their absolute positions. `mark` = (query row, key column) to outline.
-    Above `png_cells` cells (after pooling) the matrix goes as a colour-mapped PNG.
+    Above `png_cells` cells (after pooling) the matrix goes as a colour-mapped PNG. `index_ticks` labels
+    each tick "i token" with its absolute position (a projector close-up).
     """
     z = np.array(m, dtype=np.float32)  # [q, k]
     if mask is not None:
@@ -88,6 +90,9 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
         title = f"{title} — pooled ({pool} over {qe[1] - qe[0]}×{ke[1] - ke[0]} blocks)"
     else:
         ylab, xlab = tick_labels(q_tokens, limit), tick_labels(k_tokens, limit)
+        if index_ticks:
+            ylab = [f"{q_offset + i} {t}" for i, t in enumerate(ylab)]
+            xlab = [f"{k_offset + j} {t}" for j, t in enumerate(xlab)]
     ny, nx = z.shape
     finite = z[np.isfinite(z)]
     value_name = value_name or {"pattern": "weight", "scores": "score", "diff": "Δ"}.get(kind, "value")

@@ -1,0 +1,118 @@
+"""Issue 20's rough edges: head selectors for 12 heads, Back through URL state, Material icons, navigation
+sections with stable URL paths, the Explore strip following the preset's note, index ticks when presenting."""
+
+import ast
+from pathlib import Path
+from unittest import mock
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from app.frame import title_icon
+from app.navigation import APP_ICON, PAGES, SECTIONS, icon_of, sections
+from app.presets import note_head, presets
+from app.url_state import HISTORY_JS
+
+from .conftest import ENTRY, ok, open_page, titled, widget
+
+ROOT = Path(__file__).resolve().parents[2]
+MATERIAL = ":material/"
+
+
+def _material(icon: str) -> bool:
+    return icon.startswith(MATERIAL) and icon.endswith(":") and icon[len(MATERIAL):-1].replace("_", "").isalnum()
+
+
+@pytest.mark.parametrize("page", ["heatmaps", "masks", "scores"])
+def test_every_head_of_a_12_head_model_is_selectable(page):
+    at = open_page(page, model="minilm", text="the cat sat on the mat")
+    ok(at)
+    head = widget(at, "head")
+    assert head in at.slider and (head.min, head.max) == (0, 11)  # a slider: no button group to overflow
+    for h in (11, 6, 0):
+        widget(at, "head").set_value(h).run()
+        ok(at)
+        assert widget(at, "head").value == h and at.query_params["head"] == str(h)
+
+
+def test_a_few_heads_stay_one_button_each():
+    at = open_page("masks", model="random-decoder", text="hello world")
+    ok(at)
+    assert widget(at, "head") in at.button_group and len(widget(at, "head").options) == 4
+
+
+def test_back_returns_the_previous_head():
+    at = open_page("heatmaps", model="random-decoder", text="hello world", head=2)
+    widget(at, "head").set_value(3).run()
+    assert at.query_params["head"] == "3"
+    at.query_params["head"] = "2"  # Back: the browser reruns the page with the previous URL
+    at.run()
+    ok(at)
+    assert widget(at, "head").value == 2 and at.query_params["head"] == "2"
+    assert titled(at, "layer 1, head 2")
+    widget(at, "layer").set_value(0).run()  # then a widget again wins over the (unchanged) URL
+    assert widget(at, "head").value == 2 and at.query_params["layer"] == "0"
+
+
+def test_icons_are_material_names_never_emoji():
+    assert _material(APP_ICON) and all(_material(p[3]) for p in PAGES)
+    calls = []
+    for f in sorted((ROOT / "pages").glob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "page":
+                title = node.args[0].value
+                icon = next((k.value.value for k in node.keywords if k.arg == "icon"), "")
+                calls.append((title, title_icon(title, icon)))
+    assert len(calls) == len(PAGES)  # every page script draws its frame
+    assert all(icon == "" or _material(icon) for _, icon in calls), calls
+    assert dict(calls)["Generate"] == icon_of("Generate") == ":material/edit_note:"  # an emoji replaced
+    src = (ROOT / "app" / "frame.py").read_text() + (ROOT / "app" / "main.py").read_text()
+    assert not [c for c in src if ord(c) >= 0x2190 and c not in "—–→−×…≤≥√·"], "emoji in frame/main"
+
+
+def test_navigation_sections_keep_every_url_path():
+    assert [p[2] for p in PAGES] == ["", "heatmaps", "masks", "scores", "rollout", "heads", "kv-cache", "backends",
+                                     "step-by-step", "cross-attention", "positions", "generate", "long-inputs"]
+    grouped = [e for entries in sections().values() for e in entries]
+    assert sorted(grouped) == sorted(PAGES) and len(grouped) == len(PAGES)  # each page in one section
+    assert len(SECTIONS) >= 3 and all(len(v) <= 6 for v in SECTIONS.values())
+    assert "Block and positions" in SECTIONS
+    seen = []
+    real = st.navigation
+    with mock.patch.object(st, "navigation", lambda pages, **kw: seen.append((pages, kw)) or real(pages, **kw)):
+        at = AppTest.from_file(ENTRY, default_timeout=120).run()
+    ok(at)
+    (pages, kw), = seen
+    assert kw["expanded"] is True and list(pages) == list(SECTIONS)  # sections, never "View 3 more"
+    assert {s: [p.url_path for p in ps] for s, ps in pages.items()} == SECTIONS
+    assert sorted(v["url_pathname"] for v in at._registered_pages.values()) == sorted(p[2] for p in PAGES)
+    scripts = [h.proto.body for h in at.get("html") if "__attnlabHistory" in h.proto.body]
+    assert scripts == [HISTORY_JS] and "replaceState" in HISTORY_JS  # the Back fix, once per run
+
+
+def test_explore_strip_follows_the_presets_note():
+    p = next(p for p in presets("lecture-decoder") if p.id == "decoder-induction-1")
+    assert note_head(p) == (2, 1) and note_head(presets("lecture-decoder")[0]) is None
+    at = open_page(None, model="lecture-decoder", preset=p.id)
+    ok(at)
+    assert widget(at, "strip_layer").value == 2 and at.selectbox(key="strip_head").value == 1
+    strip = [h.proto.body for h in at.get("html") if 'class="strip"' in h.proto.body][0]
+    assert "shaded by layer 2, head 1 (the head the note names)" in strip
+    assert at.sidebar.selectbox(key="model").value == "lecture-decoder"  # inputs in the sidebar, as everywhere
+    at.selectbox(key="preset").set_value(presets("lecture-decoder")[0].id).run()  # no head named: last layer
+    assert widget(at, "strip_layer").value == len(widget(at, "strip_layer").options) - 1
+    assert at.selectbox(key="strip_head").value == "mean"
+
+
+def test_presentation_close_up_has_index_ticks():
+    at = open_page("heatmaps", model="random-decoder", text="the cat sat", present=1, layer=0, head=1)
+    ok(at)
+    fig = titled(at, "layer 0, head 1")
+    tokens = [t.strip() for t in fig["layout"]["xaxis"]["ticktext"]]
+    assert tokens[0].startswith("0 ") and all(t.split(" ", 1)[0] == str(i) for i, t in enumerate(tokens))
+    assert fig["layout"]["yaxis"]["ticktext"][1].startswith("1 ")
+    assert fig["layout"]["font"]["size"] == 18
+    at.toggle(key="present").set_value(False).run()
+    plain = titled(at, "layer 0, head 1")
+    assert not plain["layout"]["xaxis"]["ticktext"][0].startswith("0 ")
