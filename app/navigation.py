@@ -18,13 +18,16 @@ PAGES = [
     ("generate.py", "Generate", "generate", ":material/edit_note:"),
     # issue #8: up to 4,096 tokens, a pooled overview and exact windows
     ("long_input.py", "Long inputs", "long-inputs", ":material/straighten:"),
+    # issue #20: the block and permutation equivariance
+    ("block.py", "Block", "block", ":material/view_agenda:"),
+    ("permutation.py", "Permutation", "permutation", ":material/shuffle:"),
 ]
 
 # Section title -> URL paths, in navigation order. Every page of PAGES is in exactly one section.
 SECTIONS = {
     "Look at attention": ["", "heatmaps", "heads", "rollout", "cross-attention"],
     "How it is computed": ["step-by-step", "scores", "masks"],
-    "Block and positions": ["positions"],
+    "Block and positions": ["block", "positions", "permutation"],
     "Running a model": ["generate", "kv-cache", "backends", "long-inputs"],
 }
 APP_ICON = ":material/search:"

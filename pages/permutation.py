@@ -28,7 +28,7 @@ def text_box(label: str, key: str, default: str, where=None, help: str | None = 
     return value
 
 
-with page("Permutation", "Shuffle the tokens: does attention notice the new order?", icon="⇄"):
+with page("Permutation", "Shuffle the tokens: does attention notice the new order?", icon=":material/shuffle:"):
     present = presenting()
     with options():
         c1, c2 = st.columns([3, 2])
