@@ -12,7 +12,7 @@ from app.figures.style import esc
 from app.frame import chart, page, presenting
 from app.inputs import inputs
 from app.presets import default_query, note_head, source_index
-from app.token_strip import predictions_table, token_strip
+from app.token_strip import predictions_table, token_strip, unknown_note, unknown_positions
 from app.url_state import index, select, token_select
 
 with page("Explore", "What does the model see, and where does its attention go?"):
@@ -60,14 +60,18 @@ with page("Explore", "What does the model see, and where does its attention go?"
     strip_row = per_layer[s_layer] if s_head == "mean" else stack[s_layer, s_head, q]  # [k]
     which = f"layer {s_layer}, " + ("head mean" if s_head == "mean" else f"head {s_head}")
     which += " (the head the note names)" if named == (s_layer, s_head) else ""
+    vocab = state.vocabulary(inp.model)
+    unknown, src_unknown = unknown_positions(cap.ids, vocab), unknown_positions(cap.src_ids, vocab)
+    unknown_note(vocab, unknown, len(cap.tokens))
+    unknown_note(vocab, src_unknown, len(cap.src_tokens or []), what="source text")
     st.markdown(f"#### Tokens ({len(cap.tokens)})" + (" — target" if cap.src_tokens else ""))
     token_strip(qt, strip_row if group != "cross" else None, query=q,
-                source=src if group != "cross" else None,
+                source=src if group != "cross" else None, unknown=unknown,
                 label=f"shaded by {which}: attention from the outlined query token" if group != "cross" else None)
     if cap.src_tokens:
         st.markdown(f"#### Source tokens ({len(cap.src_tokens)})")
-        token_strip(cap.src_tokens, strip_row, label=f"shaded by {which}: cross-attention from the outlined "
-                    "target token")
+        token_strip(cap.src_tokens, strip_row, unknown=src_unknown,
+                    label=f"shaded by {which}: cross-attention from the outlined target token")
 
     fig = method_rows({f"layer {i}": per_layer[i] for i in range(len(per_layer))}, kt,
                       title=f"Where does token {q} ({esc(qt[q])}) look? Head mean per layer",

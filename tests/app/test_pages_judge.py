@@ -92,7 +92,7 @@ def strips(at) -> list[str]:
     return [h.proto.body for h in at.get("html") if 'class="strip"' in h.proto.body]
 
 
-@pytest.mark.parametrize("page", ["rollout", "generate", "kv_cache"])
+@pytest.mark.parametrize("page", ["explore", "rollout", "generate", "kv_cache"])
 def test_english_in_a_lecture_model_marks_unknown_tokens(page):
     from model.registry import load
 
@@ -110,7 +110,7 @@ def test_english_in_a_lecture_model_marks_unknown_tokens(page):
     body = strips(at)[0]
     assert body.count('class="tok unk"') == n_unk and "read as [UNK]" in body
     assert "<sub>1</sub>✖The" in body and "<sub>3</sub>is" in body  # "is" is a lecture word, "The" is not
-    other = {"model": "minilm", "text": text} if page == "rollout" else {"model": "lecture-decoder",
+    other = {"model": "minilm", "text": text} if page in ("rollout", "explore") else {"model": "lecture-decoder",
                                                                           "preset": "decoder-agreement-1"}
     at = open_page(page, gen_n=2, kv_n=2, **other)  # English in minilm; a lecture sample in lecture-decoder
     assert not [w for w in at.warning if "unknown to" in w.value]
