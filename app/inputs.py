@@ -11,7 +11,7 @@ import streamlit as st
 from app import state
 from app.frame import presenting
 from app.presets import Preset, presets
-from app.url_state import URL, kept, remember, reset_positions, select, url_active
+from app.url_state import URL, URL_DONE, kept, remember, reset_positions, select, url_active
 from model.registry import bundled_names, default_model, model_choices
 
 FOLDER = "local folder…"
@@ -78,12 +78,18 @@ def _model_name() -> str:
 
 
 def _seed_inputs(choices: list[str]) -> None:
-    """First run of a session (or a bookmark): model, preset and text from the URL, else defaults."""
+    """First run of a session (or a bookmark): model, preset and text from the URL, else defaults. After Back
+    or Forward (the URL changed under the session) the URL's model, preset and text win over the session's."""
     ss = st.session_state
     for k in ("model", "folder", "preset", "text", "src"):
         if k in ss:
             ss[k] = ss[k]  # re-assign: keeps the value when the widget is drawn by another page
     q = st.query_params if url_active() else {}
+    back = bool(q) and ss.get(URL_DONE, False)  # a later run seeded by the URL: the browser went Back/Forward
+    if back and q.get("model") and q.get("model") != (ss.get("folder") if ss.get("model") == FOLDER else ss.get("model")):
+        ss.pop("model", None)
+    if back and any(k in q and q.get(k) != ss.get(k) for k in ("preset", "text", "src")):
+        ss.pop("text", None)
     if "model" not in ss:
         raw = q.get("model")
         before = kept().get("model")

@@ -55,6 +55,22 @@ def test_back_returns_the_previous_head():
     assert widget(at, "head").value == 2 and at.query_params["layer"] == "0"
 
 
+def test_back_returns_the_previous_text_and_model():
+    at = open_page("heatmaps", model="random-decoder", text="hello world")
+    at.text_area(key="text").set_value("a different text").run()
+    assert at.query_params["text"] == "a different text"
+    at.query_params["text"] = "hello world"  # Back over the text change
+    at.run()
+    ok(at)
+    assert at.session_state["text"] == "hello world" and at.session_state["preset"] == "custom"
+    at.selectbox(key="model").set_value("random-encoder").run()
+    assert at.query_params["model"] == "random-encoder"
+    at.query_params["model"] = "random-decoder"  # Back over the model change
+    at.run()
+    ok(at)
+    assert at.session_state["model"] == "random-decoder" and at.query_params["model"] == "random-decoder"
+
+
 def test_icons_are_material_names_never_emoji():
     assert _material(APP_ICON) and all(_material(p[3]) for p in PAGES)
     calls = []
