@@ -34,41 +34,41 @@ def _number(label: str, key: str, hi: int, default: int, where) -> int:
 
 
 with page("Long inputs", "What does one head do across thousands of tokens? The whole matrix pooled, then any "
-                         "window of it exactly.", icon="📏"):
+                         "window of it exactly.", icon=":material/straighten:"):
     present = presenting()
     ss = st.session_state
-    with options("Model and text"):
-        c1, c2 = st.columns([2, 3])
-        choices = model_choices()
-        name = select("Model", [*choices, FOLDER], "long_model",
-                      DEFAULT_MODEL if DEFAULT_MODEL in choices else choices[0], where=c1,
-                      help="Any model: its context is the limit. random-long-decoder reads 4,096 tokens on the "
-                           "CPU and 32,768 on a CUDA GPU (attnlab app --device cuda); a local folder with a long "
-                           "context works the same way.")
-        if name == FOLDER:
-            if "long_folder" not in ss:
-                ss["long_folder"] = (st.query_params.get("long_folder") if url_active() else None) or ""
-            name = c1.text_input("Model folder", key="long_folder", placeholder="/path/to/model-folder").strip()
-            ss.setdefault(URL, {})["long_folder"] = name
-            if not name:
-                st.info("Type the path of a model folder.")
-                st.stop()
-        info = state.model_info(name)
-        context = int(info["context"])
-        full = int(info.get("full_context", context))
-        more = f" (the CPU limit; a CUDA GPU run reads {full:,})" if full > context else ""
-        c2.markdown(f"**{info['kind']}**, context **{context:,} tokens**{more}, {info['layers']} layers × "
-                    f"{info['heads']} heads. The text runs once on the fused kernel (sdpa); only q and k are kept, "
-                    "and the rows shown are recomputed from them.")
-        n_sample = L.sample_chars(context)
-        c2.button(f"Fill a long sample ({n_sample:,} characters)", key="long_fill", on_click=_fill_sample,
-                  args=(n_sample,), help="Random nonsense words repeated every ~1/8 of the text: a copy of every "
-                                         "stretch appears earlier, which induction heads look back to.")
-        if "long_text" not in ss:
-            raw = st.query_params.get("long_text") if url_active() else None
-            ss["long_text"] = raw or ""
-        text = st.text_area("Text", key="long_text", height=140,
-                            placeholder=f"Paste up to {context:,} tokens, or fill the long sample.")
+    side = st.sidebar  # the inputs sit in the sidebar, as on every page
+    side.markdown("**Model and text**")
+    choices = model_choices()
+    name = select("Model", [*choices, FOLDER], "long_model",
+                  DEFAULT_MODEL if DEFAULT_MODEL in choices else choices[0], where=side,
+                  help="Any model: its context is the limit. random-long-decoder reads 4,096 tokens on the "
+                       "CPU and 32,768 on a CUDA GPU (attnlab app --device cuda); a local folder with a long "
+                       "context works the same way.")
+    if name == FOLDER:
+        if "long_folder" not in ss:
+            ss["long_folder"] = (st.query_params.get("long_folder") if url_active() else None) or ""
+        name = side.text_input("Model folder", key="long_folder", placeholder="/path/to/model-folder").strip()
+        ss.setdefault(URL, {})["long_folder"] = name
+        if not name:
+            st.info("Type the path of a model folder.")
+            st.stop()
+    info = state.model_info(name)
+    context = int(info["context"])
+    full = int(info.get("full_context", context))
+    more = f" (the CPU limit; a CUDA GPU run reads {full:,})" if full > context else ""
+    n_sample = L.sample_chars(context)
+    side.button(f"Fill a long sample ({n_sample:,} characters)", key="long_fill", on_click=_fill_sample,
+                args=(n_sample,), help="Random nonsense words repeated every ~1/8 of the text: a copy of every "
+                                       "stretch appears earlier, which induction heads look back to.")
+    if "long_text" not in ss:
+        raw = st.query_params.get("long_text") if url_active() else None
+        ss["long_text"] = raw or ""
+    text = side.text_area("Text", key="long_text", height=140,
+                          placeholder=f"Paste up to {context:,} tokens, or fill the long sample.")
+    st.markdown(f"**{name}**: {info['kind']}, context **{context:,} tokens**{more}, {info['layers']} layers × "
+                f"{info['heads']} heads. The text runs once on the fused kernel (sdpa); only q and k are kept, "
+                "and the rows shown are recomputed from them.")
     if len(text) <= URL_TEXT_LIMIT and text:
         ss.setdefault(URL, {})["long_text"] = text
     if not text.strip():

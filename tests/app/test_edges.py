@@ -133,3 +133,15 @@ def test_presentation_close_up_has_index_ticks():
     at.toggle(key="present").set_value(False).run()
     plain = titled(at, "layer 0, head 1")
     assert not plain["layout"]["xaxis"]["ticktext"][0].startswith("0 ")
+
+
+def test_long_inputs_keeps_its_model_and_text_in_the_sidebar_like_every_page():
+    at = open_page("long_input")
+    ok(at)
+    assert [t.key for t in at.sidebar.text_area] == ["long_text"]
+    keys = {w.key for kind in ("selectbox", "radio", "button_group") for w in at.sidebar.get(kind) if w.key}
+    assert "long_model" in keys
+    assert not [t for t in at.main.text_area if t.key == "long_text"]
+    for name in ("explore", "heatmaps", "rollout"):
+        side = open_page(name, model="random-decoder", text="hello").sidebar
+        assert [t.key for t in side.text_area] == ["text"]  # the shared text box, same place on every page
