@@ -78,7 +78,10 @@ def test_explore(st_app, page):
     expect(page.get_by_role("heading", name="Explore")).to_be_visible()
     assert page.locator(".strip .tok").count() > 3
     shot(page, "explore")
-    page.get_by_role("combobox", name="Preset").click()
+    preset = page.get_by_role("combobox", name="Preset")
+    preset.scroll_into_view_if_needed()  # the sidebar's inputs sit below the navigation's sections
+    page.wait_for_timeout(300)
+    preset.click()
     options = page.get_by_role("option")
     second = options.nth(1).inner_text()
     options.nth(1).click()
