@@ -52,13 +52,14 @@ class _Strip(HTMLParser):
         self.tokens: list[str] = []
         self.tags: set[str] = set()
         self.attrs: set[str] = set()
-        self._in_tok = self._in_sub = False
+        self._in_tok = self._in_sub = self._unk = False
 
     def handle_starttag(self, tag, attrs):
         self.tags.add(tag)
         self.attrs |= {k for k, _ in attrs}
-        if tag == "span" and ("class", "tok") in attrs:
+        if tag == "span" and dict(attrs).get("class") in ("tok", "tok unk"):  # "tok unk": read as [UNK], marked ✖
             self._in_tok = True
+            self._unk = dict(attrs)["class"] == "tok unk"
             self.tokens.append("")
         self._in_sub = self._in_sub or tag == "sub"
 
@@ -70,6 +71,8 @@ class _Strip(HTMLParser):
 
     def handle_data(self, data):
         if self._in_tok and not self._in_sub:
+            if self._unk and not self.tokens[-1]:
+                data = data.removeprefix("✖")  # the unknown-word mark, not part of the token
             self.tokens[-1] += data
 
 

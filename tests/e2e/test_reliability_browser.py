@@ -27,8 +27,9 @@ LOAD_CONTEXTS = 5
 LOAD_SECONDS = 60  # the whole load phase stops after this, whatever round it is in
 IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 STRIP_TOKENS_JS = """() => { const s = document.querySelector('.strip'); if (!s) return null;
-  return [...s.querySelectorAll('.tok')].map(e => [...e.childNodes].filter(n => n.nodeName !== 'SUB')
-    .map(n => n.textContent).join('')); }"""
+  return [...s.querySelectorAll('.tok')].map(e => { const t = [...e.childNodes].filter(n => n.nodeName !== 'SUB')
+    .map(n => n.textContent).join(''); return e.classList.contains('unk') ? t.replace(/^✖/, '') : t; }); }"""
+# (a chip of class "tok unk" was read as [UNK]: its leading ✖ marks it and is not part of the token)
 TICKS_JS = """key => [...document.querySelectorAll(`.st-key-fig-${key} .xtick text`)].map(e => e.textContent)"""
 _MODELS: dict = {}
 
