@@ -68,6 +68,17 @@ def _perturb(model, seed: int) -> None:
             p.add_(torch.randn(p.shape, generator=g) * 0.1)
 
 
+def _save_causal(model_cls, conf, folder: Path, tokenizer, seed: int) -> Path:
+    """A seeded random causal LM of `model_cls(conf)`, perturbed, saved as safetensors with its tokenizer."""
+    torch.manual_seed(seed)
+    model = model_cls(conf).eval()
+    _perturb(model, seed)
+    model.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save(str(folder / "tokenizer.json"))
+    (folder / "special_tokens_map.json").write_text(json.dumps({"bos_token": EOT, "eos_token": EOT}))
+    return folder
+
+
 def make_gpt2(folder: Path, tokenizer, seed: int = 0, **cfg) -> Path:
     """GPT2LMHeadModel with a random GPT2Config(**cfg), saved as safetensors + tokenizer.json."""
     from transformers import GPT2Config, GPT2LMHeadModel
@@ -76,13 +87,7 @@ def make_gpt2(folder: Path, tokenizer, seed: int = 0, **cfg) -> Path:
     n_vocab = tokenizer.get_vocab_size()
     eot = tokenizer.token_to_id(EOT)
     conf = GPT2Config(**{"vocab_size": n_vocab, "bos_token_id": eot, "eos_token_id": eot, **cfg})
-    torch.manual_seed(seed)
-    model = GPT2LMHeadModel(conf).eval()
-    _perturb(model, seed)
-    model.save_pretrained(folder, safe_serialization=True)
-    tokenizer.save(str(folder / "tokenizer.json"))
-    (folder / "special_tokens_map.json").write_text(json.dumps({"bos_token": EOT, "eos_token": EOT}))
-    return folder
+    return _save_causal(GPT2LMHeadModel, conf, folder, tokenizer, seed)
 
 
 def make_bert(folder: Path, tokenizer, mlm: bool, seed: int = 0, **cfg) -> Path:
@@ -113,13 +118,7 @@ def make_llama(folder: Path, tokenizer, family: str, seed: int = 0, **cfg) -> Pa
     conf_cls, model_cls = (getattr(transformers, n) for n in LLAMA_CLASSES[family])
     eot = tokenizer.token_to_id(EOT)
     conf = conf_cls(**{"vocab_size": tokenizer.get_vocab_size(), "bos_token_id": eot, "eos_token_id": eot, **cfg})
-    torch.manual_seed(seed)
-    model = model_cls(conf).eval()
-    _perturb(model, seed)
-    model.save_pretrained(folder, safe_serialization=True)
-    tokenizer.save(str(folder / "tokenizer.json"))
-    (folder / "special_tokens_map.json").write_text(json.dumps({"bos_token": EOT, "eos_token": EOT}))
-    return folder
+    return _save_causal(model_cls, conf, folder, tokenizer, seed)
 
 
 GPT2_SHAPES = {

@@ -15,14 +15,7 @@ from tests.model.helpers import tiny, tokens
 @pytest.mark.parametrize("backend", ["eager", "sdpa", "flash"])
 def test_decoder_cached_equals_uncached(pos, backend):
     m = tiny(positional=pos, qk_norm=pos == "rope")
-    x = tokens(13)
-    with capture() as full:
-        ref = m(x, backend=backend).logits
-    cache = KVCache()
-    with capture() as steps:
-        for a, b in chunks(13):
-            out = m(x[:, a:b], cache=cache, backend=backend).logits
-            assert (out - ref[:, a:b]).abs().max() <= 1e-5
+    full, steps, cache = _cached_vs_full(m, backend)
     assert len(cache) == 13
     _check_steps(full, steps)
 
@@ -31,6 +24,15 @@ def test_decoder_cached_equals_uncached(pos, backend):
 @pytest.mark.parametrize("backend", ["eager", "sdpa", "flash"])
 def test_gqa_cached_equals_uncached_and_cache_holds_kv_heads(n_kv, backend):
     m = tiny(positional="rope", n_heads=8, n_kv_heads=n_kv, sliding_window=5 if n_kv == 2 else None)
+    full, steps, cache = _cached_vs_full(m, backend)
+    k, v = cache.self_kv["blocks.0.attn"]
+    assert k.shape == v.shape == (1, n_kv, 13, 4), "the cache stores k/v heads only, not repeated"
+    _check_steps(full, steps)
+
+
+def _cached_vs_full(m, backend: str):
+    """(full capture, stepped capture, cache) of 13 tokens run whole and in chunks; every chunk's logits equal
+    the full run's rows within 1e-5."""
     x = tokens(13)
     with capture() as full:
         ref = m(x, backend=backend).logits
@@ -39,9 +41,7 @@ def test_gqa_cached_equals_uncached_and_cache_holds_kv_heads(n_kv, backend):
         for a, b in chunks(13):
             out = m(x[:, a:b], cache=cache, backend=backend).logits
             assert (out - ref[:, a:b]).abs().max() <= 1e-5
-    k, v = cache.self_kv["blocks.0.attn"]
-    assert k.shape == v.shape == (1, n_kv, 13, 4), "the cache stores k/v heads only, not repeated"
-    _check_steps(full, steps)
+    return full, steps, cache
 
 
 def _check_steps(full, steps):
