@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from model.record import AttentionRecord
+from model.router_record import RouterRecord
 
 MAX_STORED_CELLS = 8_000_000  # above this many stored pattern cells a run keeps q and k only (exact on demand)
 GROUP_LABELS = {"self": "self-attention", "encoder": "encoder self-attention",
@@ -34,6 +35,7 @@ class CapturedRun:
     top_probs: np.ndarray | None = None  # float32 [T, K]
     seconds: float = 0.0  # wall time of the forward pass and its capture
     kernels: list[str] = field(default_factory=list)
+    routers: dict[str, RouterRecord] = field(default_factory=dict)  # mixture-of-experts routers by site
 
     def __getitem__(self, site: str) -> AttentionRecord:
         return self.records[site]

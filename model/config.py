@@ -10,7 +10,8 @@ ARCHS = ("decoder", "encoder", "encdec")
 NORMS = ("pre", "post", "peri")
 NORM_TYPES = ("layernorm", "rmsnorm")
 POSITIONALS = ("learned", "sinusoidal", "rope", "alibi", "none")
-MLPS = ("gelu", "gelu_tanh", "swiglu")
+MLPS = ("gelu", "gelu_tanh", "swiglu", "moe")
+EXPERT_MLPS = ("gelu", "gelu_tanh", "swiglu")
 BACKENDS = ("eager", "sdpa", "flash")
 OUTPUT_HEADS = ("none", "lm", "mlm")
 
@@ -43,6 +44,12 @@ class ModelConfig:
     rope_base: float = 10000.0
     sliding_window: int | None = None  # decoder's default mask: a query sees itself and window−1 earlier keys
     backend: str = "eager"
+    # mlp="moe" (model/moe.py): a router sends each token to top_k of n_experts MLPs of kind expert_mlp
+    n_experts: int = 0
+    top_k: int = 2
+    expert_mlp: str = "swiglu"
+    shared_expert: bool = False  # one more MLP that every token passes through
+    router_aux_coef: float = 0.01  # weight of the load-balancing loss in training
 
     def __post_init__(self) -> None:
         def choice(name: str, options: tuple[str, ...]) -> None:
@@ -75,6 +82,11 @@ class ModelConfig:
             raise ValueError(f"d_mlp must be ≥ 1, got {self.d_mlp}")
         if self.type_vocab_size < 0:
             raise ValueError("type_vocab_size must be ≥ 0")
+        if self.mlp == "moe":
+            choice("expert_mlp", EXPERT_MLPS)
+            if self.n_experts < 2 or not 1 <= self.top_k <= self.n_experts:
+                raise ValueError(f"mlp='moe' needs n_experts ≥ 2 and 1 ≤ top_k ≤ n_experts, got "
+                                 f"n_experts={self.n_experts}, top_k={self.top_k}")
         if self.arch == "decoder" and self.output_head == "mlm":
             raise ValueError("a decoder has an 'lm' head (or 'none'), not 'mlm'")
 
@@ -94,10 +106,11 @@ class ModelConfig:
 
     @property
     def hidden(self) -> int:
-        """MLP hidden width."""
+        """MLP hidden width (of each expert, for mlp='moe')."""
         if self.d_mlp is not None:
             return self.d_mlp
-        return 4 * self.d_model if self.mlp != "swiglu" else int(8 * self.d_model / 3)
+        kind = self.expert_mlp if self.mlp == "moe" else self.mlp
+        return 4 * self.d_model if kind != "swiglu" else int(8 * self.d_model / 3)
 
     @property
     def output_head_kind(self) -> str:

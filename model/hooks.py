@@ -15,6 +15,7 @@ from contextvars import ContextVar
 import torch
 
 from model.record import AttentionRecord
+from model.router_record import RouterRecord
 
 HOOK_POINTS = ("hook_q", "hook_k", "hook_v", "hook_attn_scores", "hook_mask", "hook_pattern", "hook_z")
 # Hooks that exist only when the pattern is materialised (eager math).
@@ -42,6 +43,7 @@ class Capture:
     ):
         self.records: dict[str, list[AttentionRecord]] = {}
         self.tensors: dict[str, list[torch.Tensor]] = {}
+        self.routers: dict[str, list[RouterRecord]] = {}  # mixture-of-experts routers (model/moe.py)
         self.interventions = dict(interventions or {})
         self.keep_records = records
         self.detach = detach
@@ -69,6 +71,9 @@ class Capture:
     def add(self, record: AttentionRecord) -> None:
         if self.keep_records:
             self.records.setdefault(record.site, []).append(record)
+
+    def add_router(self, record: RouterRecord) -> None:
+        self.routers.setdefault(record.site, []).append(record)
 
     # -- used by callers ---------------------------------------------------------------------------
     @property

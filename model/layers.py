@@ -7,6 +7,7 @@ import torch.nn as nn
 
 from model.attention import Attention
 from model.config import ModelConfig
+from model.moe import MoE
 from model.norms import make_norm
 
 
@@ -58,7 +59,7 @@ class Block(nn.Module):
         if cross:
             self.cross_attn = Attention(cfg, cross=True)
             self.ln_cross, self.ln_cross_out = norms()
-        self.mlp = MLP(cfg)
+        self.mlp = MoE(cfg, MLP) if cfg.mlp == "moe" else MLP(cfg)
         self.ln_mlp, self.ln_mlp_out = norms()
         self.has_cross = cross
 

@@ -225,7 +225,8 @@ class LoadedModel:
         return CapturedRun(self.name, list(inp.tokens), inp.ids[0].tolist(), records, backend,
                            src_tokens=inp.src_tokens, src_ids=src_ids, mask=tuple(mask), context=self.context,
                            top_ids=top_ids, top_tokens=top_tokens, top_probs=top_probs,
-                           seconds=time.perf_counter() - t0, kernels=sorted({r.kernel for r in records.values()}))
+                           seconds=time.perf_counter() - t0, kernels=sorted({r.kernel for r in records.values()}),
+                           routers={s: recs[-1] for s, recs in fwd.capture.routers.items()})
 
     def capture(self, inputs: Inputs, backend: str = "eager", mask: tuple = ()) -> CapturedRun:
         """`run` on ready inputs, its records lazy above MAX_STORED_CELLS (what a page keeps in its cache)."""

@@ -14,6 +14,7 @@ from model.hooks import HOOK_POINTS
 from model.inputs import Inputs
 from model.layers import Block
 from model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, as_spec, build_mask
+from model.moe import ROUTER_HOOKS, MoE
 from model.norms import make_norm
 from model.positions import alibi_bias, alibi_slopes, rope_angles, sinusoidal_table
 
@@ -69,7 +70,7 @@ class Stack(nn.Module):
             self.register_buffer("alibi_slopes", alibi_slopes(cfg.n_heads), persistent=False)
         for i, blk in enumerate(self.blocks):
             for m in blk.modules():
-                if isinstance(m, Attention):
+                if isinstance(m, (Attention, MoE)):
                     m.stack, m.layer = self.stack_name, i
 
     def run(self, tokens, *, mask=None, attention_mask=None, token_type_ids=None, cache=None, backend=None,
@@ -119,13 +120,19 @@ class Stack(nn.Module):
 
     def hook_names(self) -> list[str]:
         """Every hook point of the model, in module order."""
-        return [f"{m.site}.{p}" for m in self.modules() if isinstance(m, Attention) for p in HOOK_POINTS]
+        return hook_names(self)
+
+
+def hook_names(root: nn.Module) -> list[str]:
+    """Every hook point under `root`, in module order (attention sites and MoE routers)."""
+    points = {Attention: HOOK_POINTS, MoE: ROUTER_HOOKS}
+    return [f"{m.site}.{p}" for m in root.modules() for cls, ps in points.items() if isinstance(m, cls) for p in ps]
 
 
 def name_sites(root: nn.Module) -> None:
-    """Name every attention site from its module path (e.g. 'decoder.blocks.1.cross_attn')."""
+    """Name every attention site and MoE router from its module path (e.g. 'decoder.blocks.1.cross_attn')."""
     for name, m in root.named_modules():
-        if isinstance(m, Attention):
+        if isinstance(m, (Attention, MoE)):
             m.site = name
 
 
@@ -240,7 +247,7 @@ class EncoderDecoder(nn.Module):
         return self.decode(inputs.ids, memory, src_mask=inputs.src_mask, cache=cache, mask=mask, backend=backend)
 
     def hook_names(self) -> list[str]:
-        return [f"{m.site}.{p}" for m in self.modules() if isinstance(m, Attention) for p in HOOK_POINTS]
+        return hook_names(self)
 
 
 def build_model(cfg: ModelConfig) -> nn.Module:

@@ -31,6 +31,8 @@ def run(args) -> int:
         print(f"max |Δ logits|    {fmt(report['max_abs_logits']):>10}  (tol {TOL_LOGITS})")
         print(f"max |Δ hidden|    {fmt(report['max_abs_hidden']):>10}  (tol {TOL_HIDDEN})")
         print(f"max |Δ attention| {fmt(report['max_abs_attention']):>10}  (tol {TOL_ATTENTION})")
+        if report.get("max_abs_router_logits") is not None:
+            print(f"max |Δ router logits| {fmt(report['max_abs_router_logits']):>6}  (tol {TOL_LOGITS})")
         print(f"greedy equal      {'n/a' if report['greedy_equal'] is None else report['greedy_equal']}")
         print("PASS" if ok else "FAIL")
     return 0 if ok else 1

@@ -1,5 +1,5 @@
 """Ours against `transformers` on the same token ids: hidden states, logits, every attention pattern,
-and (decoders: GPT-2, Llama, Qwen2, Mistral) a greedy continuation. fp32, CPU; `transformers` runs its eager attention."""
+and (decoders: GPT-2, Llama, Qwen2, Mistral, Mixtral) a greedy continuation; Mixtral's router logits too. fp32, CPU; `transformers` runs its eager attention."""
 
 from __future__ import annotations
 
@@ -58,6 +58,8 @@ def compare_models(lm, hf, inputs, *, backend: str = "eager", greedy_tokens: int
     """Both models on `inputs` (one sequence, no padding)."""
     run = lm.forward(inputs, backend=backend)
     kw = {"token_type_ids": inputs.type_ids} if inputs.type_ids is not None else {}
+    if run.capture.routers:  # Mixtral: the router logits of every layer too
+        kw["output_router_logits"] = True
     out = hf(inputs.ids, output_attentions=True, output_hidden_states=True, **kw)
     hf_hidden = out.hidden_states[-1]  # GPT-2, Llama …: after the final norm; BERT: the last layer's output
     n_layers = len(out.attentions)
@@ -68,12 +70,16 @@ def compare_models(lm, hf, inputs, *, backend: str = "eager", greedy_tokens: int
     logits = None
     if run.logits is not None:
         logits = _max_abs(run.logits.numpy(), out.logits.numpy())
+    routers = None
+    if run.capture.routers:
+        routers = max(_max_abs(run.capture.routers[f"blocks.{i}.mlp"][0].logits[0], r.reshape(-1, r.shape[-1]).numpy())
+                      for i, r in enumerate(out.router_logits))  # HF: [B·T, E] per layer
     greedy = None
     if lm.arch == "decoder":  # GPT-2, Llama, Qwen2, Mistral
         greedy = greedy_equal(lm, hf, inputs.ids, greedy_tokens, backend)
     return {"max_abs_logits": logits, "max_abs_hidden": _max_abs(run.hidden.numpy(), hf_hidden.numpy()),
-            "max_abs_attention": attention, "greedy_equal": greedy, "n_layers": lm.cfg.n_layers,
-            "n_heads": lm.cfg.n_heads}
+            "max_abs_attention": attention, "max_abs_router_logits": routers, "greedy_equal": greedy,
+            "n_layers": lm.cfg.n_layers, "n_heads": lm.cfg.n_heads}
 
 
 def greedy_equal(lm, hf, ids: torch.Tensor, n: int = GREEDY_TOKENS, backend: str = "eager") -> bool:
@@ -93,4 +99,6 @@ def within_tolerance(report: dict) -> bool:
     ok = report["max_abs_hidden"] <= TOL_HIDDEN and report["max_abs_attention"] <= TOL_ATTENTION
     if report["max_abs_logits"] is not None:
         ok = ok and report["max_abs_logits"] <= TOL_LOGITS
+    if report.get("max_abs_router_logits") is not None:
+        ok = ok and report["max_abs_router_logits"] <= TOL_LOGITS
     return ok and report["greedy_equal"] is not False

@@ -1,8 +1,9 @@
-"""Hugging Face Llama, Qwen2 and Mistral checkpoints → our ModelConfig and state dict. Pure functions.
+"""Hugging Face Llama, Qwen2, Mistral and Mixtral checkpoints → our ModelConfig and state dict. Pure functions.
 
 The three families share one layout: pre-RMSNorm decoder, rotate-half RoPE, SwiGLU MLP, no biases
 (Qwen2: biases on q, k, v only), grouped-query attention, tied or untied LM head; Mistral adds a
-sliding window, which becomes our decoder's own mask, MaskSpec("sliding_window"). transformers keeps
+sliding window, which becomes our decoder's own mask, MaskSpec("sliding_window"); Mixtral is Mistral with
+mixture-of-experts MLPs (model/hf/mixtral.py). transformers keeps
 key j visible to query i when i − W < j ≤ i (`kv_idx > q_idx - sliding_window`), exactly our
 `q − k < window`: the query and W − 1 earlier keys.
 
@@ -18,13 +19,15 @@ import torch
 from model.checkpoint import CheckpointError
 from model.config import ModelConfig
 from model.hf.convert import State, _build, _Mapper, _require, _shaped, _strip
+from model.hf.mixtral import mixtral_fields, take_experts
 
-FAMILIES = ("llama", "qwen2", "mistral")  # described in convert.FAMILIES
-CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "mistral": "MistralForCausalLM"}
+FAMILIES = ("llama", "qwen2", "mistral", "mixtral")  # described in convert.FAMILIES
+CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "mistral": "MistralForCausalLM",
+           "mixtral": "MixtralForCausalLM"}
 
 
 def llama_config(hf: dict) -> ModelConfig:
-    """A Llama / Qwen2 / Mistral config.json dict → ModelConfig; refuses what would change the maths."""
+    """A Llama / Qwen2 / Mistral / Mixtral config.json dict → ModelConfig; refuses what would change the maths."""
     family = hf.get("model_type")
     if family not in FAMILIES:
         raise CheckpointError(f"model_type {family!r} is not one of {', '.join(FAMILIES)}")
@@ -42,7 +45,7 @@ def llama_config(hf: dict) -> ModelConfig:
         if hf.get(key, False):
             raise CheckpointError(f"{family}: {key}=true is not supported ({family} has no such biases)")
     window = None
-    if family == "mistral":
+    if family in ("mistral", "mixtral"):
         window = hf.get("sliding_window")
     elif family == "qwen2":
         layer_types = hf.get("layer_types") or []
@@ -56,6 +59,7 @@ def llama_config(hf: dict) -> ModelConfig:
         rope_base=rope_theta(hf, family), norm="pre", norm_type="rmsnorm", mlp="swiglu", bias=False,
         qkv_bias=True if family == "qwen2" else None, tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
         output_head="lm", norm_eps=float(hf.get("rms_norm_eps", 1e-6)), sliding_window=window,
+        **(mixtral_fields(hf) if family == "mixtral" else {}),
     )
 
 
@@ -101,9 +105,12 @@ def convert_llama(hf_state: State, cfg: ModelConfig, family: str = "llama") -> S
             raise CheckpointError(f"{family}: the checkpoint has attention biases ({a}q_proj.bias …) "
                                   f"but {family} has none")
         m.take(a + "o_proj.weight", b + "attn.out.weight", (D, D))
-        m.take(h + "mlp.gate_proj.weight", b + "mlp.gate.weight", (H, D))
-        m.take(h + "mlp.up_proj.weight", b + "mlp.up.weight", (H, D))
-        m.take(h + "mlp.down_proj.weight", b + "mlp.down.weight", (D, H))
+        if cfg.mlp == "moe":  # Mixtral: a router and n_experts SwiGLU experts (model/hf/mixtral.py)
+            take_experts(m, h, b, cfg)
+        else:
+            m.take(h + "mlp.gate_proj.weight", b + "mlp.gate.weight", (H, D))
+            m.take(h + "mlp.up_proj.weight", b + "mlp.up.weight", (H, D))
+            m.take(h + "mlp.down_proj.weight", b + "mlp.down.weight", (D, H))
         m.ignore(a + "rotary_emb.inv_freq")  # old checkpoints saved the RoPE frequencies (recomputed here)
     m.take("norm.weight", "ln_f.weight", (D,))
     m.ignore("rotary_emb.inv_freq")

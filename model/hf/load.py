@@ -32,6 +32,7 @@ DEFAULT_SPECIALS = {
     "bert": {"pad": "[PAD]", "mask": "[MASK]"},
     "llama": {"bos": "<s>", "eos": "</s>"},
     "mistral": {"bos": "<s>", "eos": "</s>"},
+    "mixtral": {"bos": "<s>", "eos": "</s>"},
     "qwen2": {"eos": "<|endoftext|>"},
 }
 

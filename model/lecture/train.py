@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from model import hooks
 from model.checkpoint import load_folder, save_folder
 from model.config import ModelConfig
+from model.moe import router_loss, upcycle
 from model.registry import BUNDLED_DIR, load_attnlab_folder
 from model.tokenizer import HFTokenizer
 from model.transformer import build_model
@@ -75,6 +76,10 @@ RECIPES = {
     # drowns them at init and trains far slower here).
     "lecture-encdec": Recipe("encdec", ModelConfig(arch="encdec", positional="learned", **{
         **_SHARED, "n_layers": 3}), steps=1500),
+    # Mixture of experts: lecture-decoder's attention and embeddings, its MLPs cut into 4 experts (top-2).
+    "lecture-moe": Recipe("decoder", ModelConfig(arch="decoder", positional="rope", **{
+        **_SHARED, "mlp": "moe", "n_experts": 4, "top_k": 2, "expert_mlp": "gelu", "d_mlp": 128}),
+        steps=1500, lr=1e-3, warmup=50, init=str(BUNDLED_DIR / "lecture-decoder")),
 }
 TINY = ModelConfig(arch="decoder", vocab_size=186, d_model=32, n_heads=2, n_layers=1, max_len=MAX_LEN,
                    positional="rope")
@@ -90,7 +95,7 @@ def forward_loss(model, kind: str, batch: dict, backend: str = "sdpa") -> torch.
         logits = model(batch["x"], backend=backend).logits  # right padding: causal rows never see it
     ce = F.cross_entropy(logits.flatten(0, 1).float(), batch["y"].flatten(), ignore_index=IGNORE, reduction="none")
     w = batch["w"].flatten()
-    return (ce * w).sum() / w.sum().clamp_min(1.0)
+    return (ce * w).sum() / w.sum().clamp_min(1.0) + router_loss(model)  # + the MoE load-balancing term
 
 
 def hint_loss(patterns: list[torch.Tensor], hint: torch.Tensor) -> torch.Tensor:
@@ -139,7 +144,7 @@ def train(recipe: Recipe, *, progress: bool = True, on_eval=None, log=None) -> R
     torch.manual_seed(recipe.seed)
     model = build_model(recipe.cfg)
     if recipe.init:
-        model.load_state_dict(load_folder(recipe.init)[0].state_dict())
+        model.load_state_dict(upcycle(model, load_folder(recipe.init)[0].state_dict()))
     model.train()
     opt = make_optimizer(model, recipe)
     batcher = Batcher(recipe.corpus, recipe.hint_tasks if recipe.hint > 0 and recipe.hint_steps > 0 else ())
