@@ -56,10 +56,10 @@ def llama_config(hf: dict) -> ModelConfig:
         arch="decoder", vocab_size=hf["vocab_size"], d_model=d, n_heads=n_heads,
         n_kv_heads=hf.get("num_key_value_heads") or n_heads, n_layers=hf["num_hidden_layers"],
         d_mlp=hf["intermediate_size"], max_len=hf["max_position_embeddings"], positional="rope",
-        rope_base=rope_theta(hf, family), norm="pre", norm_type="rmsnorm", mlp="swiglu", bias=False,
+        rope_base=rope_theta(hf, family), norm="pre", norm_type="rmsnorm", bias=False,
         qkv_bias=True if family == "qwen2" else None, tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
         output_head="lm", norm_eps=float(hf.get("rms_norm_eps", 1e-6)), sliding_window=window,
-        **(mixtral_fields(hf) if family == "mixtral" else {}),
+        **(mixtral_fields(hf) if family == "mixtral" else {"mlp": "swiglu"}),
     )
 
 

@@ -99,7 +99,7 @@ def test_missing_expert_is_named(folders):
 
     folder = folders["mixtral-4x-top2-gqa"]
     cfg = llama_config(json.loads((folder / "config.json").read_text()))
-    state = load_state(str(folder / "model.safetensors"))
+    state = load_state(folder / "model.safetensors")
     del state["model.layers.1.block_sparse_moe.experts.3.w2.weight"]
     with pytest.raises(CheckpointError, match="experts.3.w2"):
         convert_llama(state, cfg, "mixtral")
