@@ -21,13 +21,15 @@ PAGES = [
     # issue #20: the block and permutation equivariance
     ("block.py", "Block", "block", ":material/view_agenda:"),
     ("permutation.py", "Permutation", "permutation", ":material/shuffle:"),
+    # issue #18: mixture of experts
+    ("routing.py", "Routing", "routing", ":material/alt_route:"),
 ]
 
 # Section title -> URL paths, in navigation order. Every page of PAGES is in exactly one section.
 SECTIONS = {
     "Look at attention": ["", "heatmaps", "heads", "rollout", "cross-attention"],
     "How it is computed": ["step-by-step", "scores", "masks"],
-    "Block and positions": ["block", "positions", "permutation"],
+    "Block and positions": ["block", "positions", "permutation", "routing"],
     "Running a model": ["generate", "kv-cache", "backends", "long-inputs"],
 }
 APP_ICON = ":material/search:"

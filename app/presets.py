@@ -44,13 +44,16 @@ GENERIC_ENCODER = [
 ]
 
 
+SAMPLES_OF = {"lecture-moe": "lecture-decoder"}  # a bundled model trained on another's tasks shows its samples
+
+
 def presets(model_name: str) -> list[Preset]:
     """Lecture samples for the bundled models (sample_texts/lecture.json), generic texts otherwise."""
     if model_name.startswith("lecture-"):
         try:
             got = [Preset(s.id, s.title, s.text, s.note, s.src_text, s.answer, s.query_index, s.source_index,
                           tuple(s.alignment))
-                   for s in load_samples(model_name)]
+                   for s in load_samples(SAMPLES_OF.get(model_name, model_name))]
             if got:
                 return got
         except Exception as e:  # noqa: BLE001 — samples are optional; fall back to generic texts

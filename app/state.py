@@ -27,6 +27,7 @@ from analysis import block as block_
 from analysis import block_variants as variants_
 from analysis import faithfulness as faithfulness_
 from analysis import flow as flow_
+from analysis import routing as routing_
 from analysis.benchmarks import DEFAULT_PATH, read_benchmarks
 from analysis.relevance import gradient_relevance
 from app import longinput, token_strip
@@ -215,3 +216,10 @@ vocabulary = on_model(token_strip.vocabulary)  # (name) -> {"name", "size", "unk
 # (name, n, seed, ablation=False) -> the report of `attnlab faithfulness` (its "methods": top-1 per method)
 faithfulness = on_model(faithfulness_.faithfulness, entries=8,
                         spinner="Scoring each method on held-out lecture examples (`attnlab faithfulness`)…")
+
+
+# -- mixture of experts (the Routing page) ---------------------------------------------------------------
+route_text = on_text(routing_.route_text, entries=32)  # (name, text, src, backend) -> (Routing, CapturedRun)
+force_expert = on_text(routing_.force_expert_run, entries=64)  # (name, text, src, layer, position, expert, backend)
+expert_specialisation = on_model(routing_.lecture_specialisation, entries=4,
+                                 spinner="Routing held-out lecture examples through every layer…")  # (name, n)

@@ -118,7 +118,8 @@ class LoadedModel:
         return {"name": self.name, "source": self.source, "family": self.family, "arch": c.arch,
                 "kind": ARCH_NAMES[c.arch], "layers": c.n_layers if c.arch != "encdec" else [c.n_layers, c.dec_layers],
                 "heads": c.n_heads, "d_model": c.d_model, "context": self.context, "vocab": c.vocab_size,
-                "positional": c.positional, "norm": c.norm}
+                "positional": c.positional, "norm": c.norm, "mlp": c.mlp,
+                "experts": {"n": c.n_experts, "top_k": c.top_k} if c.mlp == "moe" else None}
 
     def describe(self) -> dict:
         """info() plus what a page needs to know: whether it predicts tokens, and the card's plain fields."""

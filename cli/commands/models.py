@@ -39,7 +39,9 @@ def run(args) -> int:
             if "error" in m:
                 print(f"{m['name']:<18} unavailable: {m['error']}")
             else:
-                print(f"{m['name']:<18} {m['kind']:<16} layers={m['layers']} heads={m['heads']} context={m['context']}")
+                moe = f" experts={m['experts']['n']} top-{m['experts']['top_k']}" if m.get("experts") else ""
+                print(f"{m['name']:<18} {m['kind']:<16} layers={m['layers']} heads={m['heads']} context={m['context']}"
+                      + moe)
         for m in cached:
             print(f"{m['repo_id']:<18} in the Hugging Face cache: {m['family']}, {(m['n_params'] or 0) / 1e6:.0f} M parameters")
     return 0

@@ -26,20 +26,20 @@ def mixtral_fields(hf: dict) -> dict:
 
 def take_experts(m: _Mapper, h: str, b: str, cfg: ModelConfig) -> None:
     """Layer prefix `h` (e.g. 'layers.0.') of the HF state → our `b` ('blocks.0.') router and experts."""
-    D, I, E = cfg.d_model, cfg.hidden, cfg.n_experts
+    D, H, E = cfg.d_model, cfg.hidden, cfg.n_experts
     fused = h + "mlp.experts.gate_up_proj" in m.rest
     moe = h + ("mlp." if fused else "block_sparse_moe.")
     m.take(moe + "gate.weight", b + "mlp.router.weight", (E, D))
     if fused:
-        gate_up = m.pop(moe + "experts.gate_up_proj", (E, 2 * I, D))
-        down = m.pop(moe + "experts.down_proj", (E, D, I))
+        gate_up = m.pop(moe + "experts.gate_up_proj", (E, 2 * H, D))
+        down = m.pop(moe + "experts.down_proj", (E, D, H))
     for e in range(E):
         x = f"{b}mlp.experts.{e}."
         if fused:
-            m.out[x + "gate.weight"], m.out[x + "up.weight"] = gate_up[e, :I], gate_up[e, I:]  # [I, D] each
-            m.out[x + "down.weight"] = down[e]  # [D, I]
+            m.out[x + "gate.weight"], m.out[x + "up.weight"] = gate_up[e, :H], gate_up[e, H:]  # [H, D] each
+            m.out[x + "down.weight"] = down[e]  # [D, H]
         else:
             src = f"{moe}experts.{e}."
-            m.take(src + "w1.weight", x + "gate.weight", (I, D))
-            m.take(src + "w3.weight", x + "up.weight", (I, D))
-            m.take(src + "w2.weight", x + "down.weight", (D, I))
+            m.take(src + "w1.weight", x + "gate.weight", (H, D))
+            m.take(src + "w3.weight", x + "up.weight", (H, D))
+            m.take(src + "w2.weight", x + "down.weight", (D, H))
