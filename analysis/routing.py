@@ -14,6 +14,8 @@ import torch
 
 from model.captured import CapturedRun
 from model.inputs import InputError, Inputs
+from model.lecture import tasks_language, tasks_retrieval
+from model.lecture.corpus import model_stream
 from model.moe import force_expert
 
 
@@ -130,18 +132,14 @@ def specialisation(lm, texts: list[list[str]], classes: dict[str, set[str]], bat
 def lecture_classes() -> dict[str, set[str]]:
     """Token classes of the lecture corpus: number words (ages), names, pets, punctuation, question words,
     the invented language's words and [BOS]."""
-    from model.lecture import tasks_language as lang
-    from model.lecture import tasks_retrieval as ret
-
+    ret = tasks_retrieval
     return {"number words": set(ret.AGES), "names": set(ret.NAMES), "pets": set(ret.PETS), "punctuation": {".", "?"},
-            "question words": {"how", "what", "who"}, "invented words": set(lang.LEXICON.values()) - {"."},
+            "question words": {"how", "what", "who"}, "invented words": set(tasks_language.LEXICON.values()) - {"."},
             "[BOS]": {"[BOS]"}}
 
 
 def lecture_specialisation(lm, n: int = 600, seed: int = 1) -> dict:
     """`specialisation` on n held-out examples of the decoder corpus (model/lecture/corpus.py)."""
-    from model.lecture.corpus import model_stream
-
     texts = [list(ex.tokens) for ex in islice(model_stream("decoder", seed, split="eval"), n)]
     return specialisation(lm, texts, lecture_classes())
 

@@ -77,9 +77,12 @@ def compare_models(lm, hf, inputs, *, backend: str = "eager", greedy_tokens: int
     greedy = None
     if lm.arch == "decoder":  # GPT-2, Llama, Qwen2, Mistral
         greedy = greedy_equal(lm, hf, inputs.ids, greedy_tokens, backend)
-    return {"max_abs_logits": logits, "max_abs_hidden": _max_abs(run.hidden.numpy(), hf_hidden.numpy()),
-            "max_abs_attention": attention, "max_abs_router_logits": routers, "greedy_equal": greedy,
-            "n_layers": lm.cfg.n_layers, "n_heads": lm.cfg.n_heads}
+    report = {"max_abs_logits": logits, "max_abs_hidden": _max_abs(run.hidden.numpy(), hf_hidden.numpy()),
+              "max_abs_attention": attention, "greedy_equal": greedy, "n_layers": lm.cfg.n_layers,
+              "n_heads": lm.cfg.n_heads}
+    if routers is not None:  # a mixture of experts (Mixtral)
+        report["max_abs_router_logits"] = routers
+    return report
 
 
 def greedy_equal(lm, hf, ids: torch.Tensor, n: int = GREEDY_TOKENS, backend: str = "eager") -> bool:

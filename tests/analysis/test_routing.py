@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.routing import force_expert_run, route_text, routing, specialisation, specialists
+from analysis.routing import force_expert_run, route_text, specialisation, specialists
 from model.config import ModelConfig
 from model.inputs import InputError
 from model.loaded import LoadedModel
