@@ -11,6 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from analysis.routing import lecture_specialisation, specialists
@@ -35,15 +36,19 @@ def specialisation_lines(table: dict, n: int) -> list[str]:
             cells = [f"**{v:.0%}**" if v >= STRONG * u else f"{v:.0%}" for v in share[layer, e]]
             lines.append(f"| {layer} | E{e} | {overall[layer, e]:.0%} | " + " | ".join(cells) + " |")
     counts = ", ".join(f"{c} {table['counts'][c]:,}" for c in classes)
-    top = specialists(table, STRONG)
-    words = [f"layer {r['layer']} E{r['expert']} takes {r['share']:.0%} of the {r['class']} "
-             f"({r['ratio']:.1f}× the uniform {u:.0%})" for r in top if r["class"] != "[BOS]"][:8]
+    best = []  # per class: the layer and expert taking the largest share of it
+    for c, name in enumerate(classes):
+        if name == "[BOS]":  # one token, always first: trivially routed one way
+            continue
+        layer, e = np.unravel_index(np.argmax(share[:, :, c]), share.shape[:2])
+        v = float(share[layer, e, c])
+        best.append(f"{name} — layer {layer} E{e} ({v:.0%}, {v / u:.1f}× uniform)")
     return [f"Measured with `analysis.routing.lecture_specialisation` on {n} held-out examples of the decoder "
             f"corpus (seed {EVAL_SEED}; tokens per class: {counts}; {table['counts']['all']:,} tokens in all). "
             f"Each cell: the share of the class whose **first choice** (the expert of highest router weight) is "
             f"that expert; a class's column sums to 100% per layer; uniform routing would give {u:.0%}. "
             f"Bold: ≥ {STRONG:g}× uniform.", "", *lines, "",
-            "Strongest specialists: " + ("; ".join(words) if words else "none reaches 2× uniform") + "."]
+            "The expert taking most of each class: " + "; ".join(best) + "."]
 
 
 def write_moe_card(folder: Path, name: str, n: int = EVAL_N, spec_n: int = SPEC_N) -> dict:
@@ -71,7 +76,10 @@ def write_moe_card(folder: Path, name: str, n: int = EVAL_N, spec_n: int = SPEC_
         "and norms copied; expert e of a block takes hidden units [128·e, 128·(e+1)) of that block's 512-unit "
         "dense MLP (down projection × 4, the dense down bias), so the four experts together are the dense MLP; "
         "the routers start random. Reproduce: `attnlab train --model lecture-moe` (needs the bundled "
-        "lecture-decoder), then `python -m analysis.moe_card` for this card.",
+        "lecture-decoder), then `python -m analysis.moe_card` for this card."
+        + (f" Shipped: the step-{training['steps']} save of the {training['of_steps']}-step recipe (training saves "
+           f"every 500 steps; it was stopped at the 25-minute CPU budget, {training.get('seconds', 0) / 60:.1f} "
+           "min in)." if training.get("of_steps", 0) > training.get("steps", 0) else ""),
         "",
         "### Which experts take which tokens",
         "",

@@ -28,7 +28,7 @@ def gate_heatmap(gates, tokens, *, chosen=None, title: str = "", present: bool =
     fig = go.Figure(go.Heatmap(z=z, x=x, y=y, zmin=0.0, zmax=1.0, colorscale=THEME_SCALE, text=hover,
                                hovertemplate="%{text}<br>weight %{z:.3f}<extra></extra>",
                                colorbar={"title": "weight"}, xgap=1, ygap=1))
-    fig.update_xaxes(title="expert", tickmode="array", tickvals=x, ticktext=expert_labels(E), side="top")
+    fig.update_xaxes(title="expert", tickmode="array", tickvals=x, ticktext=expert_labels(E))
     step = max(1, T // 40)
     fig.update_yaxes(title="token", tickmode="array", tickvals=y[::step],
                      ticktext=[f"{i} {t}" for i, t in zip(y, labels)][::step], autorange="reversed")
@@ -48,7 +48,7 @@ def load_bars(load, uniform: float, *, title: str = "", present: bool = False) -
                   annotation_text=f"uniform {uniform:.3g}", annotation_position="top left")
     fig.update_xaxes(title="layer", tickmode="array", tickvals=x, ticktext=[str(i) for i in x])
     fig.update_yaxes(title="share of token slots", rangemode="tozero")
-    return apply_layout(fig, title, present, 340, barmode="group", legend={"orientation": "h"})
+    return apply_layout(fig, title, present, 340, barmode="group")
 
 
 def entropy_lines(entropy, tokens, max_bits: float, *, title: str = "", present: bool = False) -> go.Figure:
@@ -62,12 +62,12 @@ def entropy_lines(entropy, tokens, max_bits: float, *, title: str = "", present:
                                 hovertemplate=f"layer {layer} · %{{x}} %{{text}}<br>%{{y:.3f}} bits<extra></extra>")
                      for layer in range(L)])
     fig.add_hline(y=max_bits, line={"dash": "dash", "color": "#ff7f0e", "width": 2},
-                  annotation_text=f"uniform router: {max_bits:.3g} bits", annotation_position="bottom left")
+                  annotation_text=f"uniform router: {max_bits:.3g} bits", annotation_position="top left")
     step = max(1, T // 40)
     fig.update_xaxes(title="token", tickmode="array", tickvals=x[::step],
                      ticktext=[f"{i} {t}" for i, t in zip(x, labels)][::step], tickangle=-60)
-    fig.update_yaxes(title="router entropy (bits)", range=[0, max_bits * 1.08])
-    return apply_layout(fig, title, present, 360, legend={"orientation": "h"})
+    fig.update_yaxes(title="router entropy (bits)", range=[0, max_bits * 1.15])
+    return apply_layout(fig, title, present, 380)
 
 
 def class_share(share, classes: list[str], uniform: float, *, title: str = "", present: bool = False) -> go.Figure:

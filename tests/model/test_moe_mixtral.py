@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -93,8 +94,6 @@ def test_fused_expert_layout_converts_the_same(folders):
 
 
 def test_missing_expert_is_named(folders):
-    import json
-
     from model.checkpoint import load_state
 
     folder = folders["mixtral-4x-top2-gqa"]
@@ -111,3 +110,6 @@ def test_compare_hf_and_models_commands(folders, capsys):
     out = capsys.readouterr().out
     assert "router logits" in out and "PASS" in out
     assert main(["models", "--json"]) == 0
+    listed = {m["name"]: m for m in json.loads(capsys.readouterr().out)["models"]}
+    assert listed["lecture-moe"]["experts"] == {"n": 4, "top_k": 2} and listed["lecture-moe"]["mlp"] == "moe"
+    assert listed["lecture-decoder"]["experts"] is None
