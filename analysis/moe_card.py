@@ -78,8 +78,8 @@ def write_moe_card(folder: Path, name: str, n: int = EVAL_N, spec_n: int = SPEC_
         "the routers start random. Reproduce: `attnlab train --model lecture-moe` (needs the bundled "
         "lecture-decoder), then `python -m analysis.moe_card` for this card."
         + (f" Shipped: the step-{training['steps']} save of the {training['of_steps']}-step recipe (training saves "
-           f"every 500 steps; it was stopped at the 25-minute CPU budget, {training.get('seconds', 0) / 60:.1f} "
-           "min in)." if training.get("of_steps", 0) > training.get("steps", 0) else ""),
+           f"every 500 steps; that save came {training.get('seconds', 0) / 60:.1f} min in, and the run was stopped "
+           "there to stay within the 25-minute CPU budget)." if training.get("of_steps", 0) > training.get("steps", 0) else ""),
         "",
         "### Which experts take which tokens",
         "",
