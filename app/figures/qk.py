@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 from app.figures.style import apply_layout, esc
 
 QK_COLORS = {"query": "#1f77b4", "key": "#ff7f0e"}
+PLURAL = {"query": "queries", "key": "keys"}
 
 
 def qk_scatter(points, *, title: str = "", present: bool = False) -> go.Figure:
@@ -19,7 +20,7 @@ def qk_scatter(points, *, title: str = "", present: bool = False) -> go.Figure:
         text = [f"{kind} · {esc(points.labels[i], 20)} (position {int(points.position[i])})<br>"
                 f"{esc(points.names[points.source[i]], 40)}" for i in idx]
         fig.add_trace(go.Scatter(
-            x=points.xy[sel, 0], y=points.xy[sel, 1], mode="markers", name=f"{kind}s ({len(idx)})", text=text,
+            x=points.xy[sel, 0], y=points.xy[sel, 1], mode="markers", name=f"{PLURAL[kind]} ({len(idx)})", text=text,
             marker={"color": color, "size": 9 if present else 7, "opacity": 0.75,
                     "symbol": "circle" if kind == "query" else "diamond"},
             hovertemplate="%{text}<extra></extra>"))
