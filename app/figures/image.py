@@ -176,14 +176,17 @@ def overlay_mosaic(image: np.ndarray, maps: np.ndarray, labels: list[str], *, pe
 
 # -- the ViT paper's two pictures ------------------------------------------------------------------------------
 def distance_figure(dist: np.ndarray, *, title: str = "", present: bool = False, unit: str = "pixels") -> go.Figure:
-    """Mean attention distance [L, H]: layer on x, distance on y, one point per head (one colour per head)."""
+    """Mean attention distance [L, H]: layer on x, distance on y, one point per head (one colour per head, each
+    head nudged sideways by a fixed step so equal values stay visible)."""
     d = np.asarray(dist, dtype=np.float64)  # [L, H]
     n_layers, n_heads = d.shape
     fig = go.Figure()
     for h in range(n_heads):
-        fig.add_trace(go.Scatter(x=np.arange(n_layers), y=d[:, h], mode="markers", name=f"head {h}",
+        nudge = 0.3 * (h - (n_heads - 1) / 2) / max(n_heads, 1)
+        fig.add_trace(go.Scatter(x=np.arange(n_layers) + nudge, y=d[:, h], mode="markers", name=f"head {h}",
+                                 customdata=np.arange(n_layers),
                                  marker={"color": HEAD_COLORS[h % len(HEAD_COLORS)], "size": 11 if present else 9},
-                                 hovertemplate=f"layer %{{x}} · head {h}<br>%{{y:.1f}} {unit}<extra></extra>"))
+                                 hovertemplate=f"layer %{{customdata}} · head {h}<br>%{{y:.1f}} {unit}<extra></extra>"))
     fig.update_xaxes(title="layer", tickmode="array", tickvals=list(range(n_layers)),
                      ticktext=[str(i) for i in range(n_layers)])
     fig.update_yaxes(title=f"mean attention distance ({unit})", rangemode="tozero")

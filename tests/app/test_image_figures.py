@@ -108,7 +108,10 @@ def test_distance_figure_one_point_per_head_and_layer():
     d = np.array([[1.0, 2, 3], [4, 5, 6]])  # [L=2, H=3]
     fig = distance_figure(d)
     assert len(fig.data) == 3 and [t.name for t in fig.data] == ["head 0", "head 1", "head 2"]
-    np.testing.assert_array_equal(fig.data[1].x, [0, 1])
+    np.testing.assert_allclose(fig.data[1].x, [0, 1])  # the middle of three heads: not nudged
+    np.testing.assert_allclose(fig.data[0].x, [-0.1, 0.9])
+    np.testing.assert_allclose(fig.data[2].x, [0.1, 1.1])
+    np.testing.assert_array_equal(fig.data[0].customdata, [0, 1])
     np.testing.assert_array_equal(fig.data[1].y, [2, 5])
     assert list(fig.layout.xaxis.tickvals) == [0, 1] and list(fig.layout.xaxis.ticktext) == ["0", "1"]
 
