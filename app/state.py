@@ -22,11 +22,12 @@ import numpy as np
 import streamlit as st
 import torch
 
-from analysis import ablation, backends, checks, generation, head_runs, image_runs, kv_cache, permutation, positions
+from analysis import ablation, backends, checks, generation, head_runs, kv_cache, permutation, positions
 from analysis import block as block_
 from analysis import block_variants as variants_
 from analysis import faithfulness as faithfulness_
 from analysis import flow as flow_
+from analysis import image_runs as images_
 from analysis import vision as vision_
 from analysis.benchmarks import DEFAULT_PATH, read_benchmarks
 from analysis.relevance import gradient_relevance
@@ -220,9 +221,9 @@ faithfulness = on_model(faithfulness_.faithfulness, entries=8,
 
 
 # -- images: a ViT on the Vision page ------------------------------------------------------------------------
-image_capture = on_model(image_runs.image_capture, entries=32)  # (name, image uint8 [H, W, 3], backend) -> run
-image_view = on_model(image_runs.model_view, entries=32)  # (name, image) -> the image as the model reads it
-image_gradient_map = on_model(image_runs.gradient_map, entries=32)  # (name, image, kind, target, discard)
+image_capture = on_model(images_.image_capture, entries=32)  # (name, image uint8 [H, W, 3], backend) -> run
+image_view = on_model(images_.model_view, entries=32)  # (name, image) -> the image as the model reads it
+image_gradient_map = on_model(images_.gradient_map, entries=32)  # (name, image, kind, target, discard)
 position_similarity = on_model(vision_.position_similarity, entries=4)  # (name) -> [N, rows, cols]
-image_classes = on_model(image_runs.class_names, entries=8)  # (name) -> class names
+image_classes = on_model(images_.class_names, entries=8)  # (name) -> class names
 shape_samples = st.cache_data(max_entries=16, show_spinner=False)(shape_images)  # (n, seed, split) -> samples

@@ -10,8 +10,13 @@ from analysis.image_runs import FUSIONS, MAP_KINDS, head_maps, prediction, regio
 from analysis.qk_view import qk_points, qk_table
 from app import state
 from app.downloads import downloads
-from app.figures.image import (distance_figure, image_figure, overlay_figure, overlay_mosaic,
-                               position_similarity_figure)
+from app.figures.image import (
+    distance_figure,
+    image_figure,
+    overlay_figure,
+    overlay_mosaic,
+    position_similarity_figure,
+)
 from app.figures.qk import qk_scatter
 from app.figures.style import md
 from app.frame import chart, guard, options, page, presenting
