@@ -48,7 +48,6 @@ with page("Vision", "Where does a Vision Transformer look — and is it where th
 
     source = select("Image", list(SOURCES), "v_source", "sample", horizontal=True, format_func=SOURCES.get)
     sample = None
-    samples = state.shape_samples(N_SAMPLES, 0, "eval", info["image_size"])
     if source == "sample":
         c1, c2 = st.columns(2)
         seed = slider("Sample set (seed)", 0, 999, "v_seed", 0, where=c1)
@@ -56,6 +55,7 @@ with page("Vision", "Where does a Vision Transformer look — and is it where th
         sample = samples[index("Sample", N_SAMPLES, "v_sample", 0, where=c2)]
         image, image_name = sample.image, sample.description
     else:
+        samples = state.shape_samples(N_SAMPLES, 0, "eval", info["image_size"])  # the query–key view's batch
         up = st.file_uploader(f"A PNG or JPEG, at most {MAX_IMAGE_BYTES:,} bytes", type=["png", "jpg", "jpeg"],
                               key="v_upload")
         if up is None:

@@ -17,7 +17,10 @@ from PIL import Image
 
 from app.figures.style import DIVERGING, HEAD_COLORS, apply_layout, esc
 
-OVERLAY_SCALE = "Inferno"
+# transparent at 0, an opaque warm glow at the maximum: the image shows through where the map is low
+# (never opaque: the image stays visible under a flat map)
+OVERLAY_SCALE = [[0.0, "rgba(255,40,0,0)"], [0.4, "rgba(255,90,0,0.35)"], [0.75, "rgba(255,170,0,0.55)"],
+                 [1.0, "rgba(255,255,90,0.72)"]]
 OUTLINE = "#00e5ff"  # the ground-truth outline: cyan reads on the image and on the overlay's colours
 GRID = "rgba(255,255,255,0.45)"
 
@@ -103,9 +106,9 @@ def image_figure(image: np.ndarray, grid: tuple[int, int], *, title: str = "", p
 
 
 def overlay_figure(image: np.ndarray, map_: np.ndarray, *, title: str = "", present: bool = False, outline=None,
-                   query: int | None = None, opacity: float = 0.6, value_name: str = "weight",
+                   query: int | None = None, opacity: float = 1.0, value_name: str = "weight",
                    height: int = 460) -> go.Figure:
-    """A [rows, cols] map as a translucent heatmap over the image; the query patch (index into the grid, row
+    """A [rows, cols] map as a heatmap over the image (clear at 0, a glow at the maximum: OVERLAY_SCALE); the query patch (index into the grid, row
     major) boxed, the ground-truth outline on top."""
     z = np.asarray(map_, dtype=np.float32)  # [rows, cols]
     grid = z.shape
@@ -161,7 +164,7 @@ def overlay_mosaic(image: np.ndarray, maps: np.ndarray, labels: list[str], *, pe
                       "yanchor": "bottom", "font": {"size": 12 if not present else 16}})
     fig = go.Figure(go.Image(source=png_uri(tiled), name="image", hoverinfo="skip"))
     fig.add_trace(go.Heatmap(z=z, x0=cw / 2 - 0.5, dx=cw, y0=ch / 2 - 0.5, dy=ch, colorscale=OVERLAY_SCALE,
-                             opacity=0.6, zmin=0.0, zmax=1.0, text=text.tolist(), hoverongaps=False,
+                             zmin=0.0, zmax=1.0, text=text.tolist(), hoverongaps=False,
                              colorbar={"title": {"text": f"{value_name} / max"}, "thickness": 14},
                              hovertemplate="%{text}<extra></extra>", name=value_name))
     if outline is not None:

@@ -75,7 +75,8 @@ def test_overlay_places_each_patch_on_its_cell():
     assert image.type == "image" and heat.type == "heatmap"
     np.testing.assert_allclose(np.asarray(heat.z), m)
     assert (heat.x0, heat.dx, heat.y0, heat.dy) == (1.5, 4, 1.5, 4)  # patch c centred at 4c + 1.5
-    assert heat.text[1][2] == "1,2" and heat.zmax == pytest.approx(0.5) and 0 < heat.opacity < 1
+    assert heat.text[1][2] == "1,2" and heat.zmax == pytest.approx(0.5)
+    assert heat.colorscale[0][1].endswith(",0)") and heat.colorscale[-1][1].startswith("rgba")  # clear at 0
     assert _segments(query.x, query.y) == _segments(*outline_segments(np.eye(1, 6, 1, dtype=bool).reshape(2, 3), (4, 4)))
     assert ((7.5, 3.5), (11.5, 3.5)) in _segments(truth.x, truth.y)  # the top edge of patch 1,2
     with pytest.raises(ValueError, match="fits neither"):
