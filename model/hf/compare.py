@@ -27,7 +27,7 @@ def compare_hf(folder_or_name: str, text: str | None = None, *, pair: str | None
     lm = load(folder_or_name)
     hf = load_transformers(lm)
     if lm.reads_image:
-        inputs = lm.encode_image(test_image(lm.image_size))
+        inputs = lm.encode_image(probe_image(lm.image_size))
         return compare_models(lm, hf, inputs, backend=backend)
     inputs = lm.encode(text if text is not None else DEFAULT_TEXT, pair=pair)
     return compare_models(lm, hf, inputs, backend=backend, greedy_tokens=greedy_tokens)
@@ -55,7 +55,7 @@ def load_transformers(lm):
     return model.eval()
 
 
-def test_image(size: tuple[int, int], seed: int = 0) -> np.ndarray:
+def probe_image(size: tuple[int, int], seed: int = 0) -> np.ndarray:
     """A seeded uint8 [H, W, 3] image: smooth colour ramps plus noise (what a ViT comparison reads)."""
     h, w = size
     y, x = np.mgrid[0:h, 0:w] / max(h, w)  # [H, W] each
