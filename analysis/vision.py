@@ -95,8 +95,12 @@ def grad_rollout_map(lm, inputs, target: int | None = None, discard: float = 0.0
         grads = torch.autograd.grad(logits[tid], pats)
     finally:
         lm.model.train(was_training)
-    fused = [positive_grad_mean(p, g) for p, g in zip(pats, grads)]  # each [T, T]
-    return _on_grid(rollout_matrix(fused, discard)[0])
+    return _on_grid(grad_rollout_matrix(pats, grads, discard)[0])
+
+
+def grad_rollout_matrix(patterns, grads, discard: float = 0.0) -> np.ndarray:
+    """Rollout of the gradient-weighted patterns mean_h relu(∂y/∂A ⊙ A): per layer [1, H, T, T] tensors → [T, T]."""
+    return rollout_matrix([positive_grad_mean(p, g) for p, g in zip(patterns, grads)], discard)
 
 
 def relevance_map(lm, inputs, target: int | None = None) -> np.ndarray:

@@ -18,6 +18,7 @@ FAMILIES = {
     "llama": "llama (Llama, TinyLlama, SmolLM and other LlamaForCausalLM checkpoints)",
     "qwen2": "qwen2 (Qwen2, Qwen2.5 and other Qwen2ForCausalLM checkpoints)",
     "mistral": "mistral (Mistral and other MistralForCausalLM checkpoints, sliding window included)",
+    "vit": "vit (ViT: ViTModel and ViTForImageClassification checkpoints; converted in model/hf/vit.py)",
 }
 # Hugging Face activation names → our MLP choice.
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}

@@ -25,6 +25,7 @@ from model.images import ImagePrep
 from model.registry import BUNDLED_DIR
 from model.transformer import build_model
 
+from .evaluate_vit import predict
 from .shapes import CLASSES, IMAGE_SIZE, shape_images
 
 NAME = "lecture-vit"
@@ -66,18 +67,10 @@ def lr_at(step: int, r: VitRecipe) -> float:
     return r.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
 
 
-@torch.no_grad()
-def accuracy(model, n: int = 400, seed: int = EVAL_SEED, batch: int = 200) -> float:
+def accuracy(model, n: int = 400, seed: int = EVAL_SEED) -> float:
     """Share of `n` held-out images whose predicted class is the red object's shape."""
-    was = model.training
-    model.eval()
-    right = 0
-    for i in range(0, n, batch):
-        ims = shape_images(min(batch, n - i), seed * 100_003 + i, "eval")
-        logits = model(PREP.tensor([im.image for im in ims]), backend="sdpa").logits  # [b, classes]
-        right += int((logits.argmax(-1) == torch.tensor([im.label for im in ims])).sum())
-    model.train(was)
-    return right / n
+    ims = shape_images(n, seed, "eval")
+    return float((predict(model, PREP, [im.image for im in ims]) == np.array([im.label for im in ims])).mean())
 
 
 def train(r: VitRecipe, *, on_eval=None, log=None) -> VitResult:
@@ -98,7 +91,7 @@ def train(r: VitRecipe, *, on_eval=None, log=None) -> VitResult:
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
         if log and (step + 1) % 50 == 0:
             log(f"step {step + 1}/{r.steps} loss {np.mean(losses[-50:]):.4f} ({time.perf_counter() - t0:.0f}s)")
         if on_eval and ((step + 1) % r.eval_every == 0 or step + 1 == r.steps):
