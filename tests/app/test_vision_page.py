@@ -111,11 +111,28 @@ def test_each_option_changes_the_map(vit):
     assert "blocks.0.attn, head 1" in titled(at, "queries and keys of")["layout"]["title"]["text"]
 
 
-def test_exports_hold_the_maps():
-    at = open_page("vision")
+def test_exports_hold_the_maps(vit, monkeypatch):
+    import app.downloads
+
+    calls = {}
+    real = app.downloads.downloads
+    monkeypatch.setattr(app.downloads, "downloads", lambda name, **kw: calls.update({name: kw}) or real(name, **kw))
+    at = open_page("vision", v_map="rollout", v_fusion="max")
     ok(at)
-    buttons = {b.proto.label: b for b in at.get("download_button")}
-    assert {"⬇ CSV", "⬇ NPZ", "⬇ JSON"} <= set(buttons)
+    assert {"⬇ CSV", "⬇ NPZ", "⬇ JSON"} <= {b.proto.label for b in at.get("download_button")}
+    run = image_capture(vit, _sample().image)
+    want = vision.rollout_map(run, "max", 0.0)
+    got = calls["vision"]
+    np.testing.assert_allclose(got["json_obj"]["maps"]["rollout"], want)
+    assert got["json_obj"]["map"] == "rollout" and got["json_obj"]["prediction"][0][0] == run.top_tokens[0][0]
+    assert [r["map"] for r in got["json_obj"]["region_share"]] == ["attention", "rollout", "gradient rollout",
+                                                                     "relevance"]
+    lines = got["csv"].splitlines()
+    assert len(lines) == 9 and lines[0].startswith("rollout,col 0") and lines[1].startswith("row 0,")
+    assert float(lines[1].split(",")[1]) == pytest.approx(want[0, 0])
+    assert got["npz"]["heads"].shape == (4, 8, 8) and got["npz"]["distance"].shape == (4, 4)
+    qk = calls["vision-qk"]["csv"]
+    assert len(qk) == 2 * 6 * 65 and set(qk["kind"]) == {"query", "key"}
 
 
 def test_upload_of_a_png_is_read_at_the_model_size(vit):
