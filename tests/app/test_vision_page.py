@@ -46,6 +46,7 @@ def test_default_view_draws_the_sample_and_cls_attention(vit):
     at = open_page("vision")
     ok(at)
     assert at.query_params["vit_model"] == MODEL and at.query_params["v_map"] == "attention"
+    assert at.selectbox(key="vit_model").options == model_choices(kind="image")  # image models only
     s = _sample()
     img = titled(at, "The image as lecture-vit reads it")
     assert [t["type"] for t in img["data"]] == ["image", "scatter", "scatter"]  # image, patch grid, outline
@@ -109,6 +110,13 @@ def test_each_option_changes_the_map(vit):
     widget(at, "v_qk_head").set_value(1).run()
     ok(at)
     assert "blocks.0.attn, head 1" in titled(at, "queries and keys of")["layout"]["title"]["text"]
+
+
+def test_a_fused_backend_draws_the_same_map():
+    eager, sdpa = open_page("vision", v_head=1), open_page("vision", v_head=1, backend="sdpa")
+    ok(sdpa)
+    assert sdpa.query_params["backend"] == "sdpa"
+    np.testing.assert_allclose(_overlay(sdpa), _overlay(eager), atol=1e-5)
 
 
 def test_exports_hold_the_maps(vit, monkeypatch):
