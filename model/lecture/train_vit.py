@@ -38,9 +38,9 @@ CONFIG = ModelConfig(arch="vit", image_size=IMAGE_SIZE, patch_size=4, n_classes=
 @dataclass(frozen=True)
 class VitRecipe:
     cfg: ModelConfig = CONFIG
-    steps: int = 3000
-    batch: int = 64
-    lr: float = 1e-3
+    steps: int = 2500
+    batch: int = 48
+    lr: float = 1.5e-3
     warmup: int = 100
     weight_decay: float = 0.05
     seed: int = 0
