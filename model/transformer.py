@@ -259,8 +259,9 @@ class ViT(Stack):
         super().__init__(cfg, cfg.n_layers, False, BIDIRECTIONAL, embed=PatchEmbed(cfg))
         self.head = nn.Linear(cfg.d_model, cfg.n_classes) if cfg.n_classes else None
         init_weights(self)
-        for p in (self.embed.proj.weight, *(p for n, p in self.embed.named_parameters() if n.startswith(("cls", "pos")))):
-            nn.init.normal_(p, std=0.02)
+        for name, p in self.embed.named_parameters():  # patch projection, [CLS], positions: N(0, 0.02)
+            if name != "proj.bias":
+                nn.init.normal_(p, std=0.02)
         name_sites(self)
 
     def forward(self, pixels, *, mask=None, backend=None) -> ModelOutput:

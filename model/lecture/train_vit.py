@@ -38,9 +38,9 @@ CONFIG = ModelConfig(arch="vit", image_size=IMAGE_SIZE, patch_size=4, n_classes=
 @dataclass(frozen=True)
 class VitRecipe:
     cfg: ModelConfig = CONFIG
-    steps: int = 3000
-    batch: int = 64
-    lr: float = 1e-3
+    steps: int = 2500
+    batch: int = 48
+    lr: float = 1.5e-3
     warmup: int = 100
     weight_decay: float = 0.05
     seed: int = 0
@@ -73,8 +73,9 @@ def accuracy(model, n: int = 400, seed: int = EVAL_SEED) -> float:
     return float((predict(model, PREP, [im.image for im in ims]) == np.array([im.label for im in ims])).mean())
 
 
-def train(r: VitRecipe, *, on_eval=None, log=None) -> VitResult:
-    """Train from seeded random weights; `on_eval(step, model, seconds)` every eval_every steps and at the end."""
+def train(r: VitRecipe, *, on_eval=None, log=None, batches=None) -> VitResult:
+    """Train from seeded random weights; `on_eval(step, model, seconds)` every eval_every steps and at the end.
+    `batches(step) -> (pixels, labels)` replaces the fresh generated batches (tests)."""
     torch.manual_seed(r.seed)
     model = build_model(r.cfg).train()
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and not n.startswith("embed.pos")]
@@ -83,7 +84,7 @@ def train(r: VitRecipe, *, on_eval=None, log=None) -> VitResult:
                             lr=r.lr, betas=(0.9, 0.98))
     losses, t0 = [], time.perf_counter()
     for step in range(r.steps):
-        pixels, labels = batch_of(r.batch, r.seed * 1_000_003 + step)
+        pixels, labels = batches(step) if batches else batch_of(r.batch, r.seed * 1_000_003 + step)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, r)
         loss = F.cross_entropy(model(pixels, backend="sdpa").logits, labels)

@@ -111,3 +111,19 @@ def test_maps_on_lecture_vit(vit, vit_image):
     assert V.mean_attention_distance(run, lm.patch_grid, 4).shape == (4, 4)
     with pytest.raises(Exception, match="outside"):
         V.patch_map_cls(run, 9, None)
+
+
+def test_text_tools_run_on_the_vit(vit, vit_image):
+    """Head statistics, flow and rollout from the text pages take a ViT run as they are."""
+    from analysis.flow import attention_flow
+    from analysis.head_stats import head_statistics
+    from analysis.rollout import attention_rollout
+
+    run = vit.capture(vit.encode_image(vit_image.image))
+    p = run.matrices("self")  # [4, 4, 65, 65]
+    stats = head_statistics(p, run.mask_of("self"), stack="encoder")
+    assert stats is not None
+    flow = attention_flow(p, 0)
+    assert flow.shape == (65,) and np.isfinite(flow).all()
+    r = attention_rollout(p)
+    np.testing.assert_allclose(r.sum(-1), 1.0, atol=1e-6)
