@@ -187,7 +187,7 @@ def check_kv_cache(lm, inputs, backend: str = CACHE_BACKEND) -> CheckResult:
     rows within TOL_CACHE. Detail: analysis.kv_cache.cached_chunks (bounds, steps, stitched and full
     matrices per site) plus its `tolerance`; for an encoder, two rows marked not applicable."""
     if not lm.has_cache:
-        na = "not applicable: an encoder has no KV cache"
+        na = f"not applicable: {'a vision transformer' if lm.reads_image else 'an encoder'} has no KV cache"
         return CheckResult([Check(n, None, TOL_CACHE, True, note=na)
                             for n in ("cache_vs_no_cache_logits", "cache_vs_no_cache_pattern")], {})
     base = rules_for(lm.dtype).cache

@@ -15,7 +15,7 @@ from scipy.sparse.csgraph import maximum_flow
 from analysis.rollout import layer_matrix
 from analysis.scores import check_patterns
 
-MAX_TOKENS = 64  # exact max-flow per input token; beyond this use rollout
+MAX_TOKENS = 65  # exact max-flow per input token (65: [CLS] + lecture-vit's 8×8 patches); beyond this use rollout
 CAPACITY_SCALE = 2**26  # capacities are rounded to multiples of 2^-26 ≈ 1.5e-8 (int32 max-flow)
 
 
@@ -37,7 +37,7 @@ def attention_flow(patterns, query: int, residual: float = 0.5, normalize: bool 
     Abnar & Zuidema 2020, §3 ("attention flow"): flow(k) = maxflow((0, k) → (L, query)) in the
     graph above; exact for the capacities rounded to multiples of 2^-26, so each value is within
     (edges in a minimum cut)·2^-27 of the real-valued max-flow. normalize=True divides by the sum
-    over tokens, as the paper's code does. Only for T ≤ 64 (T max-flow problems on L·T² edges).
+    over tokens, as the paper's code does. Only for T ≤ MAX_TOKENS (T max-flow problems on L·T² edges).
     """
     a = check_patterns(patterns, ndim=4, square=True)
     n_layers, _, t, _ = a.shape

@@ -75,7 +75,8 @@ def gradient_relevance(lm, inputs, position: int = -1, target_id: int | None = N
     """Chefer et al. 2021 relevance of every input token for the logit `target_id` at `position`.
 
     lm: a model.registry.LoadedModel with an LM or MLM head; inputs: from lm.encode(text).
-    Decoder: the next-token logit at position t (the prediction of token t+1). Encoder (MLM): the
+    Decoder: the next-token logit at position t (the prediction of token t+1). ViT: the class logit read from
+    [CLS] (position 0; `target_id` a class). Encoder (MLM): the
     logit at `position` (typically a [MASK]). Encoder–decoder: the decoder's next-token logit at
     target position t; `row` is the target-side relevance and `source_row` the source-side one.
     target_id None = the predicted (arg-max) token. Runs the eager backend with autograd enabled;
@@ -94,7 +95,7 @@ def gradient_relevance(lm, inputs, position: int = -1, target_id: int | None = N
         cap = out.capture
         if out.logits is None:
             raise InputError(f"{lm.name} has no language-model head; gradient relevance needs logits")
-        logits = out.logits[0, pos]  # [V]
+        logits = out.logits[0, pos] if out.logits.dim() == 3 else out.logits[0]  # [V]; a ViT: [classes] on CLS
         tid = int(logits.argmax()) if target_id is None else int(target_id)
         if not 0 <= tid < logits.shape[-1]:
             raise InputError(f"target id {tid} is outside the vocabulary (0..{logits.shape[-1] - 1})")

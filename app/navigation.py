@@ -23,11 +23,13 @@ PAGES = [
     ("permutation.py", "Permutation", "permutation", ":material/shuffle:"),
     # issue #18: mixture of experts
     ("routing.py", "Routing", "routing", ":material/alt_route:"),
+    # issue #16: a Vision Transformer's attention on the image
+    ("vision.py", "Vision", "vision", ":material/image:"),
 ]
 
 # Section title -> URL paths, in navigation order. Every page of PAGES is in exactly one section.
 SECTIONS = {
-    "Look at attention": ["", "heatmaps", "heads", "rollout", "cross-attention"],
+    "Look at attention": ["", "heatmaps", "heads", "rollout", "cross-attention", "vision"],
     "How it is computed": ["step-by-step", "scores", "masks"],
     "Block and positions": ["block", "positions", "permutation", "routing"],
     "Running a model": ["generate", "kv-cache", "backends", "long-inputs"],

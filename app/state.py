@@ -27,11 +27,14 @@ from analysis import block as block_
 from analysis import block_variants as variants_
 from analysis import faithfulness as faithfulness_
 from analysis import flow as flow_
+from analysis import image_runs as images_
 from analysis import routing as routing_
+from analysis import vision as vision_
 from analysis.benchmarks import DEFAULT_PATH, read_benchmarks
 from analysis.relevance import gradient_relevance
 from app import longinput, token_strip
 from model.device import cuda_available, dtype_name, resolve
+from model.lecture.shapes import shape_images
 from model.loaded import LoadedModel
 from model.registry import ROOT, bundled_card, load, model_roots
 
@@ -223,3 +226,12 @@ route_text = on_text(routing_.route_text, entries=32)  # (name, text, src, backe
 force_expert = on_text(routing_.force_expert_run, entries=64)  # (name, text, src, layer, position, expert, backend)
 expert_specialisation = on_model(routing_.lecture_specialisation, entries=4,
                                  spinner="Routing held-out lecture examples through every layer…")  # (name, n)
+
+
+# -- images: a ViT on the Vision page ------------------------------------------------------------------------
+image_capture = on_model(images_.image_capture, entries=32)  # (name, image uint8 [H, W, 3], backend) -> run
+image_view = on_model(images_.model_view, entries=32)  # (name, image) -> the image as the model reads it
+image_gradient_map = on_model(images_.gradient_map, entries=32)  # (name, image, kind, target, discard)
+position_similarity = on_model(vision_.position_similarity, entries=4)  # (name) -> [N, rows, cols]
+image_classes = on_model(images_.class_names, entries=8)  # (name) -> class names
+shape_samples = st.cache_data(max_entries=16, show_spinner=False)(shape_images)  # (n, seed, split) -> samples

@@ -21,7 +21,9 @@ from analysis.benchmarks import Payload
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "random-long-decoder"
 PAGES = ("explore", "heatmaps", "masks", "scores", "rollout", "heads", "backends", "kv_cache", "generate",
-         "long_input")
+         "long_input", "vision")
+# Pages that read another kind of model: measured with it, at its default input (their payload does not grow with T)
+OWN_MODEL = {"vision": ("vit_model", "lecture-vit")}
 NOT_MEASURED = {
     "block": "one token's path: its default figures hold O(layers × d_model) numbers whatever T",
     "cross_attention": "encoder–decoder only (the payload model is a decoder)",
@@ -114,6 +116,9 @@ def page_inputs(page: str, text: str, model: str = MODEL) -> tuple[dict, dict]:
     """(query parameters, session state) that give `page` this model and text, as the page reads them."""
     if page == "long_input":
         return {"long_model": model}, {"long_text": text}
+    if page in OWN_MODEL:
+        key, own = OWN_MODEL[page]
+        return {key: own}, {}
     return {"model": model, "text": text}, {}
 
 
@@ -123,7 +128,7 @@ def page_payload(page: str, T: int, model: str = MODEL, text: str | None = None,
     text = page_text(T, model) if text is None else text
     query, state = page_inputs(page, text, model)
     t = time.perf_counter()
-    row = {Payload.PAGE: page, Payload.T: T, Payload.MODEL: model}
+    row = {Payload.PAGE: page, Payload.T: T, Payload.MODEL: OWN_MODEL.get(page, (None, model))[1]}
     try:
         at, media = run_script(ROOT / "pages" / f"{page}.py", query, state, timeout)
     except Exception as e:  # noqa: BLE001 — AppTest's own failure (a timeout): report it, do not stop the run
@@ -159,7 +164,7 @@ def page_payloads(lengths, pages=PAGES, model: str = MODEL,
     out = [p for p in out if p[Payload.BYTES] is not None] + [p for p in out if p[Payload.BYTES] is None]
     note = (f"Each page script (pages/<page>.py) runs once through Streamlit's AppTest with {model} and a "
             "T-token text, as a bookmark ?model=…&text=… gives it (Long inputs: its own model and text box), "
-            "every other option at its default; bytes = the UTF-8 length of every plotly_chart's JSON as "
+            "every other option at its default (Vision: lecture-vit on its default sample image, whatever T); bytes = the UTF-8 length of every plotly_chart's JSON as "
             "Streamlit sends it, summed, plus any st.image. Pages not measured: "
             + "; ".join(f"{k} ({v})" for k, v in NOT_MEASURED.items()) + ".")
     return out, note

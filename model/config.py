@@ -6,10 +6,11 @@ import dataclasses
 import json
 from dataclasses import dataclass
 
-ARCHS = ("decoder", "encoder", "encdec")
+ARCHS = ("decoder", "encoder", "encdec", "vit")
 NORMS = ("pre", "post", "peri")
 NORM_TYPES = ("layernorm", "rmsnorm")
-POSITIONALS = ("learned", "sinusoidal", "rope", "alibi", "none")
+POSITIONALS = ("learned", "sinusoidal", "rope", "alibi", "none", "learned2d", "sinusoidal2d")
+IMAGE_POSITIONALS = ("learned", "learned2d", "sinusoidal2d", "none")  # a ViT's choices
 MLPS = ("gelu", "gelu_tanh", "swiglu", "moe")
 EXPERT_MLPS = ("gelu", "gelu_tanh", "swiglu")
 BACKENDS = ("eager", "sdpa", "flash")
@@ -20,7 +21,7 @@ OUTPUT_HEADS = ("none", "lm", "mlm")
 class ModelConfig:
     """Every choice of a model, made once. Strings name the options; `__post_init__` validates."""
 
-    arch: str = "decoder"  # decoder | encoder | encdec
+    arch: str = "decoder"  # decoder | encoder | encdec | vit
     vocab_size: int = 260
     d_model: int = 64
     n_heads: int = 4
@@ -50,6 +51,12 @@ class ModelConfig:
     expert_mlp: str = "swiglu"
     shared_expert: bool = False  # one more MLP that every token passes through
     router_aux_coef: float = 0.01  # weight of the load-balancing loss in training
+    # vit only: a square image of image_size² pixels cut into (image_size/patch_size)² patches, a [CLS] token
+    # first (max_len is set to 1 + patches) and a classification head of n_classes on it (0: none)
+    image_size: int = 0
+    patch_size: int = 0
+    n_channels: int = 3
+    n_classes: int = 0
 
     def __post_init__(self) -> None:
         def choice(name: str, options: tuple[str, ...]) -> None:
@@ -89,6 +96,30 @@ class ModelConfig:
                                  f"n_experts={self.n_experts}, top_k={self.top_k}")
         if self.arch == "decoder" and self.output_head == "mlm":
             raise ValueError("a decoder has an 'lm' head (or 'none'), not 'mlm'")
+        if self.arch == "vit":
+            self._check_vit()
+        elif self.positional not in POSITIONALS[:5]:
+            raise ValueError(f"positional={self.positional!r} is for arch='vit' (2-D patch positions)")
+
+    def _check_vit(self) -> None:
+        if self.positional not in IMAGE_POSITIONALS:
+            raise ValueError(f"a ViT's positional must be one of {', '.join(IMAGE_POSITIONALS)}")
+        if self.patch_size < 1 or self.image_size < self.patch_size or self.image_size % self.patch_size:
+            raise ValueError(f"image_size={self.image_size} must be a positive multiple of patch_size={self.patch_size}")
+        if self.n_channels < 1 or self.n_classes < 0:
+            raise ValueError("a ViT needs n_channels ≥ 1 and n_classes ≥ 0")
+        if self.positional == "sinusoidal2d" and self.d_model % 4:
+            raise ValueError(f"sinusoidal2d positions need d_model divisible by 4, got {self.d_model}")
+        object.__setattr__(self, "max_len", 1 + self.n_patches)  # [CLS] + patches: the whole context
+
+    @property
+    def grid(self) -> int:
+        """Patches per image side (a ViT)."""
+        return self.image_size // self.patch_size if self.patch_size else 0
+
+    @property
+    def n_patches(self) -> int:
+        return self.grid ** 2
 
     @property
     def d_head(self) -> int:
@@ -117,6 +148,8 @@ class ModelConfig:
         """The output head actually built: lm, mlm or none."""
         if self.output_head is not None:
             return self.output_head
+        if self.arch == "vit":
+            return "classes" if self.n_classes else "none"
         return "none" if self.arch == "encoder" else "lm"
 
     @property

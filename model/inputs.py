@@ -44,15 +44,16 @@ def check_generate(n: int) -> int:
 
 @dataclass
 class Inputs:
-    """Token ids of one forward pass and their display labels."""
+    """Token ids (or a ViT's pixels) of one forward pass and their display labels."""
 
-    ids: torch.Tensor  # long [B, T]
+    ids: torch.Tensor  # long [B, T]; a ViT: the token index 0..T−1 (0 = CLS, 1 + p = patch p)
     tokens: list[str]  # display labels of ids[0]
     src_ids: torch.Tensor | None = None  # long [B, S] (encoder–decoder source)
     src_tokens: list[str] | None = None
     type_ids: torch.Tensor | None = None  # long [B, T] (BERT sentence pairs)
     src_mask: torch.Tensor | None = None  # bool [B, S], True = a real source token (batches with padding)
     attention_mask: torch.Tensor | None = None  # bool [B, T], True = a real token (batches with padding)
+    pixels: torch.Tensor | None = None  # float [B, C, H, W], preprocessed (a ViT's input)
 
     def to(self, device: str | torch.device) -> Inputs:
         """The same inputs with every tensor on `device` (itself when they already are)."""
@@ -63,15 +64,17 @@ class Inputs:
             return None if t is None else t.to(device)
 
         return replace(self, ids=move(self.ids), src_ids=move(self.src_ids), type_ids=move(self.type_ids),
-                       src_mask=move(self.src_mask), attention_mask=move(self.attention_mask))
+                       src_mask=move(self.src_mask), attention_mask=move(self.attention_mask),
+                       pixels=move(self.pixels))
 
     def expand(self, batch: int) -> Inputs:
         """The same single sequence repeated `batch` times (batch 1 only)."""
         def rep(t):
             return None if t is None else t.expand(batch, -1)
 
+        pixels = None if self.pixels is None else self.pixels.expand(batch, -1, -1, -1)
         return replace(self, ids=rep(self.ids), src_ids=rep(self.src_ids), type_ids=rep(self.type_ids),
-                       src_mask=rep(self.src_mask), attention_mask=rep(self.attention_mask))
+                       src_mask=rep(self.src_mask), attention_mask=rep(self.attention_mask), pixels=pixels)
 
     def span(self, start: int, stop: int) -> Inputs:
         """Target positions start..stop−1 (a cached step); the source stays whole."""

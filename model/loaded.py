@@ -1,5 +1,5 @@
 """LoadedModel: weights, tokenizer(s) and the one run path — the only code outside model/transformer.py that
-knows the architecture (decoder, encoder, encoder–decoder)."""
+knows the architecture (decoder, encoder, encoder–decoder, vision transformer)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,14 @@ from model.captured import MAX_STORED_CELLS, CapturedRun
 from model.config import ModelConfig
 from model.device import dtype_name, is_half
 from model.generate import generate as _generate
+from model.images import ImagePrep
 from model.inputs import InputError, Inputs, check_generate, check_tokens, validate_text
 from model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, pair_mask
+from model.patches import patch_labels
 from model.tokenizer import ByteTokenizer, Encoding, HFTokenizer
-from model.transformer import Decoder, Encoder, EncoderDecoder
+from model.transformer import Decoder, Encoder, EncoderDecoder, ViT
 
-ARCH_NAMES = {"decoder": "decoder", "encoder": "encoder", "encdec": "encoder–decoder"}
+ARCH_NAMES = {"decoder": "decoder", "encoder": "encoder", "encdec": "encoder–decoder", "vit": "vision transformer"}
 MASK_CHOICES = ("default", "causal", "bidirectional", "sliding_window", "prefix_lm", "padding")
 TOP_K = 5  # predictions kept per position in a CapturedRun
 
@@ -39,8 +41,8 @@ class Forward:
 @dataclass
 class LoadedModel:
     name: str
-    model: Decoder | Encoder | EncoderDecoder
-    tokenizer: Tokenizer
+    model: Decoder | Encoder | EncoderDecoder | ViT
+    tokenizer: Tokenizer | None  # None for a ViT
     cfg: ModelConfig
     source: str  # "random", "bundled", "installed" or the folder path
     src_tokenizer: Tokenizer | None = None
@@ -48,6 +50,7 @@ class LoadedModel:
     card: dict = field(default_factory=dict)
     reference: torch.nn.Module | None = field(default=None, repr=False)  # fp32 copy of a half model (checks)
     cpu_context: int | None = None  # tokens a CPU run reads when below cfg.max_len (see `context`)
+    image: ImagePrep | None = None  # a ViT's preprocessing and class names
 
     # -- device and precision --------------------------------------------------------------------------
     @property
@@ -106,7 +109,47 @@ class LoadedModel:
     @property
     def has_cache(self) -> bool:
         """True when the model can run step by step with a KV cache (it has causal self-attention)."""
-        return self.arch != "encoder"
+        return self.arch not in ("encoder", "vit")
+
+    # -- images (a ViT) ----------------------------------------------------------------------------
+    @property
+    def reads_image(self) -> bool:
+        """True when the model reads an image (a vision transformer), not text."""
+        return self.arch == "vit"
+
+    @property
+    def patch_grid(self) -> tuple[int, int]:
+        """(rows, cols) of patches."""
+        self._need_image()
+        return self.cfg.grid, self.cfg.grid
+
+    @property
+    def image_size(self) -> tuple[int, int]:
+        """The model's input (H, W) in pixels."""
+        self._need_image()
+        return self.cfg.image_size, self.cfg.image_size
+
+    @property
+    def class_names(self) -> list[str]:
+        """One name per class (class_0 … when the checkpoint names none)."""
+        self._need_image()
+        names = list(self.image.class_names) if self.image is not None else []
+        return names if len(names) == self.cfg.n_classes else [f"class_{i}" for i in range(self.cfg.n_classes)]
+
+    def encode_image(self, image) -> Inputs:
+        """uint8 [H, W, 3] → Inputs: pixels [1, C, H, W] resized and normalised by the model's preprocessing,
+        ids 0..N (0 = CLS), labels "CLS", "r,c"."""
+        self._need_image()
+        prep = self.image or ImagePrep(size=self.image_size)
+        pixels = prep.tensor(image)  # [1, C, H, W]
+        if tuple(pixels.shape[-2:]) != self.image_size:
+            raise InputError(f"the image is {pixels.shape[-1]}×{pixels.shape[-2]} pixels after preprocessing; "
+                             f"{self.name} reads {self.image_size[1]}×{self.image_size[0]}")
+        return Inputs(torch.arange(self.cfg.max_len)[None], patch_labels(self.cfg.grid), pixels=pixels)
+
+    def _need_image(self) -> None:
+        if not self.reads_image:
+            raise InputError(f"{self.name} reads text, not images")
 
     @property
     def reads_source(self) -> bool:
@@ -115,6 +158,11 @@ class LoadedModel:
 
     def info(self) -> dict:
         c = self.cfg
+        if c.arch == "vit":
+            return {"name": self.name, "source": self.source, "family": self.family, "arch": c.arch,
+                    "kind": ARCH_NAMES[c.arch], "layers": c.n_layers, "heads": c.n_heads, "d_model": c.d_model,
+                    "context": c.max_len, "classes": c.n_classes, "image_size": c.image_size,
+                    "patch_size": c.patch_size, "positional": c.positional, "norm": c.norm}
         return {"name": self.name, "source": self.source, "family": self.family, "arch": c.arch,
                 "kind": ARCH_NAMES[c.arch], "layers": c.n_layers if c.arch != "encdec" else [c.n_layers, c.dec_layers],
                 "heads": c.n_heads, "d_model": c.d_model, "context": self.context, "vocab": c.vocab_size,
@@ -129,6 +177,8 @@ class LoadedModel:
     # -- tokens ------------------------------------------------------------------------------------
     def encode(self, text: str, src_text: str | None = None, pair: str | None = None) -> Inputs:
         """Validate and tokenize. Encoder–decoder: `src_text` is the source, `text` the target prefix."""
+        if self.reads_image:
+            raise InputError(f"{self.name} is a vision transformer: it reads an image, not text")
         if self.arch == "encdec":
             if src_text is None:
                 raise InputError("an encoder–decoder needs a source text (--src-text)")
@@ -159,10 +209,15 @@ class LoadedModel:
         return enc
 
     def label(self, i: int) -> str:
+        """A token's label; a ViT's class name."""
+        if self.reads_image:
+            return self.class_names[int(i)]
         return self.tokenizer.label(int(i))
 
     def single_token_id(self, label: str) -> int | None:
         """The id of `label` when it is exactly one (non-special) token, else None."""
+        if self.reads_image:
+            return None
         enc = self.tokenizer.encode(label, add_special=False)
         ids = [i for i, sp in zip(enc.ids, enc.special or [False] * len(enc.ids)) if not sp]
         return ids[0] if len(ids) == 1 else None
@@ -182,7 +237,7 @@ class LoadedModel:
             n_pad = int(choice[1])
             if not 0 <= n_pad < n_tokens:
                 raise ValueError(f"padding must leave at least one real token: {n_pad} of {n_tokens} tokens")
-            own = BIDIRECTIONAL if self.arch == "encoder" else CAUSAL
+            own = BIDIRECTIONAL if self.arch in ("encoder", "vit") else CAUSAL
             base = pair_mask(own, n_tokens, n_tokens)
             real = torch.arange(n_tokens)[None, :] < n_tokens - n_pad  # [1, k]
             return MaskSpec("custom", custom=real.expand(n_tokens, -1) if base is None else base & real)
@@ -217,7 +272,8 @@ class LoadedModel:
         fwd = self.forward(inp, backend=backend, mask=spec, interventions=interventions, names=names)
         top_ids = top_tokens = top_probs = None
         if fwd.logits is not None and top_k:
-            probs = torch.softmax(fwd.logits[0].float(), dim=-1)  # [T, V]
+            # [T, V]; a ViT's classes: one row, the [CLS] prediction ([1, n_classes])
+            probs = torch.softmax((fwd.logits if self.reads_image else fwd.logits[0]).float(), dim=-1)
             p, i = probs.topk(min(top_k, probs.shape[-1]), dim=-1)  # [T, K]
             top_ids, top_probs = i.cpu().numpy(), p.cpu().numpy()
             top_tokens = [[self.label(j) for j in row] for row in top_ids.tolist()]
@@ -238,8 +294,9 @@ class LoadedModel:
                  backend: str = "eager", inputs: Inputs | None = None, stop_at_eos: bool = True,
                  step_logits: list | None = None) -> tuple[list[int], list[str]]:
         """Continue `text` (or `inputs`); returns all ids and their labels (prompt first)."""
-        if self.arch == "encoder":
-            raise InputError("an encoder does not generate text; pick a decoder or an encoder–decoder")
+        if self.arch in ("encoder", "vit"):
+            raise InputError(f"{'an encoder' if self.arch == 'encoder' else 'a vision transformer'} does not "
+                             "generate text; pick a decoder or an encoder–decoder")
         check_generate(max_new_tokens)
         inp = inputs or self.encode(text, src_text)
         eos = getattr(self.tokenizer, "eos_id", None) if stop_at_eos else None

@@ -33,7 +33,7 @@ import torch
 from model.checkpoint import CheckpointError, read_config
 from model.config import ModelConfig
 from model.device import dtype_name
-from model.hf import convert, llama
+from model.hf import convert, llama, vit
 from model.hf.cache import read_header
 from model.hf.load import model_family
 from model.inputs import InputError
@@ -196,6 +196,8 @@ def folder_config(folder: str | Path) -> ModelConfig:
     if family in llama.FAMILIES:
         return llama.llama_config(meta)
     names = tensor_names(folder)
+    if family == "vit":
+        return vit.vit_config(meta, classes=names is not None and vit.has_classifier(names))
     return convert.bert_config(meta, mlm=None if names is None else convert.has_mlm_head(names))
 
 

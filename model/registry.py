@@ -1,8 +1,8 @@
 """Load a model by name or path into a LoadedModel: weights, tokenizer(s) and a small run API.
 
 Names: random-decoder, random-encoder, random-encdec and random-long-decoder (seeded random weights, byte
-tokenizer; the last with a 32,768-token context on a CUDA GPU and 4,096 on the CPU), the bundled lecture-* models, minilm, or a local folder
-(attnlab or Hugging Face layout).
+tokenizer; the last with a 32,768-token context on a CUDA GPU and 4,096 on the CPU), the bundled lecture-* models
+(lecture-vit reads images), minilm, or a local folder (attnlab or Hugging Face layout).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from model.checkpoint import CheckpointError, load_folder, read_config
 from model.config import ModelConfig
 from model.hf.cache import list_cached, resolve_cached
 from model.hf.load import load_hf_folder, load_hub
+from model.images import ImagePrep
 from model.inputs import InputError
 from model.loaded import LoadedModel
 from model.memory import check_fits, folder_config
@@ -54,10 +55,25 @@ def random_model(name: str) -> LoadedModel:
                        cpu_context=CPU_CONTEXT.get(name))
 
 
-def bundled_names() -> list[str]:
+KINDS = ("text", "image", "all")
+
+
+def bundled_names(kind: str = "text") -> list[str]:
+    """The bundled models that read `kind`: "text" (decoder, encoder, encoder–decoder), "image" (ViT) or "all"."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
     if not BUNDLED_DIR.is_dir():
         return []
-    return sorted(p.name for p in BUNDLED_DIR.iterdir() if (p / "config.json").is_file())
+    names = sorted(p.name for p in BUNDLED_DIR.iterdir() if (p / "config.json").is_file())
+    return names if kind == "all" else [n for n in names if _reads(BUNDLED_DIR / n) == kind]
+
+
+def _reads(folder: Path) -> str:
+    """"image" for a ViT folder, else "text"."""
+    try:
+        return "image" if read_config(folder).get("attnlab", {}).get("arch") == "vit" else "text"
+    except CheckpointError:
+        return "text"
 
 
 def default_model() -> str:
@@ -65,21 +81,29 @@ def default_model() -> str:
     return "lecture-decoder" if "lecture-decoder" in bundled_names() else "random-decoder"
 
 
-def model_choices() -> list[str]:
-    """Bundled models first, then minilm, the random ones, then the supported models in the local HF cache."""
+def model_choices(kind: str = "text") -> list[str]:
+    """Text models (the text pages): bundled first, then minilm, the random ones, then the supported models in
+    the local HF cache. Image models (the vision page): the bundled ViTs."""
+    if kind == "image":
+        return bundled_names("image")
+    if kind != "text":
+        raise ValueError(f"kind must be 'text' or 'image', not {kind!r}")
     return [*bundled_names(), "minilm", *RANDOM, *(m.repo_id for m in list_cached() if m.has_tokenizer)]
 
 
 def bundled_card(name: str) -> str | None:
     """The README.md beside a bundled model's weights (written by this repository), or None."""
     path = BUNDLED_DIR / name / "README.md"
-    if name not in bundled_names() or not path.is_file():
+    if name not in bundled_names("all") or not path.is_file():
         return None
     return path.read_text(encoding="utf-8")[:20_000]
 
 
 def load_attnlab_folder(folder: Path, name: str, source: str) -> LoadedModel:
     model, cfg, meta = load_folder(folder)
+    if cfg.arch == "vit":  # no tokenizer: the preprocessing and class names instead
+        prep = ImagePrep.from_dict(meta["image"]) if "image" in meta else ImagePrep(size=(cfg.image_size,) * 2)
+        return LoadedModel(name, model, None, cfg, source, image=prep, card=meta.get("card", {}))
     tok_path = folder / "tokenizer.json"
     if not tok_path.is_file():
         raise CheckpointError(f"{folder} has no tokenizer.json")
@@ -116,7 +140,7 @@ def resolve(name_or_path: str) -> tuple[str, Path | None]:
     cache (offline, read-only) is 'cached'; any other repo id is 'hub'."""
     if name_or_path in RANDOM:
         return "random", None
-    if name_or_path in bundled_names():
+    if name_or_path in bundled_names("all"):
         return "bundled", BUNDLED_DIR / name_or_path
     if name_or_path == "minilm":
         try:
@@ -149,7 +173,7 @@ def _check_fits(folder: Path, dtype: torch.dtype | None) -> None:
 
 
 def known_names() -> list[str]:
-    return [*bundled_names(), *RANDOM, "minilm"]
+    return [*bundled_names("all"), *RANDOM, "minilm"]
 
 
 def model_roots() -> list[Path]:

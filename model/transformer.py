@@ -1,4 +1,4 @@
-"""Encoder, Decoder and EncoderDecoder, built by composition from the same stack of blocks."""
+"""Encoder, Decoder, EncoderDecoder and ViT, built by composition from the same stack of blocks."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from model.layers import Block
 from model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, as_spec, build_mask
 from model.moe import ROUTER_HOOKS, MoE
 from model.norms import make_norm
+from model.patches import PatchEmbed
 from model.positions import alibi_bias, alibi_slopes, rope_angles, sinusoidal_table
 
 
@@ -60,10 +61,11 @@ class Stack(nn.Module):
 
     stack_name = ""
 
-    def __init__(self, cfg: ModelConfig, n_layers: int, cross: bool, default_mask: MaskSpec):
+    def __init__(self, cfg: ModelConfig, n_layers: int, cross: bool, default_mask: MaskSpec,
+                 embed: nn.Module | None = None):
         super().__init__()
         self.cfg, self.default_mask = cfg, default_mask
-        self.embed = Embeddings(cfg)
+        self.embed = embed if embed is not None else Embeddings(cfg)
         self.blocks = nn.ModuleList(Block(cfg, cross) for _ in range(n_layers))
         self.ln_f = make_norm(cfg) if cfg.norm in ("pre", "peri") else nn.Identity()
         if cfg.positional == "alibi":
@@ -77,9 +79,7 @@ class Stack(nn.Module):
             memory=None, memory_mask=None) -> torch.Tensor:
         """Hidden states [B, T, D] after the final norm."""
         cfg = self.cfg
-        backend = backend or cfg.backend
-        if backend not in ("eager", "sdpa", "flash"):
-            raise ValueError(f"backend {backend!r} is not one of eager, sdpa, flash")
+        backend = _backend(backend or cfg.backend)
         B, T = tokens.shape
         offset = len(cache) if cache is not None else 0
         if offset + T > cfg.max_len:
@@ -127,6 +127,12 @@ def hook_names(root: nn.Module) -> list[str]:
     """Every hook point under `root`, in module order (attention sites and MoE routers)."""
     points = {Attention: HOOK_POINTS, MoE: ROUTER_HOOKS}
     return [f"{m.site}.{p}" for m in root.modules() for cls, ps in points.items() if isinstance(m, cls) for p in ps]
+
+
+def _backend(backend: str) -> str:
+    if backend not in ("eager", "sdpa", "flash"):
+        raise ValueError(f"backend {backend!r} is not one of eager, sdpa, flash")
+    return backend
 
 
 def name_sites(root: nn.Module) -> None:
@@ -250,6 +256,40 @@ class EncoderDecoder(nn.Module):
         return hook_names(self)
 
 
+class ViT(Stack):
+    """Vision Transformer (Dosovitskiy et al. 2021): [CLS] + patch tokens with positions → the same bidirectional
+    blocks → final norm → a linear classifier on [CLS] (logits [B, n_classes]; None without classes)."""
+
+    stack_name = ""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg, cfg.n_layers, False, BIDIRECTIONAL, embed=PatchEmbed(cfg))
+        self.head = nn.Linear(cfg.d_model, cfg.n_classes) if cfg.n_classes else None
+        init_weights(self)
+        for name, p in self.embed.named_parameters():  # patch projection, [CLS], positions: N(0, 0.02)
+            if name != "proj.bias":
+                nn.init.normal_(p, std=0.02)
+        name_sites(self)
+
+    def forward(self, pixels, *, mask=None, backend=None) -> ModelOutput:
+        x = self.embed(pixels)  # [B, 1 + N, D]
+        T = x.shape[1]
+        ctx = self._self_ctx(as_spec(mask, self.default_mask), T, 0, None, _backend(backend or self.cfg.backend),
+                             None, torch.arange(T, device=x.device))
+        for blk in self.blocks:
+            x = blk(x, ctx)
+        h = self.ln_f(x)
+        return ModelOutput(self.head(h[:, 0]) if self.head is not None else None, h)
+
+    def forward_inputs(self, inputs: Inputs, *, backend=None, cache: KVCache | None = None, mask=None) -> ModelOutput:
+        """One forward over `inputs.pixels`; a ViT has no KV cache."""
+        if cache is not None:
+            raise ValueError("a ViT has no KV cache")
+        if inputs.pixels is None:
+            raise ValueError("a ViT reads pixels (Inputs.pixels from LoadedModel.encode_image), not token ids")
+        return self(inputs.pixels, mask=mask, backend=backend)
+
+
 def build_model(cfg: ModelConfig) -> nn.Module:
     """The model for cfg.arch."""
-    return {"decoder": Decoder, "encoder": Encoder, "encdec": EncoderDecoder}[cfg.arch](cfg)
+    return {"decoder": Decoder, "encoder": Encoder, "encdec": EncoderDecoder, "vit": ViT}[cfg.arch](cfg)

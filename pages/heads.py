@@ -1,14 +1,17 @@
 """Heads (/heads): what each head does (statistics and a label), and what happens when one is switched off."""
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 
+from analysis.qk_view import qk_points, qk_table
 from app import state
 from app.downloads import downloads
 from app.figures.grids import grid_heatmap
+from app.figures.qk import qk_scatter
 from app.frame import chart, options, page, presenting
 from app.inputs import inputs
-from app.presets import default_query
+from app.presets import default_query, presets
 from app.token_strip import predictions_table
 from app.url_state import index, select, toggle, token_select
 
@@ -18,6 +21,8 @@ STAT_HELP = {
     "duplicate_token": "to the earlier copy of itself (repeated sequence)",
     "induction": "to the token after the earlier copy (repeated sequence)",
 }
+
+QK_INPUTS = 6  # inputs in the query–key view: the current text and the first sample texts
 
 with page("Heads", "What does each head do — and does the model need it?"):
     inp = inputs()
@@ -89,6 +94,28 @@ with page("Heads", "What does each head do — and does the model need it?"):
                   key="sweep-grid", name="ablation")
             worst = np.unravel_index(np.argmin(grid), grid.shape)
             st.caption(f"Most needed: {names[worst[0]]}, head {worst[1]} (Δp = {grid[worst]:+.3f}).")
+
+    st.subheader("Queries and keys of one head")
+    batch = [("your text" if inp.preset is None else inp.preset.title, inp.text, inp.src)]
+    for p in presets(inp.model):
+        if len(batch) < QK_INPUTS and p.text != inp.text:
+            batch.append((p.title, p.text, (p.src_text or inp.src) if inp.src is not None else None))
+    c1, c2, c3 = st.columns(3)
+    qk_sites = list(cap.records)
+    qk_site = select("Attention site", qk_sites, "qk_site", qk_sites[-1], where=c1)
+    qk_head = index("Head", cap.n_heads, "qk_head", 0, where=c2)
+    aligned = toggle("Align keys to queries", "qk_align", True, where=c3,
+                     help="AttentionViz: shift every key by one vector and rescale q and k so the two clouds overlap; "
+                          "every softmax row stays the same.")
+    runs = [state.capture(inp.model, t, s, inp.backend) for _, t, s in batch]
+    points = qk_points(runs, qk_site, qk_head, [name for name, _, _ in batch], normalise=aligned)
+    chart(qk_scatter(points, present=present, title=f"{qk_site}, head {qk_head}: queries and keys of "
+                                                    f"{len(batch)} inputs (PCA)"), key="qk", name="qk-view")
+    st.caption("Each dot is one token of one input (repeated tokens are separate dots): its query or key vector "
+               "for this head — after positions, RoPE and QK-norm, exactly what is dotted — projected with the "
+               "principal components of all of them together. A query lies near the keys it scores highly when "
+               "keys are aligned. Inputs: the current text and the model's sample texts.")
+    downloads("heads-qk", csv=pd.DataFrame(qk_table(points)))
 
     downloads("heads", csv=df, json_obj={"model": inp.model, "text": inp.text, "period": period,
                                          "heads": df.to_dict("records")})

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from cli.commands.common import add_device_args, add_model_args, load_model, print_json, resolve_texts
+from cli.commands.common import (
+    add_device_args,
+    add_model_args,
+    load_model,
+    print_json,
+    resolve_texts,
+    sample_image,
+)
 
 
 def add_parser(sub) -> None:
@@ -17,8 +24,11 @@ def run(args) -> int:
     from analysis.checks import run_checks
 
     lm = load_model(args.model, args)
-    text, src = resolve_texts(lm, args.text, args.src_text)
-    report = run_checks(lm, lm.encode(text, src))
+    if lm.reads_image:  # a ViT reads a generated shape image (--text does not apply)
+        report = run_checks(lm, lm.encode_image(sample_image()))
+    else:
+        text, src = resolve_texts(lm, args.text, args.src_text)
+        report = run_checks(lm, lm.encode(text, src))
     if args.json:
         print_json(report)
     else:

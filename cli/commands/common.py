@@ -65,6 +65,13 @@ def resolve_texts(lm, text, src_text) -> tuple[str, str | None]:
     return text, src_text
 
 
+def sample_image():
+    """The image a ViT command reads by default: the first eval-split shape image (uint8 [32, 32, 3])."""
+    from model.lecture.shapes import shape_images
+
+    return shape_images(1, 0, "eval")[0].image
+
+
 def print_json(obj) -> None:
     json.dump(obj, sys.stdout, indent=2, allow_nan=False)
     sys.stdout.write("\n")

@@ -6,7 +6,7 @@ from cli.commands.common import load_model, print_json
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("eval", help="held-out accuracy per task of a lecture model")
+    p = sub.add_parser("eval", help="held-out accuracy per task of a lecture model (lecture-vit: per class)")
     p.add_argument("--model", required=True, help="a lecture model name (see `attnlab models`) or its folder")
     p.add_argument("--n", type=int, default=200, help="number of fresh held-out examples (default 200)")
     p.add_argument("--seed", type=int, default=0, help="seed of the held-out examples (default 0)")
@@ -23,6 +23,8 @@ def run(args) -> int:
     if not 1 <= args.n <= 100_000:
         raise InputError(f"--n must be between 1 and 100,000, not {args.n}")
     lm = load_model(args.model)
+    if lm.reads_image:
+        return _run_images(lm, args)
     tok = getattr(lm.tokenizer, "tok", None)
     if tok is None or not set(vocabulary()) <= set(tok.get_vocab(with_added_tokens=True)):
         raise InputError(f"{args.model} is not a lecture model (its vocabulary lacks the lecture corpus words)")
@@ -34,4 +36,23 @@ def run(args) -> int:
     else:
         for task, m in report["tasks"].items():
             print(f"{task:<12} n={m['n']:<5} accuracy={m['accuracy']:.1%}")
+    return 0
+
+
+def _run_images(lm, args) -> int:
+    """lecture-vit: accuracy on fresh held-out shape images, overall and per class."""
+    from model.inputs import InputError
+    from model.lecture.evaluate_vit import evaluate_images
+
+    try:
+        report = evaluate_images(lm, args.n, args.seed)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    if args.json:
+        print_json(report)
+    else:
+        print(f"red-shape    n={report['n']:<5} accuracy={report['accuracy']:.1%}")
+        for c, m in report["per_class"].items():
+            acc = "n/a" if m["accuracy"] is None else f"{m['accuracy']:.1%}"
+            print(f"  {c:<10} n={m['n']:<5} accuracy={acc}")
     return 0

@@ -7,7 +7,8 @@ from cli.commands.common import load_model, print_json
 
 def add_parser(sub) -> None:
     p = sub.add_parser("faithfulness", help="faithfulness benchmark on the lecture tasks: top-1 source per method, "
-                                            "and the answer-probability change when each head is zeroed")
+                                            "and the answer-probability change when each head is zeroed (lecture-vit: "
+                                            "pointing game and mass inside the deciding object, per method)")
     p.add_argument("--model", required=True, help="a model name (see `attnlab models`) or a folder")
     p.add_argument("--n", type=int, default=100, help="number of eval examples (default 100)")
     p.add_argument("--seed", type=int, default=0, help="seed of the example draw (default 0)")
@@ -23,6 +24,8 @@ def run(args) -> int:
     if not 1 <= args.n <= MAX_EXAMPLES:
         raise InputError(f"--n must be between 1 and {MAX_EXAMPLES}, got {args.n}")
     lm = load_model(args.model)
+    if lm.reads_image:
+        return _run_images(lm, args)
     report = faithfulness(lm, n=args.n, seed=args.seed, ablation=not args.no_ablation)
     if args.json:
         print_json(report)
@@ -40,4 +43,24 @@ def run(args) -> int:
         print("heads with the largest effect when zeroed (Δp of the correct answer):")
         for r in top_heads(report, 5):
             print(f"  {r['site']:<32} head {r['head']:<3} {r['delta_p']:+.4f}")
+    return 0
+
+
+def _run_images(lm, args) -> int:
+    """A ViT on shape images: pointing-game accuracy and mass inside the red object per method, against chance."""
+    from analysis.faithfulness_images import image_faithfulness
+
+    report = image_faithfulness(lm, n=args.n, seed=args.seed)
+    if args.json:
+        print_json(report)
+        return 0
+    c = report["chance"]
+    print(f"{report['model']} ({report['arch']}), {report['n_examples']} images, seed {report['seed']}: "
+          f"accuracy {report['accuracy']:.3f}; chance pointing {c['pointing']:.3f}, mass {c['mass']:.3f}")
+    print(f"  {'method':<13} {'pointing':>8} {'mass':>6}")
+    for name, m in report["methods"].items():
+        print(f"  {name:<13} {m['pointing']:>8.3f} {m['mass']:>6.3f}")
+    print("heads whose [CLS] attention puts the most mass on the red object:")
+    for h in report["heads"][:5]:
+        print(f"  layer {h['layer']} head {h['head']}: {h['mass']:.3f}")
     return 0

@@ -2,16 +2,64 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+VIT = "lecture-vit"  # trained by model/lecture/train_vit.py
+VIT_IGNORES = ("questions", "mask_share", "hint", "hint_steps", "hint_tasks", "context", "mix", "init")
+
 
 def add_parser(sub) -> None:
     from model.lecture.train import add_arguments
 
-    p = sub.add_parser("train", help="train a bundled lecture model (lecture-decoder, lecture-encoder, lecture-encdec)")
+    p = sub.add_parser("train", help="train a bundled lecture model (lecture-decoder, lecture-encoder, lecture-encdec, "
+                                     "lecture-vit)")
     add_arguments(p)
+    for action in p._actions:  # the text recipes' --model choices, plus the ViT
+        if action.dest == "model" and action.choices is not None:
+            action.choices = [*action.choices, VIT]
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
+    if args.model == VIT:
+        return _train_vit(args)
     from model.lecture.train import run as train_run
 
     return train_run(args)
+
+
+def _train_vit(args) -> int:
+
+    from cli.errors import UsageError
+    from model.lecture.train_vit import NAME
+    from model.lecture.train_vit import run as vit_run
+    from model.registry import BUNDLED_DIR
+
+    unused = [f"--{k.replace('_', '-')}" for k in VIT_IGNORES if getattr(args, k, None) is not None]
+    if unused:
+        raise UsageError(f"{', '.join(unused)}: text-recipe options; lecture-vit takes --steps, --batch, --lr, "
+                         "--seed, --warmup, --out, --threads, --eval-n, --no-card, --quiet")
+    code = vit_run(args)
+    if code == 0 and not args.no_card:
+        write_vit_card(Path(args.out) if args.out else BUNDLED_DIR / NAME)
+    return code
+
+
+def write_vit_card(folder: Path, n_eval: int = 1000, n_faith: int = 200) -> None:
+    """Measure (held-out accuracy, image faithfulness) and write lecture-vit's README.md."""
+    import sys
+
+    from analysis.faithfulness_images import image_faithfulness
+    from model.checkpoint import read_config
+    from model.lecture.card_vit import render_card, write_card
+    from model.lecture.evaluate_vit import evaluate_images
+    from model.registry import load_attnlab_folder
+
+    folder = Path(folder)
+    lm = load_attnlab_folder(folder, "lecture-vit", str(folder))
+    seed = 1
+    evaluation = evaluate_images(lm, n_eval, seed)
+    faith = image_faithfulness(lm, n_faith, 0)
+    training = read_config(folder)["training"]
+    text = render_card(lm.cfg, training, evaluation, faith, f"attnlab eval --model lecture-vit --n {n_eval} --seed {seed}")
+    print(f"model card: {write_card(folder, text)}", file=sys.stderr)

@@ -1,5 +1,6 @@
-"""Ours against `transformers` on the same token ids: hidden states, logits, every attention pattern,
-and (decoders: GPT-2, Llama, Qwen2, Mistral, Mixtral) a greedy continuation; Mixtral's router logits too. fp32, CPU; `transformers` runs its eager attention."""
+"""Ours against `transformers` on the same token ids (ViT: the same pixels): hidden states, logits, every attention
+pattern, and (decoders: GPT-2, Llama, Qwen2, Mistral, Mixtral) a greedy continuation; Mixtral's router logits too.
+fp32, CPU; `transformers` runs its eager attention."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ TOL_LOGITS = 1e-4
 TOL_ATTENTION = 1e-5  # every attention weight
 GREEDY_TOKENS = 20
 # family → the transformers class it is compared with (bert: BertModel or BertForMaskedLM)
-FAMILIES = {"gpt2": "GPT2LMHeadModel", "bert": "BertModel", **CLASSES}
+FAMILIES = {"gpt2": "GPT2LMHeadModel", "bert": "BertModel", **CLASSES, "vit": "ViTModel"}
 DEFAULT_TEXT = "The cat sat on the mat because the mat was warm."
 
 
@@ -25,6 +26,9 @@ def compare_hf(folder_or_name: str, text: str | None = None, *, pair: str | None
     Hugging Face checkpoint, CheckpointError for a bad folder."""
     lm = load(folder_or_name)
     hf = load_transformers(lm)
+    if lm.reads_image:
+        inputs = lm.encode_image(probe_image(lm.image_size))
+        return compare_models(lm, hf, inputs, backend=backend)
     inputs = lm.encode(text if text is not None else DEFAULT_TEXT, pair=pair)
     return compare_models(lm, hf, inputs, backend=backend, greedy_tokens=greedy_tokens)
 
@@ -42,11 +46,21 @@ def load_transformers(lm):
     hf_logging.disable_progress_bar()
     if lm.family == "bert":
         cls = transformers.BertForMaskedLM if lm.cfg.output_head_kind == "mlm" else transformers.BertModel
+    elif lm.family == "vit":
+        cls = transformers.ViTForImageClassification if lm.cfg.n_classes else transformers.ViTModel
     else:
         cls = getattr(transformers, FAMILIES[lm.family])
     model = cls.from_pretrained(folder, attn_implementation="eager", local_files_only=True, use_safetensors=True,
                                 dtype=torch.float32)
     return model.eval()
+
+
+def probe_image(size: tuple[int, int], seed: int = 0) -> np.ndarray:
+    """A seeded uint8 [H, W, 3] image: smooth colour ramps plus noise (what a ViT comparison reads)."""
+    h, w = size
+    y, x = np.mgrid[0:h, 0:w] / max(h, w)  # [H, W] each
+    noise = np.random.default_rng(seed).integers(0, 64, (h, w, 3))
+    return np.clip(np.stack([x * 255, y * 255, (1 - x) * 160], -1) + noise, 0, 255).astype(np.uint8)
 
 
 def _max_abs(a, b) -> float:
@@ -57,11 +71,18 @@ def _max_abs(a, b) -> float:
 def compare_models(lm, hf, inputs, *, backend: str = "eager", greedy_tokens: int = GREEDY_TOKENS) -> dict:
     """Both models on `inputs` (one sequence, no padding)."""
     run = lm.forward(inputs, backend=backend)
-    kw = {"token_type_ids": inputs.type_ids} if inputs.type_ids is not None else {}
-    if run.capture.routers:  # Mixtral: the router logits of every layer too
-        kw["output_router_logits"] = True
-    out = hf(inputs.ids, output_attentions=True, output_hidden_states=True, **kw)
-    hf_hidden = out.hidden_states[-1]  # GPT-2, Llama …: after the final norm; BERT: the last layer's output
+    if lm.reads_image:  # ViT: the base model's output after its final LayerNorm, and the classifier's logits
+        base = hf.vit if hasattr(hf, "vit") else hf
+        out = base(pixel_values=inputs.pixels, output_attentions=True, interpolate_pos_encoding=False)
+        hf_hidden = out.last_hidden_state
+        if lm.cfg.n_classes:
+            out.logits = hf(pixel_values=inputs.pixels).logits
+    else:
+        kw = {"token_type_ids": inputs.type_ids} if inputs.type_ids is not None else {}
+        if run.capture.routers:  # Mixtral: the router logits of every layer too
+            kw["output_router_logits"] = True
+        out = hf(inputs.ids, output_attentions=True, output_hidden_states=True, **kw)
+        hf_hidden = out.hidden_states[-1]  # GPT-2, Llama …: after the final norm; BERT: the last layer's output
     n_layers = len(out.attentions)
     if n_layers != lm.cfg.n_layers:
         raise AssertionError(f"transformers returned {n_layers} attention layers, ours has {lm.cfg.n_layers}")

@@ -19,6 +19,7 @@ FAMILIES = {
     "qwen2": "qwen2 (Qwen2, Qwen2.5 and other Qwen2ForCausalLM checkpoints)",
     "mistral": "mistral (Mistral and other MistralForCausalLM checkpoints, sliding window included)",
     "mixtral": "mixtral (Mixtral and other MixtralForCausalLM mixture-of-experts checkpoints)",
+    "vit": "vit (ViT: ViTModel and ViTForImageClassification checkpoints; converted in model/hf/vit.py)",
 }
 # Hugging Face activation names → our MLP choice.
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}

@@ -15,7 +15,7 @@ import torch
 
 from model.checkpoint import CheckpointError, load_state, load_weights, read_config
 from model.config import ModelConfig
-from model.hf import convert, llama
+from model.hf import convert, llama, vit
 from model.inputs import InputError
 from model.loaded import LoadedModel
 from model.tokenizer import HFTokenizer
@@ -34,6 +34,7 @@ DEFAULT_SPECIALS = {
     "mistral": {"bos": "<s>", "eos": "</s>"},
     "mixtral": {"bos": "<s>", "eos": "</s>"},
     "qwen2": {"eos": "<|endoftext|>"},
+    "vit": {},
 }
 
 
@@ -44,8 +45,11 @@ def load_hf_folder(folder: str | Path, name: str | None = None, source: str | No
     family = model_family(hf, folder)
     state = read_weights(folder)
     model, cfg = build_converted(family, hf, state, str(folder))
-    tok = read_tokenizer(folder, family, cfg)
     card = {"folder": str(folder), "model_type": hf.get("model_type"), "architectures": hf.get("architectures") or []}
+    if family == "vit":  # no tokenizer: the image preprocessing instead
+        return LoadedModel(name or str(folder), model, None, cfg, source or str(folder), family=family, card=card,
+                           image=vit.read_prep(folder, hf, cfg))
+    tok = read_tokenizer(folder, family, cfg)
     return LoadedModel(name or str(folder), model, tok, cfg, source or str(folder), family=family, card=card)
 
 
@@ -120,6 +124,9 @@ def build_converted(family: str, hf: dict, state: dict, where: str) -> tuple[tor
     elif family in llama.FAMILIES:
         cfg = llama.llama_config(hf)
         ours = llama.convert_llama(state, cfg, family)
+    elif family == "vit":
+        cfg = vit.vit_config(hf, classes=vit.has_classifier(state))
+        ours = vit.convert_vit(state, cfg)
     else:
         cfg = convert.bert_config(hf, mlm=convert.has_mlm_head(state))
         ours = convert.convert_bert(state, cfg)

@@ -18,3 +18,15 @@ def decoder(dec):
 @pytest.fixture(scope="session")
 def encdec():
     return load("random-encdec")
+
+
+@pytest.fixture(scope="session")
+def vit():
+    return load("lecture-vit")
+
+
+@pytest.fixture(scope="session")
+def vit_image():
+    from model.lecture.shapes import shape_images
+
+    return shape_images(1, 0, "eval")[0]

@@ -103,3 +103,16 @@ def test_images_are_counted_with_the_charts(tmp_path):
     assert len(images) == 1 and images[0] == next(iter(media.values()))
     assert 50 < images[0] < 2000  # a small encoded image, not its URL
     assert np.isclose(sum(figures), len(spec))  # plotly's JSON is ASCII here
+
+
+def test_vision_is_measured_with_its_own_model():
+    from analysis.benchmarks import Payload
+    from model.registry import model_choices
+
+    if "lecture-vit" not in model_choices(kind="image"):
+        pytest.skip("lecture-vit not bundled")
+    row = page_payload("vision", 16)
+    assert row[Payload.MODEL] == "lecture-vit" and Payload.ERROR not in row, row
+    at = apptest_run("vision", vit_model="lecture-vit")
+    assert row[Payload.BYTES] == sum(len(el.proto.spec.encode("utf-8")) for el in at.get("plotly_chart"))
+    assert 20_000 < row[Payload.BYTES] < 2_000_000

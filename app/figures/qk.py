@@ -1,0 +1,31 @@
+"""The query–key view: one head's queries and keys (analysis.qk_view.QKPoints) as a 2-D scatter, two colours,
+hover naming the token (or patch) and the input it came from. Every occurrence of a token is its own point."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from app.figures.style import apply_layout, esc
+
+QK_COLORS = {"query": "#1f77b4", "key": "#ff7f0e"}
+PLURAL = {"query": "queries", "key": "keys"}
+
+
+def qk_scatter(points, *, title: str = "", present: bool = False) -> go.Figure:
+    """Queries and keys of one head in the PCA plane: one trace per kind; axes name the explained variance."""
+    fig = go.Figure()
+    for kind, color in QK_COLORS.items():
+        sel = points.of(kind)
+        idx = [i for i in range(len(sel)) if sel[i]]
+        text = [f"{kind} · {esc(points.labels[i], 20)} (position {int(points.position[i])})<br>"
+                f"{esc(points.names[points.source[i]], 40)}" for i in idx]
+        fig.add_trace(go.Scatter(
+            x=points.xy[sel, 0], y=points.xy[sel, 1], mode="markers", name=f"{PLURAL[kind]} ({len(idx)})", text=text,
+            marker={"color": color, "size": 9 if present else 7, "opacity": 0.75,
+                    "symbol": "circle" if kind == "query" else "diamond"},
+            hovertemplate="%{text}<extra></extra>"))
+    ex = points.explained
+    fig.update_xaxes(title=f"PC 1 ({100 * ex[0]:.0f}% of variance)", zeroline=False)
+    fig.update_yaxes(title=f"PC 2 ({100 * ex[1]:.0f}% of variance)", zeroline=False, scaleanchor="x")
+    return apply_layout(fig, title, present, 520, legend={"orientation": "h", "y": -0.15},
+                        meta={"explained": [float(e) for e in ex], "inputs": len(points.names)})

@@ -1,0 +1,97 @@
+"""Hugging Face ViT checkpoints (ViTModel, ViTForImageClassification) → our ModelConfig (arch="vit") and state dict,
+and the folder's preprocessing (preprocessor_config.json) as an ImagePrep. Pure functions; no `transformers` import.
+
+ViTModel's pooler (dense + tanh on [CLS], used by no head here) is knowingly ignored; positions are not
+interpolated (the model reads images at its config's image_size only)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from model.checkpoint import CheckpointError
+from model.config import ModelConfig
+from model.hf.convert import _activation, _build, _Mapper, _require, _strip
+from model.images import ImagePrep, hf_prep
+
+State = dict[str, torch.Tensor]
+
+
+def _side(v, name: str) -> int:
+    if isinstance(v, (list, tuple)):
+        if len(v) != 2 or v[0] != v[1]:
+            raise CheckpointError(f"vit: {name}={v} is not square; only square images and patches are supported")
+        v = v[0]
+    return int(v)
+
+
+def has_classifier(names) -> bool:
+    """True for ViTForImageClassification weights (a linear classifier on [CLS])."""
+    return "classifier.weight" in names
+
+
+def vit_config(hf: dict, classes: bool) -> ModelConfig:
+    """A ViT config.json dict → ModelConfig (pre-LN, learned 1-D positions over [CLS] + patches)."""
+    _require(hf, "vit", "hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size",
+             "image_size", "patch_size")
+    n_classes = (len(hf.get("id2label") or {}) or int(hf.get("num_labels", 2))) if classes else 0
+    return _build(
+        arch="vit", d_model=hf["hidden_size"], n_heads=hf["num_attention_heads"], n_layers=hf["num_hidden_layers"],
+        d_mlp=hf["intermediate_size"], image_size=_side(hf["image_size"], "image_size"),
+        patch_size=_side(hf["patch_size"], "patch_size"), n_channels=int(hf.get("num_channels", 3)),
+        n_classes=n_classes, positional="learned", norm="pre", mlp=_activation(hf.get("hidden_act", "gelu"), "vit"),
+        bias=True, qkv_bias=bool(hf.get("qkv_bias", True)), norm_eps=float(hf.get("layer_norm_eps", 1e-12)),
+    )
+
+
+def class_names(hf: dict, n: int) -> tuple[str, ...]:
+    """Class names from id2label (keys may be strings), else class_0 …"""
+    labels = {int(k): str(v) for k, v in (hf.get("id2label") or {}).items()}
+    return tuple(labels.get(i, f"class_{i}") for i in range(n))
+
+
+def convert_vit(hf_state: State, cfg: ModelConfig) -> State:
+    """ViTModel (unprefixed) or ViTForImageClassification (`vit.` prefix, `classifier.`) tensors → ours."""
+    s = _strip(hf_state, "vit.", "embeddings.cls_token")
+    D, H, C, P, N = cfg.d_model, cfg.hidden, cfg.n_channels, cfg.patch_size, cfg.n_patches
+    m = _Mapper(s, "vit")
+    e = "embeddings."
+    m.take(e + "cls_token", "embed.cls", (1, 1, D))
+    m.take(e + "position_embeddings", "embed.pos", (1, 1 + N, D))
+    m.take(e + "patch_embeddings.projection.weight", "embed.proj.weight", (D, C, P, P))
+    m.take(e + "patch_embeddings.projection.bias", "embed.proj.bias", (D,))
+    m.ignore(e + "mask_token")  # masked image modelling only
+    for i in range(cfg.n_layers):
+        h, b = f"encoder.layer.{i}.", f"blocks.{i}."
+        qkv = [h + f"attention.attention.{n}" for n in ("query", "key", "value")]
+        # Separate q, k, v Linear layers → our fused qkv: rows [0:D] q, [D:2D] k, [2D:3D] v.
+        m.out[b + "attn.qkv.weight"] = torch.cat([m.pop(n + ".weight", (D, D)) for n in qkv])  # [3D, D]
+        if cfg.attn_bias:
+            m.out[b + "attn.qkv.bias"] = torch.cat([m.pop(n + ".bias", (D,)) for n in qkv])  # [3D]
+        m.linear(h + "attention.output.dense", b + "attn.out", (D, D))
+        m.norm(h + "layernorm_before", b + "ln_attn", D)
+        m.linear(h + "intermediate.dense", b + "mlp.up", (H, D))
+        m.linear(h + "output.dense", b + "mlp.down", (D, H))
+        m.norm(h + "layernorm_after", b + "ln_mlp", D)
+    m.norm("layernorm", "ln_f", D)
+    m.ignore_prefix("pooler.")  # ViTModel's pooler: not part of our model
+    if cfg.n_classes:
+        m.linear("classifier", "head", (cfg.n_classes, D))
+    return m.done()
+
+
+def read_prep(folder: Path, hf: dict, cfg: ModelConfig) -> ImagePrep:
+    """preprocessor_config.json's resize, rescale and normalisation (ViTImageProcessor's defaults without one)."""
+    path = folder / "preprocessor_config.json"
+    pre = {}
+    if path.is_file():
+        try:
+            pre = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise CheckpointError(f"{path} is not valid JSON ({e})") from None
+    prep = hf_prep(pre, cfg.image_size, class_names(hf, cfg.n_classes))
+    if prep.size != (cfg.image_size, cfg.image_size) and not prep.do_resize:
+        raise CheckpointError(f"{path}: images of {prep.size} without resizing; the model reads {cfg.image_size}²")
+    return prep

@@ -1,0 +1,156 @@
+"""Train lecture-vit, the bundled vision transformer, on generated shape images (CPU-friendly, seeded).
+
+    attnlab train --model lecture-vit [--steps N]      # or: python -m model.lecture.train_vit
+
+Each step draws a fresh batch of training images (model/lecture/shapes.py: the label is the shape of the one red
+object); cross-entropy on the [CLS] classifier; AdamW with linear warm-up then cosine decay to 10%, gradients
+clipped at 1. Held-out accuracy is measured on eval-split images (disjoint from training by hash)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from model.checkpoint import save_folder
+from model.config import ModelConfig
+from model.images import ImagePrep
+from model.registry import BUNDLED_DIR
+from model.transformer import build_model
+
+from .evaluate_vit import predict
+from .shapes import CLASSES, IMAGE_SIZE, shape_images
+
+NAME = "lecture-vit"
+EVAL_SEED = 1
+PREP = ImagePrep(size=(IMAGE_SIZE, IMAGE_SIZE), class_names=CLASSES)
+CONFIG = ModelConfig(arch="vit", image_size=IMAGE_SIZE, patch_size=4, n_classes=len(CLASSES), d_model=64,
+                     n_heads=4, n_layers=4, positional="learned", norm="pre", mlp="gelu")
+
+
+@dataclass(frozen=True)
+class VitRecipe:
+    cfg: ModelConfig = CONFIG
+    steps: int = 2500
+    batch: int = 48
+    lr: float = 1.5e-3
+    warmup: int = 100
+    weight_decay: float = 0.05
+    seed: int = 0
+    eval_every: int = 500
+
+
+@dataclass
+class VitResult:
+    model: torch.nn.Module
+    losses: list[float]  # one per step
+    seconds: float
+
+
+def batch_of(n: int, seed: int, split: str = "train") -> tuple[torch.Tensor, torch.Tensor]:
+    """pixels [n, 3, H, W] and labels [n] of fresh generated images."""
+    ims = shape_images(n, seed, split)
+    return PREP.tensor([im.image for im in ims]), torch.tensor([im.label for im in ims])
+
+
+def lr_at(step: int, r: VitRecipe) -> float:
+    if step < r.warmup:
+        return r.lr * (step + 1) / r.warmup
+    t = (step - r.warmup) / max(1, r.steps - r.warmup)
+    return r.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
+
+
+def accuracy(model, n: int = 400, seed: int = EVAL_SEED) -> float:
+    """Share of `n` held-out images whose predicted class is the red object's shape."""
+    ims = shape_images(n, seed, "eval")
+    return float((predict(model, PREP, [im.image for im in ims]) == np.array([im.label for im in ims])).mean())
+
+
+def train(r: VitRecipe, *, on_eval=None, log=None, batches=None) -> VitResult:
+    """Train from seeded random weights; `on_eval(step, model, seconds)` every eval_every steps and at the end.
+    `batches(step) -> (pixels, labels)` replaces the fresh generated batches (tests)."""
+    torch.manual_seed(r.seed)
+    model = build_model(r.cfg).train()
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and not n.startswith("embed.pos")]
+    rest = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and not n.startswith("embed.pos"))]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": r.weight_decay}, {"params": rest, "weight_decay": 0.0}],
+                            lr=r.lr, betas=(0.9, 0.98))
+    losses, t0 = [], time.perf_counter()
+    for step in range(r.steps):
+        pixels, labels = batches(step) if batches else batch_of(r.batch, r.seed * 1_000_003 + step)
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, r)
+        loss = F.cross_entropy(model(pixels, backend="sdpa").logits, labels)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+        if log and (step + 1) % 50 == 0:
+            log(f"step {step + 1}/{r.steps} loss {np.mean(losses[-50:]):.4f} ({time.perf_counter() - t0:.0f}s)")
+        if on_eval and ((step + 1) % r.eval_every == 0 or step + 1 == r.steps):
+            on_eval(step + 1, model.eval(), time.perf_counter() - t0)
+            model.train()
+    return VitResult(model.eval(), losses, time.perf_counter() - t0)
+
+
+def save(model, cfg: ModelConfig, folder: Path, training: dict, accuracy_: float) -> Path:
+    """The attnlab folder: config.json (with the preprocessing and class names), model.safetensors."""
+    return save_folder(model, cfg, folder, extra={"image": PREP.to_dict(), "training": training,
+                                                  "card": {"task": "shape of the one red object",
+                                                           "classes": list(CLASSES),
+                                                           "heldout_accuracy": round(accuracy_, 4)}})
+
+
+# -- command line ---------------------------------------------------------------------------------------
+OPTIONS = ("steps", "batch", "lr", "seed", "warmup")
+
+
+def run(args) -> int:
+    """Train with the recipe (overridden by --steps, --batch, --lr, --seed, --warmup), save after every evaluation."""
+    torch.set_num_threads(max(1, getattr(args, "threads", 1) or 1))
+    r = replace(VitRecipe(), **{k: getattr(args, k) for k in OPTIONS if getattr(args, k, None) is not None})
+    out = Path(args.out) if getattr(args, "out", None) else BUNDLED_DIR / NAME
+    eval_n = getattr(args, "eval_n", 400) or 400
+
+    def log(msg: str) -> None:
+        if not getattr(args, "quiet", False) or msg.startswith("eval"):
+            print(msg, file=sys.stderr, flush=True)
+
+    def on_eval(step, model, seconds):
+        acc = accuracy(model, eval_n)
+        training = {"recipe": NAME, "steps": step, "of_steps": r.steps, "batch": r.batch, "lr": r.lr, "seed": r.seed,
+                    "warmup": r.warmup, "weight_decay": r.weight_decay, "seconds": round(seconds, 1),
+                    "threads": torch.get_num_threads(), "eval_n": eval_n, "eval_seed": EVAL_SEED}
+        save(model, r.cfg, out, training, acc)
+        log(f"eval @ {step} ({seconds:.0f}s): accuracy {acc:.4f} -> {out}")
+
+    res = train(r, on_eval=on_eval, log=log)
+    log(f"done: {r.steps} steps in {res.seconds:.0f}s -> {out}")
+    return 0
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", default=None, help="output folder (default: the bundled checkpoint folder)")
+    for k, t in zip(OPTIONS, (int, int, float, int, int)):
+        p.add_argument(f"--{k}", type=t, default=None, help=f"override the recipe's {k}")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    p.add_argument("--eval-n", type=int, default=400, help="held-out images per evaluation")
+    p.add_argument("--quiet", action="store_true", help="log evaluations only")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m model.lecture.train_vit", description=__doc__.splitlines()[0])
+    add_arguments(p)
+    return run(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,73 @@
+"""Hugging Face ViT folders (tiny, random, perturbed, written with save_pretrained) ≡ transformers."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from model.checkpoint import CheckpointError
+from model.hf.compare import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS, compare_hf, probe_image
+from model.registry import load
+from tests.hf_fixtures import _perturb, quiet_transformers
+
+LABELS = {0: "cat", 1: "dog", 2: "fish"}
+
+
+def make_vit(folder, classify: bool, seed: int = 0, **kw):
+    """A perturbed random ViT (every tensor moved off its init), its preprocessor_config.json beside it."""
+    import transformers
+
+    quiet_transformers()
+    conf = transformers.ViTConfig(**{**dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                            intermediate_size=48, image_size=16, patch_size=4, id2label=LABELS,
+                                            label2id={v: k for k, v in LABELS.items()}), **kw})
+    torch.manual_seed(seed)
+    cls = transformers.ViTForImageClassification if classify else transformers.ViTModel
+    model = cls(conf).eval()
+    _perturb(model, seed)
+    model.save_pretrained(folder, safe_serialization=True)
+    transformers.ViTImageProcessor(size={"height": 16, "width": 16}, image_mean=[0.4, 0.5, 0.6],
+                                   image_std=[0.2, 0.3, 0.25]).save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("classify, kw", [(True, {}), (False, {}),
+                                          (True, {"layer_norm_eps": 1e-6, "hidden_act": "gelu_new", "qkv_bias": False})])
+@pytest.mark.parametrize("backend", ["eager", "sdpa"])
+def test_vit_equals_transformers(tmp_path, classify, kw, backend):
+    folder = make_vit(tmp_path / "vit", classify, **kw)
+    r = compare_hf(str(folder), backend=backend)
+    assert r["n_layers"] == 2 and r["n_heads"] == 4
+    assert r["max_abs_attention"] <= TOL_ATTENTION
+    assert r["max_abs_hidden"] <= TOL_HIDDEN
+    if classify:
+        assert r["max_abs_logits"] <= TOL_LOGITS
+    else:
+        assert r["max_abs_logits"] is None
+
+
+def test_vit_folder_preprocessing_matches_transformers(tmp_path):
+    import transformers
+
+    folder = make_vit(tmp_path / "vit", True)
+    lm = load(str(folder))
+    assert lm.reads_image and lm.class_names == ["cat", "dog", "fish"] and lm.cfg.norm_eps == 1e-12
+    image = probe_image((37, 29))  # resized to 16×16 by both
+    ours = lm.encode_image(image).pixels
+    proc = transformers.ViTImageProcessor.from_pretrained(str(folder))
+    theirs = torch.as_tensor(np.asarray(proc(images=image, return_tensors="np")["pixel_values"]))
+    assert ours.shape == theirs.shape == (1, 3, 16, 16)
+    assert float((ours - theirs).abs().max()) <= 1e-5
+    logits = lm.forward(lm.encode_image(image)).logits
+    hf = transformers.ViTForImageClassification.from_pretrained(str(folder), attn_implementation="eager").eval()
+    with torch.no_grad():
+        assert float((hf(pixel_values=theirs).logits - logits).abs().max()) <= TOL_LOGITS
+
+
+def test_non_square_vit_is_refused(tmp_path):
+    folder = make_vit(tmp_path / "vit", False)
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(cfg | {"image_size": [16, 32]}))
+    with pytest.raises(CheckpointError, match="square"):
+        load(str(folder))
