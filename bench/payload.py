@@ -29,6 +29,8 @@ NOT_MEASURED = {
     "cross_attention": "encoder–decoder only (the payload model is a decoder)",
     "permutation": "random-weight encoders on a short shuffled text (the page's own study), not the model at T",
     "positions": "position tables of the model (P × d), not attention over the text",
+    "routing": "mixture-of-experts models only: with the payload model (no experts) it shows lecture-moe on its "
+               "sample, tokens × experts per layer, independent of T",
     "step_by_step": "a fixed toy example, independent of T",
 }
 TIMEOUT_S = 1800.0

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from PIL import Image
+from PIL import Image, ImageOps
 
 from model.inputs import InputError
 
@@ -22,7 +22,8 @@ RESAMPLE = {0: Image.Resampling.NEAREST, 1: Image.Resampling.LANCZOS, 2: Image.R
 
 def decode_image(data: bytes, *, max_bytes: int = MAX_IMAGE_BYTES, max_pixels: int = MAX_IMAGE_PIXELS,
                  formats: tuple[str, ...] = FORMATS) -> np.ndarray:
-    """PNG/JPEG bytes → uint8 [H, W, 3] RGB (any mode converted; transparency over white). InputError for
+    """PNG/JPEG bytes → uint8 [H, W, 3] RGB (any mode converted; transparency over white; EXIF orientation
+    applied). InputError for
     anything else: empty, too many bytes, not an image, another format, too many pixels, corrupt data."""
     if not data:
         raise InputError("the image is empty; upload a PNG or JPEG file")
@@ -36,6 +37,7 @@ def decode_image(data: bytes, *, max_bytes: int = MAX_IMAGE_BYTES, max_pixels: i
             if w * h > max_pixels or w < 1 or h < 1:
                 raise InputError(f"the image is {w}×{h} pixels; the limit is {max_pixels:,} pixels")
             im.load()
+            im = ImageOps.exif_transpose(im)  # a phone photo's EXIF orientation, applied
     except InputError:
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):

@@ -83,9 +83,9 @@ def default_model() -> str:
 
 def model_choices(kind: str = "text") -> list[str]:
     """Text models (the text pages): bundled first, then minilm, the random ones, then the supported models in
-    the local HF cache. Image models (the vision page): the bundled ViTs."""
+    the local HF cache. Image models (the vision page): the bundled ViTs, then the ViTs in the local HF cache."""
     if kind == "image":
-        return bundled_names("image")
+        return [*bundled_names("image"), *(m.repo_id for m in list_cached() if m.family == "vit")]
     if kind != "text":
         raise ValueError(f"kind must be 'text' or 'image', not {kind!r}")
     return [*bundled_names(), "minilm", *RANDOM, *(m.repo_id for m in list_cached() if m.has_tokenizer)]

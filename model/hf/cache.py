@@ -42,7 +42,7 @@ class CachedModel:
     repo_id: str  # "org/name" (or "name" for the few repositories without an organisation)
     folder: Path  # the snapshot folder: what registry.load / load_hf_folder reads
     revision: str  # the snapshot's folder name (a commit hash)
-    family: str  # gpt2 | bert | llama | qwen2 | mistral
+    family: str  # gpt2 | bert | llama | qwen2 | mistral | vit
     n_params: int | None  # parameters in the safetensors files (None when a header cannot be read)
     size_bytes: int  # bytes on disk of the snapshot's files (each blob once)
     has_tokenizer: bool  # tokenizer.json, vocab.txt or vocab.json present (the loader needs one)

@@ -25,6 +25,11 @@ def render_card(cfg: ModelConfig, training: dict, evaluation: dict, faith: dict,
     top = faith["heads"][:3]
     heads = ", ".join(f"**{h['layer']}.{h['head']}** (`blocks.{h['layer']}.attn`, head {h['head']}: {h['mass']:.0%})"
                       for h in top)
+    m = faith["methods"]
+    last = m["last_layer"]["mass"]
+    keep = min(v["mass"] for k, v in m.items() if k != "last_layer")
+    keep_max = max(v["mass"] for k, v in m.items() if k != "last_layer")
+    layers = sorted({str(h["layer"]) for h in top})
     return f"""# lecture-vit
 
 A small vision transformer trained in this repository on generated images whose answer region is known
@@ -67,7 +72,10 @@ a uniform map puts {c['mass']:.1%} of its mass inside (the object's area share).
 
 - Vision page, a bundled sample: the [CLS] row of heads {heads} puts that share of its attention (mean over
   {faith['n_examples']} held-out images) on the red object's patches — open them and compare with the distractors.
-- Rollout and gradient-weighted rollout side by side: the table above says which one stays on the object.
+- The last layer's [CLS] attention (mean over heads) puts {last:.0%} inside the object (chance {c['mass']:.0%}): the
+  selecting is done by the heads above (layer{'s' if len(layers) > 1 else ''} {', '.join(layers)}), so an overlay of the
+  last layer alone says little; the maps that carry every layer (head mean, rollout, gradient rollout, relevance)
+  keep {keep:.0%}–{keep_max:.0%} on it. Compare rollout and gradient-weighted rollout side by side.
 - Mean attention distance per head by layer, and the position-embedding similarity on the patch grid (the ViT
   paper's two pictures).
 

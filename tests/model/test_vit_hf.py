@@ -71,3 +71,17 @@ def test_non_square_vit_is_refused(tmp_path):
     (folder / "config.json").write_text(json.dumps(cfg | {"image_size": [16, 32]}))
     with pytest.raises(CheckpointError, match="square"):
         load(str(folder))
+
+
+def test_a_cached_vit_is_an_image_choice_only(tmp_path, monkeypatch):
+    from model import registry
+    from tests.model.test_hf_cache import add_repo, folder_files
+
+    folder = make_vit(tmp_path / "vit", True)
+    root = tmp_path / "hub"
+    add_repo(root, "acme/tiny-vit", folder_files(folder))
+    monkeypatch.setenv("HF_HUB_CACHE", str(root))
+    assert "acme/tiny-vit" in registry.model_choices(kind="image")
+    assert "acme/tiny-vit" not in registry.model_choices()
+    lm = registry.load("acme/tiny-vit")
+    assert lm.reads_image and lm.class_names == ["cat", "dog", "fish"] and lm.source == "cache:acme/tiny-vit"

@@ -87,3 +87,11 @@ def test_shapes_are_seeded_and_split():
     assert all(split_of(x.image, x.label) == "train" for x in shape_images(20, 7, "train"))
     with pytest.raises(ValueError, match="split"):
         shape_images(1, 0, "test")
+
+
+def test_exif_orientation_is_applied():
+    exif = Image.Exif()
+    exif[0x0112] = 6  # "rotate 90° clockwise to display"
+    buf = io.BytesIO()
+    Image.new("RGB", (6, 3), (10, 200, 10)).save(buf, format="JPEG", exif=exif)
+    assert decode_image(buf.getvalue()).shape == (6, 3, 3)  # was 3 high × 6 wide
