@@ -127,14 +127,13 @@ def _combo(page, label: str, nth: int) -> None:
 
 
 def _chart_button(page, key: str, menu: str, i: int) -> None:
-    """Click button i of the chart's visible Plotly button row `menu` ("layer" or "head")."""
-    page.evaluate("""([key, menu, i]) => {
+    """Click the chart's own Plotly button labelled "{menu} {i}" (only the visible rows are drawn)."""
+    page.evaluate("""([key, label]) => {
       const el = document.querySelector(`.st-key-fig-${key} .js-plotly-plot`);
-      const k = el.layout.updatemenus.findIndex(m => m.visible !== false && m.name === menu);
-      const g = el.querySelectorAll('.updatemenu-container > g')[k];
-      const b = g.querySelectorAll('.updatemenu-button')[i];
+      const b = [...el.querySelectorAll('.updatemenu-button')].find(
+        g => g.querySelector('.updatemenu-item-text').textContent === label);
       b.dispatchEvent(new MouseEvent('click', {bubbles: true}));
-    }""", [key, menu, i])
+    }""", [key, f"{menu} {i}"])
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,8 @@
   grey background; hover shows the query token, the key token and the value.
 * A matrix larger than MAX_SIDE per side is pooled (analysis.pooling) and says so in its title; one with
   more than PNG_CELLS cells is sent as a colour-mapped PNG instead of a float array.
+* A head matrix that also carries the other heads (`head_switcher`): Plotly buttons on the chart switch the
+  layer and head in the browser, with no server round trip, within a byte budget.
 * Marks: the cached steps of a stitched matrix (KV cache), circles on a reference alignment (cross-attention).
 """
 
@@ -19,6 +21,7 @@ from app.figures.style import DIVERGING, MASKED_BG, THEME_SCALE, apply_layout, e
 MAX_SIDE = 512  # cells per side before pooling
 HOVER_TEXT_CELLS = 4_096  # per-cell hover labels (query and key token) up to 64×64 cells: they dominate the payload
 PNG_CELLS = 120_000  # above this, a single matrix is sent as a PNG (no per-cell hover)
+SWITCH_BYTES = 600_000  # float32 bytes of heads one head matrix may carry for switching in the browser
 LIGHT_SCALE = "Blues"  # a PNG has no theme: these two stand in for the theme's scale (see png_scale)
 DARK_SCALE = "Viridis"
 
@@ -62,6 +65,23 @@ def _colour_png(z: np.ndarray, scale: str, zmin: float, zmax: float) -> np.ndarr
     return rgba
 
 
+def _masked(m, mask) -> np.ndarray:
+    """m as float32 [q, k] with NaN where `mask` is False or the value is not finite (−inf shows as masked)."""
+    z = np.array(m, dtype=np.float32)  # [q, k]
+    if mask is not None:
+        z = np.where(np.asarray(mask, bool), z, np.nan)
+    return np.where(np.isfinite(z), z, np.nan)
+
+
+def _zlimits(z: np.ndarray, kind: str) -> tuple[float, float]:
+    """Colour range: 0..max for a pattern, ±max|z| (diverging around 0) otherwise."""
+    finite = z[np.isfinite(z)]
+    if kind == "pattern":
+        return 0.0, float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+    lim = float(np.abs(finite).max()) if finite.size else 1.0
+    return -lim or -1.0, lim or 1.0
+
+
 def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", title: str = "",
                    present: bool = False, pool: str = "max", max_side: int = MAX_SIDE,
                    zrange: tuple[float, float] | None = None, height: int | None = None,
@@ -76,10 +96,7 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
     Above `png_cells` cells (after pooling) the matrix goes as a colour-mapped PNG. `index_ticks` labels
     each tick "i token" with its absolute position (a projector close-up).
     """
-    z = np.array(m, dtype=np.float32)  # [q, k]
-    if mask is not None:
-        z = np.where(np.asarray(mask, bool), z, np.nan)
-    z = np.where(np.isfinite(z), z, np.nan)  # −inf (masked scores) shows as masked
+    z = _masked(m, mask)  # [q, k]
     nq, nk = z.shape
     q_tokens, k_tokens = list(q_tokens)[q_offset:q_offset + nq], list(k_tokens)[k_offset:k_offset + nk]
     pooled = max(nq, nk) > max_side
@@ -94,15 +111,9 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
             ylab = [f"{q_offset + i} {t}" for i, t in enumerate(ylab)]
             xlab = [f"{k_offset + j} {t}" for j, t in enumerate(xlab)]
     ny, nx = z.shape
-    finite = z[np.isfinite(z)]
     value_name = value_name or {"pattern": "weight", "scores": "score", "diff": "Δ"}.get(kind, "value")
-    if kind == "pattern":
-        scale = THEME_SCALE
-        zmin, zmax = zrange or (0.0, float(finite.max()) if finite.size and finite.max() > 0 else 1.0)
-    else:
-        scale = DIVERGING
-        lim = float(np.abs(finite).max()) if finite.size else 1.0
-        zmin, zmax = zrange or (-lim or -1.0, lim or 1.0)
+    scale = THEME_SCALE if kind == "pattern" else DIVERGING
+    zmin, zmax = zrange or _zlimits(z, kind)
     x, y = np.arange(nx) + (0 if pooled else k_offset), np.arange(ny) + (0 if pooled else q_offset)
     fig = go.Figure()
     if z.size > png_cells:
@@ -134,6 +145,72 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
     auto_h = int(min(700 if present else 620, max(360, ny * (18 if present else 14) + 160)))
     apply_layout(fig, title, present, height or auto_h, plot_bgcolor=MASKED_BG,
                  meta={"pooled": bool(pooled), "shape": [ny, nx], "kind": kind})
+    return fig
+
+
+# -- a head matrix the browser switches itself -------------------------------------------------------------
+def switch_layers(n_layers: int, n_heads: int, nq: int, nk: int, layer: int, budget: int = SWITCH_BYTES):
+    """The layers whose heads a head matrix carries: all when they fit `budget` (float32 bytes), else the
+    shown layer's, else None (too large: pooled, a PNG, or over budget; the server switches)."""
+    if max(nq, nk) > MAX_SIDE or nq * nk > PNG_CELLS:
+        return None
+    per_layer = n_heads * nq * nk * 4
+    return list(range(n_layers)) if per_layer * n_layers <= budget else [layer] if per_layer <= budget else None
+
+
+def head_switcher(stack, q_tokens, k_tokens, layer: int, head: int, layers, *, mask=None, kind: str = "pattern",
+                  name=lambda layer, head: f"layer {layer}, head {head}", **kw) -> go.Figure:
+    """matrix_heatmap of stack[layer, head] ([L, H, q, k]) carrying every head of `layers` as one trace each
+    (hidden but the shown one), with Plotly buttons for the head (and the layer, if several) that switch the
+    visible trace in the browser: trace i is head `meta.heads[i]` = (layer, head), its z exactly
+    stack[layer, head] (NaN where masked), its colour range its own as matrix_heatmap gives it."""
+    fig = matrix_heatmap(stack[layer, head], q_tokens, k_tokens, mask=mask, kind=kind, title=name(layer, head), **kw)
+    base = fig.data[0]
+    n_heads = stack.shape[1]
+    pairs = [(lyr, h) for lyr in layers for h in range(n_heads)]
+    # one template for every head: no per-cell token labels (they would be copied once per head; the tick
+    # labels name the tokens), so the copies cost little to build and to send
+    spec = {k: v for k, v in base.to_plotly_json().items() if k not in ("z", "text", "zmin", "zmax")}
+    spec["hovertemplate"] = spec["hovertemplate"].replace("<br>%{text}", "")
+    traces = []
+    for lyr, h in pairs:
+        z = _masked(stack[lyr, h], mask)  # [q, k]
+        zmin, zmax = _zlimits(z, kind)
+        traces.append(spec | {"z": z, "zmin": zmin, "zmax": zmax, "visible": (lyr, h) == (layer, head),
+                              "name": f"L{lyr}H{h}"})
+    fig.data = ()
+    fig.add_traces(traces)
+
+    def vis(lyr, h):
+        return [p == (lyr, h) for p in pairs]
+
+    n_hm = len(layers)  # menus 0..n_hm−1: the heads of each layer; then, if several layers, the layers per head
+    head_menu = {lyr: i for i, lyr in enumerate(layers)}
+    layer_menu = {h: n_hm + h for h in range(n_heads)} if len(layers) > 1 else {}
+    row = {"type": "buttons", "direction": "right", "x": 0, "xanchor": "left", "yanchor": "bottom",
+           "pad": {"t": 2, "b": 2}, "showactive": True, "font": {"size": 11}}
+
+    def show(lyr, h):  # the layout update of a switch to (lyr, h): title, which rows are visible, their active
+        out = {"title.text": name(lyr, h)}
+        for other, k in head_menu.items():
+            out[f"updatemenus[{k}].visible"] = other == lyr
+        out[f"updatemenus[{head_menu[lyr]}].active"] = h
+        for other, k in layer_menu.items():
+            out[f"updatemenus[{k}].visible"] = other == h
+        if layer_menu:
+            out[f"updatemenus[{layer_menu[h]}].active"] = layers.index(lyr)
+        return out
+
+    menus = [row | {"name": "head", "y": 1.0, "visible": lyr == layer, "active": head,
+                    "buttons": [{"label": f"head {h}", "method": "update", "args": [{"visible": vis(lyr, h)}, show(lyr, h)]}
+                                for h in range(n_heads)]} for lyr in layers]
+    menus += [row | {"name": "layer", "y": 1.09, "visible": h == head, "active": layers.index(layer),
+                     "buttons": [{"label": f"layer {lyr}", "method": "update",
+                                  "args": [{"visible": vis(lyr, h)}, show(lyr, h)]} for lyr in layers]}
+              for h in layer_menu]
+    fig.update_layout(updatemenus=menus, margin={"t": 130 if layer_menu else 100},
+                      meta=fig.layout.meta | {"heads": [list(p) for p in pairs]})
+    fig.layout.title.update(y=0.995, yanchor="top")
     return fig
 
 
