@@ -235,7 +235,7 @@ def cold_first_chart(p, page_name: str, query: str, log: Path) -> float:
 
 CASES = (  # (label, URL query): the bundled decoder on its first preset, and a long random-decoder text
     ("lecture-decoder", "model=lecture-decoder"),
-    ("random-decoder T=512", "model=random-decoder&text=" + "+".join(["a", "b", "c", "d"] * 128)),
+    ("random-long-decoder T=512", "model=random-long-decoder&text=" + "ab" * 255 + "a"),  # 512 tokens with [BOS]
 )
 
 
@@ -250,15 +250,20 @@ def run_browser(quick: bool = False, repeats: int = 5, progress: Callable[[str],
     with tempfile.TemporaryDirectory(prefix="attnlab-bench-browser-") as tmp, sync_playwright() as p:
         for page_name in pages:
             for label, query in cases:
-                cold = None if quick else cold_first_chart(p, page_name, query, Path(tmp) / "cold.log")
-                say(f"{page_name} ({label}): cold first chart {cold} s")
-                with streamlit_server(Path(tmp) / "warm.log") as srv:
-                    browser = launch(p)
-                    try:
-                        widgets = QUICK[1] if quick else list(WIDGETS)
-                        row = measure_page(browser, srv["url"], page_name, query, widgets, repeats, cold, say)
-                    finally:
-                        browser.close()
+                try:
+                    cold = None if quick else round(cold_first_chart(p, page_name, query, Path(tmp) / "cold.log"), 4)
+                    say(f"{page_name} ({label}): cold first chart {cold} s")
+                    with streamlit_server(Path(tmp) / "warm.log") as srv:
+                        browser = launch(p)
+                        try:
+                            widgets = QUICK[1] if quick else list(WIDGETS)
+                            row = measure_page(browser, srv["url"], page_name, query, widgets, repeats, cold, say)
+                        finally:
+                            browser.close()
+                except Exception as e:  # noqa: BLE001 — recorded in the row: the other cases still run
+                    say(f"{page_name} ({label}): failed: {type(e).__name__}: {str(e)[:300]}")
+                    row = {Browser.PAGE: page_name, Browser.QUERY: query, Browser.WIDGETS: {},
+                           Browser.ERRORS: [f"{type(e).__name__}: {str(e)[:300]}"], Browser.LOAD_END: _load()}
                 row[Browser.CASE] = label
                 rows.append(row)
     return {Browser.ROWS: rows, Browser.REPEATS: repeats, Browser.QUICK: quick,

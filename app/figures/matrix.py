@@ -161,23 +161,23 @@ def switch_layers(n_layers: int, n_heads: int, nq: int, nk: int, layer: int, bud
 def head_switcher(stack, q_tokens, k_tokens, layer: int, head: int, layers, *, mask=None, kind: str = "pattern",
                   name=lambda layer, head: f"layer {layer}, head {head}", **kw) -> go.Figure:
     """matrix_heatmap of stack[layer, head] ([L, H, q, k]) carrying every head of `layers` as one trace each
-    (hidden but the shown one), with Plotly buttons for the head (and the layer, if several) that switch the
-    visible trace in the browser: trace i is head `meta.heads[i]` = (layer, head), its z exactly
-    stack[layer, head] (NaN where masked), its colour range its own as matrix_heatmap gives it."""
+    (hidden but the shown one, trace 0, which is matrix_heatmap's own), with Plotly buttons for the head (and the
+    layer, if several) that switch the visible trace in the browser: trace i is head `meta.heads[i]` =
+    (layer, head), its z exactly stack[layer, head] (NaN where masked), its colour range its own as
+    matrix_heatmap gives it; only trace 0 has per-cell token labels in its hover."""
     fig = matrix_heatmap(stack[layer, head], q_tokens, k_tokens, mask=mask, kind=kind, title=name(layer, head), **kw)
     base = fig.data[0]
     n_heads = stack.shape[1]
-    pairs = [(lyr, h) for lyr in layers for h in range(n_heads)]
-    # one template for every head: no per-cell token labels (they would be copied once per head; the tick
-    # labels name the tokens), so the copies cost little to build and to send
+    pairs = [(layer, head)] + [(lyr, h) for lyr in layers for h in range(n_heads) if (lyr, h) != (layer, head)]
+    # the other heads share one template without per-cell token labels (they would be copied once per head; the
+    # tick labels name the tokens), so they cost little to build and to send; the shown head keeps its labels
     spec = {k: v for k, v in base.to_plotly_json().items() if k not in ("z", "text", "zmin", "zmax")}
     spec["hovertemplate"] = spec["hovertemplate"].replace("<br>%{text}", "")
-    traces = []
-    for lyr, h in pairs:
+    traces = [base.update(name=f"L{layer}H{head}", visible=True)]
+    for lyr, h in pairs[1:]:
         z = _masked(stack[lyr, h], mask)  # [q, k]
         zmin, zmax = _zlimits(z, kind)
-        traces.append(spec | {"z": z, "zmin": zmin, "zmax": zmax, "visible": (lyr, h) == (layer, head),
-                              "name": f"L{lyr}H{h}"})
+        traces.append(spec | {"z": z, "zmin": zmin, "zmax": zmax, "visible": False, "name": f"L{lyr}H{h}"})
     fig.data = ()
     fig.add_traces(traces)
 
