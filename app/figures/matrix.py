@@ -191,7 +191,7 @@ def head_switcher(stack, q_tokens, k_tokens, layer: int, head: int, layers, *, m
            "pad": {"t": 2, "b": 2}, "showactive": True, "font": {"size": 11}}
 
     def show(lyr, h):  # the layout update of a switch to (lyr, h): title, which rows are visible, their active
-        out = {"title.text": name(lyr, h)}
+        out = {"title.text": f"<b>{name(lyr, h)}</b>"}  # bold, as Streamlit's theme draws the first title
         for other, k in head_menu.items():
             out[f"updatemenus[{k}].visible"] = other == lyr
         out[f"updatemenus[{head_menu[lyr]}].active"] = h

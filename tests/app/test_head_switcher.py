@@ -58,7 +58,7 @@ def test_every_trace_and_button_is_that_heads_server_figure(run, kind):
             vis, lay = b.args
             shown = [heads[i] for i, v in enumerate(vis["visible"]) if v]
             assert len(shown) == 1
-            assert lay["title.text"] == f"layer {shown[0][0]}, head {shown[0][1]}"
+            assert lay["title.text"] == f"<b>layer {shown[0][0]}, head {shown[0][1]}</b>"
             assert (lyr is None or shown[0][0] == lyr) and (h is None or shown[0][1] == h)
             rows = [i for i, m in enumerate(fig.layout.updatemenus) if lay[f"updatemenus[{i}].visible"]]
             assert {fig.layout.updatemenus[i].name for i in rows} == {"head", "layer"}

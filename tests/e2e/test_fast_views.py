@@ -5,23 +5,31 @@ errors, mixed results and data are asserted."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from bench.browser import WATCH_RUN_JS, _chart_button, frames, run_browser, wait_chart
 from bench.classload import run_class
 from model.registry import load
+from tests.app.conftest import z_of
 from tests.e2e.conftest import EXC
 
 TEXT = "Ada sat on the mat"
 VISIBLE_JS = """() => { const el = document.querySelector('.st-key-fig-head .js-plotly-plot');
   const i = el.data.findIndex(t => t.visible === true || t.visible === undefined);
-  const z = el.data[i].z; const rows = Array.from(z, r => Array.from(r, v => v === null ? NaN : v));
-  return {index: i, head: el.layout.meta.heads[i], title: el.layout.title.text, z: rows}; }"""
+  const z = el.data[i].z;  // as sent (a base64 spec) or, once plotly decoded it, arrays
+  const out = z.bdata ? {spec: z} : {rows: Array.from(z, r => Array.from(r, v => v === null ? NaN : v))};
+  return {...out, index: i, head: el.layout.meta.heads[i], title: el.layout.title.text}; }"""
 
 
 def visible(page) -> dict:
     out = page.evaluate(VISIBLE_JS)
-    out["z"] = np.array([[np.nan if v is None else v for v in r] for r in out["z"]], dtype=np.float64)
+    out["title"] = re.sub(r"</?b>", "", out["title"])  # Streamlit's theme draws titles bold
+    if "spec" in out:
+        out["z"] = z_of({"z": out["spec"]})
+    else:
+        out["z"] = np.array([[np.nan if v is None else v for v in r] for r in out["rows"]], dtype=np.float64)
     return out
 
 
