@@ -107,7 +107,8 @@ class ClassLoad:
     """Keys of the `class_load` section (`attnlab bench --class`)."""
 
     SESSIONS = "sessions"
-    SECONDS = "seconds"
+    SECONDS = "seconds"  # wall time, opening included
+    ACTIVE = "active_s"  # seconds of steps after every session opened
     STEPS = "steps"
     ERRORS = "errors"
     MIXED = "mixed"
