@@ -38,7 +38,9 @@ CHART_HASH_JS = """key => { const el = document.querySelector(`.st-key-fig-${key
     + JSON.stringify(el.layout.title || '') + JSON.stringify(el.layout.xaxis && el.layout.xaxis.ticktext || '');
   let h = 0; for (let i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) | 0; return h + ':' + s.length; }"""
 PAINTED_JS = """key => { const el = document.querySelector(`.st-key-fig-${key} .js-plotly-plot`);
-  return !!el && [...el.querySelectorAll('.heatmaplayer image, .imagelayer image')].some(
+  if (!el || !el._fullLayout || !el.data) return false;
+  if (!el.data.some(t => t.type === 'heatmap' || t.type === 'image')) return true;  // lines, bars: drawn as SVG
+  return [...el.querySelectorAll('.heatmaplayer image, .imagelayer image')].some(
     im => (im.getAttribute('href') || '').startsWith('data:image/')); }"""
 CHANGED_JS = f"""([key, old]) => {{ if (!document.querySelector('{IDLE}')) return false;
   const h = ({CHART_HASH_JS})(key); return h !== null && h !== old; }}"""
