@@ -164,7 +164,7 @@ def head_switcher(stack, q_tokens, k_tokens, layer: int, head: int, layers, *, m
     (hidden but the shown one, trace 0, which is matrix_heatmap's own), with Plotly buttons for the head (and the
     layer, if several) that switch the visible trace in the browser: trace i is head `meta.heads[i]` =
     (layer, head), its z exactly stack[layer, head] (NaN where masked), its colour range its own as
-    matrix_heatmap gives it; only trace 0 has per-cell token labels in its hover."""
+    matrix_heatmap gives it (or `zrange` for all); only trace 0 has per-cell token labels in its hover."""
     fig = matrix_heatmap(stack[layer, head], q_tokens, k_tokens, mask=mask, kind=kind, title=name(layer, head), **kw)
     base = fig.data[0]
     n_heads = stack.shape[1]
@@ -176,7 +176,7 @@ def head_switcher(stack, q_tokens, k_tokens, layer: int, head: int, layers, *, m
     traces = [base.update(name=f"L{layer}H{head}", visible=True)]
     for lyr, h in pairs[1:]:
         z = _masked(stack[lyr, h], mask)  # [q, k]
-        zmin, zmax = _zlimits(z, kind)
+        zmin, zmax = kw.get("zrange") or _zlimits(z, kind)
         traces.append(spec | {"z": z, "zmin": zmin, "zmax": zmax, "visible": False, "name": f"L{lyr}H{h}"})
     fig.data = ()
     fig.add_traces(traces)
