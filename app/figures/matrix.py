@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import plotly.express as px
 import plotly.graph_objects as go
@@ -53,10 +55,16 @@ def block_labels(tokens, edges, limit: int) -> list[str]:
     return out
 
 
+@lru_cache(maxsize=16)
+def _lut(scale: str) -> np.ndarray:
+    """The 256 RGB colours [256, 3] of a named colour scale."""
+    return np.array([[int(c) for c in s[4:-1].split(",")] for s in
+                     px.colors.sample_colorscale(scale, np.linspace(0, 1, 256))], dtype=np.uint8)
+
+
 def _colour_png(z: np.ndarray, scale: str, zmin: float, zmax: float) -> np.ndarray:
     """Map z [q, k] to RGBA uint8 through a 256-entry LUT; NaN becomes the masked grey."""
-    lut = np.array([[int(c) for c in s[4:-1].split(",")] for s in
-                    px.colors.sample_colorscale(scale, np.linspace(0, 1, 256))], dtype=np.uint8)
+    lut = _lut(scale)
     t = np.clip((np.nan_to_num(z, nan=zmin) - zmin) / max(zmax - zmin, 1e-12), 0, 1)
     rgba = np.empty(z.shape + (4,), dtype=np.uint8)
     rgba[..., :3] = lut[(t * 255).astype(np.int64)]
@@ -151,23 +159,30 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
 # -- a head matrix the browser switches itself -------------------------------------------------------------
 def switch_layers(n_layers: int, n_heads: int, nq: int, nk: int, layer: int, budget: int = SWITCH_BYTES):
     """The layers whose heads a head matrix carries: all when they fit `budget` (float32 bytes), else the
-    shown layer's, else None (too large: pooled, a PNG, or over budget; the server switches)."""
-    if max(nq, nk) > MAX_SIDE or nq * nk > PNG_CELLS:
+    shown layer's, else None (too large: pooled, or over budget; the server switches). Matrices sent as PNGs:
+    every layer, which head_switcher trims to what its encoded images fit."""
+    if max(nq, nk) > MAX_SIDE:
         return None
+    if nq * nk > PNG_CELLS:  # PNGs: their size is known once encoded, so head_switcher keeps what fits
+        return list(range(n_layers))
     per_layer = n_heads * nq * nk * 4
     return list(range(n_layers)) if per_layer * n_layers <= budget else [layer] if per_layer <= budget else None
 
 
 def head_switcher(stack, q_tokens, k_tokens, layer: int, head: int, layers, *, mask=None, kind: str = "pattern",
-                  name=lambda layer, head: f"layer {layer}, head {head}", **kw) -> go.Figure:
+                  name=lambda layer, head: f"layer {layer}, head {head}", budget: int = SWITCH_BYTES,
+                  **kw) -> go.Figure:
     """matrix_heatmap of stack[layer, head] ([L, H, q, k]) carrying every head of `layers` as one trace each
     (hidden but the shown one, trace 0, which is matrix_heatmap's own), with Plotly buttons for the head (and the
     layer, if several) that switch the visible trace in the browser: trace i is head `meta.heads[i]` =
     (layer, head), its z exactly stack[layer, head] (NaN where masked), its colour range its own as
-    matrix_heatmap gives it (or `zrange` for all); only trace 0 has per-cell token labels in its hover."""
+    matrix_heatmap gives it (or `zrange` for all); only trace 0 has per-cell token labels in its hover. Matrices
+    sent as PNGs (above png_cells): one image per head, as many whole layers as fit `budget` bytes."""
     fig = matrix_heatmap(stack[layer, head], q_tokens, k_tokens, mask=mask, kind=kind, title=name(layer, head), **kw)
     base = fig.data[0]
     n_heads = stack.shape[1]
+    if base.type == "image":
+        return _png_switcher(fig, stack, layer, head, layers, mask, kind, name, kw.get("zrange"), budget)
     pairs = [(layer, head)] + [(lyr, h) for lyr in layers for h in range(n_heads) if (lyr, h) != (layer, head)]
     # the other heads share one template without per-cell token labels (they would be copied once per head; the
     # tick labels name the tokens), so they cost little to build and to send; the shown head keeps its labels
@@ -180,7 +195,53 @@ def head_switcher(stack, q_tokens, k_tokens, layer: int, head: int, layers, *, m
         traces.append(spec | {"z": z, "zmin": zmin, "zmax": zmax, "visible": False, "name": f"L{lyr}H{h}"})
     fig.data = ()
     fig.add_traces(traces)
+    return _buttons(fig, pairs, layer, head, layers, n_heads, name)
 
+
+def _png_switcher(fig, stack, layer, head, layers, mask, kind, name, zrange, budget: int = SWITCH_BYTES):
+    """head_switcher for matrices sent as PNGs: one image trace per head (colour range its own), the shown
+    layer first and then whole layers while their encoded images fit `budget`; none fits: the plain figure."""
+    base = fig.data[0]
+    spec = {k: v for k, v in base.to_plotly_json().items() if k != "source"}
+    scale = (THEME_SCALE if kind == "pattern" else DIVERGING) or png_scale()  # as matrix_heatmap colours it
+    n_heads = stack.shape[1]
+    pngs, used, kept = {(layer, head): base.source}, len(base.source), []
+    for lyr in [layer] + [x for x in layers if x != layer]:
+        new = {}
+        for h in range(n_heads):
+            if (lyr, h) not in pngs:
+                z = _masked(stack[lyr, h], mask)  # [q, k]
+                new[(lyr, h)] = _png_uri(_colour_png(z, scale, *(zrange or _zlimits(z, kind))))
+        size = sum(len(v) for v in new.values())
+        if used + size > budget:
+            break
+        pngs |= new
+        used += size
+        kept.append(lyr)
+    if not kept:
+        return fig
+    kept.sort()
+    pairs = [(layer, head)] + [(lyr, h) for lyr in kept for h in range(n_heads) if (lyr, h) != (layer, head)]
+    fig.data = ()
+    fig.add_traces([base.update(visible=True, name=f"L{layer}H{head}")] + [
+        spec | {"source": pngs[p], "visible": False, "name": f"L{p[0]}H{p[1]}"} for p in pairs[1:]])
+    return _buttons(fig, pairs, layer, head, kept, n_heads, name)
+
+
+def _png_uri(rgba: np.ndarray) -> str:
+    """An RGBA uint8 image [h, w, 4] as a PNG data URI (what px.imshow(binary_string=True) sends)."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(rgba, "RGBA").save(buf, format="png", compress_level=4)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def _buttons(fig, pairs, layer, head, layers, n_heads, name):
+    """The head (and layer) button rows that switch the visible trace of `pairs` in the browser."""
     def vis(lyr, h):
         return [p == (lyr, h) for p in pairs]
 

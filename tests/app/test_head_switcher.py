@@ -29,6 +29,7 @@ def test_which_layers_fit_the_budget():
     assert switch_layers(12, 12, 100, 100, 5) == [5]  # 144 heads do not fit, one layer's 12 do (480 kB)
     assert switch_layers(12, 12, 128, 128, 5) is None  # 12 × 128² × 4 B = 786 kB > SWITCH_BYTES
     assert switch_layers(1, 1, 600, 600, 0) is None  # pooled: the server draws it
+    assert switch_layers(2, 4, 512, 512, 1) == [0, 1]  # PNGs: head_switcher keeps the layers that fit
     assert SWITCH_BYTES == 600_000
 
 
@@ -84,3 +85,21 @@ def test_heatmaps_page_sends_the_switcher_and_keeps_url_state():
     want = lm.capture(lm.encode(TEXT)).matrices("self")[0, 0]  # [q, k]
     got = z_of(fig["data"][0])
     assert np.allclose(got[~np.isnan(got)], want[~np.isnan(got)], atol=1e-6)
+
+
+def test_png_heads_at_512_tokens_are_each_heads_own_image():
+    lm = load("random-long-decoder")
+    run = lm.capture(lm.encode("ab" * 255 + "a"))  # 512 tokens with [BOS]: sent as PNGs, not floats
+    stack, mask = run.matrices("self"), run.mask_of("self")  # [L, H, 512, 512]
+    qt, kt = run.group_tokens("self")
+    layers = switch_layers(*stack.shape, 1)
+    assert layers == [0, 1]
+    fig = head_switcher(stack, qt, kt, 1, 2, layers, mask=mask)
+    heads = [tuple(p) for p in fig.layout.meta["heads"]]
+    assert heads[0] == (1, 2) and len(heads) == stack.shape[0] * stack.shape[1]
+    assert sum(len(t.source) for t in fig.data) <= SWITCH_BYTES
+    for trace, (lyr, h) in zip(fig.data, heads):
+        assert trace.type == "image"
+        assert trace.source == matrix_heatmap(stack[lyr, h], qt, kt, mask=mask).data[0].source
+    tiny = head_switcher(stack, qt, kt, 1, 2, layers, mask=mask, budget=1)  # nothing fits: the plain figure
+    assert len(tiny.data) == 1 and not tiny.layout.updatemenus
