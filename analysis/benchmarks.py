@@ -34,6 +34,7 @@ class Top:
     REGENERATE = "regenerate"
     BROWSER = "browser"  # `attnlab bench --browser` (Browser keys); `--class` adds CLASS (ClassLoad keys)
     CLASS = "class_load"
+    BROWSER_BASELINE = "browser_baseline"  # an earlier --browser run kept for comparison, with its "commit"
 
 
 class Result:

@@ -144,6 +144,10 @@ def markdown(out: dict) -> str:
         lines.append("")
     if out.get(Top.BROWSER):
         lines += browser_markdown(out[Top.BROWSER])
+    if out.get(Top.BROWSER_BASELINE):
+        base = out[Top.BROWSER_BASELINE]
+        lines += [f"Before (commit {base.get('commit', '?')}, the same benchmark; for comparison):", ""]
+        lines += browser_markdown(base)
     if out.get(Top.CLASS):
         lines += class_markdown(out[Top.CLASS])
     lines += ["Targets:", "", "| target | limit | measured | result | note |", "|---|---|---|---|---|"]
