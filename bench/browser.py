@@ -20,6 +20,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +56,19 @@ def chromium_path() -> str | None:
     """Debian's chromium (CHROMIUM_PATH, else the one on PATH), or None."""
     path = os.environ.get("CHROMIUM_PATH") or shutil.which("chromium")
     return path if path and os.access(path, os.X_OK) else None
+
+
+@contextmanager
+def playwright_or(browser):
+    """sync_playwright() for a run that launches its own browsers, or nothing when `browser` (an open one, e.g.
+    the tests' session browser: a second sync_playwright() cannot start inside it) is given."""
+    if browser is not None:
+        yield None
+        return
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        yield p
 
 
 def launch(p):
@@ -241,27 +255,30 @@ CASES = (  # (label, URL query): the bundled decoder on its first preset, and a 
 )
 
 
-def run_browser(quick: bool = False, repeats: int = 5, progress: Callable[[str], None] | None = None) -> dict:
-    """The browser section of the benchmark JSON: one row per (page, case)."""
-    from playwright.sync_api import sync_playwright
-
+def run_browser(quick: bool = False, repeats: int = 5, progress: Callable[[str], None] | None = None,
+                browser=None) -> dict:
+    """The browser section of the benchmark JSON: one row per (page, case). `browser`: an open chromium to use
+    for the warm measurements (the cold ones always launch their own; quick mode has none)."""
+    if browser is not None and not quick:
+        raise ValueError("cold first charts launch their own browser: pass `browser` in quick mode only")
     say = progress or (lambda msg: None)
     rows, t0 = [], time.perf_counter()
     pages = [QUICK[0]] if quick else list(PAGES)
     cases = CASES[:1] if quick else CASES
-    with tempfile.TemporaryDirectory(prefix="attnlab-bench-browser-") as tmp, sync_playwright() as p:
+    with tempfile.TemporaryDirectory(prefix="attnlab-bench-browser-") as tmp, playwright_or(browser) as p:
         for page_name in pages:
             for label, query in cases:
                 try:
                     cold = None if quick else round(cold_first_chart(p, page_name, query, Path(tmp) / "cold.log"), 4)
                     say(f"{page_name} ({label}): cold first chart {cold} s")
                     with streamlit_server(Path(tmp) / "warm.log") as srv:
-                        browser = launch(p)
+                        b = browser or launch(p)
                         try:
                             widgets = QUICK[1] if quick else list(WIDGETS)
-                            row = measure_page(browser, srv["url"], page_name, query, widgets, repeats, cold, say)
+                            row = measure_page(b, srv["url"], page_name, query, widgets, repeats, cold, say)
                         finally:
-                            browser.close()
+                            if b is not browser:
+                                b.close()
                 except Exception as e:  # noqa: BLE001 — recorded in the row: the other cases still run
                     say(f"{page_name} ({label}): failed: {type(e).__name__}: {str(e)[:300]}")
                     row = {Browser.PAGE: page_name, Browser.QUERY: query, Browser.WIDGETS: {},

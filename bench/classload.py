@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from analysis.benchmarks import ClassLoad
-from bench.browser import IDLE, _chart_button, errors_on, launch, new_page
+from bench.browser import IDLE, _chart_button, errors_on, launch, new_page, playwright_or
 from bench.server import streamlit_server
 
 MODEL = "random-decoder"  # characters as tokens: every name shows in the ticks
@@ -140,19 +140,23 @@ class Session:
 
 
 def run_class(sessions: int, seconds: float, url: str | None = None, server_pid: int | None = None,
-              progress: Callable[[str], None] | None = None) -> dict:
-    """The load test; starts its own server unless `url` (and `server_pid` for its memory) are given."""
-    from playwright.sync_api import sync_playwright
-
+              progress: Callable[[str], None] | None = None, browser=None) -> dict:
+    """The load test; starts its own server unless `url` (and `server_pid` for its memory) are given, and its
+    own chromium unless `browser` is."""
     say = progress or (lambda msg: None)
-    with tempfile.TemporaryDirectory(prefix="attnlab-class-") as tmp, sync_playwright() as p:
-        if url is None:
-            with streamlit_server(Path(tmp) / "server.log") as srv:
-                return _run(p, sessions, seconds, srv["url"], srv["pid"], say)
-        return _run(p, sessions, seconds, url, server_pid, say)
+    with tempfile.TemporaryDirectory(prefix="attnlab-class-") as tmp, playwright_or(browser) as p:
+        b = browser or launch(p)
+        try:
+            if url is None:
+                with streamlit_server(Path(tmp) / "server.log") as srv:
+                    return _run(b, sessions, seconds, srv["url"], srv["pid"], say)
+            return _run(b, sessions, seconds, url, server_pid, say)
+        finally:
+            if b is not browser:
+                b.close()
 
 
-def _run(p, n: int, seconds: float, url: str, pid: int | None, say) -> dict:
+def _run(browser, n: int, seconds: float, url: str, pid: int | None, say) -> dict:
     load0 = [round(x, 2) for x in os.getloadavg()]
     rss, stop = [], threading.Event()
     t_start = time.perf_counter()
@@ -165,7 +169,6 @@ def _run(p, n: int, seconds: float, url: str, pid: int | None, say) -> dict:
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    browser = launch(p)
     ss = [Session(browser, url, i) for i in range(n)]
     latencies, errors, notes, steps, mixed = [], [], [], 0, [0]
 
@@ -209,7 +212,6 @@ def _run(p, n: int, seconds: float, url: str, pid: int | None, say) -> dict:
         stop.set()
         for s in ss:
             s.ctx.close()
-        browser.close()
     wall = time.perf_counter() - t_start
     return {ClassLoad.SESSIONS: n, ClassLoad.SECONDS: round(wall, 1), ClassLoad.STEPS: steps,
             ClassLoad.ERRORS: len(errors), ClassLoad.MIXED: mixed[0],

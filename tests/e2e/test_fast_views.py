@@ -54,16 +54,16 @@ def test_chart_buttons_switch_in_the_browser_with_the_captured_numbers(st_app, p
     assert page.locator(EXC).count() == 0 and page.errors == []
 
 
-def test_browser_benchmark_quick_mode_runs_without_errors():
-    out = run_browser(quick=True, repeats=2)
+def test_browser_benchmark_quick_mode_runs_without_errors(browser):
+    out = run_browser(quick=True, repeats=2, browser=browser)
     (row,) = out["rows"]
     assert row["errors"] == [], row["errors"]
     assert row["page"] == "heatmaps" and row["warm_first_chart_s"] > 0
     assert row["widgets"]["head"]["median_s"] > 0 and len(row["widgets"]["head"]["times_s"]) == 3
 
 
-def test_a_quick_class_sees_only_its_own_tokens():
-    out = run_class(5, 60)
+def test_a_quick_class_sees_only_its_own_tokens(browser):
+    out = run_class(5, 60, browser=browser)
     assert out["errors"] == 0 and out["mixed"] == 0, out["notes"]
     assert out["steps"] >= 10 and out["p95_s"] is not None
     assert len(out["rss_mb"]) >= 3  # the server's memory was sampled
