@@ -24,6 +24,7 @@ MAX_SIDE = 512  # cells per side before pooling
 HOVER_TEXT_CELLS = 4_096  # per-cell hover labels (query and key token) up to 64×64 cells: they dominate the payload
 PNG_CELLS = 120_000  # above this, a single matrix is sent as a PNG (no per-cell hover)
 SWITCH_BYTES = 600_000  # float32 bytes of heads one head matrix may carry for switching in the browser
+SWITCH_PNG_BYTES = 400_000  # the same for heads sent as PNG data URIs (a page's payload stays under 2 MB)
 LIGHT_SCALE = "Blues"  # a PNG has no theme: these two stand in for the theme's scale (see png_scale)
 DARK_SCALE = "Viridis"
 
@@ -177,12 +178,14 @@ def head_switcher(stack, q_tokens, k_tokens, layer: int, head: int, layers, *, m
     layer, if several) that switch the visible trace in the browser: trace i is head `meta.heads[i]` =
     (layer, head), its z exactly stack[layer, head] (NaN where masked), its colour range its own as
     matrix_heatmap gives it (or `zrange` for all); only trace 0 has per-cell token labels in its hover. Matrices
-    sent as PNGs (above png_cells): one image per head, as many whole layers as fit `budget` bytes."""
+    sent as PNGs (above png_cells): one image per head, as many whole layers as fit SWITCH_PNG_BYTES (or a
+    smaller `budget`)."""
     fig = matrix_heatmap(stack[layer, head], q_tokens, k_tokens, mask=mask, kind=kind, title=name(layer, head), **kw)
     base = fig.data[0]
     n_heads = stack.shape[1]
     if base.type == "image":
-        return _png_switcher(fig, stack, layer, head, layers, mask, kind, name, kw.get("zrange"), budget)
+        return _png_switcher(fig, stack, layer, head, layers, mask, kind, name, kw.get("zrange"),
+                             min(budget, SWITCH_PNG_BYTES))
     pairs = [(layer, head)] + [(lyr, h) for lyr in layers for h in range(n_heads) if (lyr, h) != (layer, head)]
     # the other heads share one template without per-cell token labels (they would be copied once per head; the
     # tick labels name the tokens), so they cost little to build and to send; the shown head keeps its labels
@@ -198,7 +201,7 @@ def head_switcher(stack, q_tokens, k_tokens, layer: int, head: int, layers, *, m
     return _buttons(fig, pairs, layer, head, layers, n_heads, name)
 
 
-def _png_switcher(fig, stack, layer, head, layers, mask, kind, name, zrange, budget: int = SWITCH_BYTES):
+def _png_switcher(fig, stack, layer, head, layers, mask, kind, name, zrange, budget: int = SWITCH_PNG_BYTES):
     """head_switcher for matrices sent as PNGs: one image trace per head (colour range its own), the shown
     layer first and then whole layers while their encoded images fit `budget`; none fits: the plain figure."""
     base = fig.data[0]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.figures.matrix import SWITCH_BYTES, head_switcher, matrix_heatmap, switch_layers
+from app.figures.matrix import SWITCH_BYTES, SWITCH_PNG_BYTES, head_switcher, matrix_heatmap, switch_layers
 from model.registry import load
 
 from .conftest import ok, open_page, specs, titled, z_of
@@ -97,7 +97,7 @@ def test_png_heads_at_512_tokens_are_each_heads_own_image():
     fig = head_switcher(stack, qt, kt, 1, 2, layers, mask=mask)
     heads = [tuple(p) for p in fig.layout.meta["heads"]]
     assert heads[0] == (1, 2) and len(heads) == stack.shape[0] * stack.shape[1]
-    assert sum(len(t.source) for t in fig.data) <= SWITCH_BYTES
+    assert sum(len(t.source) for t in fig.data) <= SWITCH_PNG_BYTES
     for trace, (lyr, h) in zip(fig.data, heads):
         assert trace.type == "image"
         assert trace.source == matrix_heatmap(stack[lyr, h], qt, kt, mask=mask).data[0].source
