@@ -32,6 +32,9 @@ class Top:
     WALL = "wall_s"
     TARGETS = "targets"
     REGENERATE = "regenerate"
+    BROWSER = "browser"  # `attnlab bench --browser` (Browser keys); `--class` adds CLASS (ClassLoad keys)
+    CLASS = "class_load"
+    BROWSER_BASELINE = "browser_baseline"  # an earlier --browser run kept for comparison, with its "commit"
 
 
 class Result:
@@ -77,6 +80,48 @@ class Target:
     NOTE = "note"
 
 
+class Browser:
+    """Keys of the `browser` section: {ROWS: [one (page, case)], REPEATS, QUICK, WALL, MACHINE}."""
+
+    ROWS = "rows"
+    REPEATS = "repeats"
+    QUICK = "quick"
+    WALL = "wall_s"
+    MACHINE = "machine"
+    PAGE = "page"
+    CASE = "case"  # the model and text, in words
+    QUERY = "query"  # the URL query the page was opened with
+    COLD = "cold_first_chart_s"  # fresh server: navigation → first chart painted
+    WARM = "warm_first_chart_s"  # warm server, fresh browser context: median
+    WARM_TIMES = "warm_times_s"
+    WIDGETS = "widgets"  # widget name → {MEDIAN, TIMES} or {ERROR} or {NOTE}
+    MEDIAN = "median_s"
+    TIMES = "times_s"  # every change; the first (warming the caches) is not in the median
+    LOAD_START = "loadavg_start"
+    LOAD_END = "loadavg_end"
+    ERRORS = "errors"
+    ERROR = "error"
+    NOTE = "note"
+
+
+class ClassLoad:
+    """Keys of the `class_load` section (`attnlab bench --class`)."""
+
+    SESSIONS = "sessions"
+    SECONDS = "seconds"  # wall time, opening included
+    ACTIVE = "active_s"  # seconds of steps after every session opened
+    STEPS = "steps"
+    ERRORS = "errors"
+    MIXED = "mixed"
+    P50 = "p50_s"  # widget → own chart shown, seconds
+    P95 = "p95_s"
+    RSS = "rss_mb"  # [[seconds since start, server RSS in MB], ...]
+    RSS_SLOPE = "rss_slope_mb_per_min"  # after warm-up (the first third)
+    LOAD = "loadavg"  # at the start and at the end
+    NOTES = "notes"
+    MACHINE = "machine"
+
+
 MIB = 2**20
 
 
@@ -109,6 +154,23 @@ def _payload(p) -> dict:
             and Payload.BYTES in p and (p[Payload.BYTES] is None or _number(p[Payload.BYTES]))):
         raise ValueError("a payload row without page, T and bytes")
     return dict(p)
+
+
+def read_browser(path: str | Path) -> dict | None:
+    """The `browser` and `class_load` sections of the JSON at `path` ({"browser": …, "class_load": …}, either
+    may be None), or None when the file is missing, not JSON, not this schema, or has neither section."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get(Top.SCHEMA) != SCHEMA:
+        return None
+    b, c = data.get(Top.BROWSER), data.get(Top.CLASS)
+    b = b if isinstance(b, dict) and isinstance(b.get(Browser.ROWS), list) and all(
+        isinstance(r, dict) and isinstance(r.get(Browser.PAGE), str) and isinstance(r.get(Browser.WIDGETS), dict)
+        for r in b[Browser.ROWS]) else None
+    c = c if isinstance(c, dict) and _length(c.get(ClassLoad.SESSIONS)) else None
+    return None if b is None and c is None else {Top.BROWSER: b, Top.CLASS: c}
 
 
 def read_benchmarks(path: str | Path) -> dict | None:

@@ -26,7 +26,7 @@ import plotly.graph_objects as go
 
 from analysis.rollout import attention_rollout, cross_rollout, fuse_heads
 from app.figures.head_view import head_view
-from app.figures.matrix import matrix_heatmap
+from app.figures.matrix import head_switcher, matrix_heatmap, switch_layers
 from app.figures.mosaic import mosaic
 from app.figures.rows import method_rows
 from app.figures.style import esc
@@ -124,6 +124,10 @@ def _head(run, group, layer, head, kind="pattern", fuse="none", pool="max", quer
     layer = _pick(shown.shape[0], layer, shown.shape[0] - 1, "layer")
     head = 0 if fuse != "none" else _pick(shown.shape[1], head, 0, "head")
     name = f"layer {layer}, " + (f"head {head}" if fuse == "none" else FUSE[fuse])
+    layers = switch_layers(*shown.shape, layer) if fuse == "none" else None  # as the Heatmaps page: its buttons
+    if layers:  # switch the other heads in the browser
+        return head_switcher(shown, qt, kt, layer, head, layers, mask=vmask, kind=vkind, present=present,
+                             mark=(_query(run, qt, group, query), None))
     return matrix_heatmap(shown[layer, head], qt, kt, mask=vmask, kind=vkind, title=name, present=present,
                           pool=pool, mark=(_query(run, qt, group, query), None))
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from analysis.benchmarks import Payload, Top
+from analysis.benchmarks import Browser, ClassLoad, Payload, Top
 from bench.specs import GB, MODES
 from bench.targets import _row, paired_ratio
 
@@ -29,8 +29,47 @@ def _cell(row: dict, key: str, unit: str = "s") -> str:
     return "error" if ("error" in row or "memory_error" in row) else "—"
 
 
+def browser_markdown(section: dict) -> list[str]:
+    """The `browser` section: one row per (page, case); seconds, medians."""
+    rows = section[Browser.ROWS]
+    names = [n for n in dict.fromkeys(w for r in rows for w in r[Browser.WIDGETS])]
+    lines = [f"In chromium (`attnlab bench --browser{' --quick' if section.get(Browser.QUICK) else ''}`): seconds, "
+             f"medians of {section[Browser.REPEATS]} (widget: change → Streamlit idle and the chart's data changed "
+             "and painted; the first change, which warms the caches, is not counted). `chart …` = the head matrix's "
+             "own Plotly buttons, switched in the browser with no server round trip.", "",
+             "| page | case | load avg (start → end) | cold first chart | warm first chart | "
+             + " | ".join(names) + " |", "|" + "---|" * (len(names) + 5)]
+    for r in rows:
+        cells = []
+        for n in names:
+            w = r[Browser.WIDGETS].get(n, {})
+            cells.append(_fmt(w[Browser.MEDIAN]) if w.get(Browser.MEDIAN) is not None
+                         else "error" if Browser.ERROR in w else "n/a" if w else "—")
+        la, lb = r.get(Browser.LOAD_START, [None])[0], (r.get(Browser.LOAD_END) or [None])[0]
+        lines.append(f"| {r[Browser.PAGE]} | {r.get(Browser.CASE, '')} | {la} → {lb} | {_fmt(r.get(Browser.COLD))} | "
+                     f"{_fmt(r.get(Browser.WARM))} | " + " | ".join(cells) + " |")
+    errs = [f"- {r[Browser.PAGE]} ({r.get(Browser.CASE, '')}): {e[:200]}" for r in rows for e in r[Browser.ERRORS]]
+    return lines + ([""] + errs if errs else []) + [""]
+
+
+def class_markdown(c: dict) -> list[str]:
+    """The `class_load` section in one table."""
+    la = c.get(ClassLoad.LOAD) or [[None], [None]]
+    return ["A class at once (`attnlab bench --class`): concurrent browser sessions on one server, each changing "
+            "widgets with its own text.", "",
+            "| sessions | seconds | steps | errors | mixed results | p50 widget → own chart, s | p95, s | "
+            "server RSS slope after warm-up, MB/min | load avg (start → end) |", "|---|---|---|---|---|---|---|---|---|",
+            f"| {c[ClassLoad.SESSIONS]} | {c[ClassLoad.SECONDS]} | {c[ClassLoad.STEPS]} | {c[ClassLoad.ERRORS]} | "
+            f"{c[ClassLoad.MIXED]} | {_fmt(c.get(ClassLoad.P50))} | {_fmt(c.get(ClassLoad.P95))} | "
+            f"{_fmt(c.get(ClassLoad.RSS_SLOPE), 'x')} | {la[0][0]} → {la[-1][0]} |", ""] + [
+            f"- {n}" for n in c.get(ClassLoad.NOTES, [])] + [""]
+
+
 def markdown(out: dict) -> str:
     """The results as markdown tables (what `attnlab bench` prints and docs/benchmarks.md keeps)."""
+    if Top.MODELS not in out:  # only the browser sections (a file written by --browser / --class alone)
+        lines = browser_markdown(out[Top.BROWSER]) if out.get(Top.BROWSER) else []
+        return "\n".join(lines + (class_markdown(out[Top.CLASS]) if out.get(Top.CLASS) else [])) + "\n"
     m = out["machine"]
     lines = [f"Machine: {m['cpu']}, {m['usable_cores']} cores, torch {m['torch']} ({m['torch_threads']} threads), "
              f"transformers {m['transformers']}, {m['date']}; load average {m['loadavg_start'][0]:.1f} at the start, "
@@ -103,6 +142,14 @@ def markdown(out: dict) -> str:
         if out.get(Top.PAYLOAD_NOTE):
             lines += ["", out[Top.PAYLOAD_NOTE]]
         lines.append("")
+    if out.get(Top.BROWSER):
+        lines += browser_markdown(out[Top.BROWSER])
+    if out.get(Top.BROWSER_BASELINE):
+        base = out[Top.BROWSER_BASELINE]
+        lines += [f"Before (commit {base.get('commit', '?')}, the same benchmark; for comparison):", ""]
+        lines += browser_markdown(base)
+    if out.get(Top.CLASS):
+        lines += class_markdown(out[Top.CLASS])
     lines += ["Targets:", "", "| target | limit | measured | result | note |", "|---|---|---|---|---|"]
     for t in out.get("targets", []):
         res = {True: "PASS", False: "MISS", None: "not measured"}[t["passed"]]

@@ -9,7 +9,7 @@ from analysis.stepwise import neuron_view
 from app.downloads import downloads, matrix_csv
 from app.figures.grids import number_grid
 from app.figures.head_view import head_view
-from app.figures.matrix import MAX_SIDE, matrix_heatmap
+from app.figures.matrix import MAX_SIDE, head_switcher, matrix_heatmap, switch_layers
 from app.figures.mosaic import mosaic
 from app.figures.style import md
 from app.frame import chart, guard, options, page, presenting
@@ -44,9 +44,19 @@ def close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present):
         left, right = (st.container(), st.container()) if present else st.columns([3, 2], gap="medium")
         name = f"layer {layer}, " + (f"head {head}" if fuse == "none" else FUSE[fuse])
         with left:
-            fig1 = matrix_heatmap(m, qt, kt, mask=vmask, kind=vkind, title=name, present=present,
-                                  pool=pool, mark=(query, src), index_ticks=present)
+            layers = switch_layers(n_layers, n_heads, *m.shape, layer) if fuse == "none" else None
+            if layers:  # the chart carries these layers' heads: its own buttons switch them in the browser
+                fig1 = head_switcher(shown, qt, kt, layer, head, layers, mask=vmask, kind=vkind, present=present,
+                                     mark=(query, src), index_ticks=present)
+            else:
+                fig1 = matrix_heatmap(m, qt, kt, mask=vmask, kind=vkind, title=name, present=present,
+                                      pool=pool, mark=(query, src), index_ticks=present)
             chart(fig1, key="head", name=f"head-{layer}-{head}")
+            if layers:
+                st.caption(("The layer and head buttons on the chart" if len(layers) > 1 else
+                            "The head buttons on the chart") + " switch it in the browser, instantly; they are not "
+                           "kept in the URL and leave the head view and the neuron view as they are (the Layer and "
+                           "Head choices above set those, and the link).")
             if big:
                 st.info(f"This {m.shape[0]}×{m.shape[1]} matrix is pooled ({pool}) to at most {MAX_SIDE} cells "
                         "per side; the zoom window below shows any region at full resolution.")

@@ -2,6 +2,8 @@
 the payload of each app page, against the issue's targets. Prints a table; writes JSON.
 
     attnlab bench [--quick] [--json] [--out FILE] [--docs docs/benchmarks.md]
+    attnlab bench --browser [--quick] [--repeats N]        chromium: first chart and widget → repaint (bench.browser)
+    attnlab bench --class [--sessions N] [--seconds S]      N browser sessions at once for S seconds (bench.classload)
     attnlab bench --device cuda [--lengths 1024,…,32768] [--json] [--out FILE] [--docs FILE]   (bench.cuda)
 
 This module reads the arguments and writes the files; the measurements live in the `bench` package
@@ -35,6 +37,13 @@ def add_parser(sub) -> None:
                    help="skip modes predicted to need more than this above the model (default: half the free memory)")
     p.add_argument("--no-payload", action="store_true", help="skip the page payload measurement")
     add_device_args(p)
+    p.add_argument("--browser", action="store_true",
+                   help="measure the app in chromium instead; adds a `browser` section to --out (default "
+                        "docs/benchmarks.json) and its table to --docs (default docs/benchmarks.md)")
+    p.add_argument("--class", dest="class_load", action="store_true",
+                   help="a class at once: --sessions browser sessions for --seconds; adds a `class_load` section")
+    p.add_argument("--sessions", type=int, default=30, help="--class: concurrent sessions (default 30)")
+    p.add_argument("--seconds", type=int, default=600, help="--class: how long, seconds (default 600)")
     p.add_argument("--render", default=None, metavar="JSON",
                    help="measure nothing: re-render the table (and --docs) from a saved JSON, re-judging the targets")
     p.set_defaults(run=run)
@@ -43,6 +52,8 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     if args.render:
         return render(args)
+    if args.browser or args.class_load:
+        return run_browser_section(args)
     device, dtype = run_settings(args)  # cuda without a GPU: exit 2, one line
     if device == "cuda":
         return run_cuda(args, dtype)
@@ -85,6 +96,44 @@ def run(args) -> int:
     if args.docs:
         write_docs(Path(args.docs), table, out[Top.REGENERATE])
         say(f"wrote {args.docs}")
+    return 0
+
+
+def run_browser_section(args) -> int:
+    """--browser / --class: measure in chromium, then merge the section into --out and re-render --docs."""
+    from analysis.benchmarks import DEFAULT_PATH, Top
+    from bench.machine import machine_info
+    from bench.report import DOCS, write_docs
+    from bench.tables import markdown
+
+    if args.class_load and not (1 <= args.sessions <= 100 and 10 <= args.seconds <= 3600):
+        raise UsageError("--sessions must be 1..100 and --seconds 10..3600")
+
+    def say(msg: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+    out_path = Path(args.out or DEFAULT_PATH)
+    try:
+        out = json.loads(out_path.read_text(encoding="utf-8")) if out_path.is_file() else {}
+    except ValueError:
+        raise UsageError(f"{out_path} is not JSON; move it away or pass another --out") from None
+    if args.browser:
+        from bench.browser import run_browser
+
+        out[Top.BROWSER] = run_browser(quick=args.quick, repeats=args.repeats, progress=say) | {
+            "machine": machine_info()}
+    if args.class_load:
+        from bench.classload import run_class
+
+        out[Top.CLASS] = run_class(args.sessions, args.seconds, progress=say) | {"machine": machine_info()}
+    _write(out_path, json.dumps(out, indent=1, allow_nan=False) + "\n")
+    say(f"wrote {out_path}")
+    table = markdown(out)
+    print(table)
+    if Top.MODELS in out:
+        docs = Path(args.docs or DOCS)
+        write_docs(docs, table, out.get(Top.REGENERATE) or f"attnlab bench --json --out {DEFAULT_PATH} --docs {DOCS}")
+        say(f"wrote {docs}")
     return 0
 
 

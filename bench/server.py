@@ -1,0 +1,75 @@
+"""Start `streamlit run app/main.py` on a free loopback port (browser tests, `attnlab bench --browser`); stop exactly that process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ENTRY = ROOT / "app" / "main.py"
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never proxy 127.0.0.1
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM when pytest dies (PR_SET_PDEATHSIG), so no server is orphaned."""
+    import ctypes
+
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def healthy(url: str) -> bool:
+    try:
+        with _NO_PROXY.open(f"{url}/_stcore/health", timeout=2) as r:
+            return r.status == 200 and r.read().strip() == b"ok"
+    except OSError:
+        return False
+
+
+@contextmanager
+def streamlit_server(log_path: Path, extra_args: tuple[str, ...] = (), timeout: float = 60.0, attempts: int = 3):
+    """Yield {"url", "pid", "startup_s", "log"} of a headless server; SIGTERM it (then SIGKILL) at the end."""
+    env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false", "PYTHONUNBUFFERED": "1"}
+    last = ""
+    for _ in range(attempts):  # the free port may be taken before streamlit binds it
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        cmd = [sys.executable, "-m", "streamlit", "run", str(ENTRY), "--server.headless", "true",
+               "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
+               "--server.fileWatcherType", "none", "--server.runOnSave", "false", *extra_args]
+        log = open(log_path, "w")  # noqa: SIM115 — closed in finally
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=env, preexec_fn=_die_with_parent)
+        try:
+            while proc.poll() is None and time.perf_counter() < t0 + timeout:
+                if healthy(url):
+                    break
+                time.sleep(0.1)
+            else:
+                last = Path(log_path).read_text()[-3000:]
+                continue
+            yield {"url": url, "pid": proc.pid, "startup_s": time.perf_counter() - t0, "log": log_path}
+            return
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(timeout=5)
+            log.close()
+    raise RuntimeError(f"streamlit was not healthy after {attempts} tries:\n{last}")

@@ -1,0 +1,105 @@
+"""The head matrix the browser switches itself (app.figures.matrix.head_switcher): every trace and every button
+shows exactly the data of the server-side figure of that head, and the page sends it within its budget."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.figures.matrix import SWITCH_BYTES, SWITCH_PNG_BYTES, head_switcher, matrix_heatmap, switch_layers
+from model.registry import load
+
+from .conftest import ok, open_page, specs, titled, z_of
+
+TEXT = "the cat sat on the mat because the cat was tired"
+
+
+@pytest.fixture(scope="module")
+def run():
+    lm = load("random-decoder")
+    return lm.capture(lm.encode(TEXT))
+
+
+def nan_equal(a, b) -> bool:
+    return a.shape == b.shape and bool(np.all((a == b) | (np.isnan(a) & np.isnan(b))))
+
+
+def test_which_layers_fit_the_budget():
+    assert switch_layers(4, 4, 64, 64, 2) == [0, 1, 2, 3]  # 16 heads × 64² × 4 B = 262 kB
+    assert switch_layers(12, 12, 100, 100, 5) == [5]  # 144 heads do not fit, one layer's 12 do (480 kB)
+    assert switch_layers(12, 12, 128, 128, 5) is None  # 12 × 128² × 4 B = 786 kB > SWITCH_BYTES
+    assert switch_layers(1, 1, 600, 600, 0) is None  # pooled: the server draws it
+    assert switch_layers(2, 4, 512, 512, 1) == [0, 1]  # PNGs: head_switcher keeps the layers that fit
+    assert SWITCH_BYTES == 600_000
+
+
+@pytest.mark.parametrize("kind", ["pattern", "scores"])
+def test_every_trace_and_button_is_that_heads_server_figure(run, kind):
+    group = "self"
+    stack = run.matrices(group, "masked" if kind == "scores" else "pattern")  # [L, H, q, k]
+    mask = run.mask_of(group)
+    qt, kt = run.group_tokens(group)
+    L, H = stack.shape[:2]
+    layers = switch_layers(L, H, *stack.shape[2:], 1)
+    assert layers == list(range(L))
+    fig = head_switcher(stack, qt, kt, 1, 0, layers, mask=mask, kind=kind)
+    heads = [tuple(p) for p in fig.layout.meta["heads"]]
+    assert heads[0] == (1, 0) and sorted(heads) == [(lyr, h) for lyr in range(L) for h in range(H)]
+    assert [t.visible for t in fig.data] == [True] + [False] * (L * H - 1)
+    for trace, (lyr, h) in zip(fig.data, heads):
+        server = matrix_heatmap(stack[lyr, h], qt, kt, mask=mask, kind=kind).data[0]
+        assert nan_equal(np.asarray(trace.z, dtype=np.float64), np.asarray(server.z, dtype=np.float64))
+        z = np.where(mask, stack[lyr, h], np.nan)  # the capture's own numbers, masked
+        assert np.allclose(np.asarray(trace.z, dtype=np.float64), z, equal_nan=True, atol=1e-6)
+        assert (trace.zmin, trace.zmax) == (server.zmin, server.zmax)
+    # each button shows exactly its head, retitles the chart, and shows the button rows of that head and layer
+    for menu in fig.layout.updatemenus:
+        for b in menu.buttons:
+            lyr, h = (int(b.label.split()[1]), None) if menu.name == "layer" else (None, int(b.label.split()[1]))
+            vis, lay = b.args
+            shown = [heads[i] for i, v in enumerate(vis["visible"]) if v]
+            assert len(shown) == 1
+            assert lay["title.text"] == f"<b>layer {shown[0][0]}, head {shown[0][1]}</b>"
+            assert (lyr is None or shown[0][0] == lyr) and (h is None or shown[0][1] == h)
+            rows = [i for i, m in enumerate(fig.layout.updatemenus) if lay[f"updatemenus[{i}].visible"]]
+            assert {fig.layout.updatemenus[i].name for i in rows} == {"head", "layer"}
+
+
+def test_heatmaps_page_sends_the_switcher_and_keeps_url_state():
+    at = open_page("heatmaps", model="random-decoder", text=TEXT, layer=0, head=1)
+    ok(at)
+    fig = titled(at, "layer 0, head 1")
+    assert len(fig["data"]) == len(fig["layout"]["meta"]["heads"]) > 1
+    assert fig["layout"]["meta"]["heads"][0] == [0, 1] and fig["data"][0]["visible"] is True
+    assert at.query_params["layer"] == "0" and at.query_params["head"] == "1"
+    assert any("switch it in the browser" in c.value for c in at.caption)
+    total = sum(len(str(s)) for s in specs(at))
+    assert total < 2_000_000
+    # a server-side change of head still works and lands in the URL
+    at.query_params["head"] = "0"
+    at.run()
+    ok(at)
+    fig = titled(at, "layer 0, head 0")
+    assert fig["layout"]["meta"]["heads"][0] == [0, 0] and at.query_params["head"] == "0"
+    lm = load("random-decoder")
+    want = lm.capture(lm.encode(TEXT)).matrices("self")[0, 0]  # [q, k]
+    got = z_of(fig["data"][0])
+    assert np.allclose(got[~np.isnan(got)], want[~np.isnan(got)], atol=1e-6)
+
+
+def test_png_heads_at_512_tokens_are_each_heads_own_image():
+    lm = load("random-long-decoder")
+    run = lm.capture(lm.encode("ab" * 255 + "a"))  # 512 tokens with [BOS]: sent as PNGs, not floats
+    stack, mask = run.matrices("self"), run.mask_of("self")  # [L, H, 512, 512]
+    qt, kt = run.group_tokens("self")
+    layers = switch_layers(*stack.shape, 1)
+    assert layers == [0, 1]
+    fig = head_switcher(stack, qt, kt, 1, 2, layers, mask=mask)
+    heads = [tuple(p) for p in fig.layout.meta["heads"]]
+    assert heads[0] == (1, 2) and len(heads) == stack.shape[0] * stack.shape[1]
+    assert sum(len(t.source) for t in fig.data) <= SWITCH_PNG_BYTES
+    for trace, (lyr, h) in zip(fig.data, heads):
+        assert trace.type == "image"
+        assert trace.source == matrix_heatmap(stack[lyr, h], qt, kt, mask=mask).data[0].source
+    tiny = head_switcher(stack, qt, kt, 1, 2, layers, mask=mask, budget=1)  # nothing fits: the plain figure
+    assert len(tiny.data) == 1 and not tiny.layout.updatemenus

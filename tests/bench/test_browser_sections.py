@@ -1,0 +1,54 @@
+"""The `browser` and `class_load` sections of the bench JSON: the reader accepts them, the tables show them."""
+
+from __future__ import annotations
+
+import json
+
+from analysis.benchmarks import SCHEMA, Browser, ClassLoad, Top, read_browser
+from bench.classload import rss_slope
+from bench.tables import browser_markdown, class_markdown, markdown
+
+ROW = {Browser.PAGE: "heatmaps", Browser.CASE: "lecture-decoder", Browser.QUERY: "model=lecture-decoder",
+       Browser.COLD: 9.5, Browser.WARM: 1.25, Browser.LOAD_START: [1.5, 1, 1], Browser.LOAD_END: [2.0, 1, 1],
+       Browser.WIDGETS: {"head": {Browser.MEDIAN: 0.62, Browser.TIMES: [0.9, 0.6, 0.62, 0.7]},
+                         "chart head": {Browser.MEDIAN: 0.08, Browser.TIMES: [0.1, 0.08, 0.07, 0.09]},
+                         "query token": {Browser.ERROR: "TimeoutError: …"}},
+       Browser.ERRORS: ["query token: TimeoutError"]}
+SECTION = {Browser.ROWS: [ROW], Browser.REPEATS: 3, Browser.QUICK: False, Browser.WALL: 60.0}
+CLASS = {ClassLoad.SESSIONS: 5, ClassLoad.SECONDS: 90.2, ClassLoad.ACTIVE: 61.0, ClassLoad.STEPS: 40,
+         ClassLoad.ERRORS: 0, ClassLoad.MIXED: 0, ClassLoad.P50: 1.2, ClassLoad.P95: 2.5,
+         ClassLoad.RSS: [[0, 500], [5, 510]], ClassLoad.RSS_SLOPE: 0.4, ClassLoad.LOAD: [[1.0, 1, 1], [3.0, 1, 1]],
+         ClassLoad.NOTES: []}
+
+
+def test_browser_table_has_one_row_per_case_and_says_what_failed():
+    lines = browser_markdown(SECTION)
+    header = next(x for x in lines if x.startswith("| page |"))
+    assert header.split(" | ")[-3:] == ["head", "chart head", "query token |"]
+    (row,) = [x for x in lines if x.startswith("| heatmaps |")]
+    assert row == "| heatmaps | lecture-decoder | 1.5 → 2.0 | 9.500 | 1.250 | 0.620 | 0.080 | error |"
+    assert "- heatmaps (lecture-decoder): query token: TimeoutError" in lines
+
+
+def test_class_table():
+    (row,) = [x for x in class_markdown(CLASS) if x.startswith("| 5 |")]
+    assert row == "| 5 | 90.2 | 40 | 0 | 0 | 1.200 | 2.500 | 0.40 | 1.0 → 3.0 |"
+
+
+def test_reader_takes_the_sections_and_refuses_other_files(tmp_path):
+    p = tmp_path / "b.json"
+    p.write_text(json.dumps({Top.SCHEMA: SCHEMA, Top.BROWSER: SECTION, Top.CLASS: CLASS}))
+    got = read_browser(p)
+    assert got[Top.BROWSER][Browser.ROWS][0][Browser.WARM] == 1.25 and got[Top.CLASS][ClassLoad.P95] == 2.5
+    assert markdown({Top.BROWSER: SECTION, Top.CLASS: CLASS}).count("| heatmaps |") == 1
+    p.write_text(json.dumps({Top.SCHEMA: "other/1", Top.BROWSER: SECTION}))
+    assert read_browser(p) is None
+    p.write_text(json.dumps({Top.SCHEMA: SCHEMA, Top.BROWSER: {Browser.ROWS: [{"page": 3}]}}))
+    assert read_browser(p) is None
+    assert read_browser(tmp_path / "missing.json") is None
+
+
+def test_rss_slope_after_warm_up():
+    rss = [[t * 5.0, 400.0 + (100 if t < 4 else 0) + 0.5 * t] for t in range(12)]  # a drop, then 6 MB/min
+    assert abs(rss_slope(rss) - 6.0) < 1e-9
+    assert rss_slope(rss[:3]) is None

@@ -1,0 +1,69 @@
+"""Issue 19 in Debian's chromium: the head matrix switches heads and layers in the browser (no script run) and
+shows exactly the captured numbers; the browser benchmark's quick mode and a quick class (5 sessions, 60 s)
+run without errors. Times are the benchmark's business (`attnlab bench --browser` / `--class`): here only
+errors, mixed results and data are asserted."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from bench.browser import WATCH_RUN_JS, _chart_button, frames, run_browser, wait_chart
+from bench.classload import run_class
+from model.registry import load
+from tests.app.conftest import z_of
+from tests.e2e.conftest import EXC
+
+TEXT = "Ada sat on the mat"
+VISIBLE_JS = """() => { const el = document.querySelector('.st-key-fig-head .js-plotly-plot');
+  const i = el.data.findIndex(t => t.visible === true || t.visible === undefined);
+  const z = el.data[i].z;  // as sent (a base64 spec) or, once plotly decoded it, arrays
+  const out = z.bdata ? {spec: z} : {rows: Array.from(z, r => Array.from(r, v => v === null ? NaN : v))};
+  return {...out, index: i, head: el.layout.meta.heads[i], title: el.layout.title.text}; }"""
+
+
+def visible(page) -> dict:
+    out = page.evaluate(VISIBLE_JS)
+    out["title"] = re.sub(r"</?b>", "", out["title"])  # Streamlit's theme draws titles bold
+    if "spec" in out:
+        out["z"] = z_of({"z": out["spec"]})
+    else:
+        out["z"] = np.array([[np.nan if v is None else v for v in r] for r in out["rows"]], dtype=np.float64)
+    return out
+
+
+def test_chart_buttons_switch_in_the_browser_with_the_captured_numbers(st_app, page):
+    page.goto(f"{st_app['url']}/heatmaps?model=random-decoder&text={TEXT.replace(' ', '%20')}&layer=1&head=0")
+    wait_chart(page, "head")
+    lm = load("random-decoder")
+    run = lm.capture(lm.encode(TEXT))
+    stack, mask = run.matrices("self"), run.mask_of("self")  # [L, H, q, k], [q, k]
+    first = visible(page)
+    assert first["head"] == [1, 0] and first["title"] == "layer 1, head 0"
+    page.evaluate(WATCH_RUN_JS)  # window.__ran turns true if a script run starts
+    for menu, value, want in (("head", 1, [1, 1]), ("layer", 0, [0, 1]), ("head", 0, [0, 0]), ("layer", 1, [1, 0])):
+        _chart_button(page, "head", menu, value)
+        frames(page)
+        got = visible(page)
+        assert got["head"] == want and got["title"] == f"layer {want[0]}, head {want[1]}"
+        expect = np.where(mask, stack[want[0], want[1]], np.nan)
+        assert np.allclose(got["z"], expect, atol=1e-6, equal_nan=True)
+    assert page.evaluate("() => window.__ran") is False  # no server round trip
+    assert "head=0" in page.url and "layer=1" in page.url  # the server-side choice stays in the URL
+    assert page.locator(EXC).count() == 0 and page.errors == []
+
+
+def test_browser_benchmark_quick_mode_runs_without_errors(browser):
+    out = run_browser(quick=True, repeats=2, browser=browser)
+    (row,) = out["rows"]
+    assert row["errors"] == [], row["errors"]
+    assert row["page"] == "heatmaps" and row["warm_first_chart_s"] > 0
+    assert row["widgets"]["head"]["median_s"] > 0 and len(row["widgets"]["head"]["times_s"]) == 3
+
+
+def test_a_quick_class_sees_only_its_own_tokens(browser):
+    out = run_class(5, 60, browser=browser)
+    assert out["errors"] == 0 and out["mixed"] == 0, out["notes"]
+    assert out["steps"] >= 10 and out["p95_s"] is not None
+    assert len(out["rss_mb"]) >= 3  # the server's memory was sampled
