@@ -21,6 +21,7 @@ from model.inputs import Inputs
 from model.registry import BUNDLED_DIR, load_attnlab_folder
 
 from .corpus import model_stream, stream
+from .curve import draw, jump, tasks_of
 from .evaluate import _pad, _vocab, evaluate
 
 KIND = {"decoder": "causal language model (decoder)", "encoder": "masked language model (encoder)",
@@ -39,6 +40,7 @@ METRIC = {
 }
 EVAL_SEED = 1
 EVAL_N = 1000
+CURVE_PNG = "learning-curve.png"
 
 
 # -- which heads do the work --------------------------------------------------------------------------
@@ -164,18 +166,37 @@ def _signal_lines(t: dict) -> list[str]:
         if (t.get("mask_share") or 0) > 0:
             parts.append(f"{t['mask_share']:.0%} of induction words and closers hidden, not one")
         out.append("- More answers per training sequence: " + "; ".join(parts) + ".")
+    if t.get("attn_only"):
+        out.append(f"- Attention first: the MLPs started with a zero output and stayed frozen for the first "
+                   f"{t['attn_only']} steps, then trained with the rest.")
     if (t.get("hint") or 0) > 0 and (t.get("hint_steps") or 0) > 0:
         tasks = ", ".join(t.get("hint_tasks") or ("retrieval",))
         out.append(f"- Attention hint ({tasks}): for the first {t['hint_steps']} steps the loss also asked one head "
                    "per task — the model's pick, whichever was closest over the batch — to put weight on each "
                    f"answer's source token (weight {t['hint']} falling linearly to 0; two-hop bridges never "
-                   "hinted); after that the plain loss alone. The heads named below are measured on held-out "
-                   "text, not assigned.")
+                   "hinted; `retrieval-owner`: from each fact's value token to the name the fact is about); after "
+                   "that the plain loss alone. The heads named below are measured on held-out text, not assigned.")
     return out
 
 
+def _curve_lines(folder: Path, curve: list[dict] | None) -> list[str]:
+    """The learning-curve section: the picture (drawn next to the card) and each task's jump."""
+    if not curve:
+        return []
+    draw(curve, Path(folder) / CURVE_PNG)
+    lines = ["## Learning curve", "", f"![held-out accuracy per task vs training step]({CURVE_PNG})", "",
+             "Held-out accuracy at each evaluation of the run (the numbers: `curve.json`). Largest rise between two "
+             "evaluations, per task:", ""]
+    for task in tasks_of(curve):
+        j = jump(curve, task)
+        if j:
+            lines.append(f"- {task}: {j['before']:.0%} at step {j['from_step']} → {j['after']:.0%} at step "
+                         f"{j['to_step']}")
+    return lines + [""]
+
+
 def write_card(folder: Path, name: str, cfg, training: dict, metrics: dict, *, eval_n: int, eval_seed: int = EVAL_SEED,
-               look: list[str] | None = None, note: str = "") -> Path:
+               look: list[str] | None = None, note: str = "", curve: list[dict] | None = None) -> Path:
     arch = cfg.arch
     layers = f"{cfg.n_layers} encoder + {cfg.dec_layers} decoder layers" if arch == "encdec" else f"{cfg.n_layers} layers"
     t = training
@@ -206,6 +227,7 @@ def write_card(folder: Path, name: str, cfg, training: dict, metrics: dict, *, e
         *_table(metrics),
         "",
     ]
+    lines += _curve_lines(folder, curve)
     if look:
         lines += ["## What to look at in the app", "", *[f"- {s}" for s in look], ""]
     if note:
@@ -222,8 +244,9 @@ def finalize(folder: Path, name: str, eval_n: int = EVAL_N, note: str = "") -> d
     meta = json.loads((folder / "config.json").read_text())
     metrics = evaluate(lm, eval_n, EVAL_SEED, detail=True)
     heads = find_heads(lm)
+    curve = json.loads((folder / "curve.json").read_text()) if (folder / "curve.json").is_file() else None
     write_card(folder, name, lm.cfg, meta.get("training", {}), metrics, eval_n=eval_n, look=look_at(lm.cfg.arch, heads, metrics),
-               note=note)
+               note=note, curve=curve)
     return {"metrics": metrics, "heads": {k: v[:4] for k, v in heads.items()}}
 
 

@@ -145,6 +145,14 @@ def solve_retrieval(tokens) -> tuple[str, int]:
     raise ValueError(f"not a known question: {' '.join(qwords)}")
 
 
+def owner_position(tokens, source: int) -> int | None:
+    """The index of the name a fact's value belongs to ("corin" in "corin is eleven ."), when it comes
+    before the value in the fact's sentence; None when it comes after ("V is the best friend of P .")."""
+    start = max(i for i in range(source) if tokens[i] in (".", BOS)) + 1
+    names = [i for i in range(start, source) if tokens[i] in NAMES]
+    return names[-1] if names else None
+
+
 def ask_more(ex: Example, rng: Random, n: int, max_len: int) -> Example:
     """`ex` (a one-question retrieval example) with up to `n` more questions about the same story, each
     after ". " and followed by its answer, while the tokens stay within `max_len`.
