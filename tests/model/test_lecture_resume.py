@@ -106,3 +106,13 @@ def test_curve_picture_and_jump(tmp_path):
     assert (31, 119, 180) in colors and (214, 39, 40) in colors  # one line per task
     with pytest.raises(ValueError):
         draw([], tmp_path / "empty.png")
+
+
+def test_induction_prev_hints_point_one_token_back():
+    examples = [ex for ex in islice(model_stream("encoder", 0), 60) if ex.task == "induction"]
+    hint = Batcher("encoder", ("induction", "induction-prev"))(examples, Random(0))["hint"]
+    prev = hint[hint[:, 3] == 1]
+    assert len(prev) > len(examples) and (prev[:, 2] == prev[:, 1] - 1).all()
+    rows = {(int(i), int(r)) for i, r, _, _ in prev}
+    for i, ex in enumerate(examples):
+        assert {(i, p) for p in ex.answer_positions if p > 1} <= rows  # the [MASK] rows too
