@@ -1,10 +1,10 @@
-"""`attnlab train`: train one bundled lecture model from scratch (seeded, CPU-friendly)."""
+"""`attnlab train`: train one bundled lecture model (seeded, CPU-friendly, resumable)."""
 
 from __future__ import annotations
 
 
 def add_parser(sub) -> None:
-    from model.lecture.train import add_arguments
+    from model.lecture.train_command import add_arguments
 
     p = sub.add_parser("train", help="train a bundled lecture model (lecture-decoder, lecture-encoder, lecture-encdec)")
     add_arguments(p)
@@ -12,6 +12,6 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from model.lecture.train import run as train_run
+    from model.lecture.train_command import run as train_run
 
     return train_run(args)
