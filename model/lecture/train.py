@@ -94,18 +94,23 @@ def forward_loss(model, kind: str, batch: dict, backend: str = "sdpa") -> torch.
     return (ce * w).sum() / w.sum().clamp_min(1.0)
 
 
-def hint_loss(patterns: list[torch.Tensor], hint: torch.Tensor) -> torch.Tensor:
+def hint_loss(patterns: list[torch.Tensor], hint: torch.Tensor, halves: tuple = ()) -> torch.Tensor:
     """−mean log weight that the best single head puts from each answer's query row on its source, per
     task, averaged over the tasks in the batch.
 
     A hint, not a wiring: the model picks the head (per task, the one already closest over the batch), and
     the bridge facts of two-hop questions are not hinted. One head for a task's whole batch, not the best
     head per example, which several heads each locked on a different candidate would satisfy without
-    choosing. `patterns`: per layer [B, H, T, T] with gradients; `hint` [N, 4] (example, query row,
-    source, task number)."""
+    choosing. Task numbers in `halves` are the first half of a lookup ("retrieval-owner", "induction-prev":
+    see `Batcher._hints`): their head comes from the lower half of the layers and, when there are such
+    tasks, every other task's from the upper half, so that the lookup can read what the first half wrote.
+    `patterns`: per layer [B, H, T, T] with gradients; `hint` [N, 4] (example, query row, source, task number)."""
     b, q, s, task = hint.unbind(-1)
     logw = torch.log(torch.stack([p[b, :, q, s] for p in patterns]) + 1e-6)  # [L, N, H]
-    return torch.stack([-logw[:, task == t].mean(1).amax() for t in task.unique()]).mean()
+    mid = len(patterns) // 2
+    lower, upper = slice(0, max(1, mid)), slice(mid if halves else 0, None)
+    return torch.stack([-logw[lower if int(t) in halves else upper][:, task == t].mean(1).amax()
+                        for t in task.unique()]).mean()
 
 
 def lr_at(step: int, recipe: Recipe) -> float:
@@ -185,6 +190,7 @@ def train(recipe: Recipe, *, progress: bool = True, on_eval=None, log=None, out:
         first, before, losses, curve = info["step"], info["seconds"], info["losses"], info["curve"]
     start = time.perf_counter() - before
     batches = batches_from(recipe, first)
+    halves = tuple(i for i, t in enumerate(recipe.hint_tasks) if t.endswith(("-owner", "-prev")))
     stop = min(until or recipe.steps, recipe.steps)
     bar = tqdm(range(first, stop), desc=recipe.corpus, disable=not progress, mininterval=2.0)
     for step in bar:
@@ -196,7 +202,7 @@ def train(recipe: Recipe, *, progress: bool = True, on_eval=None, log=None, out:
             with hooks.capture("*.hook_pattern", records=False, detach=False) as cap:
                 loss = forward_loss(model, recipe.corpus, batch, backend="eager")
             patterns = [cap.tensor(n) for n in cap.tensors if ".cross" not in n]
-            loss = loss + recipe.hint * (1 - step / recipe.hint_steps) * hint_loss(patterns, batch["hint"])
+            loss = loss + recipe.hint * (1 - step / recipe.hint_steps) * hint_loss(patterns, batch["hint"], halves)
         else:
             loss = forward_loss(model, recipe.corpus, batch)
         opt.zero_grad(set_to_none=True)
