@@ -46,7 +46,8 @@ class Batcher:
         """A task's answers: query row → source; and, as their own hint tasks, the first half of each
         lookup: "retrieval-owner", each retrieval source's row → the name the fact is about (when that
         name comes first); "induction-prev", each induction source's row (and an encoder's [MASK] row)
-        → the token before it."""
+        → the token before it; "retrieval-asker", each answer's query row → the name its question asks
+        about."""
         shift = 1 if self.kind == "decoder" else 0
         number = self.hint_tasks.index
         if ex.task in self.hint_tasks:
@@ -55,6 +56,9 @@ class Batcher:
             for s in ex.source_positions:
                 if (o := owner_position(ex.tokens, s)) is not None:
                     yield i, s, o, number("retrieval-owner")
+        if ex.task == "retrieval" and "retrieval-asker" in self.hint_tasks:
+            for p in ex.answer_positions:
+                yield i, p - shift, owner_position(ex.tokens, p - shift), number("retrieval-asker")
         if ex.task == "induction" and "induction-prev" in self.hint_tasks:
             rows = set(ex.source_positions) | (set(ex.answer_positions) if self.kind == "encoder" else set())
             yield from ((i, r, r - 1, number("induction-prev")) for r in sorted(rows) if r > 1)

@@ -68,17 +68,22 @@ def find_heads(lm, n: int = 100, seed: int = EVAL_SEED) -> dict[str, list[tuple[
             cap = lm.forward(Inputs(x, [], attention_mask=x != pad)).capture
             sites = cap.sites
         shift = 0 if arch == "encoder" else 1
-        scores = {}
+        scores, one_hop = {}, {}
         for site in sites:
             pat = cap[site].pattern_full  # [B, H, q, k]
             for h in range(pat.shape[1]):
-                vals = [float(pat[i, h, p - shift, s]) for i, ex in enumerate(examples)
+                vals = [(float(pat[i, h, p - shift, s]), ex.kind) for i, ex in enumerate(examples)
                         for p, s in zip(ex.answer_positions, ex.source_positions)]
-                scores[_head_name(site, h, arch)] = sum(vals) / len(vals)
+                scores[_head_name(site, h, arch)] = sum(v for v, _ in vals) / len(vals)
+                if task == "retrieval":
+                    ones = [v for v, k in vals if not k.startswith("friend_")]
+                    one_hop[_head_name(site, h, arch)] = sum(ones) / max(1, len(ones))
                 if arch == "decoder" and task == "induction":
                     pv = [float(pat[i, h, q, q - 1]) for i, ex in enumerate(examples) for q in range(2, len(ex.tokens))]
                     prev[_head_name(site, h, arch)].append(sum(pv) / len(pv))
         out[task] = sorted(scores.items(), key=lambda kv: -kv[1])
+        if one_hop:
+            out["retrieval one-hop"] = sorted(one_hop.items(), key=lambda kv: -kv[1])
     if prev:
         out["previous-token"] = sorted(((k, sum(v) / len(v)) for k, v in prev.items()), key=lambda kv: -kv[1])
     return out
@@ -107,6 +112,9 @@ def _show(name: str, arch: str) -> str:
 LOOK = {
     ("decoder", "retrieval"): "Retrieval: on a story (e.g. `how old is the best friend of veno ?`), the row of `?` in "
                               "head {h} lands on the answer's fact ({v:.0%} of its attention on average).",
+    ("decoder", "retrieval one-hop"): "One-hop questions alone (`how old is X ?`, `what pet does X have ?`, `who is "
+                                      "the best friend of X ?`): head {h} puts {v:.0%} of the answer row's attention "
+                                      "on the true fact.",
     ("decoder", "induction"): "Induction: on a repeated random sequence, head {h} attends from each token of the second "
                               "copy to the token after its first occurrence ({v:.0%} on average).",
     ("decoder", "previous-token"): "Previous-token head: {h} puts {v:.0%} of each row on the token just before it — "
@@ -133,7 +141,8 @@ def look_at(arch: str, heads: dict, metrics: dict | None = None, min_accuracy: f
     tasks = (metrics or {}).get("tasks", {})
     for task, ranked in heads.items():
         template = LOOK.get((arch, task))
-        acc = tasks.get("induction" if task == "previous-token" else task, {}).get("accuracy", 1.0)
+        measured = {"previous-token": "induction", "retrieval one-hop": "retrieval"}.get(task, task)
+        acc = tasks.get(measured, {}).get("accuracy", 1.0)
         if acc < min_accuracy:
             lines.append(f"{task}: this checkpoint does not solve the task yet ({acc:.0%}), so no head is named.")
             continue
@@ -166,6 +175,9 @@ def _signal_lines(t: dict) -> list[str]:
         if (t.get("mask_share") or 0) > 0:
             parts.append(f"{t['mask_share']:.0%} of induction words and closers hidden, not one")
         out.append("- More answers per training sequence: " + "; ".join(parts) + ".")
+    if t.get("init"):
+        out.append(f"- Started from the weights in `{t['init']}` (the previous checkpoint; its recipe is in "
+                   "`training.stages` of config.json), not from random weights.")
     if t.get("attn_only"):
         out.append(f"- Attention first: the MLPs started with a zero output and stayed frozen for the first "
                    f"{t['attn_only']} steps, then trained with the rest.")

@@ -147,7 +147,8 @@ def solve_retrieval(tokens) -> tuple[str, int]:
 
 def owner_position(tokens, source: int) -> int | None:
     """The index of the name a fact's value belongs to ("corin" in "corin is eleven ."), when it comes
-    before the value in the fact's sentence; None when it comes after ("V is the best friend of P .")."""
+    before the value in the fact's sentence; None when it comes after ("V is the best friend of P .").
+    For a question's "?" (or its [MASK]), the name the question asks about."""
     start = max(i for i in range(source) if tokens[i] in (".", BOS)) + 1
     names = [i for i in range(start, source) if tokens[i] in NAMES]
     return names[-1] if names else None

@@ -190,7 +190,7 @@ def train(recipe: Recipe, *, progress: bool = True, on_eval=None, log=None, out:
         first, before, losses, curve = info["step"], info["seconds"], info["losses"], info["curve"]
     start = time.perf_counter() - before
     batches = batches_from(recipe, first)
-    halves = tuple(i for i, t in enumerate(recipe.hint_tasks) if t.endswith(("-owner", "-prev")))
+    halves = tuple(i for i, t in enumerate(recipe.hint_tasks) if t.endswith(("-owner", "-asker", "-prev")))
     stop = min(until or recipe.steps, recipe.steps)
     bar = tqdm(range(first, stop), desc=recipe.corpus, disable=not progress, mininterval=2.0)
     for step in bar:
