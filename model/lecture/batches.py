@@ -9,7 +9,7 @@ from random import Random
 import torch
 
 from .tasks_base import MASK, PAD
-from .tasks_retrieval import ask_more, owner_position
+from .tasks_retrieval import ask_more, is_two_hop, owner_position
 from .tasks_sequences import mask_more
 from .tokenizer import build_tokenizer
 
@@ -47,11 +47,13 @@ class Batcher:
         lookup: "retrieval-owner", each retrieval source's row → the name the fact is about (when that
         name comes first); "induction-prev", each induction source's row (and an encoder's [MASK] row)
         → the token before it; "retrieval-asker", each answer's query row → the name its question asks
-        about."""
+        about. With "retrieval-2hop" among them, two-hop answers are a task of their own (their own head)."""
         shift = 1 if self.kind == "decoder" else 0
         number = self.hint_tasks.index
         if ex.task in self.hint_tasks:
-            yield from ((i, p - shift, s, number(ex.task)) for p, s in zip(ex.answer_positions, ex.source_positions))
+            for p, s in zip(ex.answer_positions, ex.source_positions):
+                two = ex.task == "retrieval" and "retrieval-2hop" in self.hint_tasks and is_two_hop(ex.tokens, p)
+                yield i, p - shift, s, number("retrieval-2hop" if two else ex.task)
         if ex.task == "retrieval" and "retrieval-owner" in self.hint_tasks:
             for s in ex.source_positions:
                 if (o := owner_position(ex.tokens, s)) is not None:

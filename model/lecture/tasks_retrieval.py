@@ -154,6 +154,13 @@ def owner_position(tokens, source: int) -> int | None:
     return names[-1] if names else None
 
 
+def is_two_hop(tokens, answer: int) -> bool:
+    """Does the question just before `answer` ask about the best friend's age or pet?"""
+    start = max(i for i in range(answer) if tokens[i] in (".", BOS)) + 1
+    words = tokens[start:answer]
+    return "friend" in words and words[0] != "who"
+
+
 def ask_more(ex: Example, rng: Random, n: int, max_len: int) -> Example:
     """`ex` (a one-question retrieval example) with up to `n` more questions about the same story, each
     after ". " and followed by its answer, while the tokens stay within `max_len`.

@@ -116,3 +116,15 @@ def test_induction_prev_hints_point_one_token_back():
     rows = {(int(i), int(r)) for i, r, _, _ in prev}
     for i, ex in enumerate(examples):
         assert {(i, p) for p in ex.answer_positions if p > 1} <= rows  # the [MASK] rows too
+
+
+def test_two_hop_answers_can_be_their_own_hint_task():
+    from model.lecture.tasks_retrieval import is_two_hop
+
+    examples = [ex for ex in islice(model_stream("decoder", 0), 80) if ex.task == "retrieval"]
+    assert {is_two_hop(ex.tokens, ex.answer_positions[0]) for ex in examples} == {True, False}
+    for ex in examples:
+        assert is_two_hop(ex.tokens, ex.answer_positions[0]) == ex.kind.startswith("friend_")
+    hint = Batcher("decoder", ("retrieval", "retrieval-2hop"))(examples, Random(0))["hint"]
+    two = {int(i) for i, _, _, t in hint if t == 1}
+    assert two == {i for i, ex in enumerate(examples) if ex.kind.startswith("friend_")}
