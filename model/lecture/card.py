@@ -229,6 +229,8 @@ def write_card(folder: Path, name: str, cfg, training: dict, metrics: dict, *, e
         f"(peak lr {t.get('lr')}, linear warm-up, cosine to 10%), seed {t.get('seed')}; "
         f"{t.get('seconds', 0) / 60:.1f} min wall time on this project's 2-core CPU with {t.get('threads', 1)} torch "
         "thread, while other jobs shared the machine.",
+        *[f"  - stage {i}: `{st['command']}` — {st['steps']} steps, {float(st['seconds']) / 60:.1f} min"
+          for i, st in enumerate(t.get("stages") or [], 1)],
         *_signal_lines(t),
         "",
         "## Held-out accuracy",

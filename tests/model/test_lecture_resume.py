@@ -128,3 +128,17 @@ def test_two_hop_answers_can_be_their_own_hint_task():
     hint = Batcher("decoder", ("retrieval", "retrieval-2hop"))(examples, Random(0))["hint"]
     two = {int(i) for i, _, _, t in hint if t == 1}
     assert two == {i for i, ex in enumerate(examples) if ex.kind.startswith("friend_")}
+
+
+def test_card_carries_the_curve_picture_its_jump_and_the_stages(tmp_path):
+    from model.lecture.card import CURVE_PNG, write_card
+
+    training = {"steps": "100 + 200", "batch": 8, "lr": 1e-3, "seed": 0, "seconds": 90.0,
+                "stages": [{"command": "attnlab train --model lecture-decoder", "steps": 100, "seconds": 30},
+                           {"command": "attnlab train --model lecture-decoder --init A", "steps": 200, "seconds": 60}]}
+    curve = [{"step": 100, "retrieval": 0.3}, {"step": 200, "retrieval": 0.35}, {"step": 300, "retrieval": 0.96}]
+    card = write_card(tmp_path, "lecture-decoder", TINY, training, {"tasks": {}}, eval_n=5, curve=curve).read_text()
+    assert f"![held-out accuracy per task vs training step]({CURVE_PNG})" in card
+    assert Image.open(tmp_path / CURVE_PNG).format == "PNG"
+    assert "- retrieval: 35% at step 200 → 96% at step 300" in card
+    assert "stage 2: `attnlab train --model lecture-decoder --init A` — 200 steps, 1.0 min" in card
