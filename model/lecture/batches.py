@@ -1,9 +1,8 @@
 """Training batches of the lecture models: examples → padded id tensors with per-target weights, the
-denser-question options, length-sorted batching, and `Bank`: a chunk of the stream tokenised once."""
+denser-question options, and `Bank`: a chunk of the stream tokenised once, dealt out in length-sorted batches."""
 
 from __future__ import annotations
 
-from itertools import islice
 from random import Random
 
 import torch
@@ -128,16 +127,6 @@ def denser(data, recipe, rng: Random):
         elif recipe.mask_share > 0:
             ex = mask_more(ex, rng, recipe.mask_share)
         yield ex
-
-
-def length_sorted_batches(data, batch: int, rng: Random, pool: int = 4):
-    """Batches of similar length (less padding): sort `pool` batches' worth of examples, deal them out
-    in a seeded random order."""
-    while True:
-        chunk = sorted(islice(data, batch * pool), key=lambda ex: len(ex.tokens) + len(ex.src_tokens))
-        groups = [chunk[i * batch:(i + 1) * batch] for i in range(pool)]
-        rng.shuffle(groups)
-        yield from groups
 
 
 class Bank:
