@@ -112,18 +112,22 @@ class Batcher:
         return {"src": src, "src_mask": src != self.pad, "x": x, "y": y, "w": (y != IGNORE).float()}
 
 
-def denser(data, recipe, rng: Random):
+def denser(data, recipe, rng: Random, one_hop: bool = False):
     """Training examples with more answers per sequence: retrieval stories with up to `recipe.questions`
     questions (`ask_more`), masked induction and brackets with `recipe.mask_share` hidden (`mask_more`).
 
     Options for experiments, off in the shipped recipes: a causal model's first answer sees exactly the
     held-out format; an encoder sees 0..questions−1 extra questions (all answers masked), so
     single-question stories stay in its mix. Measured (model cards' notes): neither these nor the
-    attention hint lifted held-out retrieval above chance within 1,200 steps."""
+    attention hint lifted held-out retrieval above chance within 1,200 steps.
+
+    one_hop: drop two-hop retrieval stories and ask one-hop questions only (a curriculum's first stage)."""
     for ex in data:
+        if one_hop and ex.task == "retrieval" and ex.kind.startswith("friend_"):
+            continue
         if ex.task == "retrieval" and recipe.questions > 1:
             n = recipe.questions - 1 if recipe.corpus == "decoder" else rng.randint(0, recipe.questions - 1)
-            ex = ask_more(ex, rng, n, recipe.cfg.max_len - 1)
+            ex = ask_more(ex, rng, n, recipe.cfg.max_len - 1, one_hop)
         elif recipe.mask_share > 0:
             ex = mask_more(ex, rng, recipe.mask_share)
         yield ex

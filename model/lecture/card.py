@@ -178,6 +178,9 @@ def _signal_lines(t: dict) -> list[str]:
     if t.get("init"):
         out.append(f"- Started from the weights in `{t['init']}` (the previous checkpoint; its recipe is in "
                    "`training.stages` of config.json), not from random weights.")
+    if t.get("one_hop"):
+        out.append(f"- Curriculum: retrieval asked one-hop questions only until step {t['one_hop']}, then the "
+                   "full mix of one- and two-hop questions.")
     if t.get("attn_only"):
         out.append(f"- Attention first: the MLPs started with a zero output and stayed frozen for the first "
                    f"{t['attn_only']} steps, then trained with the rest.")

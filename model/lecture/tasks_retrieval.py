@@ -161,7 +161,7 @@ def is_two_hop(tokens, answer: int) -> bool:
     return "friend" in words and words[0] != "who"
 
 
-def ask_more(ex: Example, rng: Random, n: int, max_len: int) -> Example:
+def ask_more(ex: Example, rng: Random, n: int, max_len: int, one_hop: bool = False) -> Example:
     """`ex` (a one-question retrieval example) with up to `n` more questions about the same story, each
     after ". " and followed by its answer, while the tokens stay within `max_len`.
 
@@ -175,6 +175,8 @@ def ask_more(ex: Example, rng: Random, n: int, max_len: int) -> Example:
     for _ in range(n):
         options = []
         for qtype, (_, rel, two_hop) in QUESTIONS.items():
+            if two_hop and one_hop:  # a curriculum's first stage: one-hop questions only
+                continue
             for x in people:
                 target = facts.get(("friend", x), (None,))[0] if two_hop else x
                 if (rel, target) in facts and (qtype, x) not in asked:

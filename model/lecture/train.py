@@ -64,6 +64,7 @@ class Recipe:
     hint_steps: int = 0  # ... at this step; from then on the plain loss alone
     hint_tasks: tuple = ("retrieval",)  # tasks whose answers the hint covers
     attn_only: int = 0  # the MLPs start at zero output and stay frozen for this many steps, then join
+    one_hop: int = 0  # curriculum: retrieval is one-hop only in the chunks that start before this step
 
 
 _SHARED = dict(vocab_size=186, d_model=128, n_heads=4, n_layers=4, max_len=MAX_LEN, norm="pre", mlp="gelu")
@@ -140,7 +141,8 @@ def batches_from(recipe: Recipe, start: int = 0):
     while True:
         rng = Random(f"attnlab.train|{recipe.corpus}|{recipe.seed}|{k}")
         data = model_stream(recipe.corpus, recipe.seed, split="train", weights=recipe.mix, part=k)
-        bank = Bank(list(islice(denser(data, recipe, rng), CHUNK * recipe.batch)), batcher, rng)
+        dense = denser(data, recipe, rng, one_hop=k * CHUNK < recipe.one_hop)
+        bank = Bank(list(islice(dense, CHUNK * recipe.batch)), batcher, rng)
         gen = torch.Generator().manual_seed(recipe.seed * 1_000_003 + k)
         for rows in bank.order(recipe.batch, gen)[skip:]:
             yield bank(rows)

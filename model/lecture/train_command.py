@@ -49,6 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mix", default=None, help="training task weights, e.g. retrieval=0.5,induction=0.5")
     p.add_argument("--init", default=None, help="start from this checkpoint folder (fine-tuning)")
     p.add_argument("--attn-only", type=int, default=None, help="override the steps before the MLPs join")
+    p.add_argument("--one-hop", type=int, default=None, help="curriculum: one-hop retrieval only before this step")
     p.add_argument("--weight-decay", type=float, default=None, help="override the weight decay")
     p.add_argument("--eval-every", type=int, default=None, help="override how often to evaluate (and save)")
     p.add_argument("--save-every", type=int, default=200, help="save the resumable state (OUT/resume/) this often")
@@ -63,7 +64,7 @@ def run(args) -> int:
     torch.set_num_threads(max(1, args.threads))
     recipe = RECIPES[args.model]
     names = ("steps", "batch", "lr", "seed", "warmup", "init", "questions", "mask_share", "hint", "hint_steps",
-             "attn_only", "weight_decay", "eval_every")
+             "attn_only", "weight_decay", "eval_every", "one_hop")
     overrides = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
     if args.hint_tasks:
         overrides["hint_tasks"] = tuple(args.hint_tasks.split(","))
@@ -82,7 +83,7 @@ def run(args) -> int:
                 "seed": recipe.seed, "seconds": round(seconds, 1), "threads": args.threads, "warmup": recipe.warmup,
                 "mix": recipe.mix, "init": recipe.init, "questions": recipe.questions,
                 "mask_share": recipe.mask_share, "hint": recipe.hint, "hint_steps": recipe.hint_steps,
-                "hint_tasks": list(recipe.hint_tasks), "attn_only": recipe.attn_only,
+                "hint_tasks": list(recipe.hint_tasks), "attn_only": recipe.attn_only, "one_hop": recipe.one_hop,
                 "weight_decay": recipe.weight_decay}
 
     state = state_dir(out) / "state.json"

@@ -142,3 +142,22 @@ def test_card_carries_the_curve_picture_its_jump_and_the_stages(tmp_path):
     assert Image.open(tmp_path / CURVE_PNG).format == "PNG"
     assert "- retrieval: 35% at step 200 → 96% at step 300" in card
     assert "stage 2: `attnlab train --model lecture-decoder --init A` — 200 steps, 1.0 min" in card
+
+
+def test_one_hop_curriculum_leaves_two_hop_questions_out_of_the_first_chunks():
+    from model.lecture.tasks_retrieval import is_two_hop
+
+    recipe = replace(RECIPE, batch=16, questions=4, mix={"retrieval": 1.0}, one_hop=CHUNK,
+                     cfg=replace(TINY, max_len=96))
+    batches = list(islice(batches_from(recipe, CHUNK - 1), 2))  # the last step of chunk 0, the first of chunk 1
+    vocab = Batcher("decoder").vocab
+    words = {i: w for w, i in vocab.items()}
+
+    def two_hops(batch):
+        n = 0
+        for x, w in zip(batch["x"], batch["w"]):
+            tokens = ["[BOS]"] + [words[int(i)] for i in x[1:]]
+            n += sum(is_two_hop(tokens, int(p) + 1) for p in (w == 1.0).nonzero().flatten())
+        return n
+
+    assert two_hops(batches[0]) == 0 and two_hops(batches[1]) > 0
