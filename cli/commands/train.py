@@ -1,29 +1,27 @@
-"""`attnlab train`: train one bundled lecture model from scratch (seeded, CPU-friendly)."""
+"""`attnlab train`: train one bundled lecture model (seeded, CPU-friendly, resumable)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 VIT = "lecture-vit"  # trained by model/lecture/train_vit.py
-VIT_IGNORES = ("questions", "mask_share", "hint", "hint_steps", "hint_tasks", "context", "mix", "init")
+VIT_IGNORES = ("questions", "mask_share", "hint", "hint_steps", "hint_tasks", "context", "mix", "init", "attn_only",
+               "one_hop", "weight_decay", "eval_every")
 
 
 def add_parser(sub) -> None:
-    from model.lecture.train import add_arguments
+    from model.lecture.train_command import add_arguments
 
     p = sub.add_parser("train", help="train a bundled lecture model (lecture-decoder, lecture-encoder, lecture-encdec, "
                                      "lecture-vit)")
-    add_arguments(p)
-    for action in p._actions:  # the text recipes' --model choices, plus the ViT
-        if action.dest == "model" and action.choices is not None:
-            action.choices = [*action.choices, VIT]
+    add_arguments(p, more_models=(VIT,))
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
     if args.model == VIT:
         return _train_vit(args)
-    from model.lecture.train import run as train_run
+    from model.lecture.train_command import run as train_run
 
     return train_run(args)
 

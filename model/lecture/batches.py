@@ -1,15 +1,14 @@
 """Training batches of the lecture models: examples → padded id tensors with per-target weights, the
-denser-question options, and length-sorted batching."""
+denser-question options, and `Bank`: a chunk of the stream tokenised once, dealt out in length-sorted batches."""
 
 from __future__ import annotations
 
-from itertools import islice
 from random import Random
 
 import torch
 
 from .tasks_base import MASK, PAD
-from .tasks_retrieval import ask_more
+from .tasks_retrieval import ask_more, is_two_hop, owner_position
 from .tasks_sequences import mask_more
 from .tokenizer import build_tokenizer
 
@@ -37,13 +36,33 @@ class Batcher:
 
     def __call__(self, examples, rng: Random) -> dict[str, torch.Tensor]:
         batch = getattr(self, f"_{self.kind}")(examples, rng)
-        if self.hint_tasks:  # (example, query row, source, task) of every answer of a hinted task
-            shift = 1 if self.kind == "decoder" else 0
-            batch["hint"] = torch.tensor([(i, p - shift, s, self.hint_tasks.index(ex.task))
-                                          for i, ex in enumerate(examples) if ex.task in self.hint_tasks
-                                          for p, s in zip(ex.answer_positions, ex.source_positions)],
+        if self.hint_tasks:  # (example, row, key, task number) of every hinted row
+            batch["hint"] = torch.tensor([h for i, ex in enumerate(examples) for h in self._hints(i, ex)],
                                          dtype=torch.long).reshape(-1, 4)  # [N, 4]
         return batch
+
+    def _hints(self, i: int, ex):
+        """A task's answers: query row → source; and, as their own hint tasks, the first half of each
+        lookup: "retrieval-owner", each retrieval source's row → the name the fact is about (when that
+        name comes first); "induction-prev", each induction source's row (and an encoder's [MASK] row)
+        → the token before it; "retrieval-asker", each answer's query row → the name its question asks
+        about. With "retrieval-2hop" among them, two-hop answers are a task of their own (their own head)."""
+        shift = 1 if self.kind == "decoder" else 0
+        number = self.hint_tasks.index
+        if ex.task in self.hint_tasks:
+            for p, s in zip(ex.answer_positions, ex.source_positions):
+                two = ex.task == "retrieval" and "retrieval-2hop" in self.hint_tasks and is_two_hop(ex.tokens, p)
+                yield i, p - shift, s, number("retrieval-2hop" if two else ex.task)
+        if ex.task == "retrieval" and "retrieval-owner" in self.hint_tasks:
+            for s in ex.source_positions:
+                if (o := owner_position(ex.tokens, s)) is not None:
+                    yield i, s, o, number("retrieval-owner")
+        if ex.task == "retrieval" and "retrieval-asker" in self.hint_tasks:
+            for p in ex.answer_positions:
+                yield i, p - shift, owner_position(ex.tokens, p - shift), number("retrieval-asker")
+        if ex.task == "induction" and "induction-prev" in self.hint_tasks:
+            rows = set(ex.source_positions) | (set(ex.answer_positions) if self.kind == "encoder" else set())
+            yield from ((i, r, r - 1, number("induction-prev")) for r in sorted(rows) if r > 1)
 
     def _pad(self, rows: list[list[int]], value: int) -> torch.Tensor:
         T = max(len(r) for r in rows)
@@ -93,28 +112,63 @@ class Batcher:
         return {"src": src, "src_mask": src != self.pad, "x": x, "y": y, "w": (y != IGNORE).float()}
 
 
-def denser(data, recipe, rng: Random):
+def denser(data, recipe, rng: Random, one_hop: bool = False):
     """Training examples with more answers per sequence: retrieval stories with up to `recipe.questions`
     questions (`ask_more`), masked induction and brackets with `recipe.mask_share` hidden (`mask_more`).
 
     Options for experiments, off in the shipped recipes: a causal model's first answer sees exactly the
     held-out format; an encoder sees 0..questions−1 extra questions (all answers masked), so
     single-question stories stay in its mix. Measured (model cards' notes): neither these nor the
-    attention hint lifted held-out retrieval above chance within 1,200 steps."""
+    attention hint lifted held-out retrieval above chance within 1,200 steps.
+
+    one_hop: drop two-hop retrieval stories and ask one-hop questions only (a curriculum's first stage)."""
     for ex in data:
+        if one_hop and ex.task == "retrieval" and ex.kind.startswith("friend_"):
+            continue
         if ex.task == "retrieval" and recipe.questions > 1:
             n = recipe.questions - 1 if recipe.corpus == "decoder" else rng.randint(0, recipe.questions - 1)
-            ex = ask_more(ex, rng, n, recipe.cfg.max_len - 1)
+            ex = ask_more(ex, rng, n, recipe.cfg.max_len - 1, one_hop)
         elif recipe.mask_share > 0:
             ex = mask_more(ex, rng, recipe.mask_share)
         yield ex
 
 
-def length_sorted_batches(data, batch: int, rng: Random, pool: int = 4):
-    """Batches of similar length (less padding): sort `pool` batches' worth of examples, deal them out
-    in a seeded random order."""
-    while True:
-        chunk = sorted(islice(data, batch * pool), key=lambda ex: len(ex.tokens) + len(ex.src_tokens))
-        groups = [chunk[i * batch:(i + 1) * batch] for i in range(pool)]
-        rng.shuffle(groups)
-        yield from groups
+class Bank:
+    """`examples` tokenised once (`batcher` on the whole chunk) into padded [N, T] tensors; a training
+    batch is a set of rows, cut to the longest one. No per-token Python between steps.
+
+    `order(batch, gen)`: every row once, in batches of similar length (pools of four batches sorted by
+    length, the batches then shuffled), drawn with the torch generator `gen`."""
+
+    def __init__(self, examples, batcher: Batcher, rng: Random):
+        self.t = batcher(examples, rng)
+        self.hint = self.t.pop("hint", None)
+        self.kind = batcher.kind
+        x = self.t["x"]
+        self.len_x = (x != batcher.pad).sum(1)  # [N] real tokens per row (padding only on the right)
+        self.len_src = (self.t["src"] != batcher.pad).sum(1) if self.kind == "encdec" else None
+
+    def __len__(self) -> int:
+        return len(self.len_x)
+
+    def order(self, batch: int, gen: torch.Generator) -> list[torch.Tensor]:
+        perm = torch.randperm(len(self), generator=gen)
+        key = self.len_x + (self.len_src if self.len_src is not None else 0)
+        groups = []
+        for pool in perm.split(4 * batch):
+            pool = pool[torch.argsort(key[pool], stable=True)]
+            groups += [g for g in pool.split(batch) if len(g) == batch]
+        return [groups[i] for i in torch.randperm(len(groups), generator=gen).tolist()]
+
+    def __call__(self, rows: torch.Tensor) -> dict[str, torch.Tensor]:
+        T = int(self.len_x[rows].max())
+        out = {k: v[rows, :T] for k, v in self.t.items() if k not in ("src", "src_mask")}
+        if self.len_src is not None:
+            S = int(self.len_src[rows].max())
+            out["src"], out["src_mask"] = self.t["src"][rows, :S], self.t["src_mask"][rows, :S]
+        if self.hint is not None:  # example numbers renumbered to the batch's rows
+            where = torch.full((len(self),), -1, dtype=torch.long)
+            where[rows] = torch.arange(len(rows))
+            h = self.hint[where[self.hint[:, 0]] >= 0]
+            out["hint"] = torch.cat([where[h[:, :1]], h[:, 1:]], 1)  # [N, 4]
+        return out

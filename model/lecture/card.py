@@ -21,6 +21,7 @@ from model.inputs import Inputs
 from model.registry import BUNDLED_DIR, load_attnlab_folder
 
 from .corpus import model_stream, stream
+from .curve import draw, jump, tasks_of
 from .evaluate import _pad, _vocab, evaluate
 
 KIND = {"decoder": "causal language model (decoder)", "encoder": "masked language model (encoder)",
@@ -39,6 +40,7 @@ METRIC = {
 }
 EVAL_SEED = 1
 EVAL_N = 1000
+CURVE_PNG = "learning-curve.png"
 
 
 # -- which heads do the work --------------------------------------------------------------------------
@@ -66,17 +68,22 @@ def find_heads(lm, n: int = 100, seed: int = EVAL_SEED) -> dict[str, list[tuple[
             cap = lm.forward(Inputs(x, [], attention_mask=x != pad)).capture
             sites = cap.sites
         shift = 0 if arch == "encoder" else 1
-        scores = {}
+        scores, one_hop = {}, {}
         for site in sites:
             pat = cap[site].pattern_full  # [B, H, q, k]
             for h in range(pat.shape[1]):
-                vals = [float(pat[i, h, p - shift, s]) for i, ex in enumerate(examples)
+                vals = [(float(pat[i, h, p - shift, s]), ex.kind) for i, ex in enumerate(examples)
                         for p, s in zip(ex.answer_positions, ex.source_positions)]
-                scores[_head_name(site, h, arch)] = sum(vals) / len(vals)
+                scores[_head_name(site, h, arch)] = sum(v for v, _ in vals) / len(vals)
+                if task == "retrieval":
+                    ones = [v for v, k in vals if not k.startswith("friend_")]
+                    one_hop[_head_name(site, h, arch)] = sum(ones) / max(1, len(ones))
                 if arch == "decoder" and task == "induction":
                     pv = [float(pat[i, h, q, q - 1]) for i, ex in enumerate(examples) for q in range(2, len(ex.tokens))]
                     prev[_head_name(site, h, arch)].append(sum(pv) / len(pv))
         out[task] = sorted(scores.items(), key=lambda kv: -kv[1])
+        if one_hop:
+            out["retrieval one-hop"] = sorted(one_hop.items(), key=lambda kv: -kv[1])
     if prev:
         out["previous-token"] = sorted(((k, sum(v) / len(v)) for k, v in prev.items()), key=lambda kv: -kv[1])
     return out
@@ -105,6 +112,9 @@ def _show(name: str, arch: str) -> str:
 LOOK = {
     ("decoder", "retrieval"): "Retrieval: on a story (e.g. `how old is the best friend of veno ?`), the row of `?` in "
                               "head {h} lands on the answer's fact ({v:.0%} of its attention on average).",
+    ("decoder", "retrieval one-hop"): "One-hop questions alone (`how old is X ?`, `what pet does X have ?`, `who is "
+                                      "the best friend of X ?`): head {h} puts {v:.0%} of the answer row's attention "
+                                      "on the true fact.",
     ("decoder", "induction"): "Induction: on a repeated random sequence, head {h} attends from each token of the second "
                               "copy to the token after its first occurrence ({v:.0%} on average).",
     ("decoder", "previous-token"): "Previous-token head: {h} puts {v:.0%} of each row on the token just before it — "
@@ -131,7 +141,8 @@ def look_at(arch: str, heads: dict, metrics: dict | None = None, min_accuracy: f
     tasks = (metrics or {}).get("tasks", {})
     for task, ranked in heads.items():
         template = LOOK.get((arch, task))
-        acc = tasks.get("induction" if task == "previous-token" else task, {}).get("accuracy", 1.0)
+        measured = {"previous-token": "induction", "retrieval one-hop": "retrieval"}.get(task, task)
+        acc = tasks.get(measured, {}).get("accuracy", 1.0)
         if acc < min_accuracy:
             lines.append(f"{task}: this checkpoint does not solve the task yet ({acc:.0%}), so no head is named.")
             continue
@@ -164,18 +175,43 @@ def _signal_lines(t: dict) -> list[str]:
         if (t.get("mask_share") or 0) > 0:
             parts.append(f"{t['mask_share']:.0%} of induction words and closers hidden, not one")
         out.append("- More answers per training sequence: " + "; ".join(parts) + ".")
+    if t.get("init"):
+        out.append(f"- Started from the weights in `{t['init']}` (the previous checkpoint; its recipe is in "
+                   "`training.stages` of config.json), not from random weights.")
+    if t.get("one_hop"):
+        out.append(f"- Curriculum: retrieval asked one-hop questions only until step {t['one_hop']}, then the "
+                   "full mix of one- and two-hop questions.")
+    if t.get("attn_only"):
+        out.append(f"- Attention first: the MLPs started with a zero output and stayed frozen for the first "
+                   f"{t['attn_only']} steps, then trained with the rest.")
     if (t.get("hint") or 0) > 0 and (t.get("hint_steps") or 0) > 0:
         tasks = ", ".join(t.get("hint_tasks") or ("retrieval",))
         out.append(f"- Attention hint ({tasks}): for the first {t['hint_steps']} steps the loss also asked one head "
                    "per task — the model's pick, whichever was closest over the batch — to put weight on each "
                    f"answer's source token (weight {t['hint']} falling linearly to 0; two-hop bridges never "
-                   "hinted); after that the plain loss alone. The heads named below are measured on held-out "
-                   "text, not assigned.")
+                   "hinted; `retrieval-owner`: from each fact's value token to the name the fact is about); after "
+                   "that the plain loss alone. The heads named below are measured on held-out text, not assigned.")
     return out
 
 
+def _curve_lines(folder: Path, curve: list[dict] | None) -> list[str]:
+    """The learning-curve section: the picture (drawn next to the card) and each task's jump."""
+    if not curve:
+        return []
+    draw(curve, Path(folder) / CURVE_PNG)
+    lines = ["## Learning curve", "", f"![held-out accuracy per task vs training step]({CURVE_PNG})", "",
+             "Held-out accuracy at each evaluation of the run (the numbers: `curve.json`). Largest rise between two "
+             "evaluations, per task:", ""]
+    for task in tasks_of(curve):
+        j = jump(curve, task)
+        if j:
+            lines.append(f"- {task}: {j['before']:.0%} at step {j['from_step']} → {j['after']:.0%} at step "
+                         f"{j['to_step']}")
+    return lines + [""]
+
+
 def write_card(folder: Path, name: str, cfg, training: dict, metrics: dict, *, eval_n: int, eval_seed: int = EVAL_SEED,
-               look: list[str] | None = None, note: str = "") -> Path:
+               look: list[str] | None = None, note: str = "", curve: list[dict] | None = None) -> Path:
     arch = cfg.arch
     layers = f"{cfg.n_layers} encoder + {cfg.dec_layers} decoder layers" if arch == "encdec" else f"{cfg.n_layers} layers"
     t = training
@@ -196,6 +232,8 @@ def write_card(folder: Path, name: str, cfg, training: dict, metrics: dict, *, e
         f"(peak lr {t.get('lr')}, linear warm-up, cosine to 10%), seed {t.get('seed')}; "
         f"{t.get('seconds', 0) / 60:.1f} min wall time on this project's 2-core CPU with {t.get('threads', 1)} torch "
         "thread, while other jobs shared the machine.",
+        *[f"  - stage {i}: `{st['command']}` — {st['steps']} steps, {float(st['seconds']) / 60:.1f} min"
+          for i, st in enumerate(t.get("stages") or [], 1)],
         *_signal_lines(t),
         "",
         "## Held-out accuracy",
@@ -206,6 +244,7 @@ def write_card(folder: Path, name: str, cfg, training: dict, metrics: dict, *, e
         *_table(metrics),
         "",
     ]
+    lines += _curve_lines(folder, curve)
     if look:
         lines += ["## What to look at in the app", "", *[f"- {s}" for s in look], ""]
     if note:
@@ -222,8 +261,9 @@ def finalize(folder: Path, name: str, eval_n: int = EVAL_N, note: str = "") -> d
     meta = json.loads((folder / "config.json").read_text())
     metrics = evaluate(lm, eval_n, EVAL_SEED, detail=True)
     heads = find_heads(lm)
+    curve = json.loads((folder / "curve.json").read_text()) if (folder / "curve.json").is_file() else None
     write_card(folder, name, lm.cfg, meta.get("training", {}), metrics, eval_n=eval_n, look=look_at(lm.cfg.arch, heads, metrics),
-               note=note)
+               note=note, curve=curve)
     return {"metrics": metrics, "heads": {k: v[:4] for k, v in heads.items()}}
 
 

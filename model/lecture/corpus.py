@@ -86,8 +86,9 @@ def generate(task: str, n: int, seed: int, *, split: str = "train", objective: s
 
 
 def model_stream(model: str, seed: int, *, split: str = "train",
-                 weights: dict[str, float] | None = None) -> Iterator[Example]:
-    """Endless examples for one bundled model ("decoder", "encoder", "encdec"), tasks drawn by weight."""
+                 weights: dict[str, float] | None = None, part: int = 0) -> Iterator[Example]:
+    """Endless examples for one bundled model ("decoder", "encoder", "encdec"), tasks drawn by weight.
+    `part` > 0: another independent stream of the same seed (training reads one part per chunk)."""
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}; choose from {sorted(MODELS)}")
     objective, default = MODELS[model]
@@ -96,7 +97,7 @@ def model_stream(model: str, seed: int, *, split: str = "train",
         if objective not in TASK_OBJECTIVES.get(task, ()):
             raise ValueError(f"task {task!r} cannot be posed as {objective!r} for the {model}")
     tasks, w = list(weights), list(weights.values())
-    rng = _rng(f"mix/{model}", split, seed)
+    rng = _rng(f"mix/{model}" + (f"/{part}" if part else ""), split, seed)
     while True:
         yield _draw(rng, rng.choices(tasks, w)[0], objective, split)
 

@@ -145,7 +145,23 @@ def solve_retrieval(tokens) -> tuple[str, int]:
     raise ValueError(f"not a known question: {' '.join(qwords)}")
 
 
-def ask_more(ex: Example, rng: Random, n: int, max_len: int) -> Example:
+def owner_position(tokens, source: int) -> int | None:
+    """The index of the name a fact's value belongs to ("corin" in "corin is eleven ."), when it comes
+    before the value in the fact's sentence; None when it comes after ("V is the best friend of P .").
+    For a question's "?" (or its [MASK]), the name the question asks about."""
+    start = max(i for i in range(source) if tokens[i] in (".", BOS)) + 1
+    names = [i for i in range(start, source) if tokens[i] in NAMES]
+    return names[-1] if names else None
+
+
+def is_two_hop(tokens, answer: int) -> bool:
+    """Does the question just before `answer` ask about the best friend's age or pet?"""
+    start = max(i for i in range(answer) if tokens[i] in (".", BOS)) + 1
+    words = tokens[start:answer]
+    return "friend" in words and words[0] != "who"
+
+
+def ask_more(ex: Example, rng: Random, n: int, max_len: int, one_hop: bool = False) -> Example:
     """`ex` (a one-question retrieval example) with up to `n` more questions about the same story, each
     after ". " and followed by its answer, while the tokens stay within `max_len`.
 
@@ -159,6 +175,8 @@ def ask_more(ex: Example, rng: Random, n: int, max_len: int) -> Example:
     for _ in range(n):
         options = []
         for qtype, (_, rel, two_hop) in QUESTIONS.items():
+            if two_hop and one_hop:  # a curriculum's first stage: one-hop questions only
+                continue
             for x in people:
                 target = facts.get(("friend", x), (None,))[0] if two_hop else x
                 if (rel, target) in facts and (qtype, x) not in asked:

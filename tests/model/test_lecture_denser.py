@@ -130,3 +130,21 @@ def test_train_command_takes_the_options_and_records_them(tmp_path, capsys):
     assert meta["attnlab"]["max_len"] == 128
     t = meta["training"]
     assert (t["questions"], t["hint"], t["hint_steps"], t["hint_tasks"]) == (3, 1.0, 2, ["retrieval", "induction"])
+
+
+def test_hint_halves_take_a_lower_head_and_the_lookup_an_upper_one():
+    import math
+
+    import torch
+
+    from model.lecture.train import hint_loss
+
+    T = 4
+    hint = torch.tensor([[0, 3, 1, 0], [0, 1, 0, 1]])  # task 0: the lookup (row 3 → key 1); task 1: its first half
+    low = torch.zeros(2, 1, 1, T, T)  # [L, B, H, T, T]: layer 0 does both
+    low[0, 0, 0, 3, 1] = low[0, 0, 0, 1, 0] = 1.0
+    assert hint_loss(list(low), hint).item() == pytest.approx(-math.log(1 + 1e-6), abs=1e-5)
+    # with task 1 a half, the lookup must come from layer 1, which does not do it yet
+    assert hint_loss(list(low), hint, halves=(1,)).item() == pytest.approx(-math.log(1e-6) / 2, rel=1e-4)
+    low[1, 0, 0, 3, 1] = 1.0
+    assert hint_loss(list(low), hint, halves=(1,)).item() == pytest.approx(-math.log(1 + 1e-6), abs=1e-5)
