@@ -150,9 +150,7 @@ def convert_bert(hf_state: State, cfg: ModelConfig) -> State:
     for i in range(cfg.n_layers):
         h, b = f"encoder.layer.{i}.", f"blocks.{i}."
         qkv = [h + f"attention.self.{n}" for n in ("query", "key", "value")]
-        # Separate q, k, v Linear layers → our fused qkv: rows [0:D] q, [D:2D] k, [2D:3D] v.
-        m.out[b + "attn.qkv.weight"] = torch.cat([m.pop(n + ".weight", (D, D)) for n in qkv])  # [3D, D]
-        m.out[b + "attn.qkv.bias"] = torch.cat([m.pop(n + ".bias", (D,)) for n in qkv])  # [3D]
+        m.fused_qkv(qkv, [D, D, D], b + "attn.qkv", D)  # rows [0:D] q, [D:2D] k, [2D:3D] v
         m.linear(h + "attention.output.dense", b + "attn.out", (D, D))
         m.norm(h + "attention.output.LayerNorm", b + "ln_attn_out", D)
         m.linear(h + "intermediate.dense", b + "mlp.up", (H, D))
@@ -222,6 +220,12 @@ class _Mapper:
     def linear(self, src: str, dst: str, shape: tuple[int, int]) -> None:
         self.take(src + ".weight", dst + ".weight", shape)
         self.take(src + ".bias", dst + ".bias", (shape[0],))
+
+    def fused_qkv(self, srcs: list[str], rows: list[int], dst: str, d: int, bias: bool = True) -> None:
+        """Separate q, k, v Linear layers (`rows` outputs each) → our fused `dst`: rows stacked q, k, v."""
+        self.out[dst + ".weight"] = torch.cat([self.pop(n + ".weight", (r, d)) for n, r in zip(srcs, rows)])  # [Σr, d]
+        if bias:
+            self.out[dst + ".bias"] = torch.cat([self.pop(n + ".bias", (r,)) for n, r in zip(srcs, rows)])  # [Σr]
 
     def norm(self, src: str, dst: str, d: int) -> None:
         self.take(src + ".weight", dst + ".weight", (d,))

@@ -95,13 +95,9 @@ def convert_llama(hf_state: State, cfg: ModelConfig, family: str = "llama") -> S
         m.take(h + "post_attention_layernorm.weight", b + "ln_mlp.weight", (D,))
         a = h + "self_attn."
         shapes = {"q_proj": D, "k_proj": d_kv, "v_proj": d_kv}
-        # Separate q, k, v Linear layers → our fused qkv: rows [0:D] q, [D:D+d_kv] k, [D+d_kv:] v.
-        m.out[b + "attn.qkv.weight"] = torch.cat(
-            [m.pop(a + n + ".weight", (rows, D)) for n, rows in shapes.items()])  # [D + 2·d_kv, D]
-        if cfg.attn_bias:
-            m.out[b + "attn.qkv.bias"] = torch.cat(
-                [m.pop(a + n + ".bias", (rows,)) for n, rows in shapes.items()])  # [D + 2·d_kv]
-        elif any(a + n + ".bias" in m.rest for n in shapes):
+        # rows [0:D] q, [D:D+d_kv] k, [D+d_kv:] v
+        m.fused_qkv([a + n for n in shapes], list(shapes.values()), b + "attn.qkv", D, bias=cfg.attn_bias)
+        if not cfg.attn_bias and any(a + n + ".bias" in m.rest for n in shapes):
             raise CheckpointError(f"{family}: the checkpoint has attention biases ({a}q_proj.bias …) "
                                   f"but {family} has none")
         m.take(a + "o_proj.weight", b + "attn.out.weight", (D, D))

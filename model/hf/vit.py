@@ -66,10 +66,7 @@ def convert_vit(hf_state: State, cfg: ModelConfig) -> State:
     for i in range(cfg.n_layers):
         h, b = f"encoder.layer.{i}.", f"blocks.{i}."
         qkv = [h + f"attention.attention.{n}" for n in ("query", "key", "value")]
-        # Separate q, k, v Linear layers → our fused qkv: rows [0:D] q, [D:2D] k, [2D:3D] v.
-        m.out[b + "attn.qkv.weight"] = torch.cat([m.pop(n + ".weight", (D, D)) for n in qkv])  # [3D, D]
-        if cfg.attn_bias:
-            m.out[b + "attn.qkv.bias"] = torch.cat([m.pop(n + ".bias", (D,)) for n in qkv])  # [3D]
+        m.fused_qkv(qkv, [D, D, D], b + "attn.qkv", D, bias=cfg.attn_bias)  # rows [0:D] q, [D:2D] k, [2D:3D] v
         m.linear(h + "attention.output.dense", b + "attn.out", (D, D))
         m.norm(h + "layernorm_before", b + "ln_attn", D)
         m.linear(h + "intermediate.dense", b + "mlp.up", (H, D))
