@@ -37,6 +37,7 @@ QUESTIONS = {
     "friend_age": (("how", "old", "is", "the", "best", "friend", "of", "X", "?"), "age", True),
     "friend_pet": (("what", "pet", "does", "the", "best", "friend", "of", "X", "have", "?"), "pet", True),
 }
+ONE_HOP = tuple(q for q, (_, _, two_hop) in QUESTIONS.items() if not two_hop)  # question kinds one fact answers
 QUESTION_WEIGHTS = {"age": 1, "pet": 1, "friend": 1, "friend_age": 2, "friend_pet": 2}
 
 WORDS = (NAMES + AGES + PETS
