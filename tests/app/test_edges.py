@@ -111,12 +111,12 @@ def test_navigation_sections_keep_every_url_path():
 def test_explore_strip_follows_the_presets_note():
     p = next(p for p in presets("lecture-decoder") if p.id == "decoder-induction-1")
     unnamed = next(q for q in presets("lecture-decoder") if note_head(q) is None)
-    assert note_head(p) == (2, 1)
+    assert note_head(p) == (3, 2)
     at = open_page(None, model="lecture-decoder", preset=p.id)
     ok(at)
-    assert widget(at, "strip_layer").value == 2 and at.selectbox(key="strip_head").value == 1
+    assert widget(at, "strip_layer").value == 3 and at.selectbox(key="strip_head").value == 2
     strip = [h.proto.body for h in at.get("html") if 'class="strip"' in h.proto.body][0]
-    assert "shaded by layer 2, head 1 (the head the note names)" in strip
+    assert "shaded by layer 3, head 2 (the head the note names)" in strip
     assert at.sidebar.selectbox(key="model").value == "lecture-decoder"  # inputs in the sidebar, as everywhere
     at.selectbox(key="preset").set_value(unnamed.id).run()  # no head named: last layer
     assert widget(at, "strip_layer").value == len(widget(at, "strip_layer").options) - 1

@@ -79,10 +79,19 @@ def test_cpu_limit_message_has_no_device_flag_in_the_app():
 # -- generation that stops at the model's context says so ---------------------------------------------------
 @pytest.mark.parametrize("page, key, n", [("generate", "gen_n", 48), ("kv_cache", "kv_n", 32)])
 def test_generation_stopped_by_the_context_says_so(page, key, n):
-    at = open_page(page, model="lecture-decoder", preset="decoder-retrieval-4", **{key: n})  # a 59-token prompt
+    from app.presets import presets
+    from model.registry import load
+
+    story = {p.id: p.text for p in presets("lecture-decoder")}
+    text = story["decoder-retrieval-4"] + " " + story["decoder-retrieval-2"]  # two stories: near the context
+    lm = load("lecture-decoder")
+    T, room = len(lm.encode(text).tokens), lm.context - len(lm.encode(text).tokens)
+    assert 0 < room < n
+    at = open_page(page, model="lecture-decoder", text=text, **{key: n})
     assert not at.exception
     notes = [i.value for i in at.info]
-    assert f"Stopped after 5 of {n}: the model's context is 64 tokens and the prompt has 59." in " ".join(notes)
+    assert (f"Stopped after {room} of {n}: the model's context is {lm.context} tokens and the prompt has {T}."
+            in " ".join(notes))
     at = open_page(page, model="lecture-decoder", preset="decoder-agreement-1", **{key: 3})  # room to spare
     assert not any("Stopped after" in i.value for i in at.info)
 

@@ -322,7 +322,7 @@ def test_samples_load_and_tokenize(tok):
         toks = tok.encode(s.text).tokens
         if s.task != "translation":
             assert s.answer in tok.get_vocab() and s.query_index < len(toks)
-    first = load_samples("decoder", "retrieval")[0]
+    first = next(s for s in load_samples("decoder", "retrieval") if s.id == "decoder-retrieval-1")
     toks = tok.encode(first.text).tokens
     assert (first.answer, toks[first.source_index], toks[first.query_index]) == ("eleven", "eleven", "?")
     assert first.get("text") == first.text and first.get("src_text") is None and first.get("nope", 1) == 1
@@ -331,7 +331,7 @@ def test_samples_load_and_tokenize(tok):
 
 
 def test_validation_catches_broken_samples():
-    good = load_samples("decoder", "retrieval")[0]
+    good = next(s for s in load_samples("decoder", "retrieval") if s.id == "decoder-retrieval-1")
     bad = [dataclasses.replace(good, id="a", source_index=good.source_index - 1),
            dataclasses.replace(good, id="b", text=good.text.replace("alvo ?", "zorba ?")),
            dataclasses.replace(good, id="c", model="lecture-encdec"),
