@@ -53,7 +53,7 @@ def test_default_view_draws_the_sample_and_cls_attention(vit):
     png = Image.open(io.BytesIO(base64.b64decode(img["data"][0]["source"].split(",", 1)[1])))
     np.testing.assert_array_equal(np.asarray(png), s.image)
     run = image_capture(vit, s.image)
-    np.testing.assert_allclose(_overlay(at), vision.patch_map_cls(run, 3, None, 0), atol=1e-6)
+    np.testing.assert_allclose(_overlay(at), vision.patch_map_cls(run, 0, None, 0), atol=1e-6)
     pred = at.dataframe[0].value
     assert list(pred["class"]) == list(run.top_tokens[0])
     np.testing.assert_allclose(pred["probability"], run.top_probs[0], rtol=1e-6)
@@ -154,7 +154,7 @@ def test_upload_of_a_png_is_read_at_the_model_size(vit):
     assert [t["type"] for t in fig["data"]] == ["image", "scatter"]  # no ground truth for an upload
     assert fig["layout"]["meta"]["size"] == [32, 32]
     run = image_capture(vit, big)
-    np.testing.assert_allclose(_overlay(at), vision.patch_map_cls(run, 3, None, 0), atol=1e-6)
+    np.testing.assert_allclose(_overlay(at), vision.patch_map_cls(run, 0, None, 0), atol=1e-6)
     assert "known answer region" in " ".join(c.value for c in at.caption)
     assert "upload shapes.png" in titled(at, "queries and keys of 7 images")["data"][0]["text"][0]
 
