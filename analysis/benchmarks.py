@@ -34,6 +34,7 @@ class Top:
     REGENERATE = "regenerate"
     BROWSER = "browser"  # `attnlab bench --browser` (Browser keys); `--class` adds CLASS (ClassLoad keys)
     CLASS = "class_load"
+    CLASS_WS = "class_load_ws"  # `--class --clients ws`: a list of ClassLoad runs, one per (sessions, replicas)
     BROWSER_BASELINE = "browser_baseline"  # an earlier --browser run kept for comparison, with its "commit"
 
 
@@ -120,6 +121,10 @@ class ClassLoad:
     LOAD = "loadavg"  # at the start and at the end
     NOTES = "notes"
     MACHINE = "machine"
+    BY_STEP = "by_step"  # websocket clients: {step: {"n", "p50_s", "p95_s"}}
+    REPLICAS = "replicas"  # websocket clients: {replica named by nginx's header (or "-"): sessions}
+    CLIENTS = "clients"  # "browser" (chromium contexts) or "ws" (Streamlit websocket clients)
+    N_REPLICAS = "n_replicas"  # websocket clients: server processes behind nginx (1: one server, no nginx)
 
 
 MIB = 2**20

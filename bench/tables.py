@@ -65,11 +65,36 @@ def class_markdown(c: dict) -> list[str]:
             f"- {n}" for n in c.get(ClassLoad.NOTES, [])] + [""]
 
 
+def ws_class_markdown(runs: list) -> list[str]:
+    """The `class_load_ws` runs: one row each, with the p95 of every step."""
+    steps = ("text", "page", "layer", "head", "back")
+    lines = ["A class at once, server side (`attnlab bench --class`, websocket clients): each session speaks "
+             "Streamlit's websocket protocol, so the server's cores are the server's; a step is timed from the "
+             "widget change sent to the run's last message received. Steps: text (a new text on Explore), page "
+             "(open Heatmaps), layer and head (the close-up's buttons, a fragment run), back (Explore).", "",
+             "| sessions | replicas | seconds | steps | errors | mixed results | p50, s | p95, s | "
+             + " | ".join(f"p95 {k}, s" for k in steps) + " | server RSS (start → end), MB | RSS slope after "
+             "warm-up, MB/min | load avg (start → end) |", "|---" * (12 + len(steps)) + "|"]
+    notes = []
+    for c in runs:
+        la, rss, by = c.get(ClassLoad.LOAD) or [[None], [None]], c.get(ClassLoad.RSS) or [], c.get(ClassLoad.BY_STEP, {})
+        lines.append(
+            f"| {c[ClassLoad.SESSIONS]} | {c.get(ClassLoad.N_REPLICAS, 1)} | {c[ClassLoad.SECONDS]} | "
+            f"{c[ClassLoad.STEPS]} | {c[ClassLoad.ERRORS]} | {c[ClassLoad.MIXED]} | {_fmt(c.get(ClassLoad.P50))} | "
+            f"{_fmt(c.get(ClassLoad.P95))} | " + " | ".join(_fmt((by.get(k) or {}).get("p95_s")) for k in steps)
+            + f" | {rss[0][1] if rss else '—'} → {rss[-1][1] if rss else '—'} | "
+            f"{_fmt(c.get(ClassLoad.RSS_SLOPE), 'x')} | {la[0][0]} → {la[-1][0]} |")
+        notes += [f"- {c[ClassLoad.SESSIONS]} sessions, {c.get(ClassLoad.N_REPLICAS, 1)} replicas: {n}"
+                  for n in c.get(ClassLoad.NOTES, [])]
+    return lines + [""] + notes + ([""] if notes else [])
+
+
 def markdown(out: dict) -> str:
     """The results as markdown tables (what `attnlab bench` prints and docs/benchmarks.md keeps)."""
     if Top.MODELS not in out:  # only the browser sections (a file written by --browser / --class alone)
         lines = browser_markdown(out[Top.BROWSER]) if out.get(Top.BROWSER) else []
-        return "\n".join(lines + (class_markdown(out[Top.CLASS]) if out.get(Top.CLASS) else [])) + "\n"
+        lines += class_markdown(out[Top.CLASS]) if out.get(Top.CLASS) else []
+        return "\n".join(lines + (ws_class_markdown(out[Top.CLASS_WS]) if out.get(Top.CLASS_WS) else [])) + "\n"
     m = out["machine"]
     lines = [f"Machine: {m['cpu']}, {m['usable_cores']} cores, torch {m['torch']} ({m['torch_threads']} threads), "
              f"transformers {m['transformers']}, {m['date']}; load average {m['loadavg_start'][0]:.1f} at the start, "
@@ -150,6 +175,8 @@ def markdown(out: dict) -> str:
         lines += browser_markdown(base)
     if out.get(Top.CLASS):
         lines += class_markdown(out[Top.CLASS])
+    if out.get(Top.CLASS_WS):
+        lines += ws_class_markdown(out[Top.CLASS_WS])
     lines += ["Targets:", "", "| target | limit | measured | result | note |", "|---|---|---|---|---|"]
     for t in out.get("targets", []):
         res = {True: "PASS", False: "MISS", None: "not measured"}[t["passed"]]

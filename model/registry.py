@@ -7,6 +7,7 @@ tokenizer; the last with a 32,768-token context on a CUDA GPU and 4,096 on the C
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from pathlib import Path
@@ -71,7 +72,16 @@ def bundled_names(kind: str = "text") -> list[str]:
 def _reads(folder: Path) -> str:
     """"image" for a ViT folder, else "text"."""
     try:
-        return "image" if read_config(folder).get("attnlab", {}).get("arch") == "vit" else "text"
+        return _reads_config(str(folder), (folder / "config.json").stat().st_mtime_ns)
+    except OSError:
+        return "text"
+
+
+@functools.lru_cache(maxsize=256)
+def _reads_config(folder: str, mtime_ns: int) -> str:
+    """_reads of a folder whose config.json has this modification time (every page run asks)."""
+    try:
+        return "image" if read_config(Path(folder)).get("attnlab", {}).get("arch") == "vit" else "text"
     except CheckpointError:
         return "text"
 

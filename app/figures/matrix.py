@@ -18,7 +18,15 @@ import plotly.express as px
 import plotly.graph_objects as go
 
 from analysis.pooling import pool_matrix
-from app.figures.style import DIVERGING, MASKED_BG, THEME_SCALE, apply_layout, esc, font_size, tick_labels
+from app.figures.style import (
+    DIVERGING,
+    MASKED_BG,
+    THEME_SCALE,
+    esc,
+    font_size,
+    layout,
+    tick_labels,
+)
 
 MAX_SIDE = 512  # cells per side before pooling
 HOVER_TEXT_CELLS = 4_096  # per-cell hover labels (query and key token) up to 64×64 cells: they dominate the payload
@@ -124,36 +132,37 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
     scale = THEME_SCALE if kind == "pattern" else DIVERGING
     zmin, zmax = zrange or _zlimits(z, kind)
     x, y = np.arange(nx) + (0 if pooled else k_offset), np.arange(ny) + (0 if pooled else q_offset)
-    fig = go.Figure()
     if z.size > png_cells:
-        img = px.imshow(_colour_png(z, scale or png_scale(), zmin, zmax), binary_string=True).data[0]
-        img.update(x0=x[0], dx=1, y0=y[0], dy=1, hovertemplate="query %{y}<br>key %{x}<extra></extra>")
-        fig.add_trace(img)
+        trace = px.imshow(_colour_png(z, scale or png_scale(), zmin, zmax), binary_string=True).data[0]
+        trace.update(x0=x[0], dx=1, y0=y[0], dy=1, hovertemplate="query %{y}<br>key %{x}<extra></extra>")
     else:
+        labels = z.size <= HOVER_TEXT_CELLS  # per-cell token labels in the hover
         trace = go.Heatmap(z=z, x=x, y=y, colorscale=scale, zmin=zmin, zmax=zmax, hoverongaps=False,
-                           showscale=showscale, colorbar={"title": {"text": value_name}, "thickness": 14})
-        if z.size <= HOVER_TEXT_CELLS:
-            trace.update(text=[[f"{yl} → {xl}" for xl in xlab] for yl in ylab],
-                         hovertemplate=f"query %{{y}} → key %{{x}}<br>%{{text}}<br>{value_name} %{{z:.4f}}<extra></extra>")
-        else:
-            trace.update(hovertemplate=f"query %{{y}} → key %{{x}}<br>{value_name} %{{z:.4f}}<extra></extra>")
-        fig.add_trace(trace)
+                           showscale=showscale, colorbar={"title": {"text": value_name}, "thickness": 14},
+                           text=[[f"{yl} → {xl}" for xl in xlab] for yl in ylab] if labels else None,
+                           hovertemplate="query %{y} → key %{x}" + ("<br>%{text}" if labels else "")
+                           + f"<br>{value_name} %{{z:.4f}}<extra></extra>")
     step = max(1, int(np.ceil(max(ny, nx) / (max_ticks or (40 if present else 64)))))
     axis = {"tickmode": "array", "showgrid": False, "zeroline": False, "tickfont": {"size": font_size(present) - 2}}
-    fig.update_xaxes(**axis, tickvals=x[::step], ticktext=xlab[::step], tickangle=-60, title="key", side="bottom")
-    fig.update_yaxes(**axis, tickvals=y[::step], ticktext=ylab[::step], title="query", autorange="reversed")
+    xaxis = axis | {"tickvals": x[::step], "ticktext": xlab[::step], "tickangle": -60, "title": {"text": "key"},
+                    "side": "bottom"}
+    yaxis = axis | {"tickvals": y[::step], "ticktext": ylab[::step], "title": {"text": "query"}, "autorange": "reversed"}
     if square:  # one cell = one square, whatever the column width
-        fig.update_yaxes(scaleanchor="x", scaleratio=1, constrain="domain")
-        fig.update_xaxes(constrain="domain")
-    qm, km = mark
-    if qm is not None and not pooled and q_offset <= qm < q_offset + ny:
-        fig.add_hrect(y0=qm - 0.5, y1=qm + 0.5, line={"color": "#ff7f0e", "width": 2}, fillcolor="rgba(0,0,0,0)")
-    if km is not None and not pooled and k_offset <= km < k_offset + nx:
-        fig.add_vrect(x0=km - 0.5, x1=km + 0.5, line={"color": "#d62728", "width": 2, "dash": "dot"},
-                      fillcolor="rgba(0,0,0,0)")
+        yaxis |= {"scaleanchor": "x", "scaleratio": 1, "constrain": "domain"}
+        xaxis["constrain"] = "domain"
+    shapes, (qm, km) = [], mark
+    if qm is not None and not pooled and q_offset <= qm < q_offset + ny:  # the query row, across the plot
+        shapes.append({"type": "rect", "xref": "x domain", "x0": 0, "x1": 1, "yref": "y", "y0": qm - 0.5,
+                       "y1": qm + 0.5, "line": {"color": "#ff7f0e", "width": 2}, "fillcolor": "rgba(0,0,0,0)"})
+    if km is not None and not pooled and k_offset <= km < k_offset + nx:  # the key column
+        shapes.append({"type": "rect", "yref": "y domain", "y0": 0, "y1": 1, "xref": "x", "x0": km - 0.5,
+                       "x1": km + 0.5, "line": {"color": "#d62728", "width": 2, "dash": "dot"},
+                       "fillcolor": "rgba(0,0,0,0)"})
     auto_h = int(min(700 if present else 620, max(360, ny * (18 if present else 14) + 160)))
-    apply_layout(fig, title, present, height or auto_h, plot_bgcolor=MASKED_BG,
-                 meta={"pooled": bool(pooled), "shape": [ny, nx], "kind": kind})
+    # one layout dict: Plotly's update_* calls cost ~5 ms each, and every page run builds these figures
+    fig = go.Figure([trace], layout(title, present, height or auto_h, xaxis=xaxis, yaxis=yaxis, shapes=shapes,
+                                    plot_bgcolor=MASKED_BG, meta={"pooled": bool(pooled), "shape": [ny, nx],
+                                                                  "kind": kind}))
     return fig
 
 

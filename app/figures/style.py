@@ -54,12 +54,16 @@ def font_size(present: bool) -> int:
     return 18 if present else 13
 
 
+def layout(title: str, present: bool, height: int | None = None, top: int | None = None, **kw) -> dict:
+    """Title, font, margins and height shared by every figure, plus `kw`: a layout for go.Figure(layout=…)."""
+    return {"title": {"text": title, "font": {"size": font_size(present) + 3}}, "font": {"size": font_size(present)},
+            "margin": {"l": 10, "r": 10, "t": top or (60 if title else 20), "b": 10}, "height": height, **kw}
+
+
 def apply_layout(fig: go.Figure, title: str, present: bool, height: int | None = None,
                  top: int | None = None, **kw) -> go.Figure:
-    """Title, font, margins and height shared by every figure; `kw` goes to fig.update_layout."""
-    fig.update_layout(title={"text": title, "font": {"size": font_size(present) + 3}},
-                      font={"size": font_size(present)},
-                      margin={"l": 10, "r": 10, "t": top or (60 if title else 20), "b": 10}, height=height, **kw)
+    """`layout` set on a built figure."""
+    fig.update_layout(layout(title, present, height, top, **kw))
     return fig
 
 

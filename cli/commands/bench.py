@@ -41,7 +41,13 @@ def add_parser(sub) -> None:
                    help="measure the app in chromium instead; adds a `browser` section to --out (default "
                         "docs/benchmarks.json) and its table to --docs (default docs/benchmarks.md)")
     p.add_argument("--class", dest="class_load", action="store_true",
-                   help="a class at once: --sessions browser sessions for --seconds; adds a `class_load` section")
+                   help="a class at once: --sessions sessions for --seconds; adds a `class_load_ws` run (websocket "
+                        "clients) or, with --clients browser, the `class_load` section (chromium contexts)")
+    p.add_argument("--clients", choices=("ws", "browser"), default="ws",
+                   help="--class: Streamlit websocket clients (the server's own latency; default) or chromium "
+                        "contexts on this machine (rendering included, sharing its cores)")
+    p.add_argument("--replicas", type=int, default=1,
+                   help="--class --clients ws: serve from K `attnlab app` replicas behind nginx (scripts/replicas.sh)")
     p.add_argument("--sessions", type=int, default=30, help="--class: concurrent sessions (default 30)")
     p.add_argument("--seconds", type=int, default=600, help="--class: how long, seconds (default 600)")
     p.add_argument("--render", default=None, metavar="JSON",
@@ -108,6 +114,8 @@ def run_browser_section(args) -> int:
 
     if args.class_load and not (1 <= args.sessions <= 100 and 10 <= args.seconds <= 3600):
         raise UsageError("--sessions must be 1..100 and --seconds 10..3600")
+    if args.replicas != 1 and not (args.class_load and args.clients == "ws" and 1 <= args.replicas <= 8):
+        raise UsageError("--replicas K (1..8) goes with --class --clients ws")
 
     def say(msg: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
@@ -122,10 +130,15 @@ def run_browser_section(args) -> int:
 
         out[Top.BROWSER] = run_browser(quick=args.quick, repeats=args.repeats, progress=say) | {
             "machine": machine_info()}
-    if args.class_load:
+    if args.class_load and args.clients == "browser":
         from bench.classload import run_class
 
         out[Top.CLASS] = run_class(args.sessions, args.seconds, progress=say) | {"machine": machine_info()}
+    elif args.class_load:
+        from bench.wsclass import class_on_server, merge_run
+
+        run = class_on_server(args.sessions, args.seconds, args.replicas, progress=say) | {"machine": machine_info()}
+        out[Top.CLASS_WS] = merge_run(out.get(Top.CLASS_WS, []), run)
     _write(out_path, json.dumps(out, indent=1, allow_nan=False) + "\n")
     say(f"wrote {out_path}")
     table = markdown(out)
