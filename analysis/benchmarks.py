@@ -103,6 +103,7 @@ class Browser:
     ERRORS = "errors"
     ERROR = "error"
     NOTE = "note"
+    FLOOR = "floor"  # bench/floor_page.py (one small Plotly chart alone): {WARM, WARM_TIMES}; None in quick mode
 
 
 class ClassLoad:

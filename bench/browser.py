@@ -172,7 +172,12 @@ WIDGETS = {
     "chart head": Widget("chart head", "head", lambda p, i: _chart_button(p, "head", "head", [1, 0][i % 2])),
     "chart layer": Widget("chart layer", "head", lambda p, i: _chart_button(p, "head", "layer", [0, 1][i % 2])),
 }
-PAGES = {"heatmaps": ("heatmaps", "mosaic")}  # page → (url path, the first chart's key)
+# page → (url path, the first chart's key, {widget measured there: the chart it changes, None = the script run})
+PAGES = {"heatmaps": ("heatmaps", "mosaic", {w: WIDGETS[w].chart for w in WIDGETS}),
+         "masks": ("masks", "pattern-A", {"layer": "pattern-A", "head": "pattern-A", "backend": None,
+                                          "preset": "pattern-A"}),
+         "scores": ("scores", "boxes", {"layer": None, "head": None, "backend": None, "preset": None})}
+CASE_PAGES = {"random-long-decoder T=512": ("heatmaps",)}  # cases measured on fewer pages (the rest: all)
 QUICK = ("heatmaps", ("head",))
 
 
@@ -187,7 +192,7 @@ def _load() -> list[float]:
 def measure_page(browser, url: str, page_name: str, query: str, widgets, repeats: int, cold_s: float | None,
                  progress) -> dict:
     """Warm first chart (fresh contexts) and each widget's change → repaint on one page."""
-    path, first = PAGES[page_name]
+    path, first, charts = PAGES[page_name]
     row = {Browser.PAGE: page_name, Browser.QUERY: query, Browser.COLD: cold_s, Browser.LOAD_START: _load(),
            Browser.WIDGETS: {}, Browser.ERRORS: []}
     warm = []
@@ -208,6 +213,7 @@ def measure_page(browser, url: str, page_name: str, query: str, widgets, repeats
         wait_chart(page, first)
         for name in widgets:
             w = WIDGETS[name]
+            w = Widget(w.name, charts[name], w.act)  # watched on this page's chart
             try:
                 wait_chart(page, w.chart or first)
                 if name.startswith("chart") and not page.evaluate(
@@ -232,9 +238,24 @@ def measure_page(browser, url: str, page_name: str, query: str, widgets, repeats
     return row
 
 
+def floor_first_chart(browser, log: Path, repeats: int) -> dict:
+    """Warm first chart of bench/floor_page.py (one 20×20 Plotly heatmap), measured as measure_page measures a
+    page: {WARM: median, WARM_TIMES}."""
+    times = []
+    with streamlit_server(log, entry=Path(__file__).with_name("floor_page.py")) as srv:
+        for _ in range(repeats + 1):  # the first visit warms the server's caches: not counted
+            ctx, page = new_page(browser)
+            t0 = time.perf_counter()
+            page.goto(srv["url"], wait_until="commit")
+            wait_chart(page, "floor")
+            times.append(time.perf_counter() - t0)
+            ctx.close()
+    return {Browser.WARM: _median(times[1:]), Browser.WARM_TIMES: [round(x, 4) for x in times]}
+
+
 def cold_first_chart(p, page_name: str, query: str, log: Path) -> float:
     """A fresh server and browser: navigation → the first chart painted (the server start not counted)."""
-    path, first = PAGES[page_name]
+    path, first, _ = PAGES[page_name]
     with streamlit_server(log) as srv:
         browser = launch(p)
         try:
@@ -268,13 +289,15 @@ def run_browser(quick: bool = False, repeats: int = 5, progress: Callable[[str],
     with tempfile.TemporaryDirectory(prefix="attnlab-bench-browser-") as tmp, playwright_or(browser) as p:
         for page_name in pages:
             for label, query in cases:
+                if page_name not in CASE_PAGES.get(label, PAGES):
+                    continue
                 try:
                     cold = None if quick else round(cold_first_chart(p, page_name, query, Path(tmp) / "cold.log"), 4)
                     say(f"{page_name} ({label}): cold first chart {cold} s")
                     with streamlit_server(Path(tmp) / "warm.log") as srv:
                         b = browser or launch(p)
                         try:
-                            widgets = QUICK[1] if quick else list(WIDGETS)
+                            widgets = QUICK[1] if quick else list(PAGES[page_name][2])
                             row = measure_page(b, srv["url"], page_name, query, widgets, repeats, cold, say)
                         finally:
                             if b is not browser:
@@ -285,5 +308,13 @@ def run_browser(quick: bool = False, repeats: int = 5, progress: Callable[[str],
                            Browser.ERRORS: [f"{type(e).__name__}: {str(e)[:300]}"], Browser.LOAD_END: _load()}
                 row[Browser.CASE] = label
                 rows.append(row)
-    return {Browser.ROWS: rows, Browser.REPEATS: repeats, Browser.QUICK: quick,
+        floor = None
+        if not quick:
+            b = launch(p)
+            try:
+                floor = floor_first_chart(b, Path(tmp) / "floor.log", repeats)
+                say(f"floor (one Plotly chart): warm first chart {floor[Browser.WARM]} s")
+            finally:
+                b.close()
+    return {Browser.ROWS: rows, Browser.REPEATS: repeats, Browser.QUICK: quick, Browser.FLOOR: floor,
             Browser.WALL: round(time.perf_counter() - t0, 1)}

@@ -39,14 +39,16 @@ def healthy(url: str) -> bool:
 
 
 @contextmanager
-def streamlit_server(log_path: Path, extra_args: tuple[str, ...] = (), timeout: float = 60.0, attempts: int = 3):
-    """Yield {"url", "pid", "startup_s", "log"} of a headless server; SIGTERM it (then SIGKILL) at the end."""
+def streamlit_server(log_path: Path, extra_args: tuple[str, ...] = (), timeout: float = 60.0, attempts: int = 3,
+                     entry: Path = ENTRY):
+    """Yield {"url", "pid", "startup_s", "log"} of a headless server running `entry` (default the app); SIGTERM
+    it (then SIGKILL) at the end."""
     env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false", "PYTHONUNBUFFERED": "1"}
     last = ""
     for _ in range(attempts):  # the free port may be taken before streamlit binds it
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        cmd = [sys.executable, "-m", "streamlit", "run", str(ENTRY), "--server.headless", "true",
+        cmd = [sys.executable, "-m", "streamlit", "run", str(entry), "--server.headless", "true",
                "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
                "--server.fileWatcherType", "none", "--server.runOnSave", "false", *extra_args]
         log = open(log_path, "w")  # noqa: SIM115 — closed in finally

@@ -49,6 +49,11 @@ def browser_markdown(section: dict) -> list[str]:
         lines.append(f"| {r[Browser.PAGE]} | {r.get(Browser.CASE, '')} | {la} → {lb} | {_fmt(r.get(Browser.COLD))} | "
                      f"{_fmt(r.get(Browser.WARM))} | " + " | ".join(cells) + " |")
     errs = [f"- {r[Browser.PAGE]} ({r.get(Browser.CASE, '')}): {e[:200]}" for r in rows for e in r[Browser.ERRORS]]
+    floor = section.get(Browser.FLOOR)
+    if floor:
+        lines += ["", f"Floor: a Streamlit page with one 20×20 Plotly heatmap and nothing else (bench/floor_page.py, "
+                      f"the same server settings) paints its first chart in {_fmt(floor[Browser.WARM])} s (warm, "
+                      f"median): the browser loads and starts plotly.js before any chart shows."]
     return lines + ([""] + errs if errs else []) + [""]
 
 

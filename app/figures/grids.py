@@ -15,6 +15,7 @@ from app.figures.style import (
     apply_layout,
     esc,
     font_size,
+    layout,
     log_floor,
 )
 
@@ -64,26 +65,22 @@ def number_grid(m, row_labels, col_labels, *, title: str = "", present: bool = F
         kw = {"colorscale": [[0, "rgba(128,128,128,0.15)"], [1, "rgba(128,128,128,0.15)"]], "zmin": 0, "zmax": 1}
     ny, nx = a.shape
     x, y = np.arange(nx), np.arange(ny)
-    fig = go.Figure(go.Heatmap(z=z, x=x, y=y, text=text, texttemplate="%{text}", showscale=False,
-                               textfont={"size": font_size(present) + 1}, hoverongaps=False, xgap=2, ygap=2,
-                               hovertemplate="row %{y} · column %{x}<br>%{text}<extra></extra>", **kw))
+    cells = go.Heatmap(z=z, x=x, y=y, text=text, texttemplate="%{text}", showscale=False,
+                       textfont={"size": font_size(present) + 1}, hoverongaps=False, xgap=2, ygap=2,
+                       hovertemplate="row %{y} · column %{x}<br>%{text}<extra></extra>", **kw)
     # masked cells are NaN (no text from the heatmap): print '−∞' over them
-    fig.add_trace(go.Scatter(
-        x=[j for i in range(ny) for j in range(nx) if not finite[i, j]],
-        y=[i for i in range(ny) for j in range(nx) if not finite[i, j]], mode="text",
-        text=["?" if hidden else "−∞"] * int((~finite).sum()), textfont={"size": font_size(present) + 1},
-        hoverinfo="skip", showlegend=False))
-    fig.update_xaxes(tickmode="array", tickvals=x, ticktext=[esc(c, 12) for c in col_labels], side="top",
-                     showgrid=False, zeroline=False)
-    fig.update_yaxes(tickmode="array", tickvals=y, ticktext=[esc(r, 12) for r in row_labels], autorange="reversed",
-                     showgrid=False, zeroline=False)
-    if mark is not None:
-        i, j = mark
-        fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5,
-                      line={"color": "#ff7f0e", "width": 4})
+    masked = go.Scatter(x=[j for i in range(ny) for j in range(nx) if not finite[i, j]],
+                        y=[i for i in range(ny) for j in range(nx) if not finite[i, j]], mode="text",
+                        text=["?" if hidden else "−∞"] * int((~finite).sum()), textfont={"size": font_size(present) + 1},
+                        hoverinfo="skip", showlegend=False)
+    axis = {"tickmode": "array", "showgrid": False, "zeroline": False}
+    shapes = [] if mark is None else [{"type": "rect", "x0": mark[1] - 0.5, "x1": mark[1] + 0.5, "y0": mark[0] - 0.5,
+                                       "y1": mark[0] + 0.5, "line": {"color": "#ff7f0e", "width": 4}}]
     cell = 44 if present else 36
-    apply_layout(fig, title, present, int(90 + cell * ny), plot_bgcolor=MASKED_BG, meta={"shape": [ny, nx]})
-    return fig.update_layout(margin={"l": 10, "r": 10, "t": 80 if title else 30, "b": 10})
+    return go.Figure([cells, masked], layout(
+        title, present, int(90 + cell * ny), top=80 if title else 30, plot_bgcolor=MASKED_BG, meta={"shape": [ny, nx]},
+        shapes=shapes, xaxis=axis | {"tickvals": x, "ticktext": [esc(c, 12) for c in col_labels], "side": "top"},
+        yaxis=axis | {"tickvals": y, "ticktext": [esc(r, 12) for r in row_labels], "autorange": "reversed"}))
 
 
 def table_heatmap(z, *, title: str = "", xlabel: str = "", ylabel: str = "", present: bool = False,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from app.figures.style import HEAD_COLORS, apply_layout, font_size, tick_labels
+from app.figures.style import HEAD_COLORS, font_size, layout, tick_labels
 
 
 def head_view(patterns, q_tokens, k_tokens, query: int, heads, *, present: bool = False, title: str = "",
@@ -19,7 +19,7 @@ def head_view(patterns, q_tokens, k_tokens, query: int, heads, *, present: bool 
     nq, nk = p.shape[-2:]
     n = max(nq, nk)
     yq, yk = -np.arange(nq) * (n / max(nq, 1)), -np.arange(nk) * (n / max(nk, 1))
-    fig = go.Figure()
+    traces = []
     heads = list(heads)
     for idx, h in enumerate(heads):
         w = p[h, query]
@@ -36,30 +36,30 @@ def head_view(patterns, q_tokens, k_tokens, query: int, heads, *, present: bool 
             for k in ks:
                 xs += [0.18, 0.82, None]
                 ys += [yq[query] + dy, yk[k] + dy, None]
-            fig.add_trace(go.Scatter(
+            traces.append(go.Scatter(
                 x=xs, y=ys, mode="lines", line={"color": color, "width": 1 + 6 * ((lvl + 1) / bins) ** 1.5},
                 opacity=0.15 + 0.85 * ((lvl + 1) / bins) ** 2, hoverinfo="skip", legendgroup=f"h{h}",
                 name=f"head {h}", showlegend=first))
             first = False
         if first:  # nothing above min_weight: keep a legend entry
-            fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line={"color": color}, name=f"head {h}"))
+            traces.append(go.Scatter(x=[None], y=[None], mode="lines", line={"color": color}, name=f"head {h}"))
     size = font_size(present)
     qlab = tick_labels(q_tokens, 18)
-    fig.add_trace(go.Scatter(
+    traces.append(go.Scatter(
         x=[0.16] * nq, y=yq, mode="text", text=[("" if i == query else t) for i, t in enumerate(qlab)],
         textposition="middle left", textfont={"size": size}, showlegend=False, customdata=np.arange(nq),
         hovertemplate="query %{customdata}: %{text}<extra></extra>"))
-    fig.add_trace(go.Scatter(
+    traces.append(go.Scatter(
         x=[0.16], y=[yq[query]], mode="text+markers", text=[qlab[query]], textposition="middle left",
         marker={"color": "#ff7f0e", "size": 10, "symbol": "circle"}, textfont={"size": size + 1, "color": "#ff7f0e"},
         showlegend=False, hovertemplate=f"query {query}: %{{text}}<extra></extra>"))
     mean_w = p[heads, query].mean(0) if heads else np.zeros(nk)  # [k]: the query's row, mean over the heads shown
-    fig.add_trace(go.Scatter(
+    traces.append(go.Scatter(
         x=[0.84] * nk, y=yk, mode="text", text=tick_labels(k_tokens, 18), textposition="middle right",
         textfont={"size": size}, showlegend=False, customdata=mean_w,
         hovertemplate="key: %{text}<br>mean weight %{customdata:.3f}<extra></extra>"))
-    fig.update_xaxes(visible=False, range=[-0.25, 1.25])
-    fig.update_yaxes(visible=False, range=[-n + 0.3, 1.2])
     h_px = int(min(1600, max(360, n * (size + 9) + 120)))
-    return apply_layout(fig, title, present, h_px, legend={"orientation": "h", "y": 1.02, "x": 0},
-                        meta={"query": int(query), "heads": heads})
+    return go.Figure(traces, layout(title, present, h_px, legend={"orientation": "h", "y": 1.02, "x": 0},
+                                    xaxis={"visible": False, "range": [-0.25, 1.25]},
+                                    yaxis={"visible": False, "range": [-n + 0.3, 1.2]},
+                                    meta={"query": int(query), "heads": heads}))

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from analysis.pooling import pool_matrix
 from app.figures.matrix import block_labels
-from app.figures.style import DIVERGING, THEME_SCALE, apply_layout, tick_labels
+from app.figures.style import DIVERGING, THEME_SCALE, layout, tick_labels
 
 MOSAIC_CELLS = 150_000  # cells in the all-heads mosaic before each head is pooled
 
@@ -64,18 +64,18 @@ def mosaic(stack, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", title
         lim = float(np.abs(finite).max()) if finite.size else 1.0
         scale, zmin, zmax = DIVERGING, -lim, lim
     vname = {"pattern": "weight", "scores": "score", "diff": "Δ"}.get(kind, "value")
-    fig = go.Figure(go.Heatmap(
-        z=z, x=x, y=y, colorscale=scale, zmin=zmin, zmax=zmax, hoverongaps=False,
-        colorbar={"title": {"text": vname}, "thickness": 14},
-        hovertemplate=f"query %{{y}}<br>key %{{x}}<br>{vname} %{{z:.4f}}<extra></extra>"))
+    trace = go.Heatmap(z=z, x=x, y=y, colorscale=scale, zmin=zmin, zmax=zmax, hoverongaps=False,
+                       colorbar={"title": {"text": vname}, "thickness": 14},
+                       hovertemplate=f"query %{{y}}<br>key %{{x}}<br>{vname} %{{z:.4f}}<extra></extra>")
     names = [f"head {h}" + (f" · kv {h // kv_group}" if kv_group > 1 else "") for h in range(n_heads)]
-    fig.update_xaxes(type="category", tickmode="array", tickvals=[x[starts[h] + pk // 2] for h in range(n_heads)],
-                     ticktext=names, showgrid=False, side="bottom")
-    fig.update_yaxes(type="category", tickmode="array", autorange="reversed",
-                     tickvals=[y[layer * (pq + gap) + pq // 2] for layer in range(n_layers)],
-                     ticktext=[str(s) for s in layer_labels], showgrid=False)
+    xaxis = {"type": "category", "tickmode": "array", "tickvals": [x[starts[h] + pk // 2] for h in range(n_heads)],
+             "ticktext": names, "showgrid": False, "side": "bottom"}
+    yaxis = {"type": "category", "tickmode": "array", "autorange": "reversed",
+             "tickvals": [y[layer * (pq + gap) + pq // 2] for layer in range(n_layers)],
+             "ticktext": [str(s) for s in layer_labels], "showgrid": False}
     cell = max(3, min(14, int(700 / max(rows, 1) * 1.0)))
-    apply_layout(fig, title, present, int(min(1000, max(420, rows * cell + 160))), plot_bgcolor="rgba(0,0,0,0)",
-                 meta={"pooled": bool(pooled), "shape": [rows, cols], "heads": n_heads, "layers": n_layers,
-                       "cell": [pq, pk], "gap": gap, "kv_group": kv_group})
+    fig = go.Figure([trace], layout(title, present, int(min(1000, max(420, rows * cell + 160))), xaxis=xaxis,
+                                    yaxis=yaxis, plot_bgcolor="rgba(0,0,0,0)",
+                                    meta={"pooled": bool(pooled), "shape": [rows, cols], "heads": n_heads,
+                                          "layers": n_layers, "cell": [pq, pk], "gap": gap, "kv_group": kv_group}))
     return fig

@@ -7,7 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from app.figures.matrix import HOVER_TEXT_CELLS
-from app.figures.style import MASKED_BG, THEME_SCALE, apply_layout, esc, tick_labels
+from app.figures.style import MASKED_BG, THEME_SCALE, apply_layout, esc, layout, tick_labels
 
 COVER = "rgb(128,128,128)"  # ▶ replay: an opaque grey over the rows not yet generated
 
@@ -23,17 +23,17 @@ def method_rows(rows: dict, tokens, *, title: str = "", present: bool = False,
     zn = np.clip(np.divide(z, top, out=np.zeros_like(z), where=top > 0), 0, 1)
     x = np.arange(z.shape[1])
     labels = tick_labels(tokens, 12)
-    fig = go.Figure(go.Heatmap(
-        z=zn, x=x, y=names, customdata=z, colorscale=THEME_SCALE, zmin=0, zmax=1,
-        text=[labels] * len(names), colorbar={"title": {"text": "share of max"}, "thickness": 14},
-        hovertemplate="%{y}<br>%{x} %{text}<br>value %{customdata:.4f}<extra></extra>"))
+    trace = go.Heatmap(z=zn, x=x, y=names, customdata=z, colorscale=THEME_SCALE, zmin=0, zmax=1,
+                       text=[labels] * len(names), colorbar={"title": {"text": "share of max"}, "thickness": 14},
+                       hovertemplate="%{y}<br>%{x} %{text}<br>value %{customdata:.4f}<extra></extra>")
     step = max(1, len(x) // (40 if present else 70))
-    fig.update_xaxes(tickmode="array", tickvals=x[::step], ticktext=labels[::step], tickangle=-60, showgrid=False)
-    fig.update_yaxes(autorange="reversed", showgrid=False)
-    if source is not None:
-        fig.add_vrect(x0=source - 0.5, x1=source + 0.5, line={"color": "#d62728", "width": 2, "dash": "dot"},
-                      fillcolor="rgba(0,0,0,0)")
-    return apply_layout(fig, title, present, 140 + 46 * len(names) + (20 if present else 0))
+    shapes = [] if source is None else [  # the true source's column
+        {"type": "rect", "yref": "y domain", "y0": 0, "y1": 1, "xref": "x", "x0": source - 0.5, "x1": source + 0.5,
+         "line": {"color": "#d62728", "width": 2, "dash": "dot"}, "fillcolor": "rgba(0,0,0,0)"}]
+    return go.Figure([trace], layout(title, present, 140 + 46 * len(names) + (20 if present else 0), shapes=shapes,
+                                     xaxis={"tickmode": "array", "tickvals": x[::step], "ticktext": labels[::step],
+                                            "tickangle": -60, "showgrid": False},
+                                     yaxis={"autorange": "reversed", "showgrid": False}))
 
 
 def head_rows(rows, k_tokens, *, title: str = "", present: bool = False) -> go.Figure:
