@@ -6,6 +6,7 @@ import statistics
 
 from analysis.benchmarks import Payload, Result, Target, Top
 from bench.specs import GB
+from bench.view_targets import view_targets
 
 TARGETS = {
     "lazy_over_fused_T1024": 1.15,
@@ -89,4 +90,4 @@ def evaluate_targets(out: dict, model: str = "gpt2-small") -> list[dict]:
                 if over else f"largest: {worst[Payload.PAGE]} at T={worst[Payload.T]}")
         t.append(_target("every page's Plotly payload at every T", "≤ 2 MB", round(worst[B] / 1e6, 3),
                          not over, note))
-    return t
+    return t + view_targets(out)

@@ -139,6 +139,10 @@ def run_browser_section(args) -> int:
 
         run = class_on_server(args.sessions, args.seconds, args.replicas, progress=say) | {"machine": machine_info()}
         out[Top.CLASS_WS] = merge_run(out.get(Top.CLASS_WS, []), run)
+    if Top.MODELS in out:
+        from bench.targets import evaluate_targets
+
+        out[Top.TARGETS] = evaluate_targets(out)  # issue 19's targets read these sections
     _write(out_path, json.dumps(out, indent=1, allow_nan=False) + "\n")
     say(f"wrote {out_path}")
     table = markdown(out)

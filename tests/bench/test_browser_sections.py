@@ -52,3 +52,48 @@ def test_rss_slope_after_warm_up():
     rss = [[t * 5.0, 400.0 + (100 if t < 4 else 0) + 0.5 * t] for t in range(12)]  # a drop, then 6 MB/min
     assert abs(rss_slope(rss) - 6.0) < 1e-9
     assert rss_slope(rss[:3]) is None
+
+
+WS_RUN = {ClassLoad.SESSIONS: 30, ClassLoad.N_REPLICAS: 1, ClassLoad.SECONDS: 608.5, ClassLoad.ACTIVE: 604.2,
+          ClassLoad.STEPS: 6029, ClassLoad.ERRORS: 0, ClassLoad.MIXED: 0, ClassLoad.P50: 0.059, ClassLoad.P95: 0.24,
+          ClassLoad.BY_STEP: {"head": {"n": 1197, "p50_s": 0.058, "p95_s": 1.25}},
+          ClassLoad.RSS: [[0.1, 75.5], [600.2, 442.7]], ClassLoad.RSS_SLOPE: 0.68,
+          ClassLoad.LOAD: [[2.82, 1, 1], [0.79, 1, 1]], ClassLoad.NOTES: ["Ada text: an error"]}
+
+
+def test_ws_class_table_and_floor_line():
+    from bench.tables import ws_class_markdown
+
+    lines = ws_class_markdown([WS_RUN])
+    (row,) = [x for x in lines if x.startswith("| 30 |")]
+    assert row == ("| 30 | 1 | 608.5 | 6029 | 0 | 0 | 0.059 | 0.240 | — | — | — | 1.250 | — | 75.5 → 442.7 | 0.68 | "
+                   "2.82 → 0.79 |")
+    assert "- 30 sessions, 1 replicas: Ada text: an error" in lines
+    floor = browser_markdown(SECTION | {Browser.FLOOR: {Browser.WARM: 2.7123, Browser.WARM_TIMES: [3.0, 2.7]}})
+    assert any("paints its first chart in 2.712 s" in x for x in floor)
+
+
+def test_view_targets_judge_the_browser_and_class_sections():
+    from bench.view_targets import view_targets
+
+    masks = {Browser.PAGE: "masks", Browser.CASE: "lecture-decoder", Browser.WARM: 5.2,
+             Browser.WIDGETS: {"layer": {Browser.MEDIAN: 1.9}, "head": {Browser.MEDIAN: 1.5},
+                               "preset": {Browser.MEDIAN: 0.9}}}
+    long = {Browser.PAGE: "heatmaps", Browser.CASE: "random-long-decoder T=512", Browser.WARM: 0.8,
+            Browser.WIDGETS: {"head": {Browser.MEDIAN: 1.4}, "chart head": {Browser.MEDIAN: 0.14},
+                              "chart layer": {Browser.MEDIAN: 0.13}}}
+    out = {Top.BROWSER: SECTION | {Browser.ROWS: [ROW, masks, long], Browser.FLOOR: {Browser.WARM: 2.7}},
+           Top.CLASS_WS: [WS_RUN | {ClassLoad.N_REPLICAS: 2, ClassLoad.BY_STEP: {"head": {"p95_s": 0.1}}}, WS_RUN]}
+    got = {t["name"]: (t["measured"], t["passed"], t["note"]) for t in view_targets(out)}
+    # heatmaps switches with its chart buttons (0.08 s); masks has only the widgets (1.9 s)
+    assert got["head or layer switch in chromium at T ≤ 128"] == (1.9, False, "slowest: masks (widgets)")
+    assert got["head or layer switch in chromium at T = 512"] == (0.14, True, "slowest: heatmaps (chart buttons)")
+    assert got["any other widget in chromium"][:2] == (0.9, True)  # the failed query token has no median
+    assert got["warm first chart in chromium"] == (5.2, False, "slowest: masks (lecture-decoder); floor (one Plotly "
+                                                               "chart alone) 2.70 s")
+    # the one-server run is judged, not the easier two-replica one
+    assert got["head switch p95 under 30 sessions"][:2] == (1.25, False)
+    assert got["any step p95 under 30 sessions"][:2] == (0.24, True)
+    assert got["errors + mixed results under 30 sessions"][:2] == (0, True)
+    assert got["server memory after warm-up under 30 sessions"][:2] == (0.68, True)
+    assert all(t["passed"] is None for t in view_targets({}))

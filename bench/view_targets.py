@@ -1,0 +1,66 @@
+"""Issue 19's targets, judged from the `browser` and `class_load_ws` sections (None: not measured): switching
+heads and layers, the other widgets and the first chart in chromium, and 30 sessions at once on one server."""
+
+from __future__ import annotations
+
+from analysis.benchmarks import Browser, ClassLoad, Target, Top
+
+CHART = ("chart head", "chart layer")  # the head matrix's own buttons: switched in the browser
+SWITCH = ("layer", "head")  # the same choice through the server, where a page has no buttons
+FLAT_MB_PER_MIN = 1.0  # "memory flat after warm-up": at most this slope
+
+
+def _t(name: str, target: str, measured, passed, note: str = "") -> dict:
+    return {Target.NAME: name, Target.TARGET: target, Target.MEASURED: measured, Target.PASSED: passed,
+            Target.NOTE: note}
+
+
+def _medians(row: dict, names) -> dict[str, float]:
+    ws = row.get(Browser.WIDGETS, {})
+    return {n: ws[n][Browser.MEDIAN] for n in names if (ws.get(n) or {}).get(Browser.MEDIAN) is not None}
+
+
+def _switch(row: dict) -> tuple[float, str] | None:
+    """The slowest way a lecturer switches head or layer on this row's page: the chart's buttons where it has
+    them, else the Layer and Head widgets."""
+    m = _medians(row, CHART) or _medians(row, SWITCH)
+    return (max(m.values()), "chart buttons" if set(m) <= set(CHART) else "widgets") if m else None
+
+
+def _worst(items) -> tuple[float, str] | None:
+    items = [x for x in items if x is not None]
+    return max(items) if items else None
+
+
+def view_targets(out: dict) -> list[dict]:
+    t = []
+    rows = (out.get(Top.BROWSER) or {}).get(Browser.ROWS, [])
+    floor = ((out.get(Top.BROWSER) or {}).get(Browser.FLOOR) or {}).get(Browser.WARM)
+    for label, long, limit in (("T ≤ 128", False, 0.3), ("T = 512", True, 0.5)):
+        w = _worst((s[0], f"{r[Browser.PAGE]} ({s[1]})") for r in rows if ("T=512" in r.get(Browser.CASE, "")) == long
+                   and (s := _switch(r)))
+        t.append(_t(f"head or layer switch in chromium at {label}", f"≤ {limit} s", w and w[0],
+                    None if w is None else w[0] <= limit, f"slowest: {w[1]}" if w else "not measured"))
+    other = _worst((v, f"{r[Browser.PAGE]} {n} ({r.get(Browser.CASE, '')})") for r in rows
+                   for n, v in _medians(r, [k for k in r.get(Browser.WIDGETS, {}) if k not in CHART + SWITCH]).items())
+    t.append(_t("any other widget in chromium", "≤ 1 s", other and other[0], None if other is None else other[0] <= 1,
+                f"slowest: {other[1]}" if other else "not measured"))
+    warm = _worst((r[Browser.WARM], f"{r[Browser.PAGE]} ({r.get(Browser.CASE, '')})") for r in rows
+                  if r.get(Browser.WARM) is not None)
+    t.append(_t("warm first chart in chromium", "≤ 1.0 s", warm and warm[0], None if warm is None else warm[0] <= 1,
+                (f"slowest: {warm[1]}" if warm else "not measured")
+                + (f"; floor (one Plotly chart alone) {floor:.2f} s" if floor else "")))
+    runs = [r for r in out.get(Top.CLASS_WS, []) if r[ClassLoad.SESSIONS] >= 30]
+    run = min(runs, key=lambda r: r.get(ClassLoad.N_REPLICAS, 1)) if runs else None  # one server if measured
+    where = "not measured" if run is None else (f"{run[ClassLoad.SESSIONS]} sessions, "
+                                                f"{run.get(ClassLoad.N_REPLICAS, 1)} replica(s), {run[ClassLoad.ACTIVE]} s")
+    head = None if run is None else (run.get(ClassLoad.BY_STEP, {}).get("head") or {}).get("p95_s")
+    t.append(_t("head switch p95 under 30 sessions", "≤ 1 s", head, None if head is None else head <= 1, where))
+    p95 = None if run is None else run[ClassLoad.P95]
+    t.append(_t("any step p95 under 30 sessions", "≤ 3 s", p95, None if p95 is None else p95 <= 3, where))
+    bad = None if run is None else run[ClassLoad.ERRORS] + run[ClassLoad.MIXED]
+    t.append(_t("errors + mixed results under 30 sessions", "0", bad, None if bad is None else bad == 0, where))
+    slope = None if run is None else run.get(ClassLoad.RSS_SLOPE)
+    t.append(_t("server memory after warm-up under 30 sessions", f"≤ {FLAT_MB_PER_MIN:g} MB/min", slope,
+                None if slope is None else slope <= FLAT_MB_PER_MIN, where))
+    return t
