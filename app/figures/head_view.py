@@ -14,7 +14,8 @@ def head_view(patterns, q_tokens, k_tokens, query: int, heads, *, present: bool 
     """Lines from query token `query` (left) to every key (right); line opacity and width grow with
     the weight relative to the largest weight of that row. patterns [H, q, k]; one colour per head in
     `heads`. Weights are bucketed into `bins` levels, so each head needs at most `bins` line traces;
-    weights below `min_weight` × the row's largest are not drawn."""
+    weights below `min_weight` × the row's largest are not drawn. Tokens are labelled every k-th where labels
+    would overlap (long texts), the query and the keys it attends to most always."""
     p = np.asarray(patterns, dtype=np.float64)
     nq, nk = p.shape[-2:]
     n = max(nq, nk)
@@ -44,21 +45,25 @@ def head_view(patterns, q_tokens, k_tokens, query: int, heads, *, present: bool 
         if first:  # nothing above min_weight: keep a legend entry
             traces.append(go.Scatter(x=[None], y=[None], mode="lines", line={"color": color}, name=f"head {h}"))
     size = font_size(present)
-    qlab = tick_labels(q_tokens, 18)
+    h_px = int(min(1600, max(360, n * (size + 9) + 120)))
+    every = max(1, int(np.ceil((size + 3) / ((h_px - 120) / n))))  # label every k-th token: no overlapping text
+    mean_w = p[heads, query].mean(0) if heads else np.zeros(nk)  # [k]: the query's row, mean over the heads shown
+    rel = mean_w / mean_w.max() if mean_w.max() > 0 else mean_w
+    qs = [i for i in range(nq) if i % every == 0 and i != query]  # the query has its own marked label
+    top = {int(j) for j in np.argsort(-mean_w)[:8] if rel[j] >= 0.5}  # the keys the query attends to most
+    ks = [j for j in range(nk) if j % every == 0 or j in top]
+    qlab, klab = tick_labels(q_tokens, 18), tick_labels(k_tokens, 18)
     traces.append(go.Scatter(
-        x=[0.16] * nq, y=yq, mode="text", text=[("" if i == query else t) for i, t in enumerate(qlab)],
-        textposition="middle left", textfont={"size": size}, showlegend=False, customdata=np.arange(nq),
-        hovertemplate="query %{customdata}: %{text}<extra></extra>"))
+        x=[0.16] * len(qs), y=yq[qs], mode="text", text=[qlab[i] for i in qs], textposition="middle left",
+        textfont={"size": size}, showlegend=False, customdata=qs, hovertemplate="query %{customdata}: %{text}<extra></extra>"))
     traces.append(go.Scatter(
         x=[0.16], y=[yq[query]], mode="text+markers", text=[qlab[query]], textposition="middle left",
         marker={"color": "#ff7f0e", "size": 10, "symbol": "circle"}, textfont={"size": size + 1, "color": "#ff7f0e"},
         showlegend=False, hovertemplate=f"query {query}: %{{text}}<extra></extra>"))
-    mean_w = p[heads, query].mean(0) if heads else np.zeros(nk)  # [k]: the query's row, mean over the heads shown
     traces.append(go.Scatter(
-        x=[0.84] * nk, y=yk, mode="text", text=tick_labels(k_tokens, 18), textposition="middle right",
-        textfont={"size": size}, showlegend=False, customdata=mean_w,
-        hovertemplate="key: %{text}<br>mean weight %{customdata:.3f}<extra></extra>"))
-    h_px = int(min(1600, max(360, n * (size + 9) + 120)))
+        x=[0.84] * len(ks), y=yk[ks], mode="text", text=[klab[j] for j in ks], textposition="middle right",
+        textfont={"size": size}, showlegend=False, customdata=np.stack([ks, mean_w[ks]], 1),  # [K', 2]
+        hovertemplate="key %{customdata[0]}: %{text}<br>mean weight %{customdata[1]:.3f}<extra></extra>"))
     return go.Figure(traces, layout(title, present, h_px, legend={"orientation": "h", "y": 1.02, "x": 0},
                                     xaxis={"visible": False, "range": [-0.25, 1.25]},
                                     yaxis={"visible": False, "range": [-n + 0.3, 1.2]},

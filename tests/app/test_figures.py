@@ -127,3 +127,19 @@ def test_score_boxes_send_statistics_not_every_score():
     assert box["type"] == "box" and "y" not in box
     big = np.random.default_rng(0).normal(size=(12, 512, 512)).astype(np.float32)
     assert len(pio.to_json(score_boxes(big, np.ones((512, 512), bool)))) < 20_000
+
+
+def test_head_view_labels_every_kth_token_of_a_long_text_and_the_strongest_keys():
+    n = 512
+    p = np.full((1, n, n), 1e-4)
+    p[0, n - 1, 333] = 0.9  # the last query attends to key 333, which is not a multiple of the label step
+    toks = [f"t{i}" for i in range(n)]
+    fig = head_view(p, toks, toks, query=n - 1, heads=[0])
+    queries, keys = fig.data[-3], fig.data[-1]
+    step = int(keys.customdata[1][0] - keys.customdata[0][0])
+    assert step > 1 and (fig.layout.height - 120) / n * step >= 13 + 3  # labels a font's height apart
+    assert len(queries.text) == len(range(0, n, step)) - ((n - 1) % step == 0)  # the query: its own label
+    assert [int(j) for j, _ in keys.customdata] == sorted(set(range(0, n, step)) | {333})
+    assert keys.text[list(keys.customdata[:, 0]).index(333)] == "t333"
+    small = head_view(p[:, :8, :8], toks[:8], toks[:8], query=7, heads=[0])
+    assert len(small.data[-1].text) == 8  # short texts: every token

@@ -223,7 +223,9 @@ def _figure_invariants(cap, name: str) -> None:
         if i:
             continue
         hv = head_view(stack[-1], qt, kt, len(qt) - 1, range(stack.shape[1]))
-        assert all(escaped_label(t, tok) for t, tok in zip(hv.data[-1].text, kt))
+        keys = hv.data[-1]  # the key labels: every k-th key and the strongest ones, each with its index
+        assert len(keys.text) == len(keys.customdata) > 0
+        assert all(escaped_label(t, kt[int(j)]) for t, (j, _) in zip(keys.text, keys.customdata))
 
 
 @pytest.mark.parametrize("name", FUZZ_MODELS)
