@@ -60,8 +60,9 @@ def browser_markdown(section: dict) -> list[str]:
 def class_markdown(c: dict) -> list[str]:
     """The `class_load` section in one table."""
     la = c.get(ClassLoad.LOAD) or [[None], [None]]
-    return ["A class at once (`attnlab bench --class`): concurrent browser sessions on one server, each changing "
-            "widgets with its own text.", "",
+    return ["A class at once in chromium (`attnlab bench --class --clients browser`): concurrent browser contexts "
+            "on this machine and one server, each changing widgets with its own text; the browsers' rendering shares "
+            "the server's cores.", "",
             "| sessions | seconds | steps | errors | mixed results | p50 widget → own chart, s | p95, s | "
             "server RSS slope after warm-up, MB/min | load avg (start → end) |", "|---|---|---|---|---|---|---|---|---|",
             f"| {c[ClassLoad.SESSIONS]} | {c[ClassLoad.SECONDS]} | {c[ClassLoad.STEPS]} | {c[ClassLoad.ERRORS]} | "
