@@ -61,3 +61,20 @@ def test_sessions_stay_on_their_replica_and_both_serve(replicas, browser):
         assert log[cookie] == {first}, (cookie, log[cookie])  # page, scripts, websocket: one replica
     stream = [ln for ln in (replicas["folder"] / "access.log").read_text().splitlines() if "/_stcore/stream" in ln]
     assert stream and all(ln.split("|")[0] for ln in stream)  # the websocket carried the sticky cookie
+
+
+def test_nginx_compresses_the_scripts_streamlit_sends_plain(replicas):
+    import gzip
+    import re
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never proxy 127.0.0.1
+    page = opener.open(f"{replicas['url']}/").read().decode()
+    script = re.search(r'src="\.?/?(static/js/[^"]+\.js)"', page).group(1)
+    direct = opener.open(f"http://{sorted(replicas['ports'])[0]}/{script}")
+    plain = direct.read()
+    assert direct.headers.get("Content-Encoding") is None and len(plain) > 100_000  # Streamlit: uncompressed
+    resp = opener.open(urllib.request.Request(f"{replicas['url']}/{script}", headers={"Accept-Encoding": "gzip"}))
+    body = resp.read()
+    assert resp.headers["Content-Encoding"] == "gzip" and len(body) < len(plain) / 2
+    assert gzip.decompress(body) == plain
