@@ -26,10 +26,11 @@ import plotly.graph_objects as go
 
 from analysis.rollout import attention_rollout, cross_rollout, fuse_heads
 from app.figures.head_view import head_view
-from app.figures.matrix import head_switcher, matrix_heatmap, switch_layers
+from app.figures.matrix import matrix_heatmap
 from app.figures.mosaic import mosaic
 from app.figures.rows import method_rows
 from app.figures.style import esc
+from app.figures.switcher import head_switcher, switch_layers
 from app.presets import default_query
 from model.captured import GROUP_LABELS, CapturedRun
 

@@ -14,18 +14,17 @@ downloaded browser.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import statistics
 import tempfile
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.benchmarks import Browser
 from bench.server import streamlit_server
+from bench.widgets import CASE_PAGES, CASES, PAGES, QUICK, WIDGETS, Widget
 
 CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
                "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -130,57 +129,6 @@ def timed_change(page, key: str | None, act: Callable[[], None], timeout_ms: int
     return time.perf_counter() - t0
 
 
-# -- the widgets a lecturer uses ------------------------------------------------------------------------------
-def _button(page, key: str, value) -> None:
-    page.locator(f".st-key-{key} button").filter(has_text=re.compile(rf"^{value}$")).first.click()
-
-
-def _combo(page, label: str, nth: int) -> None:
-    box = page.get_by_role("combobox", name=label).first
-    box.scroll_into_view_if_needed()
-    box.click()
-    page.get_by_role("option").nth(nth).click()
-
-
-def _chart_button(page, key: str, menu: str, i: int) -> None:
-    """Click the chart's own Plotly button labelled "{menu} {i}" (only the visible rows are drawn)."""
-    page.evaluate("""([key, label]) => {
-      const el = document.querySelector(`.st-key-fig-${key} .js-plotly-plot`);
-      const b = [...el.querySelectorAll('.updatemenu-button')].find(
-        g => g.querySelector('.updatemenu-item-text').textContent === label);
-      b.dispatchEvent(new MouseEvent('click', {bubbles: true}));
-    }""", [key, f"{menu} {i}"])
-
-
-@dataclass(frozen=True)
-class Widget:
-    """One widget change: `act(page, i)` sets value i % 2 (two different values), watched on the chart `chart`
-    (None: on the script run it starts; the backend may leave every number as it was)."""
-
-    name: str
-    chart: str | None
-    act: Callable
-
-
-WIDGETS = {
-    "layer": Widget("layer", "head", lambda p, i: _button(p, "layer", [0, 1][i % 2])),
-    "head": Widget("head", "head", lambda p, i: _button(p, "head", [1, 0][i % 2])),
-    "query token": Widget("query token", "headview", lambda p, i: _combo(p, "Query token (head view)", [1, 2][i % 2])),
-    "matrix kind": Widget("matrix kind", "mosaic", lambda p, i: _combo(p, "Matrix", [1, 0][i % 2])),
-    "backend": Widget("backend", None, lambda p, i: _combo(p, "Backend", [1, 0][i % 2])),
-    "preset": Widget("preset", "mosaic", lambda p, i: _combo(p, "Preset", [1, 0][i % 2])),
-    "chart head": Widget("chart head", "head", lambda p, i: _chart_button(p, "head", "head", [1, 0][i % 2])),
-    "chart layer": Widget("chart layer", "head", lambda p, i: _chart_button(p, "head", "layer", [0, 1][i % 2])),
-}
-# page → (url path, the first chart's key, {widget measured there: the chart it changes, None = the script run})
-PAGES = {"heatmaps": ("heatmaps", "mosaic", {w: WIDGETS[w].chart for w in WIDGETS}),
-         "masks": ("masks", "pattern-A", {"layer": "pattern-A", "head": "pattern-A", "backend": None,
-                                          "preset": "pattern-A"}),
-         "scores": ("scores", "boxes", {"layer": None, "head": None, "backend": None, "preset": None})}
-CASE_PAGES = {"random-long-decoder T=512": ("heatmaps",)}  # cases measured on fewer pages (the rest: all)
-QUICK = ("heatmaps", ("head",))
-
-
 def _median(xs):
     return round(statistics.median(xs), 4) if xs else None
 
@@ -268,12 +216,6 @@ def cold_first_chart(p, page_name: str, query: str, log: Path) -> float:
         finally:
             browser.close()
     return dt
-
-
-CASES = (  # (label, URL query): the bundled decoder on its first preset, and a long random-decoder text
-    ("lecture-decoder", "model=lecture-decoder"),
-    ("random-long-decoder T=512", "model=random-long-decoder&text=" + "ab" * 255 + "a"),  # 512 tokens with [BOS]
-)
 
 
 def run_browser(quick: bool = False, repeats: int = 5, progress: Callable[[str], None] | None = None,

@@ -24,8 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from analysis.benchmarks import ClassLoad
-from bench.browser import IDLE, _chart_button, errors_on, launch, new_page, playwright_or
+from bench.browser import IDLE, errors_on, launch, new_page, playwright_or
 from bench.server import streamlit_server
+from bench.widgets import chart_button
 
 MODEL = "random-decoder"  # characters as tokens: every name shows in the ticks
 NAMES = ["Ada", "Bo", "Cyd", "Dee", "Eli", "Fay", "Gus", "Hal", "Ivy", "Jo", "Kai", "Liv", "Max", "Ned", "Ola",
@@ -57,6 +58,11 @@ def head_ticks(tokens: list[str]) -> list[str]:
     return [html.unescape(t) for t in fig.layout.xaxis.ticktext]
 
 
+def name_of(i: int) -> str:
+    """Session i's student name (unique: "Ada", …, "Zed", "Ada1", …)."""
+    return NAMES[i % len(NAMES)] + (str(i // len(NAMES)) if i >= len(NAMES) else "")
+
+
 def rss_mb(pid: int) -> float | None:
     """Resident memory of a process and its children, MB (/proc)."""
     total = 0
@@ -83,7 +89,7 @@ class Session:
 
     def __init__(self, browser, url: str, i: int):
         self.i, self.url = i, url
-        self.name = NAMES[i % len(NAMES)] + (str(i // len(NAMES)) if i >= len(NAMES) else "")
+        self.name = name_of(i)
         self.ctx, self.page = new_page(browser, timeout_ms=int(SETTLE_S * 1000))
         self.where, self.round, self.t0, self.title = "explore", 0, 0.0, None
         self.text = self.new_text()
@@ -123,7 +129,7 @@ class Session:
             self.title = f"layer {b.inner_text().strip()}, head"  # the head matrix's title once redrawn
             b.click()
             return "layer"
-        _chart_button(p, "head", "head", self.round % 2)  # in the browser: no server round trip
+        chart_button(p, "head", "head", self.round % 2)  # in the browser: no server round trip
         p.get_by_role("link", name="Explore").click()
         self.where, self.title = "explore", None
         return "head+page"

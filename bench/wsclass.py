@@ -14,73 +14,25 @@ exception or error box, a failed or unfinished run, or a step over SETTLE_S is a
 
 from __future__ import annotations
 
-import html
-import json
 import os
 import random
 import statistics
+import tempfile
 import threading
 import time
+import urllib.request
 from collections import defaultdict
 from collections.abc import Callable
-from html.parser import HTMLParser
+from pathlib import Path
 from urllib.parse import quote
 
 import numpy as np
 
 from analysis.benchmarks import ClassLoad
-from bench.classload import MODEL, NAMES, SETTLE_S, STEP_S, head_ticks, rss_mb, rss_slope, tokens_of
+from bench.classload import MODEL, SETTLE_S, STEP_S, name_of, rss_mb, rss_slope
+from bench.readback import Run, read_element, shown_in, want_for
 
 STEPS = ("text", "page", "layer", "head", "back")  # one session's cycle
-
-
-class _Strip(HTMLParser):
-    """The tokens of the token strip's HTML (the text of each `.tok` chip, its <sub> position left out)."""
-
-    def __init__(self):
-        super().__init__()
-        self.tokens, self._tok, self._sub, self._depth = [], None, 0, 0
-
-    def handle_starttag(self, tag, attrs):
-        cls = (dict(attrs).get("class") or "").split()
-        if self._tok is not None:
-            self._depth += 1
-            self._sub += tag == "sub"
-        elif "tok" in cls:
-            self._tok, self._depth, self._unk = [], 1, "unk" in cls
-
-    def handle_endtag(self, tag):
-        if self._tok is None:
-            return
-        self._depth -= 1
-        self._sub -= tag == "sub" and self._sub > 0
-        if self._depth == 0:
-            t = "".join(self._tok)
-            self.tokens.append(t[1:] if self._unk and t.startswith("✖") else t)
-            self._tok = None
-
-    def handle_data(self, data):
-        if self._tok is not None and not self._sub:
-            self._tok.append(data)
-
-
-def strip_tokens(body: str) -> list[str] | None:
-    if 'class="strip' not in body:
-        return None
-    p = _Strip()
-    p.feed(body)
-    return p.tokens
-
-
-class Run:
-    """What one script run sent: seconds, its elements by kind, and how it ended."""
-
-    def __init__(self):
-        self.seconds, self.status, self.query = None, None, None
-        self.widgets: dict[str, tuple[str, str]] = {}  # label → (widget id, fragment id)
-        self.charts: dict[str, dict] = {}  # chart key ("head", …) → Plotly figure dict
-        self.strip: list[str] | None = None
-        self.errors: list[str] = []
 
 
 class WsSession:
@@ -88,7 +40,7 @@ class WsSession:
 
     def __init__(self, base: str, i: int):
         self.i, self.base, self.step = i, base, 0
-        self.name = NAMES[i % len(NAMES)] + (str(i // len(NAMES)) if i >= len(NAMES) else "")
+        self.name = name_of(i)
         self.text, self.page, self.query = f"{self.name} r0 sees {self.name}", "", ""
         self.texts = [self.text]  # every text this session has typed (another session showing one: mixed)
         self.widgets: dict[str, tuple[str, str]] = {}
@@ -97,8 +49,6 @@ class WsSession:
 
     def _connect(self):
         """The websocket, with the sticky cookie nginx sets on the first page request (none without nginx)."""
-        import urllib.request
-
         from websockets.sync.client import connect
 
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -131,7 +81,7 @@ class WsSession:
             f.ParseFromString(self.ws.recv(timeout=SETTLE_S))
             kind = f.WhichOneof("type")
             if kind == "delta" and f.delta.WhichOneof("type") == "new_element":
-                _element(run, f.delta.new_element, f.delta.fragment_id)
+                read_element(run, f.delta.new_element, f.delta.fragment_id)
             elif kind == "page_info_changed":
                 self.query = f.page_info_changed.query_string
             elif kind == "script_finished":
@@ -176,33 +126,6 @@ class WsSession:
         if title and title not in got:
             return f"head matrix titled {got!r}, not {title!r}", False
         return None, False
-
-
-def shown_in(run: Run, where: str) -> list[str] | None:
-    """The tokens a run showed: the token strip's, or the head matrix's x tick labels (unescaped)."""
-    if where == "strip":
-        return run.strip
-    ticks = (run.charts.get("head") or {}).get("layout", {}).get("xaxis", {}).get("ticktext")
-    return [html.unescape(t) for t in ticks] if ticks else None
-
-
-def want_for(text: str, where: str) -> list[str]:
-    return tokens_of(text) if where == "strip" else head_ticks(tokens_of(text))
-
-
-def _element(run: Run, el, fragment: str) -> None:
-    kind = el.WhichOneof("type")
-    sub = getattr(el, kind)
-    if kind in ("button_group", "text_area", "selectbox"):
-        run.widgets[sub.label] = (sub.id, fragment)
-    elif kind == "plotly_chart" and "-fig-" in sub.id:
-        run.charts[sub.id.rsplit("-fig-", 1)[1]] = json.loads(sub.spec or sub.figure.spec)
-    elif kind in ("html", "markdown") and (toks := strip_tokens(sub.body)) is not None:
-        run.strip = toks
-    elif kind == "exception":
-        run.errors.append(f"exception: {sub.type}: {sub.message[:200]}")
-    elif kind == "alert" and sub.format == 1:  # Alert.ERROR
-        run.errors.append(f"error box: {sub.body[:200]}")
 
 
 def run_ws_class(url: str, sessions: int, seconds: float, pids: list[int] | None = None,
@@ -290,9 +213,6 @@ def run_ws_class(url: str, sessions: int, seconds: float, pids: list[int] | None
 def class_on_server(sessions: int, seconds: float, replicas: int = 1,
                     progress: Callable[[str], None] | None = None) -> dict:
     """run_ws_class on a server of its own: one `streamlit run`, or `replicas` of them behind nginx."""
-    import tempfile
-    from pathlib import Path
-
     from bench.replicas import replicas as start_replicas
     from bench.server import streamlit_server
 

@@ -9,9 +9,10 @@ from analysis.stepwise import neuron_view
 from app.downloads import downloads, matrix_csv
 from app.figures.grids import number_grid
 from app.figures.head_view import head_view
-from app.figures.matrix import MAX_SIDE, head_switcher, matrix_heatmap, switch_layers
+from app.figures.matrix import MAX_SIDE, matrix_heatmap
 from app.figures.mosaic import mosaic
 from app.figures.style import md
+from app.figures.switcher import head_switcher, switch_layers
 from app.frame import chart, guard, options, page, presenting
 from app.inputs import inputs
 from app.presets import default_query, source_index

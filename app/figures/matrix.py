@@ -4,13 +4,13 @@
   grey background; hover shows the query token, the key token and the value.
 * A matrix larger than MAX_SIDE per side is pooled (analysis.pooling) and says so in its title; one with
   more than PNG_CELLS cells is sent as a colour-mapped PNG instead of a float array.
-* A head matrix that also carries the other heads (`head_switcher`): Plotly buttons on the chart switch the
-  layer and head in the browser, with no server round trip, within a byte budget.
+* The head matrix the browser switches itself is built on this one (app/figures/switcher.py).
 * Marks: the cached steps of a stitched matrix (KV cache), circles on a reference alignment (cross-attention).
 """
 
 from __future__ import annotations
 
+import html
 from functools import lru_cache
 
 import numpy as np
@@ -31,8 +31,6 @@ from app.figures.style import (
 MAX_SIDE = 512  # cells per side before pooling
 HOVER_TEXT_CELLS = 4_096  # per-cell hover labels (query and key token) up to 64×64 cells: they dominate the payload
 PNG_CELLS = 120_000  # above this, a single matrix is sent as a PNG (no per-cell hover)
-SWITCH_BYTES = 600_000  # float32 bytes of heads one head matrix may carry for switching in the browser
-SWITCH_PNG_BYTES = 400_000  # the same for heads sent as PNG data URIs (a page's payload stays under 2 MB)
 LIGHT_SCALE = "Blues"  # a PNG has no theme: these two stand in for the theme's scale (see png_scale)
 DARK_SCALE = "Viridis"
 
@@ -71,7 +69,7 @@ def _lut(scale: str) -> np.ndarray:
                      px.colors.sample_colorscale(scale, np.linspace(0, 1, 256))], dtype=np.uint8)
 
 
-def _colour_png(z: np.ndarray, scale: str, zmin: float, zmax: float) -> np.ndarray:
+def colour_png(z: np.ndarray, scale: str, zmin: float, zmax: float) -> np.ndarray:
     """Map z [q, k] to RGBA uint8 through a 256-entry LUT; NaN becomes the masked grey."""
     lut = _lut(scale)
     t = np.clip((np.nan_to_num(z, nan=zmin) - zmin) / max(zmax - zmin, 1e-12), 0, 1)
@@ -82,7 +80,7 @@ def _colour_png(z: np.ndarray, scale: str, zmin: float, zmax: float) -> np.ndarr
     return rgba
 
 
-def _masked(m, mask) -> np.ndarray:
+def masked(m, mask) -> np.ndarray:
     """m as float32 [q, k] with NaN where `mask` is False or the value is not finite (−inf shows as masked)."""
     z = np.array(m, dtype=np.float32)  # [q, k]
     if mask is not None:
@@ -90,7 +88,7 @@ def _masked(m, mask) -> np.ndarray:
     return np.where(np.isfinite(z), z, np.nan)
 
 
-def _zlimits(z: np.ndarray, kind: str) -> tuple[float, float]:
+def zlimits(z: np.ndarray, kind: str) -> tuple[float, float]:
     """Colour range: 0..max for a pattern, ±max|z| (diverging around 0) otherwise."""
     finite = z[np.isfinite(z)]
     if kind == "pattern":
@@ -113,7 +111,7 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
     Above `png_cells` cells (after pooling) the matrix goes as a colour-mapped PNG. `index_ticks` labels
     each tick "i token" with its absolute position (a projector close-up).
     """
-    z = _masked(m, mask)  # [q, k]
+    z = masked(m, mask)  # [q, k]
     nq, nk = z.shape
     q_tokens, k_tokens = list(q_tokens)[q_offset:q_offset + nq], list(k_tokens)[k_offset:k_offset + nk]
     pooled = max(nq, nk) > max_side
@@ -130,10 +128,10 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
     ny, nx = z.shape
     value_name = value_name or {"pattern": "weight", "scores": "score", "diff": "Δ"}.get(kind, "value")
     scale = THEME_SCALE if kind == "pattern" else DIVERGING
-    zmin, zmax = zrange or _zlimits(z, kind)
+    zmin, zmax = zrange or zlimits(z, kind)
     x, y = np.arange(nx) + (0 if pooled else k_offset), np.arange(ny) + (0 if pooled else q_offset)
     if z.size > png_cells:
-        trace = px.imshow(_colour_png(z, scale or png_scale(), zmin, zmax), binary_string=True).data[0]
+        trace = px.imshow(colour_png(z, scale or png_scale(), zmin, zmax), binary_string=True).data[0]
         trace.update(x0=x[0], dx=1, y0=y[0], dy=1, hovertemplate="query %{y}<br>key %{x}<extra></extra>")
     else:
         labels = z.size <= HOVER_TEXT_CELLS  # per-cell token labels in the hover
@@ -170,134 +168,11 @@ def label_margins(xlab, ylab, size: int, colorbar: bool) -> dict:
     """Left, bottom and right margins that hold the tick labels (x at −60°, y level), the axis titles and the
     colour bar, estimated from the labels' lengths a little generously: Plotly's automargin then finds nothing
     to push, and draws each chart once instead of twice (half the browser's time per widget change on Masks)."""
-    import html
-
     def longest(labels):
         return max((len(html.unescape(str(t))) for t in labels), default=1)
     char = 0.62 * size  # px per character, a little over the Source Sans average
     return {"l": int(longest(ylab) * char + 2 * size + 16), "b": int(longest(xlab) * char * 0.87 + 2 * size + 20),
             "r": 90 if colorbar else 10}
-
-
-# -- a head matrix the browser switches itself -------------------------------------------------------------
-def switch_layers(n_layers: int, n_heads: int, nq: int, nk: int, layer: int, budget: int = SWITCH_BYTES):
-    """The layers whose heads a head matrix carries: all when they fit `budget` (float32 bytes), else the
-    shown layer's, else None (too large: pooled, or over budget; the server switches). Matrices sent as PNGs:
-    every layer, which head_switcher trims to what its encoded images fit."""
-    if max(nq, nk) > MAX_SIDE:
-        return None
-    if nq * nk > PNG_CELLS:  # PNGs: their size is known once encoded, so head_switcher keeps what fits
-        return list(range(n_layers))
-    per_layer = n_heads * nq * nk * 4
-    return list(range(n_layers)) if per_layer * n_layers <= budget else [layer] if per_layer <= budget else None
-
-
-def head_switcher(stack, q_tokens, k_tokens, layer: int, head: int, layers, *, mask=None, kind: str = "pattern",
-                  name=lambda layer, head: f"layer {layer}, head {head}", budget: int = SWITCH_BYTES,
-                  **kw) -> go.Figure:
-    """matrix_heatmap of stack[layer, head] ([L, H, q, k]) carrying every head of `layers` as one trace each
-    (hidden but the shown one, trace 0, which is matrix_heatmap's own), with Plotly buttons for the head (and the
-    layer, if several) that switch the visible trace in the browser: trace i is head `meta.heads[i]` =
-    (layer, head), its z exactly stack[layer, head] (NaN where masked), its colour range its own as
-    matrix_heatmap gives it (or `zrange` for all); only trace 0 has per-cell token labels in its hover. Matrices
-    sent as PNGs (above png_cells): one image per head, as many whole layers as fit SWITCH_PNG_BYTES (or a
-    smaller `budget`)."""
-    fig = matrix_heatmap(stack[layer, head], q_tokens, k_tokens, mask=mask, kind=kind, title=name(layer, head), **kw)
-    base = fig.data[0]
-    n_heads = stack.shape[1]
-    if base.type == "image":
-        return _png_switcher(fig, stack, layer, head, layers, mask, kind, name, kw.get("zrange"),
-                             min(budget, SWITCH_PNG_BYTES))
-    pairs = [(layer, head)] + [(lyr, h) for lyr in layers for h in range(n_heads) if (lyr, h) != (layer, head)]
-    # the other heads share one template without per-cell token labels (they would be copied once per head; the
-    # tick labels name the tokens), so they cost little to build and to send; the shown head keeps its labels
-    spec = {k: v for k, v in base.to_plotly_json().items() if k not in ("z", "text", "zmin", "zmax")}
-    spec["hovertemplate"] = spec["hovertemplate"].replace("<br>%{text}", "")
-    traces = [base.update(name=f"L{layer}H{head}", visible=True)]
-    for lyr, h in pairs[1:]:
-        z = _masked(stack[lyr, h], mask)  # [q, k]
-        zmin, zmax = kw.get("zrange") or _zlimits(z, kind)
-        traces.append(spec | {"z": z, "zmin": zmin, "zmax": zmax, "visible": False, "name": f"L{lyr}H{h}"})
-    fig.data = ()
-    fig.add_traces(traces)
-    return _buttons(fig, pairs, layer, head, layers, n_heads, name)
-
-
-def _png_switcher(fig, stack, layer, head, layers, mask, kind, name, zrange, budget: int = SWITCH_PNG_BYTES):
-    """head_switcher for matrices sent as PNGs: one image trace per head (colour range its own), the shown
-    layer first and then whole layers while their encoded images fit `budget`; none fits: the plain figure."""
-    base = fig.data[0]
-    spec = {k: v for k, v in base.to_plotly_json().items() if k != "source"}
-    scale = (THEME_SCALE if kind == "pattern" else DIVERGING) or png_scale()  # as matrix_heatmap colours it
-    n_heads = stack.shape[1]
-    pngs, used, kept = {(layer, head): base.source}, len(base.source), []
-    for lyr in [layer] + [x for x in layers if x != layer]:
-        new = {}
-        for h in range(n_heads):
-            if (lyr, h) not in pngs:
-                z = _masked(stack[lyr, h], mask)  # [q, k]
-                new[(lyr, h)] = _png_uri(_colour_png(z, scale, *(zrange or _zlimits(z, kind))))
-        size = sum(len(v) for v in new.values())
-        if used + size > budget:
-            break
-        pngs |= new
-        used += size
-        kept.append(lyr)
-    if not kept:
-        return fig
-    kept.sort()
-    pairs = [(layer, head)] + [(lyr, h) for lyr in kept for h in range(n_heads) if (lyr, h) != (layer, head)]
-    fig.data = ()
-    fig.add_traces([base.update(visible=True, name=f"L{layer}H{head}")] + [
-        spec | {"source": pngs[p], "visible": False, "name": f"L{p[0]}H{p[1]}"} for p in pairs[1:]])
-    return _buttons(fig, pairs, layer, head, kept, n_heads, name)
-
-
-def _png_uri(rgba: np.ndarray) -> str:
-    """An RGBA uint8 image [h, w, 4] as a PNG data URI (what px.imshow(binary_string=True) sends)."""
-    import base64
-    import io
-
-    from PIL import Image
-
-    buf = io.BytesIO()
-    Image.fromarray(rgba, "RGBA").save(buf, format="png", compress_level=4)
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
-
-
-def _buttons(fig, pairs, layer, head, layers, n_heads, name):
-    """The head (and layer) button rows that switch the visible trace of `pairs` in the browser."""
-    def vis(lyr, h):
-        return [p == (lyr, h) for p in pairs]
-
-    n_hm = len(layers)  # menus 0..n_hm−1: the heads of each layer; then, if several layers, the layers per head
-    head_menu = {lyr: i for i, lyr in enumerate(layers)}
-    layer_menu = {h: n_hm + h for h in range(n_heads)} if len(layers) > 1 else {}
-    row = {"type": "buttons", "direction": "right", "x": 0, "xanchor": "left", "yanchor": "bottom",
-           "pad": {"t": 2, "b": 2}, "showactive": True, "font": {"size": 11}}
-
-    def show(lyr, h):  # the layout update of a switch to (lyr, h): title, which rows are visible, their active
-        out = {"title.text": f"<b>{name(lyr, h)}</b>"}  # bold, as Streamlit's theme draws the first title
-        for other, k in head_menu.items():
-            out[f"updatemenus[{k}].visible"] = other == lyr
-        out[f"updatemenus[{head_menu[lyr]}].active"] = h
-        for other, k in layer_menu.items():
-            out[f"updatemenus[{k}].visible"] = other == h
-        if layer_menu:
-            out[f"updatemenus[{layer_menu[h]}].active"] = layers.index(lyr)
-        return out
-
-    menus = [row | {"name": "head", "y": 1.0, "visible": lyr == layer, "active": head,
-                    "buttons": [{"label": f"head {h}", "method": "update", "args": [{"visible": vis(lyr, h)}, show(lyr, h)]}
-                                for h in range(n_heads)]} for lyr in layers]
-    menus += [row | {"name": "layer", "y": 1.09, "visible": h == head, "active": layers.index(layer),
-                     "buttons": [{"label": f"layer {lyr}", "method": "update",
-                                  "args": [{"visible": vis(lyr, h)}, show(lyr, h)]} for lyr in layers]}
-              for h in layer_menu]
-    fig.update_layout(updatemenus=menus, margin={"t": 130 if layer_menu else 100},
-                      meta=fig.layout.meta | {"heads": [list(p) for p in pairs]})
-    fig.layout.title.update(y=0.995, yanchor="top")
-    return fig
 
 
 # -- marks on a matrix -------------------------------------------------------------------------------------

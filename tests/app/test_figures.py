@@ -143,3 +143,13 @@ def test_head_view_labels_every_kth_token_of_a_long_text_and_the_strongest_keys(
     assert keys.text[list(keys.customdata[:, 0]).index(333)] == "t333"
     small = head_view(p[:, :8, :8], toks[:8], toks[:8], query=7, heads=[0])
     assert len(small.data[-1].text) == 8  # short texts: every token
+
+
+def test_matrix_margins_hold_the_longest_labels_and_the_colour_bar():
+    from app.figures.matrix import label_margins
+
+    m = label_margins(["a", "&lt;tok&gt;"], ["abcdefghij"], size=11, colorbar=True)  # "<tok>": 5 characters shown
+    assert m == {"l": int(10 * 0.62 * 11 + 22 + 16), "b": int(5 * 0.62 * 11 * 0.87 + 22 + 20), "r": 90}
+    fig = matrix_heatmap(np.full((3, 3), 1 / 3), ["x", "yy", "zzz"], ["x", "yy", "zzz"], showscale=False)
+    assert fig.layout.margin.r == 10 and fig.layout.margin.l == int(3 * 0.62 * 11 + 22 + 16)
+    assert fig.layout.xaxis.ticklabeloverflow == "allow" and fig.layout.yaxis.ticklabeloverflow == "allow"

@@ -1,4 +1,4 @@
-"""The head matrix the browser switches itself (app.figures.matrix.head_switcher): every trace and every button
+"""The head matrix the browser switches itself (app.figures.switcher.head_switcher): every trace and every button
 shows exactly the data of the server-side figure of that head, and the page sends it within its budget."""
 
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.figures.matrix import SWITCH_BYTES, SWITCH_PNG_BYTES, head_switcher, matrix_heatmap, switch_layers
+from app.figures.matrix import matrix_heatmap
+from app.figures.switcher import SWITCH_BYTES, SWITCH_PNG_BYTES, head_switcher, switch_layers
 from model.registry import load
 
 from .conftest import ok, open_page, specs, titled, z_of

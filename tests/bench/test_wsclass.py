@@ -9,7 +9,8 @@ from unittest import mock
 
 from analysis.benchmarks import ClassLoad
 from bench.classload import head_ticks, tokens_of
-from bench.wsclass import STEPS, WsSession, class_on_server, merge_run, strip_tokens
+from bench.readback import Run, strip_tokens
+from bench.wsclass import STEPS, WsSession, class_on_server, merge_run
 
 
 def _strip_html(tokens, unknown=()) -> str:
@@ -30,8 +31,6 @@ def test_strip_tokens_reads_the_app_strip_back():
 
 
 def test_a_step_is_checked_against_its_own_text_and_the_others():
-    from bench.wsclass import Run
-
     ada, bo = (WsSession.__new__(WsSession) for _ in range(2))
     ada.name, ada.text, ada.texts = "Ada", "Ada r1 sees Ada", ["Ada r0 sees Ada", "Ada r1 sees Ada"]
     bo.name, bo.text, bo.texts = "Bo", "Bo r1 sees Bo", ["Bo r0 sees Bo", "Bo r1 sees Bo"]

@@ -9,8 +9,9 @@ import re
 
 import numpy as np
 
-from bench.browser import WATCH_RUN_JS, _chart_button, frames, run_browser, wait_chart
+from bench.browser import WATCH_RUN_JS, frames, run_browser, wait_chart
 from bench.classload import run_class
+from bench.widgets import chart_button
 from model.registry import load
 from tests.app.conftest import z_of
 from tests.e2e.conftest import EXC
@@ -43,7 +44,7 @@ def test_chart_buttons_switch_in_the_browser_with_the_captured_numbers(st_app, p
     assert first["head"] == [1, 0] and first["title"] == "layer 1, head 0"
     page.evaluate(WATCH_RUN_JS)  # window.__ran turns true if a script run starts
     for menu, value, want in (("head", 1, [1, 1]), ("layer", 0, [0, 1]), ("head", 0, [0, 0]), ("layer", 1, [1, 0])):
-        _chart_button(page, "head", menu, value)
+        chart_button(page, "head", menu, value)
         frames(page)
         got = visible(page)
         assert got["head"] == want and got["title"] == f"layer {want[0]}, head {want[1]}"
