@@ -56,6 +56,12 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    if args.class_load and not (1 <= args.sessions <= 100 and 10 <= args.seconds <= 3600):
+        raise UsageError("--sessions must be 1..100 and --seconds 10..3600")
+    if args.replicas != 1 and not (args.class_load and args.clients == "ws" and 1 <= args.replicas <= 8):
+        raise UsageError("--replicas K (1..8) goes with --class --clients ws")
+    if args.clients != "ws" and not args.class_load:
+        raise UsageError("--clients goes with --class")
     if args.render:
         return render(args)
     if args.browser or args.class_load:
@@ -112,10 +118,6 @@ def run_browser_section(args) -> int:
     from bench.report import DOCS, write_docs
     from bench.tables import markdown
 
-    if args.class_load and not (1 <= args.sessions <= 100 and 10 <= args.seconds <= 3600):
-        raise UsageError("--sessions must be 1..100 and --seconds 10..3600")
-    if args.replicas != 1 and not (args.class_load and args.clients == "ws" and 1 <= args.replicas <= 8):
-        raise UsageError("--replicas K (1..8) goes with --class --clients ws")
 
     def say(msg: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)

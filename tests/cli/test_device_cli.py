@@ -42,6 +42,11 @@ def test_cuda_without_a_gpu_exits_2_with_one_line(capsys, tmp_path, monkeypatch,
     (["app", "--dtype", "int8"], "argument --dtype: invalid choice"),
     (["bench", "--device", "gpu"], "argument --device: invalid choice"),
     (["bench", "--device", "cpu", "--dtype", "bfloat16"], "the CPU benchmark runs float32"),
+    (["bench", "--replicas", "3"], "--replicas K (1..8) goes with --class --clients ws"),  # not the CPU benchmark
+    (["bench", "--class", "--clients", "browser", "--replicas", "2"], "goes with --class --clients ws"),
+    (["bench", "--class", "--replicas", "9"], "--replicas K (1..8)"),
+    (["bench", "--class", "--sessions", "0"], "--sessions must be 1..100"),
+    (["bench", "--clients", "browser"], "--clients goes with --class"),
 ])
 def test_bad_choices_exit_2(capsys, argv, message):
     rc, _, err = run_cli(capsys, *argv)
