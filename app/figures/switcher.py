@@ -123,11 +123,13 @@ def _buttons(fig, pairs, layer, head, layers, n_heads, name):
     menus = [row | {"name": "head", "y": 1.0, "visible": lyr == layer, "active": head,
                     "buttons": [{"label": f"head {h}", "method": "update", "args": [{"visible": vis(lyr, h)}, show(lyr, h)]}
                                 for h in range(n_heads)]} for lyr in layers]
-    menus += [row | {"name": "layer", "y": 1.09, "visible": h == head, "active": layers.index(layer),
+    top = 130 if layer_menu else 100
+    plot_px = max(120, (fig.layout.height or 450) - top - (fig.layout.margin.b or 0))  # the plot area's height
+    menus += [row | {"name": "layer", "y": 1 + 34 / plot_px, "visible": h == head, "active": layers.index(layer),
                      "buttons": [{"label": f"layer {lyr}", "method": "update",
                                   "args": [{"visible": vis(lyr, h)}, show(lyr, h)]} for lyr in layers]}
               for h in layer_menu]
-    fig.update_layout(updatemenus=menus, margin={"t": 130 if layer_menu else 100},
+    fig.update_layout(updatemenus=menus, margin={"t": top},
                       meta=fig.layout.meta | {"heads": [list(p) for p in pairs]})
     fig.layout.title.update(y=0.995, yanchor="top")
     return fig

@@ -104,3 +104,15 @@ def test_png_heads_at_512_tokens_are_each_heads_own_image():
         assert trace.source == matrix_heatmap(stack[lyr, h], qt, kt, mask=mask).data[0].source
     tiny = head_switcher(stack, qt, kt, 1, 2, layers, mask=mask, budget=1)  # nothing fits: the plain figure
     assert len(tiny.data) == 1 and not tiny.layout.updatemenus
+
+
+@pytest.mark.parametrize("t", [6, 40])
+def test_the_layer_row_sits_a_button_row_above_the_head_row(t):
+    stack = np.random.default_rng(0).random((2, 3, t, t)).astype(np.float32)  # [L, H, q, k]
+    toks = [f"t{i}" for i in range(t)]
+    fig = head_switcher(stack, toks, toks, 1, 0, [0, 1])
+    heads = [m for m in fig.layout.updatemenus if m.name == "head"]
+    layers = [m for m in fig.layout.updatemenus if m.name == "layer"]
+    assert len(heads) == 2 and len(layers) == 3 and {m.y for m in heads} == {1.0}
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    assert fig.layout.margin.t == 130 and all(abs((m.y - 1) * plot_px - 34) < 1e-6 for m in layers)
