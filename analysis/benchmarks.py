@@ -104,6 +104,7 @@ class Browser:
     ERROR = "error"
     NOTE = "note"
     FLOOR = "floor"  # bench/floor_page.py (one small Plotly chart alone): {WARM, WARM_TIMES}; None in quick mode
+    FLOOR_PLAIN = "floor_plain"  # the same page with one line of text instead: Streamlit's own start, no chart
 
 
 class ClassLoad:

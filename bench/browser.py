@@ -169,10 +169,10 @@ def measure_page(browser, url: str, page_name: str, query: str, widgets, repeats
                         ".length", w.chart):
                     row[Browser.WIDGETS][name] = {Browser.NOTE: "the chart has no buttons at this size"}
                     continue
-                w.act(page, 1)  # from here on, value 0, 1, 0, … each differs from the one shown
+                w.act(page, 1, w.chart)  # from here on, value 0, 1, 0, … each differs from the one shown
                 page.wait_for_timeout(500)
                 wait_chart(page, w.chart or first)
-                times = [timed_change(page, w.chart, lambda i=i, w=w: w.act(page, i)) for i in range(repeats + 1)]
+                times = [timed_change(page, w.chart, lambda i=i, w=w: w.act(page, i, w.chart)) for i in range(repeats + 1)]
                 row[Browser.WIDGETS][name] = {Browser.MEDIAN: _median(times[1:]),
                                               Browser.TIMES: [round(x, 4) for x in times]}
                 progress(f"{page_name}: {name} → repaint {row[Browser.WIDGETS][name][Browser.MEDIAN]} s")
@@ -186,16 +186,21 @@ def measure_page(browser, url: str, page_name: str, query: str, widgets, repeats
     return row
 
 
-def floor_first_chart(browser, log: Path, repeats: int) -> dict:
-    """Warm first chart of bench/floor_page.py (one 20×20 Plotly heatmap), measured as measure_page measures a
-    page: {WARM: median, WARM_TIMES}."""
+def floor_first_chart(browser, log: Path, repeats: int, plain: bool = False) -> dict:
+    """Warm first chart of bench/floor_page.py (one 20×20 Plotly heatmap; `plain`: its line of text instead),
+    measured as measure_page measures a page: {WARM: median, WARM_TIMES}."""
     times = []
     with streamlit_server(log, entry=Path(__file__).with_name("floor_page.py")) as srv:
         for _ in range(repeats + 1):  # the first visit warms the server's caches: not counted
             ctx, page = new_page(browser)
             t0 = time.perf_counter()
-            page.goto(srv["url"], wait_until="commit")
-            wait_chart(page, "floor")
+            page.goto(srv["url"] + ("/?plain=1" if plain else ""), wait_until="commit")
+            if plain:
+                page.wait_for_selector(".st-key-fig-floor [data-testid='stMarkdownContainer']", state="visible")
+                page.wait_for_selector(IDLE, state="attached")
+                frames(page)
+            else:
+                wait_chart(page, "floor")
             times.append(time.perf_counter() - t0)
             ctx.close()
     return {Browser.WARM: _median(times[1:]), Browser.WARM_TIMES: [round(x, 4) for x in times]}
@@ -250,13 +255,16 @@ def run_browser(quick: bool = False, repeats: int = 5, progress: Callable[[str],
                            Browser.ERRORS: [f"{type(e).__name__}: {str(e)[:300]}"], Browser.LOAD_END: _load()}
                 row[Browser.CASE] = label
                 rows.append(row)
-        floor = None
+        floor = plain = None
         if not quick:
             b = launch(p)
             try:
                 floor = floor_first_chart(b, Path(tmp) / "floor.log", repeats)
                 say(f"floor (one Plotly chart): warm first chart {floor[Browser.WARM]} s")
+                plain = floor_first_chart(b, Path(tmp) / "plain.log", repeats, plain=True)
+                say(f"floor (one line of text): warm first paint {plain[Browser.WARM]} s")
             finally:
                 b.close()
     return {Browser.ROWS: rows, Browser.REPEATS: repeats, Browser.QUICK: quick, Browser.FLOOR: floor,
+            Browser.FLOOR_PLAIN: plain,
             Browser.WALL: round(time.perf_counter() - t0, 1)}

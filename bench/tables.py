@@ -54,6 +54,11 @@ def browser_markdown(section: dict) -> list[str]:
         lines += ["", f"Floor: a Streamlit page with one 20×20 Plotly heatmap and nothing else (bench/floor_page.py, "
                       f"the same server settings) paints its first chart in {_fmt(floor[Browser.WARM])} s (warm, "
                       f"median): the browser loads and starts plotly.js before any chart shows."]
+    plain = section.get(Browser.FLOOR_PLAIN)
+    if plain:
+        lines += ["", f"Streamlit's own floor: the same page with one line of text instead of the chart shows it in "
+                      f"{_fmt(plain[Browser.WARM])} s (warm, median): what any Streamlit page costs in this browser "
+                      f"before it draws anything."]
     return lines + ([""] + errs if errs else []) + [""]
 
 

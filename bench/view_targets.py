@@ -36,6 +36,7 @@ def view_targets(out: dict) -> list[dict]:
     t = []
     rows = (out.get(Top.BROWSER) or {}).get(Browser.ROWS, [])
     floor = ((out.get(Top.BROWSER) or {}).get(Browser.FLOOR) or {}).get(Browser.WARM)
+    plain = ((out.get(Top.BROWSER) or {}).get(Browser.FLOOR_PLAIN) or {}).get(Browser.WARM)
     for label, long, limit in (("T ≤ 128", False, 0.3), ("T = 512", True, 0.5)):
         w = _worst((s[0], f"{r[Browser.PAGE]} ({s[1]})") for r in rows if ("T=512" in r.get(Browser.CASE, "")) == long
                    and (s := _switch(r)))
@@ -49,7 +50,8 @@ def view_targets(out: dict) -> list[dict]:
                   if r.get(Browser.WARM) is not None)
     t.append(_t("warm first chart in chromium", "≤ 1.0 s", warm and warm[0], None if warm is None else warm[0] <= 1,
                 (f"slowest: {warm[1]}" if warm else "not measured")
-                + (f"; floor (one Plotly chart alone) {floor:.2f} s" if floor else "")))
+                + (f"; floor (one Plotly chart alone) {floor:.2f} s" if floor else "")
+                + (f"; Streamlit's floor (one line of text) {plain:.2f} s" if plain else "")))
     runs = [r for r in out.get(Top.CLASS_WS, []) if r[ClassLoad.SESSIONS] >= 30]
     run = min(runs, key=lambda r: r.get(ClassLoad.N_REPLICAS, 1)) if runs else None  # one server if measured
     where = "not measured" if run is None else (f"{run[ClassLoad.SESSIONS]} sessions, "

@@ -33,8 +33,9 @@ def chart_button(page, key: str, menu: str, i: int) -> None:
 
 @dataclass(frozen=True)
 class Widget:
-    """One widget change: `act(page, i)` sets value i % 2 (two different values), watched on the chart `chart`
-    (None: on the script run it starts; the backend may leave every number as it was)."""
+    """One widget change: `act(page, i, chart)` sets value i % 2 (two different values), watched on the chart
+    `chart` (None: on the script run it starts; the backend may leave every number as it was); the chart's own
+    buttons are those of the chart `chart`."""
 
     name: str
     chart: str | None
@@ -42,19 +43,19 @@ class Widget:
 
 
 WIDGETS = {
-    "layer": Widget("layer", "head", lambda p, i: button(p, "layer", [0, 1][i % 2])),
-    "head": Widget("head", "head", lambda p, i: button(p, "head", [1, 0][i % 2])),
-    "query token": Widget("query token", "headview", lambda p, i: combo(p, "Query token (head view)", [1, 2][i % 2])),
-    "matrix kind": Widget("matrix kind", "mosaic", lambda p, i: combo(p, "Matrix", [1, 0][i % 2])),
-    "backend": Widget("backend", None, lambda p, i: combo(p, "Backend", [1, 0][i % 2])),
-    "preset": Widget("preset", "mosaic", lambda p, i: combo(p, "Preset", [1, 0][i % 2])),
-    "chart head": Widget("chart head", "head", lambda p, i: chart_button(p, "head", "head", [1, 0][i % 2])),
-    "chart layer": Widget("chart layer", "head", lambda p, i: chart_button(p, "head", "layer", [0, 1][i % 2])),
+    "layer": Widget("layer", "head", lambda p, i, _: button(p, "layer", [0, 1][i % 2])),
+    "head": Widget("head", "head", lambda p, i, _: button(p, "head", [1, 0][i % 2])),
+    "query token": Widget("query token", "headview", lambda p, i, _: combo(p, "Query token (head view)", [1, 2][i % 2])),
+    "matrix kind": Widget("matrix kind", "mosaic", lambda p, i, _: combo(p, "Matrix", [1, 0][i % 2])),
+    "backend": Widget("backend", None, lambda p, i, _: combo(p, "Backend", [1, 0][i % 2])),
+    "preset": Widget("preset", "mosaic", lambda p, i, _: combo(p, "Preset", [1, 0][i % 2])),
+    "chart head": Widget("chart head", "head", lambda p, i, key: chart_button(p, key, "head", [1, 0][i % 2])),
+    "chart layer": Widget("chart layer", "head", lambda p, i, key: chart_button(p, key, "layer", [0, 1][i % 2])),
 }
 # page → (url path, the first chart's key, {widget measured there: the chart it changes, None = the script run})
 PAGES = {"heatmaps": ("heatmaps", "mosaic", {w: WIDGETS[w].chart for w in WIDGETS}),
-         "masks": ("masks", "pattern-A", {"layer": "pattern-A", "head": "pattern-A", "backend": None,
-                                          "preset": "pattern-A"}),
+         "masks": ("masks", "panels", {"layer": "panels", "head": "panels", "backend": None, "preset": "panels",
+                                       "chart head": "panels", "chart layer": "panels"}),
          "scores": ("scores", "boxes", {"layer": None, "head": None, "backend": None, "preset": None})}
 CASE_PAGES = {"random-long-decoder T=512": ("heatmaps",)}  # cases measured on fewer pages (the rest: all)
 QUICK = ("heatmaps", ("head",))

@@ -9,6 +9,7 @@ from app.downloads import downloads, matrix_csv
 from app.figures.bars import token_bars
 from app.figures.grids import grid_heatmap
 from app.figures.matrix import matrix_heatmap
+from app.figures.panels import panel_grid, panel_layers, run_panels
 from app.frame import chart, guard, options, page, presenting
 from app.inputs import inputs
 from app.presets import presets
@@ -65,23 +66,15 @@ with page("Masks", "What changes when the same text and weights run under a diff
     if layer > 0:
         st.caption(f"Layer {layer} reads the output of the layers below, which the mask also changed: its inputs "
                    "differ between the two runs. Layer 0 shows the pure effect of the mask on the same scores.")
-    for label, kind, r, m, p in (("A", base, ra, ma, pa), ("B", kind_b, rb, mb, pb)):
+    for label, kind in (("A", base), ("B", kind_b)):
         st.markdown(f"**{label}: {NAMES[kind]}** — {ASSUMES[kind]}")
-        cols = st.columns(3)
-        with cols[0]:
-            chart(matrix_heatmap(np.ones(m.shape, np.float32), qt, kt, mask=m, kind="pattern",
-                                 zrange=(0, 1), title=f"{label}: mask (grey = hidden)",
-                                 present=present, height=440, max_ticks=16, showscale=False, **PANEL),
-                  key=f"mask-{label}", name=f"mask-{label}")
-        with cols[1]:
-            chart(matrix_heatmap(r.masked_scores(head), qt, kt, kind="scores",
-                                 title=f"{label}: scores with −∞ where masked", present=present,
-                                 height=440, max_ticks=16, showscale=False, **PANEL), key=f"scores-{label}", name=f"scores-{label}")
-        with cols[2]:
-            chart(matrix_heatmap(p, qt, kt, mask=m, kind="pattern", title=f"{label}: attention weights",
-                                 present=present, height=440, max_ticks=16, showscale=False, **PANEL),
-                  key=f"pattern-{label}", name=f"pattern-{label}")
-
+    layers = panel_layers(n_layers, n_heads, 4, len(qt), len(kt), layer, PANEL["png_cells"])
+    chart(panel_grid([run_panels("A", cap_a, group), run_panels("B", cap_b, group)], qt, kt, layer, head, n_heads,
+                     layers, present=present, max_ticks=16, **PANEL), key="panels", name=f"masks-L{layer}H{head}")
+    if layers:
+        st.caption(("The layer and head buttons on the chart" if len(layers) > 1 else "The head buttons on the chart")
+                   + " switch all six panels in the browser, instantly; they leave the difference below, the link and "
+                   "the downloads as they are (the Layer and Head choices above set those).")
     st.caption("Scores: red = positive, blue = negative; weights: darker = larger (0 to the largest weight); "
                "grey = masked. Hover any cell for its tokens and value.")
     st.subheader("Difference B − A")

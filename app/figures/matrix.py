@@ -161,6 +161,7 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
     lay = layout(title, present, height or auto_h, xaxis=xaxis, yaxis=yaxis, shapes=shapes, plot_bgcolor=MASKED_BG,
                  meta={"pooled": bool(pooled), "shape": [ny, nx], "kind": kind})
     lay["margin"] |= label_margins(xlab[::step], ylab[::step], font_size(present) - 2, trace.type == "heatmap" and showscale)
+    lay["margin"]["autoexpand"] = False  # the margins hold the labels: nothing pushes them, one draw per change
     return go.Figure([trace], lay)
 
 
@@ -199,5 +200,5 @@ def mark_cells(fig: go.Figure, cells, *, name: str = "reference alignment") -> g
                                  marker={"symbol": "circle-open", "size": 14, "color": "#ff7f0e",
                                          "line": {"width": 2.5}},
                                  hovertemplate="reference: target %{y} ↔ source %{x}<extra></extra>"))
-        fig.update_layout(showlegend=True, legend={"orientation": "h", "y": -0.25})
+        fig.update_layout(showlegend=True, legend={"orientation": "h", "y": -0.25}, margin_autoexpand=True)
     return fig

@@ -98,10 +98,14 @@ def _png_uri(rgba: np.ndarray) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def _buttons(fig, pairs, layer, head, layers, n_heads, name):
-    """The head (and layer) button rows that switch the visible trace of `pairs` in the browser."""
+def _buttons(fig, pairs, layer, head, layers, n_heads, name, owners=None, lift: int = 0):
+    """The head (and layer) button rows that switch the visible traces in the browser: trace i belongs to the
+    heads owners[i] (a set of (layer, head); None: always shown), by default trace i to pairs[i] alone. The rows
+    sit `lift` px higher than the plot area's top (room for panel titles)."""
+    owners = [{p} for p in pairs] if owners is None else owners
+
     def vis(lyr, h):
-        return [p == (lyr, h) for p in pairs]
+        return [o is None or (lyr, h) in o for o in owners]
 
     n_hm = len(layers)  # menus 0..n_hm−1: the heads of each layer; then, if several layers, the layers per head
     head_menu = {lyr: i for i, lyr in enumerate(layers)}
@@ -120,12 +124,12 @@ def _buttons(fig, pairs, layer, head, layers, n_heads, name):
             out[f"updatemenus[{layer_menu[h]}].active"] = layers.index(lyr)
         return out
 
-    menus = [row | {"name": "head", "y": 1.0, "visible": lyr == layer, "active": head,
+    top = (130 if layer_menu else 100) + lift
+    plot_px = max(120, (fig.layout.height or 450) - top - (fig.layout.margin.b or 0))  # the plot area's height
+    menus = [row | {"name": "head", "y": 1 + lift / plot_px, "visible": lyr == layer, "active": head,
                     "buttons": [{"label": f"head {h}", "method": "update", "args": [{"visible": vis(lyr, h)}, show(lyr, h)]}
                                 for h in range(n_heads)]} for lyr in layers]
-    top = 130 if layer_menu else 100
-    plot_px = max(120, (fig.layout.height or 450) - top - (fig.layout.margin.b or 0))  # the plot area's height
-    menus += [row | {"name": "layer", "y": 1 + 34 / plot_px, "visible": h == head, "active": layers.index(layer),
+    menus += [row | {"name": "layer", "y": 1 + (lift + 34) / plot_px, "visible": h == head, "active": layers.index(layer),
                      "buttons": [{"label": f"layer {lyr}", "method": "update",
                                   "args": [{"visible": vis(lyr, h)}, show(lyr, h)]} for lyr in layers]}
               for h in layer_menu]

@@ -43,6 +43,14 @@ def titled(at: AppTest, text: str) -> dict:
     return found[0]
 
 
+def panel(at: AppTest, title: str) -> dict:
+    """The shown trace of the panel titled `title` in the page's panels figure (app.figures.panels)."""
+    found = [t for s in specs(at) if title in (s["layout"].get("meta") or {}).get("panels", [])
+             for t in s["data"] if t.get("name", "").startswith(f"{title} · ") and t.get("visible", True) is True]
+    assert len(found) == 1, [s["layout"].get("meta") for s in specs(at)]
+    return found[0]
+
+
 def z_of(trace: dict) -> np.ndarray:
     """A heatmap's z as a float array (plotly sends numpy arrays base64-encoded as 'bdata')."""
     z = trace["z"]

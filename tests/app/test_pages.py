@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from model.registry import bundled_names
-from tests.app.conftest import ok, open_page, specs, titled, widget, z_of
+from tests.app.conftest import ok, open_page, panel, specs, titled, widget, z_of
 
 DEFAULT = "lecture-decoder" if "lecture-decoder" in bundled_names() else "random-decoder"
 MARKUP = "<b>x</b> & y"  # byte tokens '<', 'b', '>', '&' must stay text
@@ -127,10 +127,10 @@ def test_masks_default_causal_vs_bidirectional():
     at = open_page("masks", model="random-decoder", text="masks!")
     ok(at)
     t = 7
-    a = z_of(titled(at, "A: attention weights")["data"][0])
-    b = z_of(titled(at, "B: attention weights")["data"][0])
+    a = z_of(panel(at, "A: attention weights"))
+    b = z_of(panel(at, "B: attention weights"))
     assert np.isnan(a[np.triu_indices(t, 1)]).all() and not np.isnan(b).any()
-    sa = z_of(titled(at, "A: scores with")["data"][0])
+    sa = z_of(panel(at, "A: scores with −∞ where masked"))
     assert np.isnan(sa[np.triu_indices(t, 1)]).all()  # −∞ shows as masked
     d = z_of(titled(at, "B − A")["data"][0])
     assert np.nanmax(np.abs(d)) > 0
@@ -142,7 +142,7 @@ def test_masks_other_kinds(kind, key, value):
     at = open_page("masks", model="random-decoder", text="masks!", mask_b=kind)
     at.slider(key=key).set_value(value).run()
     ok(at)
-    m = ~np.isnan(z_of(titled(at, "B: mask")["data"][0]))  # visible cells
+    m = ~np.isnan(z_of(panel(at, "B: mask (grey = hidden)")))  # visible cells
     t = 7
     i, j = np.indices((t, t))
     want = {"sliding_window": (j <= i) & (i - j < value), "prefix_lm": (j <= i) | (j < value),

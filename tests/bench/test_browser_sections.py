@@ -69,8 +69,10 @@ def test_ws_class_table_and_floor_line():
     assert row == ("| 30 | 1 | 608.5 | 6029 | 0 | 0 | 0.059 | 0.240 | — | — | — | 1.250 | — | 75.5 → 442.7 | 0.68 | "
                    "2.82 → 0.79 |")
     assert "- 30 sessions, 1 replicas: Ada text: an error" in lines
-    floor = browser_markdown(SECTION | {Browser.FLOOR: {Browser.WARM: 2.7123, Browser.WARM_TIMES: [3.0, 2.7]}})
+    floor = browser_markdown(SECTION | {Browser.FLOOR: {Browser.WARM: 2.7123, Browser.WARM_TIMES: [3.0, 2.7]},
+                                        Browser.FLOOR_PLAIN: {Browser.WARM: 1.6712, Browser.WARM_TIMES: [1.9, 1.7]}})
     assert any("paints its first chart in 2.712 s" in x for x in floor)
+    assert any("one line of text instead of the chart shows it in 1.671 s" in x for x in floor)
 
 
 def test_view_targets_judge_the_browser_and_class_sections():
@@ -82,7 +84,8 @@ def test_view_targets_judge_the_browser_and_class_sections():
     long = {Browser.PAGE: "heatmaps", Browser.CASE: "random-long-decoder T=512", Browser.WARM: 0.8,
             Browser.WIDGETS: {"head": {Browser.MEDIAN: 1.4}, "chart head": {Browser.MEDIAN: 0.14},
                               "chart layer": {Browser.MEDIAN: 0.13}}}
-    out = {Top.BROWSER: SECTION | {Browser.ROWS: [ROW, masks, long], Browser.FLOOR: {Browser.WARM: 2.7}},
+    out = {Top.BROWSER: SECTION | {Browser.ROWS: [ROW, masks, long], Browser.FLOOR: {Browser.WARM: 2.7},
+                                   Browser.FLOOR_PLAIN: {Browser.WARM: 1.65}},
            Top.CLASS_WS: [WS_RUN | {ClassLoad.N_REPLICAS: 2, ClassLoad.BY_STEP: {"head": {"p95_s": 0.1}}}, WS_RUN]}
     got = {t["name"]: (t["measured"], t["passed"], t["note"]) for t in view_targets(out)}
     # heatmaps switches with its chart buttons (0.08 s); masks has only the widgets (1.9 s)
@@ -90,7 +93,8 @@ def test_view_targets_judge_the_browser_and_class_sections():
     assert got["head or layer switch in chromium at T = 512"] == (0.14, True, "slowest: heatmaps (chart buttons)")
     assert got["any other widget in chromium"][:2] == (0.9, True)  # the failed query token has no median
     assert got["warm first chart in chromium"] == (5.2, False, "slowest: masks (lecture-decoder); floor (one Plotly "
-                                                               "chart alone) 2.70 s")
+                                                               "chart alone) 2.70 s; Streamlit's floor (one "
+                                                               "line of text) 1.65 s")
     # the one-server run is judged, not the easier two-replica one
     assert got["head switch p95 under 30 sessions"][:2] == (1.25, False)
     assert got["any step p95 under 30 sessions"][:2] == (0.24, True)

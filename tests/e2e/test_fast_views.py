@@ -68,3 +68,37 @@ def test_a_quick_class_sees_only_its_own_tokens(browser):
     assert out["errors"] == 0 and out["mixed"] == 0, out["notes"]
     assert out["steps"] >= 10 and out["p95_s"] is not None
     assert len(out["rss_mb"]) >= 3  # the server's memory was sampled
+
+
+PANELS_JS = """() => { const el = document.querySelector('.st-key-fig-panels .js-plotly-plot');
+  return {title: el.layout.title.text, shown: el.data.filter(t => t.visible === true).map(t => [t.name,
+    t.z.bdata ? {spec: t.z} : {rows: Array.from(t.z, r => Array.from(r, v => v === null ? NaN : v))}])}; }"""
+
+
+def test_masks_panels_switch_together_in_the_browser_with_the_captured_numbers(st_app, page):
+    page.goto(f"{st_app['url']}/masks?model=random-decoder&text={TEXT.replace(' ', '%20')}&layer=0&head=0")
+    wait_chart(page, "panels")
+    lm = load("random-decoder")
+    inp = lm.encode(TEXT)
+    runs = {"A": lm.capture(inp), "B": lm.capture(inp, mask=("bidirectional",))}  # the decoder's default B
+    page.evaluate(WATCH_RUN_JS)
+    for menu, value, (lyr, h) in (("head", 2, (0, 2)), ("layer", 1, (1, 2)), ("head", 0, (1, 0))):
+        chart_button(page, "panels", menu, value)
+        frames(page)
+        got = page.evaluate(PANELS_JS)
+        assert re.sub(r"</?b>", "", got["title"]) == f"layer {lyr}, head {h}"
+        shown = {name.split(" · ")[0]: z_of({"z": z["spec"]}) if "spec" in z else
+                 np.array([[np.nan if v is None else v for v in r] for r in z["rows"]], dtype=np.float64)
+                 for name, z in got["shown"]}
+        assert len(shown) == len(got["shown"]) == 6  # one trace per panel
+        for label, run in runs.items():
+            rec = run.records[run.sites("self")[lyr]]
+            m = rec.mask_for()
+            assert np.allclose(shown[f"{label}: attention weights"], np.where(m, rec.pattern(h), np.nan),
+                               atol=1e-6, equal_nan=True)
+            assert np.allclose(shown[f"{label}: scores with −∞ where masked"],
+                               np.where(m, rec.scores(h), np.nan), atol=1e-5, equal_nan=True)
+            assert (~np.isnan(shown[f"{label}: mask (grey = hidden)"]) == m).all()
+    assert page.evaluate("() => window.__ran") is False  # no server round trip
+    assert "head=0" in page.url and "layer=0" in page.url
+    assert page.locator(EXC).count() == 0 and page.errors == []
