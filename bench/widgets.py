@@ -56,7 +56,8 @@ WIDGETS = {
 PAGES = {"heatmaps": ("heatmaps", "mosaic", {w: WIDGETS[w].chart for w in WIDGETS}),
          "masks": ("masks", "panels", {"layer": "panels", "head": "panels", "backend": None, "preset": "panels",
                                        "chart head": "panels", "chart layer": "panels"}),
-         "scores": ("scores", "boxes", {"layer": None, "head": None, "backend": None, "preset": None})}
+         "scores": ("scores", "boxes", {"layer": None, "head": None, "backend": None, "preset": None,
+                                        "chart head": "cf", "chart layer": "cf"})}
 CASE_PAGES = {"random-long-decoder T=512": ("heatmaps",)}  # cases measured on fewer pages (the rest: all)
 QUICK = ("heatmaps", ("head",))
 

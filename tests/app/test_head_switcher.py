@@ -116,3 +116,24 @@ def test_the_layer_row_sits_a_button_row_above_the_head_row(t):
     assert len(heads) == 2 and len(layers) == 3 and {m.y for m in heads} == {1.0}
     plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
     assert fig.layout.margin.t == 130 and all(abs((m.y - 1) * plot_px - 34) < 1e-6 for m in layers)
+
+
+def test_scores_page_switches_the_counterfactual_of_every_head_at_its_scale_and_temperature():
+    from analysis.scores import counterfactual_softmax
+
+    at = open_page("scores", model="random-decoder", text=TEXT, layer=1, head=2, tau=0.5, sqrt_dk=0)
+    ok(at)
+    fig = titled(at, "layer 1, head 2: softmax(QKᵀ / τ=0.5)")
+    assert any("switch it in the browser" in c.value for c in at.caption)
+    lm = load("random-decoder")
+    run = lm.capture(lm.encode(TEXT))
+    heads = [tuple(p) for p in fig["layout"]["meta"]["heads"]]
+    assert heads[0] == (1, 2) and len(heads) == len(run.sites("self")) * run.n_heads
+    for trace, (lyr, h) in zip(fig["data"], heads):
+        rec = run.records[run.sites("self")[lyr]]
+        want = counterfactual_softmax(rec.raw_qk(h), rec.scale, tau=0.5, mask=rec.mask_for()).unscaled  # no √d_k
+        assert np.allclose(z_of(trace), np.where(rec.mask_for(), want, np.nan), atol=1e-6, equal_nan=True)
+        assert (trace["zmin"], trace["zmax"]) == (0, 1)
+    titles = {b["args"][1]["title.text"] for m in fig["layout"]["updatemenus"] for b in m["buttons"]}
+    assert "<b>layer 0, head 3: softmax(QKᵀ / τ=0.5)</b>" in titles
+    assert at.query_params["layer"] == "1" and at.query_params["head"] == "2"
