@@ -3,10 +3,9 @@ a byte budget) as hidden traces, with Plotly buttons for head and layer — no s
 
 from __future__ import annotations
 
-import numpy as np
 import plotly.graph_objects as go
 
-from app.figures.matrix import MAX_SIDE, PNG_CELLS, colour_png, masked, matrix_heatmap, png_scale, zlimits
+from app.figures.matrix import MAX_SIDE, PNG_CELLS, masked, matrix_heatmap, png_of, png_scale, zlimits
 from app.figures.style import DIVERGING, THEME_SCALE
 
 SWITCH_BYTES = 600_000  # float32 bytes of heads one head matrix may carry for switching in the browser
@@ -69,7 +68,7 @@ def _png_switcher(fig, stack, layer, head, layers, mask, kind, name, zrange, bud
         for h in range(n_heads):
             if (lyr, h) not in pngs:
                 z = masked(stack[lyr, h], mask)  # [q, k]
-                new[(lyr, h)] = _png_uri(colour_png(z, scale, *(zrange or zlimits(z, kind))))
+                new[(lyr, h)] = png_of(z, scale, *(zrange or zlimits(z, kind)))
         size = sum(len(v) for v in new.values())
         if used + size > budget:
             break
@@ -84,18 +83,6 @@ def _png_switcher(fig, stack, layer, head, layers, mask, kind, name, zrange, bud
     fig.add_traces([base.update(visible=True, name=f"L{layer}H{head}")] + [
         spec | {"source": pngs[p], "visible": False, "name": f"L{p[0]}H{p[1]}"} for p in pairs[1:]])
     return _buttons(fig, pairs, layer, head, kept, n_heads, name)
-
-
-def _png_uri(rgba: np.ndarray) -> str:
-    """An RGBA uint8 image [h, w, 4] as a PNG data URI (what px.imshow(binary_string=True) sends)."""
-    import base64
-    import io
-
-    from PIL import Image
-
-    buf = io.BytesIO()
-    Image.fromarray(rgba, "RGBA").save(buf, format="png", compress_level=4)
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
 def _buttons(fig, pairs, layer, head, layers, n_heads, name, owners=None, lift: int = 0):

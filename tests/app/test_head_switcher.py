@@ -137,3 +137,27 @@ def test_scores_page_switches_the_counterfactual_of_every_head_at_its_scale_and_
     titles = {b["args"][1]["title.text"] for m in fig["layout"]["updatemenus"] for b in m["buttons"]}
     assert "<b>layer 0, head 3: softmax(QKᵀ / τ=0.5)</b>" in titles
     assert at.query_params["layer"] == "1" and at.query_params["head"] == "2"
+
+
+def test_pngs_are_encoded_once_per_matrix_and_colour_range():
+    from app.figures import matrix
+    from app.figures.matrix import PNG_CACHE, colour_png, png_of
+
+    z = np.random.default_rng(3).random((300, 300)).astype(np.float32)  # [q, k]
+    z[0, 1] = np.nan
+    uri = png_of(z, "Blues", 0.0, 1.0)
+    assert png_of(z.copy(), "Blues", 0.0, 1.0) is uri  # the same numbers: the stored image
+    assert png_of(z, "Blues", 0.0, 0.5) != uri and png_of(z, "Viridis", 0.0, 1.0) != uri
+    z2 = z.copy()
+    z2[5, 5] += 0.25
+    assert png_of(z2, "Blues", 0.0, 1.0) != uri  # one cell differs: a new image
+    import base64
+    import io
+
+    from PIL import Image
+
+    img = np.asarray(Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))))  # [q, k, 4]
+    assert (img == colour_png(z, "Blues", 0.0, 1.0)).all()
+    for i in range(PNG_CACHE + 5):
+        png_of(np.full((2, 2), i, np.float32), "Blues", 0.0, 1.0)
+    assert len(matrix._PNGS) == PNG_CACHE
