@@ -101,6 +101,14 @@ def page(title: str, question: str, *, icon: str = "") -> Iterator[None]:
         end_run()
 
 
+def switch_caption(layers, what: str, leaves: str) -> None:
+    """The caption under a chart whose own buttons switch heads (and layers) in the browser; none without them."""
+    if layers:
+        buttons = "The layer and head buttons" if len(layers) > 1 else "The head buttons"
+        st.caption(f"{buttons} on the chart switch {what} in the browser, instantly; they are not kept in the link "
+                   f"and leave {leaves} as they are (the Layer and Head choices above set those, and the link).")
+
+
 def title_icon(title: str, icon: str = "") -> str:
     """The icon shown before a page title: a `:material/…:` name, never an emoji (an emoji is replaced by
     the navigation's icon for the page with that title). No icon asked for, none shown."""

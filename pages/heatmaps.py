@@ -13,7 +13,7 @@ from app.figures.matrix import MAX_SIDE, matrix_heatmap
 from app.figures.mosaic import mosaic
 from app.figures.style import md
 from app.figures.switcher import head_switcher, switch_layers
-from app.frame import chart, guard, options, page, presenting
+from app.frame import chart, guard, options, page, presenting, switch_caption
 from app.inputs import inputs
 from app.presets import default_query, source_index
 from app.url_state import group_select, index, range_slider, select, sync_url, toggle, token_select
@@ -53,11 +53,7 @@ def close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present):
                 fig1 = matrix_heatmap(m, qt, kt, mask=vmask, kind=vkind, title=name, present=present,
                                       pool=pool, mark=(query, src), index_ticks=present)
             chart(fig1, key="head", name=f"head-{layer}-{head}")
-            if layers:
-                st.caption(("The layer and head buttons on the chart" if len(layers) > 1 else
-                            "The head buttons on the chart") + " switch it in the browser, instantly; they are not "
-                           "kept in the URL and leave the head view and the neuron view as they are (the Layer and "
-                           "Head choices above set those, and the link).")
+            switch_caption(layers, "it", "the head view and the neuron view")
             if big:
                 st.info(f"This {m.shape[0]}×{m.shape[1]} matrix is pooled ({pool}) to at most {MAX_SIDE} cells "
                         "per side; the zoom window below shows any region at full resolution.")

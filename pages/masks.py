@@ -10,7 +10,7 @@ from app.figures.bars import token_bars
 from app.figures.grids import grid_heatmap
 from app.figures.matrix import matrix_heatmap
 from app.figures.panels import panel_grid, panel_layers, run_panels
-from app.frame import chart, guard, options, page, presenting
+from app.frame import chart, guard, options, page, presenting, switch_caption
 from app.inputs import inputs
 from app.presets import presets
 from app.url_state import index, select, slider
@@ -68,13 +68,11 @@ with page("Masks", "What changes when the same text and weights run under a diff
                    "differ between the two runs. Layer 0 shows the pure effect of the mask on the same scores.")
     for label, kind in (("A", base), ("B", kind_b)):
         st.markdown(f"**{label}: {NAMES[kind]}** — {ASSUMES[kind]}")
-    layers = panel_layers(n_layers, n_heads, 4, len(qt), len(kt), layer, PANEL["png_cells"])
-    chart(panel_grid([run_panels("A", cap_a, group), run_panels("B", cap_b, group)], qt, kt, layer, head, n_heads,
-                     layers, present=present, max_ticks=16, **PANEL), key="panels", name=f"masks-L{layer}H{head}")
-    if layers:
-        st.caption(("The layer and head buttons on the chart" if len(layers) > 1 else "The head buttons on the chart")
-                   + " switch all six panels in the browser, instantly; they leave the difference below, the link and "
-                   "the downloads as they are (the Layer and Head choices above set those).")
+    rows = [run_panels("A", cap_a, group), run_panels("B", cap_b, group)]
+    layers = panel_layers(rows, n_layers, n_heads, len(qt), len(kt), layer, PANEL["png_cells"])
+    chart(panel_grid(rows, qt, kt, layer, head, n_heads, layers, present=present, max_ticks=16, **PANEL),
+          key="panels", name=f"masks-L{layer}H{head}")
+    switch_caption(layers, "all six panels", "the difference below and the downloads")
     st.caption("Scores: red = positive, blue = negative; weights: darker = larger (0 to the largest weight); "
                "grey = masked. Hover any cell for its tokens and value.")
     st.subheader("Difference B − A")

@@ -10,7 +10,7 @@ from app.figures.bars import score_boxes
 from app.figures.lines import lines
 from app.figures.matrix import matrix_heatmap
 from app.figures.switcher import head_switcher, switch_layers
-from app.frame import chart, options, page, presenting
+from app.frame import chart, options, page, presenting, switch_caption
 from app.inputs import inputs
 from app.url_state import group_select, index, slider, toggle
 
@@ -68,18 +68,14 @@ with page("Score scales", "Why divide by √d_k? What happens to the softmax whe
         if layers:  # every head of these layers under the same √d_k and τ: the chart's buttons switch them
             stack = np.full((len(sites), cap.n_heads) + shown.shape, np.nan, np.float32)  # [L, H, q, k]
             for lyr in layers:
-                r = cap.records[sites[lyr]]
-                c = counterfactual_softmax(r.raw_qk(), r.scale, tau=tau, mask=r.mask_for(), bias=r.bias)  # [H, q, k]
-                stack[lyr] = np.where(r.mask_for(), c.scaled if use_scale else c.unscaled, np.nan)
+                r, m = cap.records[sites[lyr]], cap.records[sites[lyr]].mask_for()
+                c = counterfactual_softmax(r.raw_qk(), r.scale, tau=tau, mask=m, bias=r.bias)  # [H, q, k]
+                stack[lyr] = np.where(m, c.scaled if use_scale else c.unscaled, np.nan)
             fig = head_switcher(stack, qt, kt, layer, head, layers, zrange=(0, 1), present=present, name=name)
         else:
             fig = matrix_heatmap(shown, qt, kt, mask=mask, zrange=(0, 1), present=present, title=name(layer, head))
         chart(fig, key="cf", name="counterfactual")
-        if layers:
-            st.caption(("The layer and head buttons on the chart" if len(layers) > 1 else "The head buttons on the "
-                        "chart") + " switch it in the browser, instantly; they leave the entropy curve, the row "
-                       "counts, the box plot and the table as they are (the Layer and Head choices above set those, "
-                       "and the link).")
+        switch_caption(layers, "it", "the entropy curve, the row counts, the box plot and the table")
     with right:
         sweep = {"with 1/√d_k": [], "without": []}
         for t in TAUS:

@@ -44,13 +44,14 @@ def run_panels(label: str, cap, group: str) -> list[Panel]:
             Panel(f"{label}: attention weights", lambda lyr, h: (rec(lyr).pattern(h), rec(lyr).mask_for()))]
 
 
-def panel_layers(n_layers: int, n_heads: int, n_per_head: int, nq: int, nk: int, layer: int,
+def panel_layers(rows: list[list[Panel]], n_layers: int, n_heads: int, nq: int, nk: int, layer: int,
                  png_cells: int, budget: int = SWITCH_BYTES):
-    """The layers whose heads the panels carry (switch_layers for n_per_head panels per head), or None: the
+    """The layers whose heads the panels of `rows` carry (switch_layers for their per-head panels), or None: the
     server switches (the panels are PNGs or pooled, or one layer's heads do not fit `budget`)."""
     if nq * nk > png_cells:
         return None
-    return switch_layers(n_layers, n_heads * max(1, n_per_head), nq, nk, layer, budget)
+    per_head = sum(p.per_head for r in rows for p in r)
+    return switch_layers(n_layers, n_heads * max(1, per_head), nq, nk, layer, budget)
 
 
 def panel_grid(rows: list[list[Panel]], q_tokens, k_tokens, layer: int, head: int, n_heads: int, layers,

@@ -35,17 +35,19 @@ def shown_by(fig, vis) -> dict[str, object]:
     return out
 
 
-def test_which_layers_the_panels_carry():
-    assert panel_layers(4, 4, 4, 20, 20, 1, 128 * 128) == [0, 1, 2, 3]  # 64 panels × 20² × 4 B = 102 kB
-    assert panel_layers(4, 4, 4, 64, 64, 1, 128 * 128) == [1]  # 1 MB for all layers, 262 kB for one
-    assert panel_layers(12, 12, 4, 100, 100, 5, 128 * 128) is None  # one layer: 1.9 MB
-    assert panel_layers(2, 2, 4, 129, 129, 0, 128 * 128) is None  # PNG panels: the server switches
+def test_which_layers_the_panels_carry(rows):
+    rows, _ = rows  # 4 panels per head (scores and weights, A and B); the masks are per layer
+    assert panel_layers(rows, 4, 4, 20, 20, 1, 128 * 128) == [0, 1, 2, 3]  # 64 panels × 20² × 4 B = 102 kB
+    assert panel_layers(rows, 4, 4, 64, 64, 1, 128 * 128) == [1]  # 1 MB for all layers, 262 kB for one
+    assert panel_layers(rows, 12, 12, 100, 100, 5, 128 * 128) is None  # one layer: 1.9 MB
+    assert panel_layers(rows, 2, 2, 129, 129, 0, 128 * 128) is None  # PNG panels: the server switches
+    assert panel_layers(rows[:1], 4, 4, 64, 64, 1, 128 * 128) == [0, 1, 2, 3]  # one row: 2 per head, 524 kB
 
 
 def test_every_button_shows_each_panels_server_figure_of_its_head(rows):
     rows, cap = rows
     L, H = len(cap.sites("self")), cap.n_heads
-    layers = panel_layers(L, H, 4, *cap.records[cap.sites("self")[0]].mask_for().shape, 1, 128 * 128)
+    layers = panel_layers(rows, L, H, *cap.records[cap.sites("self")[0]].mask_for().shape, 1, 128 * 128)
     assert layers == list(range(L))
     fig = panel_grid(rows, *cap.group_tokens("self"), 1, 0, H, layers, **PANEL)
     panels = [p for r in rows for p in r]
