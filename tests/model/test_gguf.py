@@ -1,0 +1,114 @@
+"""Tiny GGUF files (llama and qwen2, GQA, nine tensor types) → our model, equal to transformers holding the
+dequantised weights; the converted folder is cached and reused; dequantisation checked against the formulas."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from gguf.constants import GGMLQuantizationType as Q  # noqa: E402
+
+import model as al  # noqa: E402
+from model.gguf import cache, read_gguf  # noqa: E402
+from model.gguf.dequant import dequantize, permute, unpermute  # noqa: E402
+from model.hf.compare import TOL_ATTENTION, TOL_LOGITS, compare_models  # noqa: E402
+from tests import gguf_fixtures as G  # noqa: E402
+
+TEXT = "the cat sat on the mat because the mat was warm"
+SHAPES = {
+    # name: (family, tensor types by role, config)
+    "llama-gqa2-q4_0-q8_0": ("llama", {"embed": Q.Q8_0, "attn": Q.Q4_0, "mlp": Q.Q4_1, "head": Q.F16},
+                             dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                                  num_key_value_heads=2, max_position_embeddings=64, tie_word_embeddings=False)),
+    "llama-mqa-tied-bf16": ("llama", {"embed": Q.BF16, "attn": Q.F16, "mlp": Q.Q8_0},
+                            dict(hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=4,
+                                 num_key_value_heads=1, max_position_embeddings=64, tie_word_embeddings=True)),
+    "qwen2-gqa2-kquants": ("qwen2", {"embed": Q.Q6_K, "attn": Q.Q4_K, "mlp": Q.Q5_K, "head": Q.Q6_K},
+                           dict(hidden_size=256, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+                                num_key_value_heads=2, max_position_embeddings=64, tie_word_embeddings=False,
+                                rms_norm_eps=1e-5)),
+}
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_GGUF_CACHE", str(tmp_path_factory.getbasetemp() / "gguf-cache"))
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("gguf")
+    return {n: G.write_gguf(root / f"{n}.gguf", fam, types, **cfg) for n, (fam, types, cfg) in SHAPES.items()}
+
+
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_equal_to_dequantised_reference(files, name):
+    path, hf, tok = files[name]
+    family, types, conf = SHAPES[name]
+    lm = al.load(str(path))
+    assert lm.family == family and lm.cfg.kv_heads == conf["num_key_value_heads"]
+    assert lm.cfg.n_layers == conf["num_hidden_layers"] and lm.cfg.tie_embeddings == conf["tie_word_embeddings"]
+    stored = {t.qtype for t in read_gguf(path).tensors.values()}
+    assert stored == {Q.F32, *types.values()}
+    inputs = lm.encode(TEXT)
+    assert inputs.ids[0].tolist() == tok.encode(TEXT).ids  # the tokenizer rebuilt from the metadata
+    for backend in ("eager", "sdpa"):
+        report = compare_models(lm, hf, inputs, backend=backend, greedy_tokens=8)
+        assert report["max_abs_logits"] <= TOL_LOGITS, report
+        assert report["max_abs_attention"] <= TOL_ATTENTION, report
+        assert report["greedy_equal"] is True
+    run = lm.run(TEXT)
+    rec = run["blocks.0.attn"]
+    assert rec.pattern().shape == (conf["num_attention_heads"], len(inputs.ids[0]), len(inputs.ids[0]))
+    np.testing.assert_allclose(rec.pattern().sum(-1), 1.0, atol=1e-5)
+
+
+def test_unpermuted_rows_matter(files):
+    """Loading the llama file without undoing llama.cpp's permutation would change the logits (the test can fail)."""
+    path, hf, _ = files["llama-gqa2-q4_0-q8_0"]
+    g = read_gguf(path)
+    q = dequantize(g, g.tensors["blk.0.attn_q.weight"])  # as stored: permuted
+    ref = hf.model.layers[0].self_attn.q_proj.weight.detach().numpy()
+    np.testing.assert_array_equal(unpermute(q, 4), ref)
+    assert not np.array_equal(q, ref)
+    np.testing.assert_array_equal(permute(unpermute(q, 4), 4), q)
+
+
+def test_converted_once_then_cached(files, tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_GGUF_CACHE", str(tmp_path / "c"))
+    path, _, _ = files["llama-mqa-tied-bf16"]
+    first = al.load(str(path))
+    folders = [p for p in (tmp_path / "c").iterdir()]
+    assert len(folders) == 1 and not folders[0].name.startswith(".")  # no temporary folder left behind
+    folder, digest = cache.cached_folder(path)
+    assert folders[0] == folder and first.card["gguf_sha256"] == digest
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "gguf.json", "model.safetensors",
+                                                         "tokenizer.json", "tokenizer_config.json"]
+    assert first.card["gguf_tensor_types"] == {"F32": 7, "BF16": 1, "F16": 12, "Q8_0": 9}
+    monkeypatch.setattr(cache, "convert", lambda *a, **k: pytest.fail("converted twice"))
+    second = al.load(str(path))
+    inputs = first.encode(TEXT)
+    assert torch.equal(first.forward(inputs).logits, second.forward(inputs).logits)
+    assert second.card["folder"] == str(folder)
+
+
+def test_q8_0_q4_0_q4_1_formulas():
+    """Two types against their definitions (ggml-quants.c), not against gguf.quants itself."""
+    rng = np.random.default_rng(1)
+    w = rng.normal(size=(3, 64)).astype(np.float32)
+    for qtype in (Q.Q8_0, Q.Q4_0, Q.Q4_1):
+        raw, deq = G.encode(w, qtype, rng)
+        blocks = raw.reshape(-1, G.GGML_QUANT_SIZES[qtype][1])  # [blocks, bytes]
+        d = blocks[:, :2].copy().view(np.float16).astype(np.float32)  # [blocks, 1]
+        if qtype == Q.Q8_0:
+            want = d * blocks[:, 2:].view(np.int8).astype(np.float32)
+        else:
+            qs = blocks[:, 4 if qtype == Q.Q4_1 else 2:]
+            nib = np.concatenate([qs & 15, qs >> 4], axis=1).astype(np.float32)  # [blocks, 32]: low nibbles first
+            want = d * (nib - 8) if qtype == Q.Q4_0 else d * nib + blocks[:, 2:4].copy().view(np.float16)
+        np.testing.assert_allclose(deq.reshape(-1, 32), want, rtol=0, atol=1e-6)
+        assert np.abs(deq - w).max() < (0.02 if qtype == Q.Q8_0 else 0.35)  # close to what was quantised
