@@ -165,7 +165,7 @@ def _parse(path: Path, size: int, buf: memoryview) -> GGUFFile:
         n_tensors, n_kv = c.unpack("<Q", "tensor count"), c.unpack("<Q", "metadata count")
         for what, n, least in (("metadata entries", n_kv, 13), ("tensors", n_tensors, 24)):
             if n > MAX_COUNT or n * least > size:
-                raise GGUFError(f"{path.name} claims {n} {what}, more than the file can hold")
+                raise GGUFError(f"{path.name} claims {n} {what}, more than the file can hold (truncated or corrupt)")
         meta = {}
         for _ in range(n_kv):
             key = c.string("metadata key", limit=65536)
