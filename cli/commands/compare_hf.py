@@ -7,7 +7,8 @@ from cli.commands.common import print_json
 
 def add_parser(sub) -> None:
     p = sub.add_parser("compare-hf", help="compare a Hugging Face checkpoint in our model against transformers")
-    p.add_argument("--model", required=True, help="minilm, a Hugging Face folder, or a hub id (online only)")
+    p.add_argument("--model", required=True, help="minilm, a Hugging Face folder, a hub id (online only), or smollm2 "
+                   "or a .gguf file (compared with transformers' own GGUF loader)")
     p.add_argument("--text", default=None, help="input text (default: a short sentence)")
     p.add_argument("--pair", default=None, help="second sentence of a BERT pair (token types 1)")
     p.add_argument("--backend", choices=("eager", "sdpa", "flash"), default="eager",
@@ -17,9 +18,13 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from model.gguf.compare import compare_gguf, is_gguf
     from model.hf.compare import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS, compare_hf, within_tolerance
 
-    report = compare_hf(args.model, args.text, pair=args.pair, backend=args.backend)
+    if is_gguf(args.model):
+        report = compare_gguf(args.model, args.text, backend=args.backend)
+    else:
+        report = compare_hf(args.model, args.text, pair=args.pair, backend=args.backend)
     ok = within_tolerance(report)
     if args.json:
         print_json(report)

@@ -64,7 +64,7 @@ def load_gguf(path: str | Path, name: str | None = None, source: str | None = No
         lm = load_hf_folder(folder, name=name, source=source)
     else:
         lm = convert(path, folder, digest, name, source)
-    lm.card.update(_card(folder))
+    lm.card.update(_card(folder), gguf_path=str(path))
     return lm
 
 

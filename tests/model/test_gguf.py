@@ -112,3 +112,14 @@ def test_q8_0_q4_0_q4_1_formulas():
             want = d * (nib - 8) if qtype == Q.Q4_0 else d * nib + blocks[:, 2:4].copy().view(np.float16)
         np.testing.assert_allclose(deq.reshape(-1, 32), want, rtol=0, atol=1e-6)
         assert np.abs(deq - w).max() < (0.02 if qtype == Q.Q8_0 else 0.35)  # close to what was quantised
+
+
+@pytest.mark.parametrize("name", ["llama-gqa2-q4_0-q8_0", "qwen2-gqa2-kquants"])
+def test_equal_to_transformers_gguf_loader(files, name):
+    """transformers reads the same file with its own GGUF loader (its own dequantisation and q/k un-permutation)."""
+    from model.gguf.compare import load_transformers_gguf
+
+    lm = al.load(str(files[name][0]))
+    report = compare_models(lm, load_transformers_gguf(lm), lm.encode(TEXT), backend="sdpa", greedy_tokens=8)
+    assert report["max_abs_logits"] <= TOL_LOGITS and report["max_abs_attention"] <= TOL_ATTENTION, report
+    assert report["greedy_equal"] is True

@@ -1,0 +1,51 @@
+"""A GGUF model in ours against transformers' own GGUF loader (`from_pretrained(dir, gguf_file=...)`), which
+dequantises the file itself: the same numbers model/hf/compare.py reports for a Hugging Face folder."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import torch
+
+from model.gguf.convert import CLASSES
+from model.gguf.smollm2 import NAME as SMOLLM2
+from model.inputs import InputError
+
+
+def is_gguf(name_or_path: str) -> bool:
+    return name_or_path == SMOLLM2 or Path(name_or_path).suffix.lower() == ".gguf"
+
+
+def load_transformers_gguf(lm):
+    """The same GGUF file through transformers (eager attention, float32, local files only)."""
+    path = lm.card.get("gguf_path")
+    if path is None or lm.family not in CLASSES:
+        raise InputError(f"{lm.name} was not loaded from a GGUF file; nothing to compare with")
+    import transformers
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    path = Path(path)
+    cls = getattr(transformers, CLASSES[lm.family])
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # its dequantisation progress bar
+            model = cls.from_pretrained(str(path.parent), gguf_file=path.name, attn_implementation="eager",
+                                        dtype=torch.float32, local_files_only=True)
+    except ImportError as e:  # transformers' GGUF loader needs the `gguf` (and on some versions `accelerate`) package
+        raise InputError(f"transformers cannot read GGUF files here: {e}") from None
+    return model.eval()
+
+
+def compare_gguf(name_or_path: str, text: str | None = None, *, backend: str = "eager",
+                 greedy_tokens: int | None = None) -> dict:
+    """compare_models (model/hf/compare.py) of our load of a GGUF file against transformers' load of it."""
+    from model.hf.compare import DEFAULT_TEXT, GREEDY_TOKENS, compare_models
+    from model.registry import load
+
+    lm = load(name_or_path)
+    hf = load_transformers_gguf(lm)
+    inputs = lm.encode(text if text is not None else DEFAULT_TEXT)
+    return compare_models(lm, hf, inputs, backend=backend, greedy_tokens=greedy_tokens or GREEDY_TOKENS)
