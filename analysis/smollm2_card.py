@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 
 from analysis.smollm2_lecture import HEADS_TEXT, SINK_TEXT, Measured, head_types, measure_spec, specs
+from model.gguf.compare import compare_gguf
+from model.registry import load
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESETS = ROOT / "sample_texts" / "smollm2.json"
@@ -103,15 +105,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--compare", action="store_true", help="also run the parity check and put it in the card")
     args = ap.parse_args(argv)
-    from model.registry import load
-
     lm = load("smollm2")
     measured = [measure_spec(lm, s) for s in specs(lm.tokenizer)]
     types = head_types(lm)
     compare = None
     if args.compare:
-        from model.gguf.compare import compare_gguf
-
         compare = compare_gguf("smollm2")
     about = ("Lecture presets for smollm2 (SmolLM2-135M-Instruct), written by `python -m analysis.smollm2_card` "
              "from numbers measured on the model. Token indices count from 0 (SmolLM2 adds no BOS).")

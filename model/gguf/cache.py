@@ -22,6 +22,7 @@ from model.gguf.convert import hf_config, hf_tensors, model_type
 from model.gguf.dequant import check_types
 from model.gguf.reader import GGUFError, GGUFFile, read_gguf
 from model.gguf.tokenizer import build_tokenizer
+from model.hf.load import load_hf_folder
 from model.loaded import LoadedModel
 
 FORMAT = 1  # bump when the converted folder's layout or contents change
@@ -53,8 +54,6 @@ def cached_folder(path: str | Path) -> tuple[Path, str]:
 
 def load_gguf(path: str | Path, name: str | None = None, source: str | None = None) -> LoadedModel:
     """A GGUF file → LoadedModel, converting it into the cache on first use."""
-    from model.hf.load import load_hf_folder
-
     path = Path(path).expanduser()
     if not path.is_file():
         raise GGUFError(f"{path} does not exist or is not a file; give a .gguf file")
@@ -70,8 +69,6 @@ def load_gguf(path: str | Path, name: str | None = None, source: str | None = No
 
 def convert(path: Path, folder: Path, digest: str, name: str, source: str) -> LoadedModel:
     """Dequantise `path` into `folder` (temp folder, checked by loading it, then renamed into place)."""
-    from model.hf.load import load_hf_folder
-
     g = read_gguf(path)
     model_type(g)
     check_types(g)

@@ -11,7 +11,9 @@ import torch
 
 from model.gguf.convert import CLASSES
 from model.gguf.smollm2 import NAME as SMOLLM2
+from model.hf.compare import DEFAULT_TEXT, GREEDY_TOKENS, compare_models
 from model.inputs import InputError
+from model.registry import load
 
 
 def is_gguf(name_or_path: str) -> bool:
@@ -42,9 +44,6 @@ def load_transformers_gguf(lm):
 def compare_gguf(name_or_path: str, text: str | None = None, *, backend: str = "eager",
                  greedy_tokens: int | None = None) -> dict:
     """compare_models (model/hf/compare.py) of our load of a GGUF file against transformers' load of it."""
-    from model.hf.compare import DEFAULT_TEXT, GREEDY_TOKENS, compare_models
-    from model.registry import load
-
     lm = load(name_or_path)
     hf = load_transformers_gguf(lm)
     inputs = lm.encode(text if text is not None else DEFAULT_TEXT)
