@@ -9,7 +9,7 @@ import torch.nn as nn
 
 from model.attention import Attention, AttnCtx
 from model.cache import KVCache
-from model.config import ModelConfig
+from model.config import BACKENDS, ModelConfig
 from model.hooks import HOOK_POINTS
 from model.inputs import Inputs
 from model.layers import Block
@@ -130,8 +130,8 @@ def hook_names(root: nn.Module) -> list[str]:
 
 
 def _backend(backend: str) -> str:
-    if backend not in ("eager", "sdpa", "flash"):
-        raise ValueError(f"backend {backend!r} is not one of eager, sdpa, flash")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}")
     return backend
 
 
