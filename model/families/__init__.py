@@ -9,12 +9,28 @@ module and one row below.
 
 from __future__ import annotations
 
-from model.families import bert, gpt2, llama, mistral, mixtral, qwen2, vit
+from model.families import (
+    bert,
+    gemma,
+    gemma2,
+    gpt2,
+    gpt_neox,
+    llama,
+    mistral,
+    mixtral,
+    opt,
+    phi,
+    phi3,
+    qwen2,
+    qwen3,
+    vit,
+)
 from model.families.family import Family, fixed
 
 __all__ = ["FAMILIES", "Family", "fixed", "supported_families"]
 
-ROWS = (gpt2.FAMILY, bert.FAMILY, llama.FAMILY, qwen2.FAMILY, mistral.FAMILY, mixtral.FAMILY, vit.FAMILY)
+ROWS = (gpt2.FAMILY, bert.FAMILY, llama.FAMILY, qwen2.FAMILY, mistral.FAMILY, mixtral.FAMILY, vit.FAMILY,
+        qwen3.FAMILY, gemma.FAMILY, gemma2.FAMILY, phi3.FAMILY, phi.FAMILY, gpt_neox.FAMILY, opt.FAMILY)
 FAMILIES: dict[str, Family] = {f.model_type: f for f in ROWS}
 
 
