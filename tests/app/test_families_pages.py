@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tests import family_grid as G
-from tests.app.conftest import arr, ok, open_page, titled
+from tests.app.conftest import arr, ok, open_page, specs, titled
 from tests.model.test_families_decoders import GRID
 
 pytest.importorskip("transformers")
@@ -45,3 +45,19 @@ def test_score_scales_shows_each_step(folders):
     assert [s.split(" ")[0] for s in steps["step"]] == ["q·kᵀ", "×", "soft-cap"]
     assert steps["max"].iloc[-1] <= 2.0 and steps["min"].iloc[-1] >= -2.0
     assert any("soft-caps its scores" in c.value for c in at.caption)
+
+
+DECODER_PAGES = ("heatmaps", "masks", "scores", "rollout", "heads", "block", "step_by_step", "kv_cache", "generate",
+                 "backends", "explore", "permutation", "positions")
+
+
+def test_every_decoder_page_renders_gemma2(folders):
+    """Gemma 2: head_dim ≠ d_model/heads, soft-capped scores, sandwich norms, alternating windows."""
+    at = open_page(None, model=folders["gemma2-alternating-capped"], text=G.TEXT)
+    ok(at)
+    failed = []
+    for page in DECODER_PAGES:
+        at.switch_page(f"../pages/{page}.py").run()
+        if at.exception or at.error or not specs(at):
+            failed.append((page, [e.message for e in at.exception][:1], [e.value for e in at.error][:1]))
+    assert not failed, failed
