@@ -39,10 +39,9 @@ from model.tokenizer import HFTokenizer
 from model.transformer import build_model
 
 from .batches import IGNORE, Bank, Batcher, denser
-from .corpus import model_stream
+from .corpus import model_stream, vocabulary
 from .resume import load_state, save_state
 from .tasks_base import MAX_LEN
-from .corpus import vocabulary
 from .tokenizer import build_tokenizer
 
 SPECIALS = {"bos": "[BOS]", "eos": "[EOS]", "pad": "[PAD]", "mask": "[MASK]"}

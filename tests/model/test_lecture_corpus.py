@@ -33,8 +33,8 @@ from model.lecture import (
 from model.lecture.samples import Sample, load_samples, validate_samples
 from model.lecture.tasks_language import ADJECTIVES, COPULA, LEXICON, NUMBER_OF, translate
 from model.lecture.tasks_retrieval import AGES, NAMES, PETS, solve_retrieval
-from model.lecture.tasks_story import FIRST_LEN, solve_story
 from model.lecture.tasks_sequences import CLOSER_OF, CLOSERS, OPENERS, solve_brackets, solve_induction
+from model.lecture.tasks_story import FIRST_LEN, solve_story
 from model.lecture.tokenizer import (
     build_tokenizer,
     unknown_words,
