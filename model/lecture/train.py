@@ -193,7 +193,7 @@ def train(recipe: Recipe, *, progress: bool = True, on_eval=None, log=None, out:
     torch.manual_seed(recipe.seed)
     model = build_model(recipe.cfg)
     if recipe.init:
-        model.load_state_dict(grow_vocab(model, upcycle(model, load_folder(recipe.init)[0].state_dict())))
+        model.load_state_dict(upcycle(model, grow_vocab(model, load_folder(recipe.init)[0].state_dict())))
     if recipe.attn_only > 0:
         with torch.no_grad():
             for blk in model.modules():
