@@ -11,6 +11,7 @@ from model.lecture.evaluate import evaluate
 from model.lecture.tasks_story import FIRST_LEN, STORY_LEN, ask_more_story, facts, solve_story
 from model.lecture.tokenizer import build_tokenizer, unknown_words
 from model.lecture.train import RECIPES, grow_vocab, train
+from model.moe import upcycle
 from model.registry import load
 from model.transformer import build_model
 
@@ -85,6 +86,9 @@ def test_grow_vocab_keeps_the_old_rows_and_the_old_checkpoint_still_evaluates():
     model.load_state_dict(state)
     emb = model.embed.tok.weight
     assert emb.shape == (322, 128) and torch.equal(emb[:186], old.model.embed.tok.weight)
+    moe = build_model(RECIPES["lecture-moe"].cfg)  # lecture-moe starts from the decoder: rows kept through upcycling
+    moe.load_state_dict(upcycle(moe, grow_vocab(moe, old.model.state_dict())))
+    assert torch.equal(moe.embed.tok.weight[:186], old.model.embed.tok.weight)
     report = evaluate(old, 40, seed=3)["tasks"]
     assert set(report) == {"retrieval", "induction", "agreement"}  # no story: its words are not in that vocabulary
 
