@@ -105,3 +105,11 @@ def test_a_decoder_with_the_story_words_is_scored_on_stories():
 
     report = evaluate(LM(), 8, seed=1, detail=True)["tasks"]
     assert report["story"]["n"] == 4 and set(report["story"]["kinds"]) <= {"best", "bridge", "named", "self"}
+
+
+def test_curve_point_keeps_the_story_two_hop_apart():
+    from model.lecture.train_command import curve_point
+
+    metrics = {"tasks": {"story": {"n": 4, "accuracy": 0.5, "kinds": {"best": {"n": 2, "accuracy": 0.25},
+                                                                      "bridge": {"n": 2, "accuracy": 0.75}}}}}
+    assert curve_point(metrics) == {"story": 0.5, "story best friend": 0.25}
