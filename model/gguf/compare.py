@@ -11,7 +11,7 @@ import torch
 
 from model.gguf.convert import CLASSES
 from model.gguf.smollm2 import NAME as SMOLLM2
-from model.hf.compare import DEFAULT_TEXT, GREEDY_TOKENS, compare_models
+from model.parity import DEFAULT_TEXT, GREEDY_TOKENS, compare_models
 from model.inputs import InputError
 from model.registry import load
 

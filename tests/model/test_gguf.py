@@ -15,7 +15,7 @@ from gguf.constants import GGMLQuantizationType as Q  # noqa: E402
 import model as al  # noqa: E402
 from model.gguf import cache, read_gguf  # noqa: E402
 from model.gguf.dequant import dequantize, permute, unpermute  # noqa: E402
-from model.hf.compare import TOL_ATTENTION, TOL_LOGITS, compare_models  # noqa: E402
+from model.parity import TOL_ATTENTION, TOL_LOGITS, compare_models  # noqa: E402
 from tests import gguf_fixtures as G  # noqa: E402
 
 TEXT = "the cat sat on the mat because the mat was warm"
