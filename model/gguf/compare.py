@@ -1,5 +1,5 @@
 """A GGUF model in ours against transformers' own GGUF loader (`from_pretrained(dir, gguf_file=...)`), which
-dequantises the file itself: the same numbers model/hf/compare.py reports for a Hugging Face folder."""
+dequantises the file itself: the same numbers model/parity.py reports for a Hugging Face folder."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import torch
 
 from model.gguf.convert import CLASSES
 from model.gguf.smollm2 import NAME as SMOLLM2
-from model.parity import DEFAULT_TEXT, GREEDY_TOKENS, compare_models
 from model.inputs import InputError
+from model.parity import DEFAULT_TEXT, GREEDY_TOKENS, compare_models
 from model.registry import load
 
 
@@ -43,7 +43,7 @@ def load_transformers_gguf(lm):
 
 def compare_gguf(name_or_path: str, text: str | None = None, *, backend: str = "eager",
                  greedy_tokens: int | None = None) -> dict:
-    """compare_models (model/hf/compare.py) of our load of a GGUF file against transformers' load of it."""
+    """compare_models (model/parity.py) of our load of a GGUF file against transformers' load of it."""
     lm = load(name_or_path)
     hf = load_transformers_gguf(lm)
     inputs = lm.encode(text if text is not None else DEFAULT_TEXT)

