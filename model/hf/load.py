@@ -42,6 +42,10 @@ def load_hf_folder(folder: str | Path, name: str | None = None, source: str | No
     """A local Hugging Face folder (config.json, model.safetensors, tokenizer files) → LoadedModel."""
     folder = check_folder(folder)
     hf = read_config(folder)
+    if not has_converter(hf):  # no converter: transformers runs it, a view of its attention weights
+        from model.view import load_view
+
+        return load_view(folder, hf, name, source)
     family = model_family(hf, folder)
     state = read_weights(folder)
     model, cfg = build_converted(family, hf, state, str(folder))
@@ -77,6 +81,11 @@ def check_folder(folder: str | Path) -> Path:
             f"{folder} is a file, not a folder; give the folder that holds config.json, model.safetensors "
             "and the tokenizer files")
     return folder
+
+
+def has_converter(hf: dict) -> bool:
+    """True when config.json's model_type is a family converted into our model; any other runs as a view."""
+    return hf.get("model_type") in convert.FAMILIES
 
 
 def model_family(hf: dict, folder: Path) -> str:
@@ -184,7 +193,7 @@ def _specials(folder: Path, family: str) -> dict[str, str]:
                 v = v.get("content")
             if isinstance(v, str):
                 found[ours] = v
-    return {**DEFAULT_SPECIALS[family], **found}
+    return {**DEFAULT_SPECIALS.get(family, {}), **found}
 
 
 def hub_allowed() -> bool:
