@@ -8,7 +8,6 @@ model/hf/convert.py load, through our own code.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import torch
@@ -16,7 +15,6 @@ import torch
 from model.checkpoint import CheckpointError, load_state, load_weights, read_config
 from model.config import ModelConfig
 from model.hf import convert, llama, vit
-from model.inputs import InputError
 from model.loaded import LoadedModel
 from model.tokenizer import HFTokenizer
 from model.transformer import build_model
@@ -26,7 +24,6 @@ CONVERT_HINT = (
     "convert it once on a machine you trust: `python -c \"from transformers import AutoModel; "
     "AutoModel.from_pretrained('FOLDER').save_pretrained('FOLDER', safe_serialization=True)\"` "
     "(or use the hub's safetensors conversion)")
-HUB_PATTERNS = ["*.json", "*.safetensors", "*.txt"]  # config, weights, tokenizer (vocab.json, merges.txt, vocab.txt)
 DEFAULT_SPECIALS = {
     "gpt2": {"bos": "<|endoftext|>", "eos": "<|endoftext|>"},
     "bert": {"pad": "[PAD]", "mask": "[MASK]"},
@@ -57,18 +54,11 @@ def load_hf_folder(folder: str | Path, name: str | None = None, source: str | No
     return LoadedModel(name or str(folder), model, tok, cfg, source or str(folder), family=family, card=card)
 
 
-def load_hub(repo_id: str) -> LoadedModel:
-    """Download config, safetensors and tokenizer files of a hub model (online only), then load the folder."""
+def load_hub(repo_id: str, revision: str | None = None, max_bytes: int | None = None) -> LoadedModel:
+    """Download config, safetensors and tokenizer files of a hub model (model/hub.py), then load the folder."""
+    from model.hub import pull
 
-    if not hub_allowed():
-        raise InputError(f"{repo_id!r} looks like a hub id, but HF_HUB_OFFLINE is set; give a local folder instead")
-    try:
-        from huggingface_hub import snapshot_download
-
-        path = snapshot_download(repo_id, allow_patterns=HUB_PATTERNS)
-    except Exception as e:  # noqa: BLE001 — network, missing repo, auth: one clear message
-        raise InputError(f"could not download {repo_id!r} from the Hugging Face hub: {type(e).__name__}: {e}") from None
-    return load_hf_folder(path, name=repo_id, source=f"hub:{repo_id}")
+    return load_hf_folder(pull(repo_id, revision, max_bytes=max_bytes), name=repo_id, source=f"hub:{repo_id}")
 
 
 # -- steps ----------------------------------------------------------------------------------------------
@@ -194,8 +184,3 @@ def _specials(folder: Path, family: str) -> dict[str, str]:
             if isinstance(v, str):
                 found[ours] = v
     return {**DEFAULT_SPECIALS.get(family, {}), **found}
-
-
-def hub_allowed() -> bool:
-    """Hub ids are tried only when the machine is online and HF_HUB_OFFLINE is not set."""
-    return os.environ.get("HF_HUB_OFFLINE", "0") in ("0", "")
