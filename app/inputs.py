@@ -13,6 +13,8 @@ from app import state
 from app.frame import presenting
 from app.presets import Preset, presets
 from app.url_state import URL, URL_DONE, kept, remember, reset_positions, select, url_active
+from model.inputs import InputError
+from model.memory import fmt_gb
 from model.registry import bundled_names, default_model, model_choices
 
 FOLDER = "local folder…"
@@ -135,19 +137,22 @@ def inputs(where=None) -> Inputs:
     if ss.get("model") not in options:
         ss["model"] = default_model()
     where.selectbox("Model", options, key="model", on_change=_on_model_change,
-                    help="Bundled lecture models, MiniLM (installed), seeded random models, or a local folder "
-                         "(an attnlab or Hugging Face model folder with config.json and safetensors weights).")
+                    help="Bundled lecture models, MiniLM (installed), seeded random models, models in the local "
+                         "Hugging Face cache, or a local folder (an attnlab or Hugging Face model folder with "
+                         "config.json and safetensors weights) or a hub id (downloaded when this server may).")
     if ss["model"] == FOLDER:
         ss.setdefault("folder", kept().get("folder", ""))
-        where.text_input("Model folder", key="folder", placeholder="/path/to/model-folder",
+        where.text_input("Model folder or hub id", key="folder", placeholder="/path/to/model-folder or org/name",
                          on_change=_on_model_change)
     name = _model_name()
     remember("model", ss["model"], name)
     if ss["model"] == FOLDER:
         remember("folder", ss.get("folder", ""))
     if not name:
-        where.info("Type the path of a model folder.")
+        where.info("Type the path of a model folder, or a hub id.")
         st.stop()
+    if state.needs_download(name):
+        _download(name, where)
     ps = presets(name)
     ids = [p.id for p in ps] + ["custom"]
     titles = {p.id: p.title for p in ps} | {"custom": "(your own text)"}
@@ -183,6 +188,27 @@ def inputs(where=None) -> Inputs:
             url["src"] = src
     preset = next((p for p in ps if p.id == ss["preset"]), None)
     return Inputs(name, text, src, backend, preset, arch)
+
+
+def _download(name: str, where) -> None:
+    """A hub id typed into the model box: download it with a progress bar when this server may (app/state.py
+    hub_refusal), else say how an administrator adds a model; the page stops when nothing can be loaded."""
+    refusal = state.hub_refusal()
+    if refusal:
+        where.info(refusal, icon=":material/cloud_off:")
+        st.stop()
+    bar = where.progress(0.0, text=f"Downloading {name} from the Hugging Face hub…")
+
+    def step(i: int, n: int, file: str, size: int) -> None:
+        bar.progress(i / n, text=f"Downloading {name}: {file} ({fmt_gb(size)}), file {i + 1} of {n}")
+
+    try:
+        state.pull(name, on_file=step)
+    except InputError as e:
+        bar.empty()
+        where.error(str(e))
+        st.stop()
+    bar.empty()
 
 
 def _info(name: str) -> dict:

@@ -124,10 +124,13 @@ def check_room(p: Plan, max_bytes: int | None = None, available: int | None = No
 
 
 def pull(repo_id: str, revision: str | None = None, *, max_bytes: int | None = None, progress: bool = True,
-         on_file: Callable[[int, int, str, int], None] | None = None) -> Path:
+         on_file: Callable[[int, int, str, int], None] | None = None, wait: float | None = None) -> Path:
     """Download config, tokenizer and safetensors files of `repo_id` into the Hugging Face cache; the snapshot
-    folder. One pull at a time (a lock); `on_file(i, n, name, bytes)` is called before each file."""
-    with _LOCK:
+    folder. One pull at a time: waiting for another at most `wait` seconds (None: as long as it takes);
+    `on_file(i, n, name, bytes)` is called before each file."""
+    if not _LOCK.acquire(timeout=-1 if wait is None else wait):
+        raise InputError(f"another model is downloading; retry {repo_id} when it is done")
+    try:
         p = plan(repo_id, revision)
         check_room(p, max_bytes)
         order = sorted(p.files, key=lambda f: (f.endswith(".safetensors"), f != "config.json", f))  # weights last
@@ -139,6 +142,8 @@ def pull(repo_id: str, revision: str | None = None, *, max_bytes: int | None = N
                 _check_config(p)
         _write_ref(p)
         return p.folder
+    finally:
+        _LOCK.release()
 
 
 def endpoint() -> str:

@@ -216,6 +216,11 @@ def read_header(path: Path) -> dict | None:
     return header if isinstance(header, dict) else None
 
 
+def count_params(path: Path) -> int | None:
+    """Parameters in one safetensors file (the shapes in its header), or None when it cannot be read."""
+    return _count_params(path)
+
+
 def _count_params(path: Path) -> int | None:
     """Parameters in one safetensors file: the product of every tensor's shape in its header."""
     header = read_header(path)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from model.checkpoint import CheckpointError
 
+SLACK = 1.05  # a config may describe at most this many times the parameters the weights hold (tied copies aside)
 PICKLE_HINT = "convert the weights to model.safetensors on a machine you trust"
 HEADS = {"decoder": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "encoder": "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
          "encdec": "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES"}  # the head a kind runs with, by model_type
@@ -57,15 +58,45 @@ def kind_of(config) -> str:
 
 
 def model_class(config, kind: str):
-    """The transformers class to run: config.architectures[0] when transformers has it, else the kind's head
-    (causal LM, masked LM, seq2seq LM), else the bare model."""
+    """The transformers class to run: the first of config.architectures that transformers has for this config's
+    model_type, else the kind's head (causal LM, masked LM, seq2seq LM), else the bare model."""
     import transformers
     from transformers.models.auto import modeling_auto as auto
 
     for name in getattr(config, "architectures", None) or []:
         cls = getattr(transformers, name, None)
-        if isinstance(cls, type) and hasattr(cls, "from_pretrained"):
+        if isinstance(cls, type) and getattr(cls, "config_class", None) is type(config):  # the config's own class
             return cls
     head = getattr(auto, HEADS[kind]).get(config.model_type)
     cls = getattr(transformers, head, None) if isinstance(head, str) else None
     return cls if cls is not None else transformers.AutoModel
+
+
+def stored_params(folder: Path) -> int | None:
+    """Parameters in the folder's safetensors files (their headers), or None when one cannot be read."""
+    from model.hf.cache import count_params
+
+    files = sorted(folder.glob("*.safetensors"))
+    counts = [count_params(f) for f in files]
+    return None if not files or any(c is None for c in counts) else sum(counts)
+
+
+def check_size(folder: Path, cls, config) -> int:
+    """The parameters `cls(config)` has, counted without memory (on the meta device). Refuses (CheckpointError)
+    a config that describes a bigger model than the weights hold (transformers would fill the rest with random
+    numbers) or one whose float32 weights would not fit in the free memory."""
+    import torch
+
+    from model.memory import FIT_SHARE, available_bytes, fmt_gb
+
+    with torch.device("meta"):
+        n = sum(p.numel() for p in cls(config).parameters())
+    stored = stored_params(folder)
+    if stored is not None and n > stored * SLACK + 10_000:
+        raise CheckpointError(f"{folder}: config.json describes {n:,} parameters of {cls.__name__} but the weights "
+                              f"hold {stored:,}: they do not match model_type {config.model_type!r}")
+    free = available_bytes()
+    if free is not None and 4 * n > free * FIT_SHARE:
+        raise CheckpointError(f"{folder}: {n:,} parameters need {fmt_gb(4 * n)} in float32; this machine has "
+                              f"{fmt_gb(free)} free")
+    return n

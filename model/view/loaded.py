@@ -19,7 +19,7 @@ from model.device import dtype_name
 from model.inputs import InputError, Inputs, check_tokens, validate_text
 from model.tokenizer import HFTokenizer
 from model.view.config import ViewConfig
-from model.view.folder import check_view_folder, kind_of, model_class
+from model.view.folder import check_size, check_view_folder, kind_of, model_class
 from model.view.record import view_records
 
 KINDS = {"decoder": "decoder", "encoder": "encoder", "encdec": "encoder–decoder"}
@@ -239,11 +239,18 @@ def load_view(folder: Path, hf: dict, name: str | None = None, source: str | Non
         raise CheckpointError(f"{folder}: transformers cannot read config.json ({_first_line(e)})") from None
     arch = kind_of(config)
     cls = model_class(config, arch)
+    check_size(folder, cls, config)
     try:
-        model = cls.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False,
-                                    use_safetensors=True, attn_implementation="eager", dtype=torch.float32)
+        model, loading = cls.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False,
+                                             use_safetensors=True, attn_implementation="eager", dtype=torch.float32,
+                                             output_loading_info=True)
     except Exception as e:  # noqa: BLE001
         raise CheckpointError(f"{folder}: transformers cannot load it as {cls.__name__} ({_first_line(e)})") from None
+    unset = sorted(loading.get("missing_keys") or []) + sorted(str(k[0]) if isinstance(k, tuple) else str(k)
+                                                               for k in loading.get("mismatched_keys") or [])
+    if unset:  # transformers would run them as random numbers
+        raise CheckpointError(f"{folder}: the weights do not match model_type {config.model_type!r}: {len(unset)} "
+                              f"weights of {cls.__name__} are missing or of another shape (e.g. {unset[0]})")
     model.eval()
     cfg = ViewConfig.of(config, arch, type(model).__name__)
     if arch == "encdec" and cfg.decoder_start is None:

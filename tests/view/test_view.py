@@ -108,6 +108,21 @@ def test_refuses_pickles_and_repository_code(tmp_path, folders):
         model.load(str(remote))
 
 
+def test_refuses_weights_transformers_would_fill_at_random(tmp_path, folders):
+    from safetensors.torch import load_file, save_file
+
+    f = tmp_path / "gptj"
+    f.mkdir()
+    for p in folders["gptj"].iterdir():
+        (f / p.name).write_bytes(p.read_bytes())
+    state = load_file(str(f / "model.safetensors"))
+    del state["transformer.ln_f.bias"]  # 32 of ~30k parameters: the sizes agree, the names do not
+    save_file(state, str(f / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match=r"weights do not match model_type 'gptj': 1 weights of GPTJForCausalLM "
+                                              r"are missing or of another shape \(e.g. transformer.ln_f.bias\)"):
+        model.load(str(f))
+
+
 def test_context_and_empty_text(folders):
     lm = model.load(str(folders["gpt_bigcode"]))
     assert lm.context == 48
