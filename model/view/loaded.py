@@ -30,9 +30,11 @@ NEEDS_CONVERTED = "needs a converted family"
 
 @dataclass
 class ViewCapture:
-    """The records of one forward, as model.hooks.Capture gives them (`sites`, `capture[site]`)."""
+    """The records of one forward, as model.hooks.Capture gives them (`sites`, `capture[site]`), and the
+    weights as tensors ({site}.hook_pattern, in the autograd graph when the forward kept gradients)."""
 
     records: dict
+    tensors: dict = field(default_factory=dict)
     routers: dict = field(default_factory=dict)
 
     @property
@@ -41,6 +43,16 @@ class ViewCapture:
 
     def __getitem__(self, site: str):
         return self.records[site]
+
+
+@dataclass(frozen=True)
+class ViewSite:
+    """An attention site as analysis.relevance orders them (model.attention.Attention's site, stack, cross)."""
+
+    site: str
+    stack: str
+    layer: int
+    cross: bool = False
 
 
 @dataclass
@@ -88,7 +100,7 @@ class ViewModel:
     def capabilities(self) -> dict[str, bool]:
         """What the pages may ask of this model (the same keys as LoadedModel.capabilities)."""
         return {"converted": False, "has_qk": False, "has_cache": False, "generates": False,
-                "interventions": False, "masks": False, "internals": False, "relevance": False,
+                "interventions": False, "masks": False, "internals": False, "relevance": self.has_logits,
                 "reads_source": self.reads_source, "reads_image": False, "has_logits": self.has_logits,
                 "causal": self.arch != "encoder", "next_token": self.arch == "decoder"}
 
@@ -172,9 +184,20 @@ class ViewModel:
         return None
 
     # -- running --------------------------------------------------------------------------------------
+    def attention_sites(self) -> list[ViewSite]:
+        """The sites in the order a forward runs them: encoder, then decoder self → cross per layer."""
+        c = self.cfg
+        if c.arch != "encdec":
+            return [ViewSite(f"blocks.{i}.attn", c.arch, i) for i in range(c.n_layers)]
+        enc = [ViewSite(f"encoder.blocks.{i}.attn", "encoder", i) for i in range(c.n_layers)]
+        return enc + [s for i in range(c.dec_layers) for s in (ViewSite(f"decoder.blocks.{i}.attn", "decoder", i),
+                                                              ViewSite(f"decoder.blocks.{i}.cross_attn", "decoder",
+                                                                       i, True))]
+
     def forward(self, inputs: Inputs, *, backend: str = "eager", mask=None, interventions=None, grad: bool = False,
-                **_) -> ViewForward:
-        """One transformers forward with output_attentions: logits, the last hidden state and the records."""
+                names=None, **_) -> ViewForward:
+        """One transformers forward with output_attentions: logits, the last hidden state and the records; with
+        `names` (any), the weights as tensors too ({site}.hook_pattern [1, H, q, k], with gradients if `grad`)."""
         if backend != "eager":
             raise InputError(f"{self.name} runs as a {MODE}: eager attention only ({NEEDS_CONVERTED} for "
                              f"backend {backend!r})")
@@ -196,7 +219,11 @@ class ViewModel:
                 attn, hidden = {"self": out.attentions}, out.hidden_states[-1]
         logits = getattr(out, "logits", None)
         logits = logits if self.has_logits and logits is not None and logits.ndim == 3 else None
-        return ViewForward(logits, hidden, ViewCapture(view_records(attn, self.arch, self.arch == "decoder")))
+        records = view_records(attn, self.arch, self.arch == "decoder")
+        weights = [w for k in ("self", "encoder") if k in attn for w in attn[k]]
+        weights += [w for pair in zip(attn.get("decoder", ()), attn.get("cross", ())) for w in pair]
+        tensors = {f"{s}.hook_pattern": [w] for s, w in zip(records, weights)} if names is not None else {}
+        return ViewForward(logits, hidden, ViewCapture(records, tensors))
 
     def run(self, text: str | None = None, src_text: str | None = None, *, backend: str = "eager",
             mask: tuple = (), interventions: dict | None = None, names=None, inputs: Inputs | None = None,

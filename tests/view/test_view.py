@@ -143,3 +143,35 @@ def test_notebook_views(folders):
         for view in ("heads", "head", "headview", "rollout", "tokens"):
             fig = show(run, view)
             assert fig.data, f"{fam} {view}"
+
+
+def test_a_view_of_a_converted_family_agrees_with_our_model(tmp_path):
+    """The same GPT-2 weights as our converted model and as a transformers view: the same weights per head and
+    the same gradient relevance (the view's gradients flow through transformers' own attention weights)."""
+    from analysis.relevance import gradient_relevance
+    from model.checkpoint import read_config
+    from model.view import load_view
+    from tests.hf_fixtures import build
+
+    folder = build("gpt2", "gpt2-3heads-bpe", tmp_path)
+    ours, view = model.load(str(folder)), load_view(folder, read_config(folder))
+    assert ours.mode == "converted" and view.mode == MODE
+    a, b = ours.run(TEXT), view.run(TEXT)
+    assert a.ids == b.ids and list(a.records) == list(b.records)
+    for site in a.records:
+        np.testing.assert_allclose(b.records[site].pattern(), a.records[site].pattern(), atol=2e-6)
+    np.testing.assert_allclose(b.top_probs, a.top_probs, atol=2e-5)
+    for pos in (3, -1):
+        ra, rb = gradient_relevance(ours, ours.encode(TEXT), pos), gradient_relevance(view, view.encode(TEXT), pos)
+        assert ra.target_id == rb.target_id
+        np.testing.assert_allclose(rb.matrix, ra.matrix, atol=1e-5)
+        assert rb.matrix[0, 1:].sum() == 0 and rb.row.max() > 0
+
+
+def test_relevance_of_an_unconverted_encoder_decoder(folders):
+    from analysis.relevance import gradient_relevance
+
+    lm = model.load(str(folders["pegasus"]))
+    rel = gradient_relevance(lm, lm.encode("the cat", SRC), -1)
+    n_src = len(lm.encode("the cat", SRC).src_tokens)
+    assert rel.source_row.shape == (n_src,) and rel.source_row.sum() > 0 and rel.matrix.shape == (3, 3)
