@@ -44,6 +44,9 @@ BUSY_WAIT_S = float(os.environ.get("ATTNLAB_BUSY_WAIT_S", "20"))
 BENCH_FILE = ROOT / DEFAULT_PATH  # the latest `attnlab bench` JSON
 HUB_MAX_BYTES = int(float(os.environ.get("ATTNLAB_HUB_MAX_GB", "4")) * 1e9)  # the largest download the app starts
 LOCAL_ADDRESSES = ("127.0.0.1", "localhost", "::1")
+REFUSAL = ("This server does not download models from the Hugging Face hub (it is shared). An administrator adds "
+           "one with `attnlab pull ID` on the server (it then appears in the model list), or restarts the app with "
+           "`attnlab app --allow-hub`.")
 
 
 class BusyError(RuntimeError):
@@ -103,20 +106,18 @@ def model(name: str) -> LoadedModel:
 
 # -- hub ids typed into the model box ----------------------------------------------------------------
 def hub_refusal() -> str | None:
-    """None when this server may download hub ids typed into the model box: it listens only on this machine
-    (`attnlab app`'s default) or was started with `attnlab app --allow-hub` (ATTNLAB_ALLOW_HUB=1). Otherwise
-    the line that says how an administrator adds a model."""
-    if os.environ.get("ATTNLAB_ALLOW_HUB") == "1":
-        return None
+    """None when this server may download hub ids typed into the model box: it was started with `attnlab app
+    --allow-hub` (ATTNLAB_ALLOW_HUB=1), or it listens only on this machine (`attnlab app`'s default) and was not
+    started with --no-hub (ATTNLAB_ALLOW_HUB=0, a class server behind a proxy). Otherwise the line that says how
+    an administrator adds a model."""
+    allow = os.environ.get("ATTNLAB_ALLOW_HUB", "")
+    if allow in ("0", "1"):
+        return None if allow == "1" else REFUSAL
     try:
         address = st.get_option("server.address")
     except Exception:  # noqa: BLE001 — no Streamlit config: treat the address as public
         address = None
-    if address in LOCAL_ADDRESSES:
-        return None
-    return ("This server listens on a public address, so it does not download models from the Hugging Face hub. "
-            "An administrator adds one with `attnlab pull ID` on the server (it then appears in the model list), "
-            "or restarts the app with `attnlab app --allow-hub`.")
+    return None if address in LOCAL_ADDRESSES else REFUSAL
 
 
 def needs_download(name: str) -> bool:

@@ -68,7 +68,16 @@ def test_a_public_server_says_how_an_administrator_adds_a_model(online):
     at = open_page("heatmaps", model="tinyview", text=TEXT)
     assert not at.exception and not at.error
     (line,) = [i.value for i in at.sidebar.info]
-    assert "public address" in line and "`attnlab pull ID`" in line and "--allow-hub" in line
+    assert "does not download models" in line and "`attnlab pull ID`" in line and "--allow-hub" in line
+    assert fetched(online, "tinyview") == 0
+
+
+def test_no_hub_refuses_even_on_this_machine(online, monkeypatch):
+    config.set_option("server.address", "127.0.0.1")
+    monkeypatch.setenv("ATTNLAB_ALLOW_HUB", "0")  # attnlab app --no-hub (a class server behind a proxy)
+    at = open_page(None, model="tinyview", text=TEXT)
+    assert not at.exception and not at.error
+    assert any("does not download models" in i.value for i in at.sidebar.info)
     assert fetched(online, "tinyview") == 0
 
 
