@@ -13,6 +13,7 @@ from app import state
 from app.frame import presenting
 from app.presets import Preset, presets
 from app.url_state import URL, URL_DONE, kept, remember, reset_positions, select, url_active
+from model.hf.convert import FAMILIES
 from model.inputs import InputError
 from model.memory import fmt_gb
 from model.registry import bundled_names, default_model, model_choices
@@ -226,9 +227,7 @@ CONVERTED_ONLY = ("has_qk", "has_cache", "generates", "interventions", "masks", 
 
 
 def converted_families() -> str:
-    from model.hf import SUPPORTED
-
-    return ", ".join(SUPPORTED)
+    return ", ".join(FAMILIES)
 
 
 def needs_converted(name: str, why: str) -> str:

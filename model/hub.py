@@ -20,6 +20,7 @@ from pathlib import Path
 
 from model.hf.cache import cache_root, folder_name
 from model.inputs import InputError
+from model.memory import FIT_SHARE, available_bytes, fmt_gb
 
 WANTED = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
           "special_tokens_map.json", "vocab.json", "vocab.txt", "merges.txt", "added_tokens.json",
@@ -108,8 +109,6 @@ def plan(repo_id: str, revision: str | None = None) -> Plan:
 def check_room(p: Plan, max_bytes: int | None = None, available: int | None = None) -> None:
     """Refuse (InputError) a plan above `max_bytes`, above the free disk of the cache, or whose weights would
     not fit in the free memory (`available`, default model.memory.available_bytes())."""
-    from model.memory import FIT_SHARE, available_bytes, fmt_gb
-
     if max_bytes is not None and p.total > max_bytes:
         raise InputError(f"{p.repo_id} is {fmt_gb(p.total)}; this server downloads at most {fmt_gb(max_bytes)}")
     root = cache_root()

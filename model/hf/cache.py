@@ -27,6 +27,8 @@ import struct
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from model.hf.convert import FAMILIES
+
 PREFIX = "models--"
 MAX_HEADER = 100 * 2**20  # bytes of safetensors header read at most (real headers are kilobytes)
 MAX_JSON = 20 * 2**20  # bytes of config.json / index read at most
@@ -52,10 +54,9 @@ class CachedModel:
 
 
 def has_converter(cfg: dict) -> bool:
-    """model.hf.load.has_converter (imported here, when a listing needs it: the loader imports torch)."""
-    from model.hf.load import has_converter as converted
-
-    return converted(cfg)
+    """True when config.json's model_type is a family converted into our model (model/hf/convert.py FAMILIES);
+    any other runs as a transformers view (model/view). The one place that decides."""
+    return cfg.get("model_type") in FAMILIES
 
 
 def cache_root() -> Path:

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import torch
 
+from model import hub, view  # view: `from model import` (model/view/loaded.py imports this module)
 from model.checkpoint import CheckpointError, load_state, load_weights, read_config
 from model.config import ModelConfig
 from model.hf import convert, llama, vit
+from model.hf.cache import has_converter
 from model.loaded import LoadedModel
 from model.tokenizer import HFTokenizer
 from model.transformer import build_model
@@ -40,9 +42,7 @@ def load_hf_folder(folder: str | Path, name: str | None = None, source: str | No
     folder = check_folder(folder)
     hf = read_config(folder)
     if not has_converter(hf):  # no converter: transformers runs it, a view of its attention weights
-        from model.view import load_view
-
-        return load_view(folder, hf, name, source)
+        return view.load_view(folder, hf, name, source)
     family = model_family(hf, folder)
     state = read_weights(folder)
     model, cfg = build_converted(family, hf, state, str(folder))
@@ -56,9 +56,7 @@ def load_hf_folder(folder: str | Path, name: str | None = None, source: str | No
 
 def load_hub(repo_id: str, revision: str | None = None, max_bytes: int | None = None) -> LoadedModel:
     """Download config, safetensors and tokenizer files of a hub model (model/hub.py), then load the folder."""
-    from model.hub import pull
-
-    return load_hf_folder(pull(repo_id, revision, max_bytes=max_bytes), name=repo_id, source=f"hub:{repo_id}")
+    return load_hf_folder(hub.pull(repo_id, revision, max_bytes=max_bytes), name=repo_id, source=f"hub:{repo_id}")
 
 
 # -- steps ----------------------------------------------------------------------------------------------
@@ -71,11 +69,6 @@ def check_folder(folder: str | Path) -> Path:
             f"{folder} is a file, not a folder; give the folder that holds config.json, model.safetensors "
             "and the tokenizer files")
     return folder
-
-
-def has_converter(hf: dict) -> bool:
-    """True when config.json's model_type is a family converted into our model; any other runs as a view."""
-    return hf.get("model_type") in convert.FAMILIES
 
 
 def model_family(hf: dict, folder: Path) -> str:

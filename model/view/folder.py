@@ -10,7 +10,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import torch
+
 from model.checkpoint import CheckpointError
+from model.hf.cache import count_params
+from model.memory import FIT_SHARE, available_bytes, fmt_gb
 
 SLACK = 1.05  # a config may describe at most this many times the parameters the weights hold (tied copies aside)
 PICKLE_HINT = "convert the weights to model.safetensors on a machine you trust"
@@ -74,8 +78,6 @@ def model_class(config, kind: str):
 
 def stored_params(folder: Path) -> int | None:
     """Parameters in the folder's safetensors files (their headers), or None when one cannot be read."""
-    from model.hf.cache import count_params
-
     files = sorted(folder.glob("*.safetensors"))
     counts = [count_params(f) for f in files]
     return None if not files or any(c is None for c in counts) else sum(counts)
@@ -85,10 +87,6 @@ def check_size(folder: Path, cls, config) -> int:
     """The parameters `cls(config)` has, counted without memory (on the meta device). Refuses (CheckpointError)
     a config that describes a bigger model than the weights hold (transformers would fill the rest with random
     numbers) or one whose float32 weights would not fit in the free memory."""
-    import torch
-
-    from model.memory import FIT_SHARE, available_bytes, fmt_gb
-
     with torch.device("meta"):
         n = sum(p.numel() for p in cls(config).parameters())
     stored = stored_params(folder)

@@ -16,6 +16,7 @@ import torch
 from model.captured import CapturedRun
 from model.checkpoint import CheckpointError
 from model.device import dtype_name
+from model.hf import load as hf_load  # a module: model/hf/load.py dispatches to this one
 from model.inputs import InputError, Inputs, check_tokens, validate_text
 from model.tokenizer import HFTokenizer
 from model.view.config import ViewConfig
@@ -282,9 +283,7 @@ def load_view(folder: Path, hf: dict, name: str | None = None, source: str | Non
     cfg = ViewConfig.of(config, arch, type(model).__name__)
     if arch == "encdec" and cfg.decoder_start is None:
         raise CheckpointError(f"{folder}: config.json names no decoder_start_token_id")
-    from model.hf.load import read_tokenizer  # here: model.hf.load imports this module
-
-    tok = read_tokenizer(folder, config.model_type, cfg)
+    tok = hf_load.read_tokenizer(folder, config.model_type, cfg)
     card = {"folder": str(folder), "model_type": config.model_type, "architectures": hf.get("architectures") or [],
             "mode": MODE}
     return ViewModel(name or str(folder), model, tok, cfg, source or str(folder), family=config.model_type, card=card)
