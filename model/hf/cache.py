@@ -27,7 +27,7 @@ import struct
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from model.hf.convert import FAMILIES
+from model.families import FAMILIES
 
 PREFIX = "models--"
 MAX_HEADER = 100 * 2**20  # bytes of safetensors header read at most (real headers are kilobytes)
@@ -54,7 +54,7 @@ class CachedModel:
 
 
 def has_converter(cfg: dict) -> bool:
-    """True when config.json's model_type is a family converted into our model (model/hf/convert.py FAMILIES);
+    """True when config.json's model_type is a family converted into our model (model/families FAMILIES);
     any other runs as a transformers view (model/view). The one place that decides."""
     return cfg.get("model_type") in FAMILIES
 
