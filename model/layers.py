@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from model import hooks
 from model.attention import Attention
 from model.config import ModelConfig
 from model.moe import MoE
@@ -22,10 +23,25 @@ class MLP(nn.Module):
         self.up = nn.Linear(cfg.d_model, cfg.hidden, bias=cfg.bias)
         self.down = nn.Linear(cfg.hidden, cfg.d_model, bias=cfg.bias)
         self.act = nn.SiLU() if self.swiglu else nn.GELU(approximate="tanh" if cfg.mlp == "gelu_tanh" else "none")
+        self.site: str | None = None  # set by name_sites() (None: a MoE expert, not hooked)
+
+    @property
+    def hook_points(self) -> tuple[str, ...]:
+        """hook_pre: the (gate's) pre-activation; hook_pre_linear: SwiGLU's up projection; hook_post: the hidden
+        units the down projection reads, all [B, T, hidden]."""
+        return ("hook_pre", "hook_pre_linear", "hook_post") if self.swiglu else ("hook_pre", "hook_post")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.act(self.gate(x)) * self.up(x) if self.swiglu else self.act(self.up(x))
-        return self.down(h)
+        cap = hooks.active()
+        if cap is None or self.site is None:
+            h = self.act(self.gate(x)) * self.up(x) if self.swiglu else self.act(self.up(x))
+            return self.down(h)
+        s = self.site
+        if self.swiglu:
+            h = self.act(cap.hook(f"{s}.hook_pre", self.gate(x))) * cap.hook(f"{s}.hook_pre_linear", self.up(x))
+        else:
+            h = self.act(cap.hook(f"{s}.hook_pre", self.up(x)))
+        return self.down(cap.hook(f"{s}.hook_post", h))
 
 
 def _pre(x, f, n_in, n_out):
@@ -62,9 +78,28 @@ class Block(nn.Module):
         self.mlp = MoE(cfg, MLP) if cfg.mlp == "moe" else MLP(cfg)
         self.ln_mlp, self.ln_mlp_out = norms()
         self.has_cross = cross
+        self.site = "block"  # set by name_sites()
 
     def forward(self, x, self_ctx, cross_ctx=None):
+        cap = hooks.active()
+        if cap is not None:
+            return self._forward_hooked(x, self_ctx, cross_ctx, cap)
         x = self.residual(x, lambda h: self.attn(h, self_ctx), self.ln_attn, self.ln_attn_out)
         if self.has_cross:
             x = self.residual(x, lambda h: self.cross_attn(h, cross_ctx), self.ln_cross, self.ln_cross_out)
         return self.residual(x, self.mlp, self.ln_mlp, self.ln_mlp_out)
+
+    def _forward_hooked(self, x, self_ctx, cross_ctx, cap: hooks.Capture):
+        """forward with the residual-stream hooks (hooks.BLOCK_HOOKS, CROSS_HOOKS). hook_attn_out and
+        hook_mlp_out are the sub-layers' outputs before any norm on their way back (peri/post-norm)."""
+        s = self.site
+        x = cap.hook(f"{s}.hook_resid_pre", x)
+        x = self.residual(x, lambda h: cap.hook(f"{s}.hook_attn_out", self.attn(h, self_ctx)),
+                          self.ln_attn, self.ln_attn_out)
+        x = cap.hook(f"{s}.hook_resid_mid", x)
+        if self.has_cross:
+            x = self.residual(x, lambda h: cap.hook(f"{s}.hook_cross_attn_out", self.cross_attn(h, cross_ctx)),
+                              self.ln_cross, self.ln_cross_out)
+            x = cap.hook(f"{s}.hook_resid_mid_cross", x)
+        x = self.residual(x, lambda h: cap.hook(f"{s}.hook_mlp_out", self.mlp(h)), self.ln_mlp, self.ln_mlp_out)
+        return cap.hook(f"{s}.hook_resid_post", x)
