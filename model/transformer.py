@@ -138,6 +138,12 @@ class Stack(nn.Module):
         """Every hook point of the model, in module order."""
         return hook_names(self)
 
+    def blocks_ctx(self, T: int, backend: str | None = None, device=None) -> AttnCtx:
+        """The self-attention context of a plain run over T tokens (own mask, no cache, any batch): what each
+        block reads when blocks run one at a time (activation patching starts runs at a chosen block)."""
+        pos = torch.arange(T, device=device)
+        return self._self_ctx(self.default_mask, T, 0, None, _backend(backend or self.cfg.backend), None, pos)
+
 
 def hook_names(root: nn.Module) -> list[str]:
     """Every hook point under `root`, stack by stack in forward order."""
