@@ -17,7 +17,7 @@ TOP_K = 5
 class Lens:
     model: str
     tokens: list[str]  # the input's token labels, T
-    rows: list[str]  # "embed", "L1".."Ln": the stream after block i (R = n_blocks + 1)
+    rows: list[str]  # "embed", "L0".."L{n-1}": the stream after layer i (R = n_blocks + 1)
     top_ids: np.ndarray  # [R, T, k] int
     top_tokens: list[list[list[str]]]  # [R][T][k]
     top_probs: np.ndarray  # [R, T, k] float32
@@ -52,7 +52,7 @@ def rows_logits(lm, inputs, backend: str = "eager"):
 def logit_lens(lm, text: str, answer: str | None = None, *, src_text: str | None = None, k: int = TOP_K,
                layer: int | None = None, backend: str = "eager") -> Lens:
     """Top-k tokens per (row, position) and, with `answer`, its probability and rank per row. `layer` checks a
-    row index (0 = the embeddings … n_blocks = the final stream)."""
+    row index (0 = the embeddings, i = after layer i − 1, n_blocks = the final stream)."""
     a = answer_id(lm, answer) if answer is not None else None
     inputs = lm.encode(text, src_text)
     stack, head, resid, _ = rows_logits(lm, inputs, backend)

@@ -32,8 +32,8 @@ def resid_names(stack: nn.Module) -> list[str]:
 
 
 def row_labels(n_blocks: int) -> list[str]:
-    """'embed', then 'L1'..'Ln': the stream after block i."""
-    return ["embed", *(f"L{i}" for i in range(1, n_blocks + 1))]
+    """'embed', then 'L0'..'L{n-1}': the stream after layer i (row i + 1)."""
+    return ["embed", *(f"L{i}" for i in range(n_blocks))]
 
 
 def check_row(layer: int | None, n_rows: int, what: str = "layer") -> int | None:

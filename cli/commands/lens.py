@@ -18,7 +18,7 @@ def add_parser(sub) -> None:
     p.add_argument("--answer", default=None, help="one token: its probability per layer and its direct logit "
                                                   "attribution (pre-norm models with an unembedding)")
     p.add_argument("--wrong", default=None, help="with --answer: attribute the logit difference answer − wrong")
-    p.add_argument("--layer", type=int, default=None, help="one row only: 0 = the embeddings … n_layers = the output")
+    p.add_argument("--layer", type=int, default=None, help="one row only: 0 = the embeddings, i = after layer i − 1 (n_layers: the output)")
     p.add_argument("--top", type=int, default=5, help="top tokens per (layer, position), 1–20 (default 5)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(run=run)

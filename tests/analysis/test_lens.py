@@ -39,7 +39,7 @@ def test_answer_probability_per_row_on_the_retrieval_story(lecture):
     assert lens.answer_probs[0, -1] < 1e-3, "the embeddings alone do not know the pet"
     js = lens.to_json()
     assert js["answer"]["rank_last"][-1] == 0 and len(js["top"]) == 5 and js["top"][-1][-1][0]["token"] == "rabbit"
-    assert logit_lens(lecture, STORY, "rabbit", layer=2).to_json(2)["rows"] == ["L2"]
+    assert logit_lens(lecture, STORY, "rabbit", layer=2).to_json(2)["rows"] == ["L1"]
 
 
 @pytest.mark.parametrize("kw, msg", [

@@ -19,7 +19,7 @@ def test_lens_json_last_row_and_dla(capsys):
     rc, out, _ = run_cli(capsys, "lens", "--model", "lecture-decoder", "--text", STORY, "--answer", "rabbit",
                          "--wrong", "turtle", "--json")
     js = json.loads(out)
-    assert rc == 0 and js["rows"] == ["embed", "L1", "L2", "L3", "L4"] and len(js["tokens"]) == 34
+    assert rc == 0 and js["rows"] == ["embed", "L0", "L1", "L2", "L3"] and len(js["tokens"]) == 34
     assert js["top"][-1][-1][0]["token"] == "rabbit" and js["answer"]["rank_last"][-1] == 0
     d = js["dla"]
     assert d["wrong"] == "turtle" and d["total"] == pytest.approx(d["logit"], abs=1e-4)
@@ -28,7 +28,7 @@ def test_lens_json_last_row_and_dla(capsys):
 
 def test_lens_text_and_one_row(capsys):
     rc, out, _ = run_cli(capsys, "lens", "--model", "lecture-decoder", "--text", STORY, "--layer", "4", "--top", "2")
-    assert rc == 0 and "row L4, every position" in out and "'rabbit'" in out.splitlines()[-1]
+    assert rc == 0 and "row L3, every position" in out and "'rabbit'" in out.splitlines()[-1]
 
 
 def test_patch_json(capsys):
