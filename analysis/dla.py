@@ -4,7 +4,8 @@ embeddings and the biases write into the residual stream, read through the final
 The final stream of a pre-norm model is a sum, x = embed + Σ_layers (Σ_heads result_h + b_O + mlp_out); the
 final norm is linear once its divisor σ(x) is fixed (TransformerLens's convention, stated in every result), so
 logit = Σ_c (centre(c) / σ) · (w ⊙ W_U[answer]) + b_norm · W_U[answer] (+ the unembedding's bias) exactly.
-With a wrong answer the direction is W_U[answer] − W_U[wrong] and the total is the logit difference.
+With a wrong answer the direction is W_U[answer] − W_U[wrong] and the total is the logit difference. A model that
+soft-caps its logits (tanh) is attributed before the cap.
 """
 
 from __future__ import annotations
@@ -107,7 +108,10 @@ def direct_logit_attribution(lm, text: str, answer: str, wrong: str | None = Non
         nb = nb + head.bias[a].double() - (head.bias[b].double() if b is not None else 0)
     heads_t = torch.stack(heads)  # [L, H]
     total = embed + heads_t.sum() + bias + mlps.sum() + nb + (torch.stack(cross).sum() if cross else 0)
-    logits = fwd.logits[0, pos].double()
+    if getattr(stack, "logit_softcap", None) is None:
+        logits = fwd.logits[0, pos].double()
+    else:  # a soft cap (tanh) is not a sum: the parts add up to the logit before it
+        logits = head(stack.ln_f(t(resid_names(stack)[-1])[0, pos])).double()
     logit = logits[a] - (logits[b] if b is not None else 0)
     return DLA(lm.name, list(inputs.tokens), pos, lm.label(a), lm.label(b) if b is not None else None,
                heads_t.cpu().numpy(), torch.stack(cross).cpu().numpy() if cross else None, mlps.cpu().numpy(),

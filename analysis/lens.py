@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from analysis.readout import answer_id, check_row, readout, resid_names, row_labels
+from analysis.readout import answer_id, check_row, logits_of, readout, resid_names, row_labels
 
 TOP_K = 5
 
@@ -59,7 +59,7 @@ def logit_lens(lm, text: str, answer: str | None = None, *, src_text: str | None
     check_row(layer, len(resid))
     tops, probs, ap, ar = [], [], [], []
     for x in resid:  # one row at a time: [1, T, V] in memory, never [R, T, V]
-        p = torch.softmax(head(stack.ln_f(x))[0].float(), dim=-1)  # [T, V]
+        p = torch.softmax(logits_of(stack, head, stack.ln_f(x))[0].float(), dim=-1)  # [T, V]
         v, i = p.topk(min(k, p.shape[-1]), dim=-1)  # [T, k]
         tops.append(i)
         probs.append(v)

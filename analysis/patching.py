@@ -83,11 +83,17 @@ class _Setup:
             t = fwd.capture.tensor
             self.resid[key] = [t(n) for n in resid_names(self.stack)[:-1]]  # L × [1, T, D]
             self.z[key] = [t(f"{blk.attn.site}.hook_z") for blk in blocks]  # L × [1, H, T, d]
-            self.ld[key] = float(fwd.logits[0, -1, a] - fwd.logits[0, -1, b])
+            self.ld[key] = float(self.read(t(resid_names(self.stack)[-1])[:, -1])[0])
         self.gap = self.ld["clean"] - self.ld["corrupt"]
         if abs(self.gap) < 1e-6 * max(1.0, abs(self.ld["clean"])):
             raise InputError("the clean and corrupted prompts give the same logit difference; nothing to restore")
         self.ctx = self.stack.blocks_ctx(T, backend, device=self.direction.device)
+
+    @torch.no_grad()
+    def read(self, x_last: torch.Tensor) -> torch.Tensor:
+        """The logit difference [N] of final streams at the last position [N, D] (before any logit soft cap):
+        the one readout of the clean, corrupted and patched runs."""
+        return self.stack.ln_f(x_last) @ self.direction + self.bias
 
     def restored(self, ld: torch.Tensor) -> np.ndarray:
         return ((ld.double() - self.ld["corrupt"]) / self.gap).cpu().numpy()
@@ -97,7 +103,7 @@ class _Setup:
         """entering[l]: [n_l, T, D] streams of the runs that start at block l (None: none). z_fix[l](z, n_l): block
         l's head outputs of those last n_l runs patched. Logit differences [Σ n_l], runs in layer order."""
         x = None
-        for i, blk in enumerate(self.stack.blocks):
+        for i, (blk, ctx) in enumerate(zip(self.stack.blocks, self.ctx)):
             new = entering[i]
             if new is not None:
                 x = new if x is None else torch.cat([x, new])  # [N_active, T, D]
@@ -105,13 +111,12 @@ class _Setup:
                 continue
             fix = z_fix[i] if z_fix is not None and new is not None else None
             if fix is None:
-                x = blk(x, self.ctx)
+                x = blk(x, ctx)
             else:
                 n = new.shape[0]
                 with hooks.intervene({f"{blk.attn.site}.hook_z": lambda z, name, n=n, fix=fix: fix(z, n)}):
-                    x = blk(x, self.ctx)
-        h = self.stack.ln_f(x[:, -1])  # [N, D] the last position after the final norm
-        return h @ self.direction + self.bias
+                    x = blk(x, ctx)
+        return self.read(x[:, -1])  # [N]
 
 
 def _chunks(n: int, per: int) -> list[range]:

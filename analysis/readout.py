@@ -26,6 +26,13 @@ def readout(lm, need_linear: bool = False) -> tuple[nn.Module, nn.Module]:
     raise InputError(f"{lm.name} is {what} without {head}; pick a decoder (e.g. lecture-decoder)")
 
 
+def logits_of(stack: nn.Module, head: nn.Module, h: torch.Tensor) -> torch.Tensor:
+    """The logits of final-normed hidden states h, as the model computes them (a logit soft cap included)."""
+    logits = head(h)
+    cap = getattr(stack, "logit_softcap", None)
+    return logits if cap is None else torch.tanh(logits / cap) * cap
+
+
 def resid_names(stack: nn.Module) -> list[str]:
     """The residual stream before each block and after the last: len(blocks) + 1 hook names."""
     return [f"{b.site}.hook_resid_pre" for b in stack.blocks] + [f"{stack.blocks[-1].site}.hook_resid_post"]

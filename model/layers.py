@@ -21,23 +21,26 @@ class MLP(nn.Module):
         if self.swiglu:
             self.gate = nn.Linear(cfg.d_model, cfg.hidden, bias=cfg.bias)
         self.up = nn.Linear(cfg.d_model, cfg.hidden, bias=cfg.bias)
+        self.site: str | None = None  # set by name_sites() (None: a MoE expert, not hooked)
         self.down = nn.Linear(cfg.hidden, cfg.d_model, bias=cfg.bias)
         self.act = nn.SiLU() if self.swiglu else nn.GELU(approximate="tanh" if cfg.mlp == "gelu_tanh" else "none")
-        self.site: str | None = None  # set by name_sites() (None: a MoE expert, not hooked)
 
     @property
     def hook_points(self) -> tuple[str, ...]:
         """hook_pre: the (gate's) pre-activation; hook_pre_linear: SwiGLU's up projection; hook_post: the hidden
         units the down projection reads, all [B, T, hidden]."""
-        return ("hook_pre", "hook_pre_linear", "hook_post") if self.swiglu else ("hook_pre", "hook_post")
+        return ("hook_pre", "hook_pre_linear", "hook_post") if hasattr(self, "gate") else ("hook_pre", "hook_post")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         cap = hooks.active()
-        if cap is None or self.site is None:
-            h = self.act(self.gate(x)) * self.up(x) if self.swiglu else self.act(self.up(x))
-            return self.down(h)
+        if cap is not None and self.site is not None:
+            return self._forward_hooked(x, cap)
+        h = self.act(self.gate(x)) * self.up(x) if self.swiglu else self.act(self.up(x))
+        return self.down(h)
+
+    def _forward_hooked(self, x: torch.Tensor, cap: hooks.Capture) -> torch.Tensor:
         s = self.site
-        if self.swiglu:
+        if hasattr(self, "gate"):  # gated: act(gate(x)) · up(x)
             h = self.act(cap.hook(f"{s}.hook_pre", self.gate(x))) * cap.hook(f"{s}.hook_pre_linear", self.up(x))
         else:
             h = self.act(cap.hook(f"{s}.hook_pre", self.up(x)))
@@ -91,9 +94,13 @@ class Block(nn.Module):
 
     def _forward_hooked(self, x, self_ctx, cross_ctx, cap: hooks.Capture):
         """forward with the residual-stream hooks (hooks.BLOCK_HOOKS, CROSS_HOOKS). hook_attn_out and
-        hook_mlp_out are the sub-layers' outputs before any norm on their way back (peri/post-norm)."""
+        hook_mlp_out are the sub-layers' outputs before any norm on their way back (peri/post-norm); a parallel
+        block (attention and MLP read the same x) has no hook_resid_mid."""
         s = self.site
         x = cap.hook(f"{s}.hook_resid_pre", x)
+        if getattr(self, "parallel", False):
+            a = cap.hook(f"{s}.hook_attn_out", self.attn(self.ln_attn(x), self_ctx))
+            return cap.hook(f"{s}.hook_resid_post", x + a + cap.hook(f"{s}.hook_mlp_out", self.mlp(self.ln_mlp(x))))
         x = self.residual(x, lambda h: cap.hook(f"{s}.hook_attn_out", self.attn(h, self_ctx)),
                           self.ln_attn, self.ln_attn_out)
         x = cap.hook(f"{s}.hook_resid_mid", x)

@@ -138,11 +138,12 @@ class Stack(nn.Module):
         """Every hook point of the model, in module order."""
         return hook_names(self)
 
-    def blocks_ctx(self, T: int, backend: str | None = None, device=None) -> AttnCtx:
-        """The self-attention context of a plain run over T tokens (own mask, no cache, any batch): what each
-        block reads when blocks run one at a time (activation patching starts runs at a chosen block)."""
+    def blocks_ctx(self, T: int, backend: str | None = None, device=None) -> list[AttnCtx]:
+        """Each block's self-attention context in a plain run over T tokens (own mask, no cache, any batch): what
+        the blocks read when they run one at a time (activation patching starts runs at a chosen block)."""
         pos = torch.arange(T, device=device)
-        return self._self_ctx(self.default_mask, T, 0, None, _backend(backend or self.cfg.backend), None, pos)
+        ctx = self._self_ctx(self.default_mask, T, 0, None, _backend(backend or self.cfg.backend), None, pos)
+        return [ctx] * len(self.blocks)
 
 
 def hook_names(root: nn.Module) -> list[str]:
@@ -153,7 +154,8 @@ def hook_names(root: nn.Module) -> list[str]:
 def _stack_hooks(stack: Stack) -> list[str]:
     names = [hooks.point(stack.site, p) for p in stack.embed.hook_points]
     for blk in stack.blocks:
-        s, subs = blk.site, [(blk.attn, ("hook_attn_out", "hook_resid_mid"))]
+        parallel = getattr(blk, "parallel", False)  # attention and MLP read the same x: no resid_mid
+        s, subs = blk.site, [(blk.attn, ("hook_attn_out",) if parallel else ("hook_attn_out", "hook_resid_mid"))]
         if blk.has_cross:
             subs.append((blk.cross_attn, CROSS_HOOKS))
         names.append(f"{s}.{BLOCK_HOOKS[0]}")

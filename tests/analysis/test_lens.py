@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from analysis.lens import logit_lens, rows_logits
+from analysis.readout import logits_of
 from model.inputs import InputError
 from model.registry import load
 from tests.analysis.interp_models import STORY, tiny_llama
@@ -21,7 +22,7 @@ def test_last_row_is_the_models_own_prediction_exactly(name, lecture):
     text, src = ("ab", "hello") if lm.arch == "encdec" else ("the cat sat", None)
     stack, head, resid, logits = rows_logits(lm, lm.encode(text, src))
     with torch.no_grad():
-        last = head(stack.ln_f(resid[-1]))
+        last = logits_of(stack, head, stack.ln_f(resid[-1]))
     assert torch.equal(last, logits), "the final stream through the final norm and unembedding is the output"
     lens = logit_lens(lm, text, src_text=src, k=3)
     run = lm.run(text, src, top_k=3)
