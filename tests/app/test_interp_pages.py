@@ -76,3 +76,10 @@ def test_token_labels_are_escaped():
     ok(at)
     ticks = titled(at, "residual stream entering each layer")["layout"]["xaxis"]["ticktext"]
     assert "1 &lt;" in ticks and not any("<" in t for t in ticks)
+
+
+def test_lens_page_on_an_encoder_decoder():
+    at = open_page("lens", model="random-encdec", text="ab", src="hello")
+    ok(at)
+    grid = titled(at, "top-1 token read from the stream")
+    assert list(grid["layout"]["yaxis"]["ticktext"]) == ["embed", "L0", "L1"]  # the decoder's stream
