@@ -285,4 +285,4 @@ ARCH_CAPS = {("decoder",): ("next_token",), ("encdec",): ("reads_source",), ("de
 
 def require_arch(archs: tuple[str, ...], why: str) -> Inputs:
     """require() by the kinds of model a page was written for (the capability each kind stands for)."""
-    return require(ARCH_CAPS.get(tuple(archs), ("generates",)), why, archs)
+    return require(ARCH_CAPS.get(tuple(archs), ()), why, archs)

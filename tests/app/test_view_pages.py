@@ -81,7 +81,8 @@ def test_explore_rollout_and_heads_read_the_weights(gptj):
     assert "plots each head's q and k vectors: it needs a converted family" in info
 
 
-@pytest.mark.parametrize("page", ["kv_cache", "scores", "masks", "backends", "positions", "block", "generate"])
+@pytest.mark.parametrize("page", ["kv_cache", "scores", "masks", "backends", "positions", "block", "generate",
+                                  "lens", "patching"])
 def test_pages_that_need_a_converted_family_say_so(gptj, page):
     at = open_page(page, model=gptj, text=TEXT)
     ok(at)
