@@ -25,7 +25,7 @@ import torch
 from analysis import ablation, backends, checks, generation, head_runs, kv_cache, permutation, positions
 from analysis import block as block_
 from analysis import block_variants as variants_
-from analysis import faithfulness as faithfulness_
+from analysis import faithfulness_store
 from analysis import flow as flow_
 from analysis import image_runs as images_
 from analysis import routing as routing_
@@ -161,7 +161,18 @@ flow = _cached(_flow, flow_.attention_flow, 32, False)
 kv_cache_check = on_text(checks.check_kv_cache, spinner="Running the cache checks of `attnlab check`…")
 greedy_cache_check = on_text(checks.check_greedy_cache, spinner="Generating with and without the cache…")
 backend_check = on_text(checks.check_backend, spinner="Comparing the backends as `attnlab check` does…")
-cache_generation = on_text(checks.generation_steps, spinner="Generating with and without the cache…")
+_cache_generation = on_text(checks.generation_steps, spinner="Generating with and without the cache…")
+
+
+def cache_generation(name: str, text: str, src: str | None, n_new: int, backend: str) -> dict:
+    """The KV-cache page's generation (analysis.checks.generation_steps): the first steps of the greedy check's
+    own generation when it ran the same backend that far (one generation on a first visit, not two)."""
+    if backend == checks.CACHE_BACKEND and 1 <= n_new <= checks.GREEDY_TOKENS:
+        return checks.first_steps(greedy_cache_check(name, text, src).detail, n_new)
+    return _cache_generation(name, text, src, n_new, backend)
+
+
+cache_generation.clear = _cache_generation.clear
 output_scale = on_text(backends.output_scale)
 pattern_recovery = on_text(backends.pattern_recovery)  # (name, text, src, backend)
 prefix_stability = on_text(kv_cache.prefix_stability, spinner="Running every prefix of the text…")
@@ -216,8 +227,9 @@ norm_leak = on_text(variants_.norm_leak, entries=32)  # (name, text, src, change
 
 # -- judging explanations and vocabularies (Rollout page, token strips) --------------------------------------
 vocabulary = on_model(token_strip.vocabulary)  # (name) -> {"name", "size", "unk_id", "scope"}
-# (name, n, seed, ablation=False) -> the report of `attnlab faithfulness` (its "methods": top-1 per method)
-faithfulness = on_model(faithfulness_.faithfulness, entries=8,
+# (name, n, seed, ablation=False) -> the report of `attnlab faithfulness` (its "methods": top-1 per method), kept on
+# disk per weights and examples (analysis.faithfulness_store): computed once per model, not on each first visit
+faithfulness = on_model(faithfulness_store.kept_faithfulness, entries=8,
                         spinner="Scoring each method on held-out lecture examples (`attnlab faithfulness`)…")
 
 
