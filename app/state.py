@@ -22,10 +22,19 @@ import numpy as np
 import streamlit as st
 import torch
 
-from analysis import ablation, backends, checks, generation, head_runs, kv_cache, permutation, positions
+from analysis import (
+    ablation,
+    backends,
+    checks,
+    faithfulness_store,
+    generation,
+    head_runs,
+    kv_cache,
+    permutation,
+    positions,
+)
 from analysis import block as block_
 from analysis import block_variants as variants_
-from analysis import faithfulness_store
 from analysis import flow as flow_
 from analysis import image_runs as images_
 from analysis import routing as routing_
