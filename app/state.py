@@ -22,19 +22,10 @@ import numpy as np
 import streamlit as st
 import torch
 
-from analysis import (
-    ablation,
-    backends,
-    checks,
-    faithfulness_store,
-    generation,
-    head_runs,
-    kv_cache,
-    permutation,
-    positions,
-)
+from analysis import ablation, backends, checks, generation, head_runs, kv_cache, permutation, positions
 from analysis import block as block_
 from analysis import block_variants as variants_
+from analysis import faithfulness_store as kept_
 from analysis import flow as flow_
 from analysis import image_runs as images_
 from analysis import routing as routing_
@@ -238,7 +229,7 @@ norm_leak = on_text(variants_.norm_leak, entries=32)  # (name, text, src, change
 vocabulary = on_model(token_strip.vocabulary)  # (name) -> {"name", "size", "unk_id", "scope"}
 # (name, n, seed, ablation=False) -> the report of `attnlab faithfulness` (its "methods": top-1 per method), kept on
 # disk per weights and examples (analysis.faithfulness_store): computed once per model, not on each first visit
-faithfulness = on_model(faithfulness_store.kept_faithfulness, entries=8,
+faithfulness = on_model(kept_.kept_faithfulness, entries=8,
                         spinner="Scoring each method on held-out lecture examples (`attnlab faithfulness`)…")
 
 
