@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from cli.commands.common import add_device_args, add_image_arg, add_model_args, load_model, model_inputs, print_json
+from cli.commands.common import (
+    add_device_args,
+    add_image_arg,
+    add_model_args,
+    load_model,
+    model_inputs,
+    print_json,
+)
 
 
 def add_parser(sub) -> None:
