@@ -16,6 +16,7 @@ from app.navigation import icon_of
 from app.url_state import URL, begin_run, end_run, kept, select, sync_url, toggle
 from model.checkpoint import CheckpointError
 from model.inputs import InputError
+from model.transformer import ContextLengthError
 
 log = logging.getLogger("attnlab.app")
 PRESENT_CSS = """<style>
@@ -57,10 +58,20 @@ def error_message(e: BaseException) -> tuple[str, str]:
                      "Try a shorter text, another model, or reload the page.")
 
 
+def ordinary(e: BaseException) -> bool:
+    """An error of the input, not of the program (empty text, text past the context, a bad model folder, a busy
+    server): the server logs one line for it, no traceback."""
+    return isinstance(e, (InputError, ContextLengthError, CheckpointError, state.BusyError))
+
+
 def show_error(e: BaseException) -> None:
-    """The exception as a warning or error box on the page; the traceback goes to the server log."""
+    """The exception as a warning or error box on the page; the server log gets one line for an ordinary input
+    error and the traceback for anything else."""
     level, msg = error_message(e)
-    log.warning("page error: %s", "".join(traceback.format_exception(e)))
+    if ordinary(e):
+        log.warning("input refused: %s: %s", type(e).__name__, " ".join(str(e).split())[:300])
+    else:
+        log.warning("page error: %s", "".join(traceback.format_exception(e)))
     (st.warning if level == "warning" else st.error)(msg, icon=":material/warning:" if level == "warning"
                                                       else ":material/error:")
 

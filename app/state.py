@@ -191,8 +191,11 @@ def attention_timings(lengths: tuple[int, ...], n_heads: int, d_head: int, repea
 
 @st.cache_data(ttl=300, show_spinner=False)
 def benchmark_results() -> dict | None:
-    """The latest `attnlab bench` JSON (docs/benchmarks.json), or None; plus docs/benchmarks.md's text."""
+    """The latest `attnlab bench` JSON (docs/benchmarks.json), or None; plus docs/benchmarks.md's text. Its
+    "path" is the file's place in the repository, never the server's folders (a page shows it to students)."""
     out = read_benchmarks(BENCH_FILE)
+    if out is not None:
+        out["path"] = DEFAULT_PATH
     md = BENCH_FILE.with_suffix(".md")
     if md.is_file():
         out = (out or {"path": None, "machine": None, "rows": []}) | {"markdown": md.read_text(encoding="utf-8")}
