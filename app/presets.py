@@ -23,6 +23,8 @@ class Preset:
     query_index: int | None = None
     source_index: int | None = None
     alignment: tuple = ()  # (target index, source index) pairs of a translation sample
+    query_word: str | None = None  # the query named by its token, for a text whose indices differ per tokenizer
+    source_word: str | None = None  # likewise the source token
 
 
 GENERIC = [
@@ -39,7 +41,7 @@ GENERIC_ENCDEC = [
 ]
 GENERIC_ENCODER = [
     Preset("minilm-it", "What does 'it' refer to?", "The animal didn't cross the street because it was too tired.",
-           "look for a head where 'it' attends to 'animal'"),
+           "look for a head where 'it' attends to 'animal'", query_word="it", source_word="animal"),
     *GENERIC[::2],
 ]
 
@@ -70,6 +72,8 @@ def default_query(cap, preset: Preset | None) -> int:
     t = len(cap.tokens)
     if preset is not None and preset.query_index is not None and 0 <= preset.query_index < t:
         return int(preset.query_index)
+    if preset is not None and (i := word_index(cap.tokens, preset.query_word)) is not None:
+        return i
     if "[MASK]" in cap.tokens:
         return cap.tokens.index("[MASK]")
     return t - 1
@@ -79,7 +83,15 @@ def source_index(cap, preset: Preset | None) -> int | None:
     """The preset's ground-truth source token (what its query token should look at), if it names one."""
     if preset is not None and preset.source_index is not None and 0 <= preset.source_index < len(cap.tokens):
         return int(preset.source_index)
-    return None
+    return None if preset is None else word_index(cap.tokens, preset.source_word)
+
+
+def word_index(tokens, word: str | None) -> int | None:
+    """The first token that is `word` (case and surrounding spaces aside), or None (no such token: this
+    tokenizer splits the word)."""
+    if word is None:
+        return None
+    return next((i for i, t in enumerate(tokens) if str(t).strip().lower() == word.lower()), None)
 
 
 NOTE_HEAD = re.compile(r"\bhead (\d+)\.(\d+)\b")  # "head 2.1" in a note: layer 2, head 1
