@@ -13,9 +13,9 @@ import streamlit as st
 
 from app import state
 from app.navigation import icon_of
-from app.url_state import URL, begin_run, end_run, kept, select, sync_url, toggle
+from app.url_state import URL, begin_run, end_run, kept, reset_positions, select, sync_url, toggle
 from model.checkpoint import CheckpointError
-from model.inputs import InputError
+from model.inputs import InputError, OverContextError
 from model.transformer import ContextLengthError
 
 log = logging.getLogger("attnlab.app")
@@ -74,6 +74,37 @@ def show_error(e: BaseException) -> None:
         log.warning("page error: %s", "".join(traceback.format_exception(e)))
     (st.warning if level == "warning" else st.error)(msg, icon=":material/warning:" if level == "warning"
                                                       else ":material/error:")
+    if isinstance(e, OverContextError):
+        offer_first_tokens(e)
+
+
+TEXT_KEYS = {"text": "text", "target text": "text", "source text": "src"}  # what the model read -> its text box
+
+
+def offer_first_tokens(e: OverContextError) -> None:
+    """Beside the refusal of an over-long text in the sidebar's box: a button that keeps its first tokens (as
+    many as the refusing model reads). Nothing when the box's text is not the one refused."""
+    from app.inputs import _model_name  # app.inputs imports this module
+
+    key = TEXT_KEYS.get(e.what)
+    text = st.session_state.get(key) if key else None
+    if not text:
+        return
+    try:
+        cut = state.first_tokens(_model_name(), text, key == "src", e.limit)
+    except Exception:  # noqa: BLE001 — the offer is optional; the refusal above already says what is wrong
+        return
+    if cut and cut != text:
+        st.button(f"Keep the first {e.limit:,} tokens", key="keep_first_tokens", on_click=_keep_text,
+                  args=(key, cut), icon=":material/content_cut:",
+                  help=f"Cut the text after the last whole token that fits: {len(cut):,} of {len(text):,} characters.")
+
+
+def _keep_text(key: str, text: str) -> None:
+    ss = st.session_state
+    ss[key], ss["preset"] = text, "custom"
+    kept().update({key: text, "preset": "custom"})
+    reset_positions()
 
 
 @contextmanager

@@ -136,6 +136,7 @@ def on_text(fn: Callable, entries: int = 16, spinner: str | bool = False):
 model_info = on_model(LoadedModel.describe)
 token_id = on_model(LoadedModel.single_token_id, entries=64)
 model_card = st.cache_data(max_entries=16, show_spinner=False)(bundled_card)
+first_tokens = on_model(LoadedModel.first_tokens, entries=8)  # (name, text, source, limit) -> the start that fits
 capture = on_text(LoadedModel.capture, entries=48)  # (name, text, src, backend, mask) -> CapturedRun
 
 
