@@ -84,14 +84,12 @@ TEXT_KEYS = {"text": "text", "target text": "text", "source text": "src"}  # wha
 def offer_first_tokens(e: OverContextError) -> None:
     """Beside the refusal of an over-long text in the sidebar's box: a button that keeps its first tokens (as
     many as the refusing model reads). Nothing when the box's text is not the one refused."""
-    from app.inputs import _model_name  # app.inputs imports this module
-
     key = TEXT_KEYS.get(e.what)
     text = st.session_state.get(key) if key else None
-    if not text:
+    if not text or not e.model:
         return
     try:
-        cut = state.first_tokens(_model_name(), text, key == "src", e.limit)
+        cut = state.first_tokens(e.model, text, key == "src", e.limit)
     except Exception:  # noqa: BLE001 — the offer is optional; the refusal above already says what is wrong
         return
     if cut and cut != text:

@@ -16,12 +16,12 @@ class InputError(ValueError):
 
 
 class OverContextError(InputError):
-    """A text of more tokens than the model reads: `what` (text, source text, target text), its token count
-    and the limit, so that a page can offer to keep the first tokens."""
+    """A text of more tokens than the model reads: `what` (text, source text, target text), its token count,
+    the limit and the model's name (when known), so that a page can offer to keep the first tokens."""
 
-    def __init__(self, message: str, what: str, n_tokens: int, limit: int):
+    def __init__(self, message: str, what: str, n_tokens: int, limit: int, model: str | None = None):
         super().__init__(message)
-        self.what, self.n_tokens, self.limit = what, n_tokens, limit
+        self.what, self.n_tokens, self.limit, self.model = what, n_tokens, limit, model
 
 
 def validate_text(text: str | None, what: str = "text") -> str:

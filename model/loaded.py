@@ -204,8 +204,12 @@ class LoadedModel:
         if len(enc.ids) > self.context and self.context < self.cfg.max_len:
             raise OverContextError(f"the {what} is {len(enc.ids):,} tokens long; the CPU limit of {self.name} is "
                                    f"{self.context:,} tokens (a run on a CUDA GPU, --device cuda, reads up to "
-                                   f"{self.cfg.max_len:,})", what, len(enc.ids), self.context)
-        check_tokens(len(enc.ids), self.context, what)
+                                   f"{self.cfg.max_len:,})", what, len(enc.ids), self.context, self.name)
+        try:
+            check_tokens(len(enc.ids), self.context, what)
+        except OverContextError as e:
+            e.model = self.name
+            raise
         return enc
 
     def first_tokens(self, text: str, source: bool = False, limit: int | None = None) -> str:

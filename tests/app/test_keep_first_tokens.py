@@ -16,7 +16,7 @@ def test_first_tokens_is_the_longest_start_that_fits(name):
     text = words * (lm.context // 3)
     with pytest.raises(OverContextError) as e:
         lm.encode(text)
-    assert e.value.n_tokens > lm.context == e.value.limit and e.value.what == "text"
+    assert e.value.n_tokens > lm.context == e.value.limit and e.value.what == "text" and e.value.model == name
     cut = lm.first_tokens(text)
     n = lm.encode(cut).ids.shape[1]
     assert text.startswith(cut) and n == lm.context  # these texts cut exactly at the limit
