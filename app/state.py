@@ -26,6 +26,7 @@ from analysis import ablation, backends, checks, generation, head_runs, kv_cache
 from analysis import block as block_
 from analysis import block_variants as variants_
 from analysis import faithfulness_store as kept_
+from analysis import flash_tiling as flash_tiling_
 from analysis import flow as flow_
 from analysis import image_runs as images_
 from analysis import routing as routing_
@@ -179,6 +180,8 @@ pattern_recovery = on_text(backends.pattern_recovery)  # (name, text, src, backe
 prefix_stability = on_text(kv_cache.prefix_stability, spinner="Running every prefix of the text…")
 generation_trace = on_text(generation.generation_trace, entries=32, spinner="Generating…")
 position_table = on_model(positions.position_table, entries=8, spinner="Reading the position embeddings…")
+# (name, text, src, site, head, block_q, block_k) -> (analysis.flash_tiling.Tiling, the model's own output of the head)
+flash_tiling = on_text(flash_tiling_.head_tiling, entries=16)
 
 
 @st.cache_data(max_entries=8, show_spinner="Timing the kernels on this machine…")

@@ -11,6 +11,7 @@ from app.downloads import downloads
 from app.figures.grids import delta_grid
 from app.figures.lines import scaling
 from app.figures.matrix import matrix_heatmap
+from app.flash_view import flash_section
 from app.frame import chart, page, presenting
 from app.inputs import inputs
 from app.url_state import select, slider
@@ -185,6 +186,8 @@ with page("Backends", "Do eager, sdpa and flash compute the same attention — a
               key="be-diff", name="diff")
     st.caption(f"{site}, head {head}: kernel {cap_f.records[site].kernel}. Long inputs stay cheap: a capture that "
                "would exceed a few million weights keeps q and k only, and large matrices are pooled for display.")
+
+    flash_section(inp, present)  # topic 11: the tiled computation, step by step
 
     downloads("backends", csv=live_df,
               json_obj={"model": inp.model, "text": inp.text, "src_text": inp.src, "device": dev, "checks": rows,
