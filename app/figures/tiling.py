@@ -31,15 +31,15 @@ def tile_grid(tiling, q_block: int, step: int, present: bool = False) -> go.Figu
                                hovertemplate="query block %{y}, key block %{x}: %{customdata}<extra></extra>"))
     ticks = dict(tickmode="array", ticklabeloverflow="allow", automargin=False)
     fig.update_xaxes(title_text=f"key/value block ({bk} keys each)", tickvals=list(range(nk)),
-                     ticktext=[f"{c * bk}–{min((c + 1) * bk, tiling.S) - 1}" for c in range(nk)], side="top", **ticks)
+                     ticktext=[f"{c * bk}–{min((c + 1) * bk, tiling.S) - 1}" for c in range(nk)], **ticks)
     fig.update_yaxes(title_text=f"query block ({bq} rows each)", tickvals=list(range(nq)), autorange="reversed",
                      ticktext=[f"{r * bq}–{min((r + 1) * bq, tiling.T) - 1}" for r in range(nq)], **ticks)
     for name, color in zip(STATES, COLORS):  # a legend of the four states
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, showlegend=True,
                                  marker=dict(size=12, symbol="square", color=color, line=dict(color="#888", width=1))))
-    apply_layout(fig, "The tiles: one is in fast memory at a time", present, height=380, top=90,
-                 legend=dict(orientation="h", y=-0.08, yanchor="top", x=0, font=dict(size=font_size(present))))
-    fig.update_layout(margin=dict(l=90, r=10, t=110, b=60), plot_bgcolor="rgba(0,0,0,0)")
+    apply_layout(fig, "The tiles: one is in fast memory at a time", present, height=450 + 40 * present,
+                 legend=dict(orientation="h", y=-0.3, yanchor="top", x=0, font=dict(size=font_size(present))))
+    fig.update_layout(margin=dict(l=90, r=10, t=60, b=150), plot_bgcolor="rgba(0,0,0,0)")
     return fig
 
 
