@@ -53,9 +53,10 @@ def presets(model_name: str) -> list[Preset]:
     """Lecture samples for the bundled models (sample_texts/lecture.json), generic texts otherwise."""
     if model_name.startswith("lecture-"):
         try:
-            got = [Preset(s.id, s.title, s.text, s.note, s.src_text, s.answer, s.query_index, s.source_index,
-                          tuple(s.alignment))
-                   for s in load_samples(SAMPLES_OF.get(model_name, model_name))]
+            owner = SAMPLES_OF.get(model_name, model_name)
+            got = [Preset(s.id, s.title, s.text, s.note if owner == model_name else borrowed_note(s.note, owner, model_name),
+                          s.src_text, s.answer, s.query_index, s.source_index, tuple(s.alignment))
+                   for s in load_samples(owner)]
             if got:
                 return got
         except Exception as e:  # noqa: BLE001 — samples are optional; fall back to generic texts
@@ -65,6 +66,12 @@ def presets(model_name: str) -> list[Preset]:
     if model_name == "minilm" or model_name.endswith("encoder"):
         return GENERIC_ENCODER
     return GENERIC
+
+
+def borrowed_note(note: str, owner: str, model_name: str) -> str:
+    """A sample's note shown for another model: its numbers (heads, shares) are the owner's, said so."""
+    return (f"{note} (A sample of {owner}'s tasks: the heads and shares named here are {owner}'s; {model_name} was "
+            f"upcycled from it and attends and answers in its own way — see its card.)")
 
 
 def default_query(cap, preset: Preset | None) -> int:
