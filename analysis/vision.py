@@ -181,6 +181,14 @@ def distance_trend(distance: np.ndarray) -> dict:
             "ratio": float(means[-1] / max(means[0], 1e-12))}
 
 
+def uniform_distance(grid, patch_size: int) -> float:
+    """The mean attention distance of a head that spreads its attention evenly over every patch (pixels): the
+    value a head shows when it does not look near or far."""
+    rows, cols = (grid, grid) if isinstance(grid, int) else grid
+    r, c = np.divmod(np.arange(rows * cols), cols)  # [N] each
+    return float(patch_size * np.hypot(r[:, None] - r[None], c[:, None] - c[None]).mean())
+
+
 def grid_correlation(similarity: np.ndarray, grid) -> float:
     """Pearson correlation, over all pairs of different patches, between the cosine similarity of their position
     embeddings (`similarity` [N, rows, cols]) and minus their distance on the patch grid: near 1 when nearby

@@ -3,14 +3,15 @@ checkpoint: mean attention distance by depth, the position embeddings' grid, an 
 
 from __future__ import annotations
 
-from analysis.vision import distance_trend, grid_correlation
+from analysis.vision import distance_trend, grid_correlation, uniform_distance
 
 GROWS = 1.2  # the last layer's mean distance over the first's above which "it grows with depth"
 GRID_R = 0.5  # correlation of similarity with closeness above which the embeddings "show the grid"
 
 
-def distance_caption(distance, patch: int) -> str:
-    """Mean attention distance [L, H] in words: per-layer means and head ranges, and whether it grows."""
+def distance_caption(distance, patch: int, grid=None) -> str:
+    """Mean attention distance [L, H] in words: per-layer means and head ranges, whether it grows, and (with
+    the patch `grid`) the distance of attention spread evenly over every patch."""
     t = distance_trend(distance)
     per = ", ".join(f"layer {i}: {m:.1f} px ({lo:.1f}–{hi:.1f})" for i, (m, lo, hi)
                     in enumerate(zip(t["layer_mean"], t["layer_min"], t["layer_max"])))
@@ -21,8 +22,10 @@ def distance_caption(distance, patch: int) -> str:
     else:
         trend = (f"it stays about the same at every depth (last layer / first = {t['ratio']:.2f}): unlike the "
                  "ViT paper's fig. 7, where early layers mix near and far heads and later ones look far")
+    even = "" if grid is None else (f" Attention spread evenly over every patch gives "
+                                    f"{uniform_distance(grid, patch):.1f} px.")
     return (f"How far (in pixels; a patch is {patch} px) each head looks from a patch, weighted by its attention "
-            f"(Dosovitskiy et al., fig. 7). Mean over heads (range over heads): {per}. Here {trend}.")
+            f"(Dosovitskiy et al., fig. 7). Mean over heads (range over heads): {per}. Here {trend}.{even}")
 
 
 def position_caption(similarity, grid) -> str:

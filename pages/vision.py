@@ -144,7 +144,7 @@ with page("Vision", "Where does a Vision Transformer look — and is it where th
     with c1:
         chart(distance_figure(distance, present=present, title="Mean attention distance per head"),
               key="distance", name="vision-distance")
-        st.caption(distance_caption(distance, patch))
+        st.caption(distance_caption(distance, patch, grid))
     with c2, guard():
         sim = state.position_similarity(name)  # [N, rows, cols]
         chart(position_similarity_figure(sim, present=present, title="Position embeddings: cosine similarity"),

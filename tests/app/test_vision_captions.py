@@ -23,6 +23,7 @@ def test_distance_caption_follows_the_numbers():
     grow = flat * np.array([1, 1.5, 2, 3])[:, None]
     assert "grows with depth (the last layer looks 3.0× as far as the first)" in distance_caption(grow, 4)
     assert "shrinks with depth" in distance_caption(grow[::-1], 4)
+    assert distance_caption(flat, 4, (2, 2)).endswith(f"gives {4 * (0 + 1 + 1 + 2 ** 0.5) / 4:.1f} px.")
 
 
 def test_position_caption_follows_the_grid():
@@ -50,7 +51,8 @@ def test_the_page_says_what_its_numbers_show():
     run = image_capture(vit, sample.image)
     grid = vit.patch_grid
     caps = [c.value for c in at.caption]
-    assert distance_caption(vision.mean_attention_distance(run, grid, 32 // grid[0]), 32 // grid[0]) in caps
+    patch = 32 // grid[0]
+    assert distance_caption(vision.mean_attention_distance(run, grid, patch), patch, grid) in caps
     assert position_caption(vision.position_similarity(vit), grid) in caps
     text = " ".join(m.value for m in at.markdown)
     assert "True label: **" in text and "(right)" not in text and "(wrong)" not in text
