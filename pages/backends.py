@@ -170,11 +170,11 @@ with page("Backends", "Do eager, sdpa and flash compute the same attention — a
     qt, kt = cap_f.group_tokens(group)
     mask = cap_f.mask_of(group)
     recomputed, stored = cap_f.records[site].pattern(head), cap_e.records[site].pattern(head)
-    side = dict(mask=mask, present=present, height=480, max_ticks=24)
+    side = dict(mask=mask, present=present, height=560, max_ticks=40)  # the same size, every token up to 40
     a, b, c = st.columns(3, gap="small")
     with a:
-        chart(matrix_heatmap(recomputed, qt, kt, title=f"{fused}: recomputed from q, k", showscale=False,
-                             zrange=(0.0, 1.0), **side), key="be-recomputed", name="recomputed")
+        chart(matrix_heatmap(recomputed, qt, kt, title=f"{fused}: recomputed from q, k", zrange=(0.0, 1.0), **side),
+              key="be-recomputed", name="recomputed")
     with b:
         chart(matrix_heatmap(stored, qt, kt, title="eager: stored weights", zrange=(0.0, 1.0), **side),
               key="be-eager", name="eager")
