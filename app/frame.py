@@ -23,7 +23,8 @@ PRESENT_CSS = """<style>
 html { font-size: 19px; }
 [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.15rem; }
 h1 { font-size: 2.6rem !important; }
-</style>"""
+[data-testid="stSidebarNav"] * { font-size: 0.84rem !important; }
+</style>"""  # the sidebar's page names keep their usual size: larger, the longest were cut
 
 
 # -- errors ------------------------------------------------------------------------------------------------
