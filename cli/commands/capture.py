@@ -8,6 +8,7 @@ import numpy as np
 
 from cli.commands.common import add_device_args, add_image_arg, add_model_args, load_model, model_inputs
 from cli.errors import UsageError
+from model.config import BACKENDS
 
 
 def add_parser(sub) -> None:
@@ -15,7 +16,7 @@ def add_parser(sub) -> None:
     add_model_args(p)
     add_device_args(p)
     add_image_arg(p)
-    p.add_argument("--backend", choices=("eager", "sdpa", "flash"), default="eager",
+    p.add_argument("--backend", choices=BACKENDS, default="eager",
                    help="attention kernel: eager (the plain softmax maths, default), sdpa or flash (PyTorch's fused "
                         "kernels); the saved patterns are recomputed exactly from q and k whichever ran")
     p.add_argument("--out", required=True, help="output .npz path")
