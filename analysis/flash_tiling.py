@@ -121,7 +121,8 @@ def head_tiling(lm, inputs, site: str, head: int, block_q: int = 16, block_k: in
     z = cap.tensor(f"{site}.hook_z")[0, head].float().cpu().numpy()  # [T, d_head]
     mask = rec.mask_for()  # [T, S]
     bias = None if rec.bias is None else rec.bias[head]
-    if bias is not None:
-        raise ValueError("this head adds a positional bias (ALiBi); the step-by-step shows plain q·k scores")
+    if bias is not None or getattr(rec, "softcap", None) is not None:
+        raise ValueError("this head adds a positional bias (ALiBi) or soft-caps its scores; the step-by-step "
+                         "shows plain scaled q·k scores")
     tiling = tiled_attention(rec.q[0, head], rec.k[0, head // group], v, mask, rec.scale, block_q, block_k)
     return tiling, z
