@@ -24,7 +24,8 @@ def add_parser(sub) -> None:
 
 
 def capture_arrays(lm, inputs, backend: str) -> dict[str, np.ndarray]:
-    """{tokens, ids, src_tokens?, src_ids?, SITE/pattern, SITE/scores, SITE/mask} for batch element 0."""
+    """{tokens, ids, src_tokens?, src_ids?, SITE/pattern, SITE/scores (not for a transformers view), SITE/mask}
+    for batch element 0."""
     run = lm.run(inputs=inputs, backend=backend)
     out = {"tokens": np.array(run.tokens, dtype=str), "ids": np.array(run.ids, dtype=np.int64)}
     if run.src_tokens is not None:
@@ -32,7 +33,8 @@ def capture_arrays(lm, inputs, backend: str) -> dict[str, np.ndarray]:
         out["src_ids"] = np.array(run.src_ids, dtype=np.int64)
     for site, rec in run.records.items():
         out[f"{site}/pattern"] = rec.pattern().astype(np.float32)  # [H, q, k]
-        out[f"{site}/scores"] = rec.scores().astype(np.float32)  # [H, q, k], raw scaled, unmasked
+        if lm.has_qk:  # a transformers view returns weights only
+            out[f"{site}/scores"] = rec.scores().astype(np.float32)  # [H, q, k], raw scaled, unmasked
         out[f"{site}/mask"] = rec.mask_for().astype(bool)  # [q, k]
     return out
 
