@@ -31,6 +31,8 @@ NOT_MEASURED = {
     "routing": "mixture-of-experts models only: with the payload model (no experts) it shows lecture-moe on its "
                "sample, tokens × experts per layer, independent of T",
     "step_by_step": "a fixed toy example, independent of T",
+    "patching": "one run per patched layer and position (O(layers × T) forward passes): a compute study at T = 4,096, "
+                "not a payload",
 }
 # every page of the navigation (app/navigation.py, the one table of pages) not said above, in navigation order
 PAGES = tuple(Path(f).stem for f, *_ in NAV_PAGES if Path(f).stem not in NOT_MEASURED)
