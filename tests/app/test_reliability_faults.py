@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from app import state
-from model.families import supported_families
 from model.checkpoint import save_folder
 from model.config import ModelConfig
+from model.families import supported_families
 from model.registry import BUNDLED_DIR
 from model.transformer import build_model
 from tests.app.conftest import open_page, specs, titled, z_of
