@@ -16,7 +16,7 @@ from model.config import ModelConfig
 from model.device import dtype_name, is_half
 from model.generate import generate as _generate
 from model.images import ImagePrep
-from model.inputs import InputError, Inputs, check_generate, check_tokens, validate_text
+from model.inputs import InputError, Inputs, OverContextError, check_generate, check_tokens, validate_text
 from model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, pair_mask
 from model.patches import patch_labels
 from model.tokenizer import ByteTokenizer, Encoding, HFTokenizer
@@ -217,11 +217,29 @@ class LoadedModel:
             validate_text(text, what)
         enc = tok.encode(text, pair=pair) if pair is not None else tok.encode(text)
         if len(enc.ids) > self.context and self.context < self.cfg.max_len:
-            raise InputError(f"the {what} is {len(enc.ids):,} tokens long; the CPU limit of {self.name} is "
-                             f"{self.context:,} tokens (a run on a CUDA GPU, --device cuda, reads up to "
-                             f"{self.cfg.max_len:,})")
-        check_tokens(len(enc.ids), self.context, what)
+            raise OverContextError(f"the {what} is {len(enc.ids):,} tokens long; the CPU limit of {self.name} is "
+                                   f"{self.context:,} tokens (a run on a CUDA GPU, --device cuda, reads up to "
+                                   f"{self.cfg.max_len:,})", what, len(enc.ids), self.context, self.name)
+        try:
+            check_tokens(len(enc.ids), self.context, what)
+        except OverContextError as e:
+            e.model = self.name
+            raise
         return enc
+
+    def first_tokens(self, text: str, source: bool = False, limit: int | None = None) -> str:
+        """The longest start of `text` that fits the context (or `limit` tokens, if fewer), cut where a token
+        ends (`source`: as an encoder–decoder's source text); `text` itself when it fits."""
+        tok = (self.src_tokenizer or self.tokenizer) if source else self.tokenizer
+        most = min(self.context, limit or self.context)
+        enc = tok.encode(text)
+        if len(enc.ids) <= most:
+            return text
+        ends = [b for (_, b), s in zip(enc.offsets, enc.special) if not s]
+        k = min(len(ends), max(most - sum(enc.special), 0))  # [BOS], [CLS], [SEP] … come with any text
+        while k > 0 and len(tok.encode(text[:ends[k - 1]]).ids) > most:
+            k -= 1  # a cut inside a word can make more tokens than it keeps: step back
+        return text[:ends[k - 1]] if k else ""
 
     def label(self, i: int) -> str:
         """A token's label; a ViT's class name."""

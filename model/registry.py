@@ -187,6 +187,9 @@ def resolve(name_or_path: str) -> tuple[str, Path | None]:
         if cached is not None:
             return "cached", cached
         return "hub", None
+    if name_or_path.startswith(("/", ".", "~")) or (os.sep in name_or_path and not REPO_ID.fullmatch(name_or_path)):
+        raise InputError(f"the folder {name_or_path} does not exist; give a model folder with config.json, or a name "
+                         f"({', '.join(known_names())})")
     raise InputError(f"unknown model {name_or_path!r}; known: {', '.join(known_names())}, a model folder "
                      "or a .gguf file")
 

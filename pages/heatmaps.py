@@ -1,6 +1,5 @@
 """Heatmaps (/heatmaps): every layer × head at once, one head up close, and the head view."""
 
-import numpy as np
 import streamlit as st
 
 from analysis.pooling import window
@@ -8,7 +7,7 @@ from analysis.rollout import fuse_heads
 from analysis.stepwise import neuron_view
 from app import state
 from app.downloads import downloads, matrix_csv
-from app.figures.grids import number_grid
+from app.figures.grids import neuron_grid
 from app.figures.head_view import head_view
 from app.figures.matrix import MAX_SIDE, matrix_heatmap
 from app.figures.mosaic import mosaic
@@ -88,9 +87,8 @@ def close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present):
             best = int(rec.pattern(head, (query, query + 1, 0, rec.k_len))[0].argmax())
             key = token_select("Key token", kt, "nv_key", best, help="Default: the key this query attends to most.")
             nv = neuron_view(rec, head, query, key)
-            dims = [f"d{i}" for i in range(nv["d_head"])]
-            chart(number_grid(np.stack([nv["q"], nv["k"], nv["product"]]), ["q", "k", "q⊙k"], dims,
-                              present=present, title=f"q (query {query}), k (key {key}) and q⊙k"),
+            chart(neuron_grid(nv["q"], nv["k"], nv["product"], present=present,
+                              title=f"q (query {query}), k (key {key}) and q⊙k"),
                   key="neuron", name=f"neuron-L{layer}H{head}-q{query}-k{key}")
             bias = f" + bias {nv['bias']:.4f}" if nv["bias"] else ""
             root = f"1/√{nv['d_head']} = " if abs(nv["scale"] * nv["d_head"] ** 0.5 - 1) < 1e-6 else ""

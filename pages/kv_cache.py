@@ -92,11 +92,11 @@ with page("KV cache", "Why may a decoder keep the keys and values of earlier tok
     stitched, full = sti["sites"][site]["stitched"][head], sti["sites"][site]["full"][head]
     mask = None if group == "cross" else cap.mask_of(cap.target_group)
     diff = stitched - full
-    side = dict(height=480, max_ticks=24, present=present)
+    side = dict(height=560, max_ticks=40, present=present)  # three charts the same size, every token labelled up to 40
     a, b, c = st.columns(3, gap="small")
     with a:
         fig = matrix_heatmap(stitched, qt, kt, mask=mask, title="stitched from the cached steps",
-                             showscale=False, zrange=(0.0, 1.0), **side)
+                             zrange=(0.0, 1.0), **side)
         chart(chunk_lines(fig, sti["bounds"], len(kt)), key="kv-stitched", name="kv-stitched")
     with b:
         chart(matrix_heatmap(full, qt, kt, mask=mask, title="one uncached pass", zrange=(0.0, 1.0), **side),

@@ -14,8 +14,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def add_parser(sub) -> None:
     p = sub.add_parser("app", help="start the web app")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8501)
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 for every interface, "
+                        "better behind a reverse proxy)")
+    p.add_argument("--port", type=int, default=8501, help="port to listen on (default 8501)")
     hub = p.add_mutually_exclusive_group()
     hub.add_argument("--allow-hub", action="store_true",
                      help="let users download hub models from the model box even on a public --host (a server on "
