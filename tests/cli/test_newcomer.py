@@ -86,7 +86,7 @@ def test_eval_says_examples_and_answers_and_prints_its_detail(capsys):
     (["train", "--model", "lecture-vit", "--steps", "0"], "--steps must be at least 1, got 0"),
     (["check", "--model", "/no/such/dir"], "the folder /no/such/dir does not exist"),
     (["check", "--model", "random-decoder", "--src-text", "x"], "--src-text is the source of an encoder–decoder"),
-    (["bench", "--models", "gpt3"], "use random-gpt2-small and/or lecture-decoder"),
+    (["bench", "--models", "gpt3"], "use random-gpt2-small, lecture-decoder and/or smollm2"),
 ])
 def test_mistakes_exit_2_with_one_line(capsys, argv, message):
     rc, _, err = run_cli(capsys, *argv)
