@@ -25,6 +25,8 @@ PAGES = [
     ("routing.py", "Routing", "routing", ":material/alt_route:"),
     # issue #16: a Vision Transformer's attention on the image
     ("vision.py", "Vision", "vision", ":material/image:"),
+    # issue #30: the lecture as a guided tour
+    ("tour.py", "Lecture tour", "tour", ":material/school:"),
 ]
 
 # Section title -> URL paths, in navigation order. Every page of PAGES is in exactly one section.
@@ -33,6 +35,7 @@ SECTIONS = {
     "How it is computed": ["step-by-step", "scores", "masks"],
     "Block and positions": ["block", "positions", "permutation", "routing"],
     "Running a model": ["generate", "kv-cache", "backends", "long-inputs"],
+    "Lecture": ["tour"],
 }
 APP_ICON = ":material/search:"
 

@@ -9,7 +9,7 @@ import sys
 
 from cli.errors import UsageError
 
-COMMANDS = ("app_cmd", "bench", "capture", "check", "compare_hf", "eval", "faithfulness", "models", "train")
+COMMANDS = ("app_cmd", "bench", "capture", "check", "compare_hf", "eval", "faithfulness", "handout", "models", "train")
 
 
 class _Parser(argparse.ArgumentParser):
