@@ -42,7 +42,7 @@ class Step:
 
 def fit(fig: go.Figure, present: bool) -> go.Figure:
     """The figure at the tour's height (it must fit the projector beside the narrative)."""
-    fig.update_layout(height=HEIGHT[present], margin_autoexpand=False)
+    fig.update_layout(height=HEIGHT[present])
     return fig
 
 
