@@ -191,4 +191,4 @@ def test_presentation_mode_keeps_the_link_and_hides_the_download():
     at = open_page("tour", step=4, present=1)
     ok(at)
     assert "present=1" in narrative(at) and not at.get("download_button")
-    assert specs(at)[0]["layout"]["height"] == 440
+    assert specs(at)[0]["layout"]["height"] == 460
