@@ -64,7 +64,7 @@ with page("Lecture tour", "The lecture in fourteen steps: each view with its mod
         view = step.build(present)
         left, right = st.columns([3, 2], gap="medium")
         with left:
-            chart(view.fig, key=f"tour-{k}", name=f"tour-step-{k}")
+            chart(view.fig, key="tour", name=f"tour-step-{k}")
         with right:
             st.markdown(view.narrative)
             st.markdown(f":orange[**Look at:** {view.look}]")

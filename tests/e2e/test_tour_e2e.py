@@ -25,7 +25,7 @@ def at_step(page, k: int) -> None:
     page.wait_for_url(re.compile(rf"step={k}(&|$)"))
     wait_idle(page)
     expect(heading(page, k)).to_be_visible()
-    painted(page, f"tour-{k}", KIND.get(k, "heatmap"))
+    painted(page, "tour", KIND.get(k, "heatmap"))
 
 
 def test_next_previous_and_back_walk_every_step(st_app, page):
@@ -55,7 +55,7 @@ def test_the_quiz_step_shows_what_its_narrative_says(st_app, page):
     open_page(page, f"{st_app['url']}/tour?step=4")
     at_step(page, 4)
     expect(page.get_by_text(re.compile(r"α₂,₂ = e¹/\(e¹\+e¹\) = 0\.50"))).to_be_visible()
-    assert page.locator(".st-key-fig-tour-4").get_by_text("0.50").count() >= 2  # α₂,₁ = α₂,₂ in the cells
+    assert page.locator(".st-key-fig-tour").get_by_text("0.50").count() >= 2  # α₂,₁ = α₂,₂ in the cells
     clean(page)
 
 
@@ -95,7 +95,7 @@ def test_presentation_mode_fits_a_projector(st_app, browser):
                 page.get_by_role("button", name="Next").click()
             at_step(page, k)
             page.evaluate("window.scrollTo(0, 0); document.querySelectorAll('*').forEach(e => { e.scrollTop = 0; })")
-            chart = page.locator(f".st-key-fig-tour-{k}").bounding_box()
+            chart = page.locator(".st-key-fig-tour").bounding_box()
             look = page.get_by_text("Look at:").bounding_box()
             link = page.get_by_role("link", name=re.compile("Open this view on its page")).bounding_box()
             assert chart["y"] + chart["height"] <= 768 and chart["x"] + chart["width"] <= 1024, (k, chart)
