@@ -101,3 +101,18 @@ def test_view_targets_judge_the_browser_and_class_sections():
     assert got["errors + mixed results under 30 sessions"][:2] == (0, True)
     assert got["server memory after warm-up under 30 sessions"][:2] == (0.68, True)
     assert all(t["passed"] is None for t in view_targets({}))
+
+
+def test_the_tour_is_judged_on_its_slowest_cached_next_and_kept_out_of_other_widgets():
+    from bench.view_targets import view_targets
+
+    tour = {Browser.PAGE: "tour", Browser.CASE: "lecture-decoder", Browser.WARM: 1.1, Browser.WIDGETS: {
+        "next step, first visit": {Browser.MEDIAN: 2.0, Browser.TIMES: [2.0, 3.5, 1.0]},
+        "next step, cached": {Browser.MEDIAN: 0.9, Browser.TIMES: [0.9, 1.4, 0.7]}}}
+    got = {t["name"]: t for t in view_targets({Top.BROWSER: {Browser.ROWS: [ROW, tour]}})}
+    t = got["tour: Next → the step's chart (every step)"]
+    assert (t["measured"], t["passed"]) == (1.4, True) and "slowest 3.50 s" in t["note"]
+    assert got["any other widget in chromium"]["measured"] == 0.62  # the heatmaps row's head, not the tour
+    tour[Browser.WIDGETS]["next step, cached"][Browser.TIMES] = [0.9, 1.6]
+    again = {t["name"]: t for t in view_targets({Top.BROWSER: {Browser.ROWS: [tour]}})}
+    assert again["tour: Next → the step's chart (every step)"]["passed"] is False
