@@ -12,19 +12,23 @@ from model.norms import make_norm
 
 
 class MLP(nn.Module):
-    """Position-wise feed-forward: GELU (exact or tanh) or SwiGLU."""
+    """Position-wise feed-forward: GELU (exact or tanh), ReLU, or gated: SwiGLU (SiLU gate), GeGLU (tanh-GELU gate)."""
+
+    ACTS = {"gelu": nn.GELU, "gelu_tanh": lambda: nn.GELU(approximate="tanh"), "relu": nn.ReLU, "swiglu": nn.SiLU,
+            "geglu": lambda: nn.GELU(approximate="tanh")}
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.swiglu = cfg.mlp == "swiglu"
-        if self.swiglu:
+        kind = cfg.mlp
+        self.gated = kind in ("swiglu", "geglu")
+        if self.gated:
             self.gate = nn.Linear(cfg.d_model, cfg.hidden, bias=cfg.bias)
         self.up = nn.Linear(cfg.d_model, cfg.hidden, bias=cfg.bias)
         self.down = nn.Linear(cfg.hidden, cfg.d_model, bias=cfg.bias)
-        self.act = nn.SiLU() if self.swiglu else nn.GELU(approximate="tanh" if cfg.mlp == "gelu_tanh" else "none")
+        self.act = self.ACTS[kind]()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.act(self.gate(x)) * self.up(x) if self.swiglu else self.act(self.up(x))
+        h = self.act(self.gate(x)) * self.up(x) if self.gated else self.act(self.up(x))
         return self.down(h)
 
 
@@ -40,7 +44,7 @@ def _peri(x, f, n_in, n_out):
     return x + n_out(f(n_in(x)))
 
 
-RESIDUALS = {"pre": _pre, "post": _post, "peri": _peri}
+RESIDUALS = {"pre": _pre, "post": _post, "peri": _peri, "parallel": _pre}  # parallel: see Block.forward
 
 
 class Block(nn.Module):
@@ -49,7 +53,7 @@ class Block(nn.Module):
     def __init__(self, cfg: ModelConfig, cross: bool = False):
         super().__init__()
         self.residual = RESIDUALS[cfg.norm]
-        norm_in, norm_out = cfg.norm in ("pre", "peri"), cfg.norm in ("post", "peri")
+        norm_in, norm_out = cfg.norm in ("pre", "peri", "parallel"), cfg.norm in ("post", "peri")
 
         def norms():
             return (make_norm(cfg) if norm_in else nn.Identity(), make_norm(cfg) if norm_out else nn.Identity())
@@ -62,8 +66,11 @@ class Block(nn.Module):
         self.mlp = MoE(cfg, MLP) if cfg.mlp == "moe" else MLP(cfg)
         self.ln_mlp, self.ln_mlp_out = norms()
         self.has_cross = cross
+        self.parallel = cfg.norm == "parallel"  # GPT-NeoX, Phi: attention and MLP read the same x
 
     def forward(self, x, self_ctx, cross_ctx=None):
+        if self.parallel:  # x + attn(ln_attn(x)) + mlp(ln_mlp(x)); Phi shares one norm (its weights fill both)
+            return x + self.attn(self.ln_attn(x), self_ctx) + self.mlp(self.ln_mlp(x))
         x = self.residual(x, lambda h: self.attn(h, self_ctx), self.ln_attn, self.ln_attn_out)
         if self.has_cross:
             x = self.residual(x, lambda h: self.cross_attn(h, cross_ctx), self.ln_cross, self.ln_cross_out)
