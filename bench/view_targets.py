@@ -37,7 +37,7 @@ def _worst(items) -> tuple[float, str] | None:
 def _tour(rows) -> dict:
     """The slowest Next of the tour's cached walk (every step once), with the first-visit walk's in the note."""
     ws = next((r.get(Browser.WIDGETS, {}) for r in rows if r.get(Browser.PAGE) == "tour"), {})
-    cached, first = ((ws.get(n) or {}).get(Browser.TIMES) for n in TOUR)
+    first, cached = ((ws.get(n) or {}).get(Browser.TIMES) for n in TOUR)
     worst = max(cached) if cached else None
     note = (f"median {sorted(cached)[len(cached) // 2]:.2f} s over {len(cached)} steps" if cached else "not measured") + (
         f"; first visit of each step (its model runs): slowest {max(first):.2f} s" if first else "")
