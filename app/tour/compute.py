@@ -85,9 +85,11 @@ def masks(present: bool) -> View:
     labels_q, labels_k = [f"q{i + 1}" for i in range(4)], [f"k{j + 1}" for j in range(4)]
     fig = number_grid(w, labels_q, labels_k, kind="weights", present=present, mark=(1, 1),
                       title="Softmax of each row after the causal mask: α")
-    fig.add_shape(type="path", path="M -0.5,-0.5 L 3.5,-0.5 L 3.5,2.5 Z", line={"color": "#ff7f0e", "width": 3,
-                  "dash": "dot"}, fillcolor="rgba(255,127,14,0.12)", name="tour-look")
-    fig.add_annotation(x=2.6, y=0.4, text="masked: −∞ before softmax", showarrow=False,
+    n = len(mask)
+    stairs = " ".join(f"L {i + 0.5},{i + 0.5} L {i + 1.5},{i + 0.5}" for i in range(n - 1))  # under the masked cells
+    fig.add_shape(type="path", path=f"M {n - 0.5},-0.5 L 0.5,-0.5 {stairs} Z", name="tour-look",
+                  line={"color": "#ff7f0e", "width": 3, "dash": "dot"}, fillcolor="rgba(255,127,14,0.15)")
+    fig.add_annotation(x=n - 1.5, y=0.5, text="masked: −∞ before softmax", showarrow=False,
                        font={"color": "#ff7f0e", "size": 14}, name="tour-look")
     above = w[~mask]
     numbers = {"alpha_22": float(w[1, 1]), "row_sums": w.sum(-1).tolist(), "masked_max": float(np.abs(above).max()),

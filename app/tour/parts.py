@@ -26,7 +26,7 @@ def positions(present: bool) -> View:
     fig = table_heatmap(S, xlabel="key position n", ylabel="query position m", value_name="score", present=present,
                         title=f"RoPE, d_head {d_head}: rot(q, m)·rot(k, n)")
     n = ROPE_POSITIONS - 1
-    fig.add_shape(type="line", x0=-0.5, y0=OFFSET - 0.5, x1=n - OFFSET + 0.5, y1=n + 0.5, name="tour-look",
+    fig.add_shape(type="line", x0=0, y0=OFFSET, x1=n - OFFSET, y1=n, name="tour-look",  # through the cells' centres
                   line={"color": MARK, "width": 4, "dash": "dot"})
     note(fig, (n - OFFSET) / 2, n / 2 + OFFSET / 2, f"offset {OFFSET}: one value")
     rope, absolute = float(np.max(demo["spread_rope"])), float(np.max(demo["spread_abs"]))
