@@ -27,6 +27,9 @@ PAGES = [
     ("vision.py", "Vision", "vision", ":material/image:"),
     # issue #30: the lecture as a guided tour
     ("tour.py", "Lecture tour", "tour", ":material/school:"),
+    # issue #28: beyond attention maps
+    ("lens.py", "Logit lens", "logit-lens", ":material/layers:"),
+    ("patching.py", "Activation patching", "patching", ":material/healing:"),
 ]
 
 # Section title -> URL paths, in navigation order. Every page of PAGES is in exactly one section.
@@ -35,6 +38,7 @@ SECTIONS = {
     "How it is computed": ["step-by-step", "scores", "masks"],
     "Block and positions": ["block", "positions", "permutation", "routing"],
     "Running a model": ["generate", "kv-cache", "backends", "long-inputs"],
+    "Beyond attention": ["logit-lens", "patching"],
     "Lecture": ["tour"],
 }
 APP_ICON = ":material/search:"

@@ -132,7 +132,8 @@ class Attention(nn.Module):
     from ctx.memory. qkv's output rows are [q (n_heads·d_head) | k (n_kv_heads·d_head) | v (same)].
 
     Hook points: hook_q [B, H, q, d]; hook_k, hook_v [B, Hkv, k, d] (the k/v heads, not repeated);
-    hook_attn_scores, hook_mask, hook_pattern [B, H, q, k]; hook_z [B, H, q, d]."""
+    hook_attn_scores, hook_mask, hook_pattern [B, H, q, k]; hook_z [B, H, q, d]; hook_result [B, q, H, D]
+    (each head's output before the sum, on demand)."""
 
     def __init__(self, cfg: ModelConfig, cross: bool = False):
         super().__init__()
@@ -192,9 +193,21 @@ class Attention(nn.Module):
             else:
                 z = fused_attention(q, k, v, ctx.mask, ctx.bias, self.scale, ctx.is_causal, ctx.backend)
         else:
-            z = self._forward_captured(q, k, v, ctx, cap)
+            return self._out_captured(self._forward_captured(q, k, v, ctx, cap), cap)
         B, H, T, d = z.shape
         return self.out(z.transpose(1, 2).reshape(B, T, H * d))  # [B, H, T, d] -> [B, T, D]
+
+    def _out_captured(self, z: torch.Tensor, cap: hooks.Capture) -> torch.Tensor:
+        """The output projection; each head's share (hook_result [B, T, H, D], summing with the bias to the
+        output) is computed only when kept or intervened on."""
+        B, H, T, d = z.shape
+        name = f"{self.site}.hook_result"
+        if not cap.touches(name):
+            return self.out(z.transpose(1, 2).reshape(B, T, H * d))  # [B, H, T, d] -> [B, T, D]
+        w = self.out.weight.view(-1, H, d)  # [D, H·d] -> [D, H, d]
+        result = cap.hook(name, torch.einsum("bhtd,ehd->bthe", z, w))  # [B, T, H, D]
+        out = result.sum(2)
+        return out if self.out.bias is None else out + self.out.bias
 
     def _forward_captured(self, q, k, v, ctx: AttnCtx, cap: hooks.Capture) -> torch.Tensor:
         s = self.site

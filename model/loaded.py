@@ -111,6 +111,20 @@ class LoadedModel:
         """True when the model can run step by step with a KV cache (it has causal self-attention)."""
         return self.arch not in ("encoder", "vit")
 
+    # -- what the pages may ask of it (a transformers view, model/view, answers the same keys) -----------
+    converted = True  # our own hooked model (not a transformers view)
+    mode = "converted"
+    has_qk = True  # records keep q and k: scores, the neuron view, the query–key view
+    has_interventions = True
+
+    @property
+    def capabilities(self) -> dict[str, bool]:
+        """What a page may ask of this model, by name (the same keys as model.view.ViewModel.capabilities)."""
+        return {"converted": True, "has_qk": True, "has_cache": self.has_cache, "generates": self.has_cache,
+                "interventions": True, "masks": True, "internals": True, "relevance": True,
+                "reads_source": self.reads_source, "reads_image": self.reads_image, "has_logits": self.has_logits,
+                "causal": self.arch in ("decoder", "encdec"), "next_token": self.arch == "decoder"}
+
     # -- images (a ViT) ----------------------------------------------------------------------------
     @property
     def reads_image(self) -> bool:
@@ -172,7 +186,8 @@ class LoadedModel:
     def describe(self) -> dict:
         """info() plus what a page needs to know: whether it predicts tokens, and the card's plain fields."""
         card = {k: v for k, v in (self.card or {}).items() if isinstance(v, (str, int, float, list, dict))}
-        return self.info() | {"has_logits": self.has_logits, "card": card, "full_context": self.cfg.max_len}
+        return self.info() | {"has_logits": self.has_logits, "card": card, "full_context": self.cfg.max_len,
+                              "mode": self.mode, "can": self.capabilities}
 
     # -- tokens ------------------------------------------------------------------------------------
     def encode(self, text: str, src_text: str | None = None, pair: str | None = None) -> Inputs:

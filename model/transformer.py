@@ -7,12 +7,13 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
+from model import hooks
 from model.attention import Attention, AttnCtx
 from model.cache import KVCache
 from model.config import BACKENDS, ModelConfig
-from model.hooks import HOOK_POINTS
+from model.hooks import BLOCK_HOOKS, CROSS_HOOKS, FINAL_HOOK, HOOK_POINTS
 from model.inputs import Inputs
-from model.layers import Block
+from model.layers import MLP, Block
 from model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, as_spec, build_mask
 from model.moe import ROUTER_HOOKS, MoE
 from model.norms import make_norm
@@ -45,15 +46,22 @@ class Embeddings(nn.Module):
         self.norm = nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps) if cfg.embed_norm else nn.Identity()
         self.positional = cfg.positional
         self.scale = cfg.embed_scale  # Gemma: √d_model
+        self.site = ""  # the stack's name, set by name_sites()
+
+    @property
+    def hook_points(self) -> tuple[str, ...]:
+        return ("hook_embed", "hook_pos_embed") if self.positional in ("learned", "sinusoidal") else ("hook_embed",)
 
     def forward(self, tokens, positions, token_type_ids=None):
+        cap = hooks.active()
         x = self.tok(tokens)  # [B, T, D]
         if self.scale != 1.0:
             x = x * self.scale
-        if self.positional == "learned":
-            x = x + self.pos(positions)
-        elif self.positional == "sinusoidal":
-            x = x + self.sin_table[positions]
+        if cap is not None:
+            x = cap.hook(hooks.point(self.site, "hook_embed"), x)
+        if self.positional in ("learned", "sinusoidal"):
+            p = self.pos(positions) if self.positional == "learned" else self.sin_table[positions]  # [T, D]
+            x = x + (p if cap is None else cap.hook(hooks.point(self.site, "hook_pos_embed"), p))
         if self.types is not None:
             tt = token_type_ids if token_type_ids is not None else torch.zeros_like(tokens)
             x = x + self.types(tt)
@@ -108,7 +116,15 @@ class Stack(nn.Module):
             x = blk(x, c, cross_ctx)
         if cache is not None:
             cache.advance(T)
-        return self.ln_f(x)
+        return self.final_norm(x)
+
+    def final_norm(self, x: torch.Tensor) -> torch.Tensor:
+        """The final norm, with its hook (ln_final.hook_normalized) when the stack has one."""
+        x = self.ln_f(x)
+        cap = hooks.active()
+        if cap is not None and not isinstance(self.ln_f, nn.Identity):
+            x = cap.hook(hooks.point(self.site, FINAL_HOOK), x)
+        return x
 
     def layer_ctxs(self, own: bool, spec, T, offset, attention_mask, backend, cache, pos) -> list[AttnCtx]:
         """Each block's self-attention context: `spec` in every layer, except that the model's own mask (`own`)
@@ -138,11 +154,34 @@ class Stack(nn.Module):
         """Every hook point of the model, in module order."""
         return hook_names(self)
 
+    def blocks_ctx(self, T: int, backend: str | None = None, device=None) -> list[AttnCtx]:
+        """Each block's self-attention context in a plain run over T tokens (own mask, no cache, any batch): what
+        the blocks read when they run one at a time (activation patching starts runs at a chosen block)."""
+        pos = torch.arange(T, device=device)
+        return self.layer_ctxs(True, self.default_mask, T, 0, None, _backend(backend or self.cfg.backend), None, pos)
+
 
 def hook_names(root: nn.Module) -> list[str]:
-    """Every hook point under `root`, in module order (attention sites and MoE routers)."""
-    points = {Attention: HOOK_POINTS, MoE: ROUTER_HOOKS}
-    return [f"{m.site}.{p}" for m in root.modules() for cls, ps in points.items() if isinstance(m, cls) for p in ps]
+    """Every hook point under `root`, stack by stack in forward order."""
+    return [n for m in root.modules() if isinstance(m, Stack) for n in _stack_hooks(m)]
+
+
+def _stack_hooks(stack: Stack) -> list[str]:
+    names = [hooks.point(stack.site, p) for p in stack.embed.hook_points]
+    for blk in stack.blocks:
+        parallel = getattr(blk, "parallel", False)  # attention and MLP read the same x: no resid_mid
+        s, subs = blk.site, [(blk.attn, ("hook_attn_out",) if parallel else ("hook_attn_out", "hook_resid_mid"))]
+        if blk.has_cross:
+            subs.append((blk.cross_attn, CROSS_HOOKS))
+        names.append(f"{s}.{BLOCK_HOOKS[0]}")
+        for attn, after in subs:
+            names += [f"{attn.site}.{p}" for p in HOOK_POINTS] + [f"{s}.{p}" for p in after]
+        mlp = blk.mlp
+        names += [f"{mlp.site}.{p}" for p in (ROUTER_HOOKS if isinstance(mlp, MoE) else mlp.hook_points)]
+        names += [f"{s}.hook_mlp_out", f"{s}.hook_resid_post"]
+    if not isinstance(stack.ln_f, nn.Identity):
+        names.append(hooks.point(stack.site, FINAL_HOOK))
+    return names
 
 
 def _backend(backend: str) -> str:
@@ -152,10 +191,15 @@ def _backend(backend: str) -> str:
 
 
 def name_sites(root: nn.Module) -> None:
-    """Name every attention site and MoE router from its module path (e.g. 'decoder.blocks.1.cross_attn')."""
+    """Name every hooked module from its module path (e.g. 'decoder.blocks.1.cross_attn'); a stack's embeddings
+    take the stack's name; a MoE's experts stay unhooked."""
     for name, m in root.named_modules():
-        if isinstance(m, (Attention, MoE)):
+        if isinstance(m, (Attention, MoE, Block, Stack)):
             m.site = name
+        if isinstance(m, Stack):
+            m.embed.site = name
+        if isinstance(m, MLP):
+            m.site = None if ".experts." in name or name.endswith(".shared") else name
 
 
 def init_weights(module: nn.Module) -> None:
@@ -298,7 +342,7 @@ class ViT(Stack):
                              None, torch.arange(T, device=x.device))
         for blk in self.blocks:
             x = blk(x, ctx)
-        h = self.ln_f(x)
+        h = self.final_norm(x)
         return ModelOutput(self.head(h[:, 0]) if self.head is not None else None, h)
 
     def forward_inputs(self, inputs: Inputs, *, backend=None, cache: KVCache | None = None, mask=None) -> ModelOutput:

@@ -12,7 +12,7 @@ from app.figures.grids import delta_grid
 from app.figures.lines import scaling
 from app.figures.matrix import matrix_heatmap
 from app.frame import chart, page, presenting
-from app.inputs import inputs
+from app.inputs import require
 from app.url_state import select, slider
 from app.verdicts import scale_note, verdict_banner, verdict_table
 from model.captured import GROUP_LABELS
@@ -42,7 +42,7 @@ def model_shape(name: str) -> tuple[int, int]:
     return int(info["heads"]), int(info["d_model"]) // int(info["heads"])
 
 with page("Backends", "Do eager, sdpa and flash compute the same attention — and what does each cost?", icon="⚙"):
-    inp = inputs()
+    inp = require(("internals",), "compares our attention backends (eager, sdpa, flash)")
     present = presenting()
     dev = device_summary()
 

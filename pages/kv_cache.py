@@ -13,7 +13,7 @@ from app.figures.bars import step_deltas
 from app.figures.lines import cache_cost, tiny_lines
 from app.figures.matrix import chunk_lines, matrix_heatmap
 from app.frame import chart, options, page, presenting
-from app.inputs import require_arch
+from app.inputs import require
 from app.token_strip import token_strip, unknown_note, unknown_positions
 from app.url_state import select, slider
 from app.verdicts import scale_note, verdict_banner, verdict_table
@@ -22,7 +22,8 @@ GROUPS = {"self": "self-attention", "cross": "cross-attention (target → source
 
 with page("KV cache", "Why may a decoder keep the keys and values of earlier tokens — and does the cache change "
                       "anything?", icon="♻"):
-    inp = require_arch(("decoder", "encdec"), "needs a model that generates (a decoder or an encoder–decoder)")
+    inp = require(("has_cache",), "needs a model that generates (a decoder or an encoder–decoder)",
+                  ("decoder", "encdec"))
     present = presenting()
     info = state.model_info(inp.model)
     with options():

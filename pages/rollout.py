@@ -12,7 +12,7 @@ from app.figures.matrix import matrix_heatmap
 from app.figures.rows import method_rows
 from app.figures.style import esc
 from app.frame import chart, guard, options, page, presenting
-from app.inputs import inputs
+from app.inputs import inputs, lacks
 from app.presets import default_query, source_index
 from app.token_strip import token_strip, unknown_note, unknown_positions
 from app.url_state import select, slider, token_select
@@ -100,7 +100,7 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
                 rows["flow"] = state.flow(inp.model, inp.text, inp.src, inp.backend, tgt_group, q, residual)
         else:
             notes["flow"] = f"Flow needs T ≤ {FLOW_MAX} tokens (exact max-flow per token); this text has {t}."
-    if info["has_logits"]:
+    if info["has_logits"] and not lacks(inp.model, "relevance", "gradient relevance runs our model's backward pass"):
         with guard():
             rel = state.relevance(inp.model, inp.text, inp.src, q, answer_id if target == "answer" else None)
             rows["relevance"] = rel.row
@@ -109,7 +109,7 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
                 src_rows["relevance"] = rel.source_row
                 matrices["relevance (source side)"] = (rel.source_matrix, tokens, cap.src_tokens)
             notes["relevance-target"] = f"explains the logit of “{state.model(inp.model).label(rel.target_id)}”"
-    else:
+    elif not info["has_logits"]:
         notes["relevance"] = f"{inp.model} has no prediction head, so there is no logit to explain."
 
     title_tok = esc(tokens[q])

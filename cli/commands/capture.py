@@ -19,14 +19,15 @@ def add_parser(sub) -> None:
 
 
 def capture_arrays(lm, text: str, src_text: str | None, backend: str) -> dict[str, np.ndarray]:
-    """{tokens, src_tokens?, SITE/pattern, SITE/scores, SITE/mask} for batch element 0."""
+    """{tokens, src_tokens?, SITE/pattern, SITE/scores (not for a transformers view), SITE/mask} for batch 0."""
     run = lm.run(text, src_text, backend=backend)
     out = {"tokens": np.array(run.tokens, dtype=str)}
     if run.src_tokens is not None:
         out["src_tokens"] = np.array(run.src_tokens, dtype=str)
     for site, rec in run.records.items():
         out[f"{site}/pattern"] = rec.pattern().astype(np.float32)  # [H, q, k]
-        out[f"{site}/scores"] = rec.scores().astype(np.float32)  # [H, q, k], raw scaled, unmasked
+        if lm.has_qk:  # a transformers view returns weights only
+            out[f"{site}/scores"] = rec.scores().astype(np.float32)  # [H, q, k], raw scaled, unmasked
         out[f"{site}/mask"] = rec.mask_for().astype(bool)  # [q, k]
     return out
 
