@@ -25,11 +25,11 @@ PAGES = [
     ("routing.py", "Routing", "routing", ":material/alt_route:"),
     # issue #16: a Vision Transformer's attention on the image
     ("vision.py", "Vision", "vision", ":material/image:"),
-    # issue #30: the lecture as a guided tour
-    ("tour.py", "Lecture tour", "tour", ":material/school:"),
     # issue #28: beyond attention maps
     ("lens.py", "Logit lens", "logit-lens", ":material/layers:"),
     ("patching.py", "Activation patching", "patching", ":material/healing:"),
+    # issue #30: the lecture as a guided tour
+    ("tour.py", "Lecture tour", "tour", ":material/school:"),
 ]
 
 # Section title -> URL paths, in navigation order. Every page of PAGES is in exactly one section.
