@@ -15,6 +15,10 @@ import numpy as np
 
 from model.softmax import masked_softmax, shifted_exp
 
+# The lecture's quiz: scaled scores, a causal mask, and α₂,₂ = 0.5 (rows and columns counted from 1); values V.
+QUIZ_SCORES = np.array([[1, 0, -1, -1], [1, 1, -1, 0], [0, 1, 1, -1], [-1, -1, 2, 1]], dtype=float)
+QUIZ_V = np.array([[1, 0], [0, 1], [1, 1], [0, -1]], dtype=float)
+
 
 @dataclass(frozen=True)
 class Steps:

@@ -28,6 +28,8 @@ PAGES = [
     # issue #28: beyond attention maps
     ("lens.py", "Logit lens", "logit-lens", ":material/layers:"),
     ("patching.py", "Activation patching", "patching", ":material/healing:"),
+    # issue #30: the lecture as a guided tour
+    ("tour.py", "Lecture tour", "tour", ":material/school:"),
 ]
 
 # Section title -> URL paths, in navigation order. Every page of PAGES is in exactly one section.
@@ -37,6 +39,7 @@ SECTIONS = {
     "Block and positions": ["block", "positions", "permutation", "routing"],
     "Running a model": ["generate", "kv-cache", "backends", "long-inputs"],
     "Beyond attention": ["logit-lens", "patching"],
+    "Lecture": ["tour"],
 }
 APP_ICON = ":material/search:"
 

@@ -235,6 +235,8 @@ def run_browser(quick: bool = False, repeats: int = 5, progress: Callable[[str],
     for the warm measurements (the cold ones always launch their own; quick mode has none)."""
     if browser is not None and not quick:
         raise ValueError("cold first charts launch their own browser: pass `browser` in quick mode only")
+    from bench.tour import measure_tour  # it imports this module's helpers
+
     say = progress or (lambda msg: None)
     from bench.navigation import navigation_times  # it imports this module's helpers
 
@@ -253,7 +255,8 @@ def run_browser(quick: bool = False, repeats: int = 5, progress: Callable[[str],
                         b = browser or launch(p)
                         try:
                             widgets = QUICK[1] if quick else list(PAGES[page_name][2])
-                            row = measure_page(b, srv["url"], page_name, query, widgets, repeats, cold, say)
+                            measure = measure_tour if page_name == "tour" else measure_page
+                            row = measure(b, srv["url"], page_name, query, widgets, repeats, cold, say)
                         finally:
                             if b is not browser:
                                 b.close()

@@ -57,7 +57,8 @@ PAGES = {"heatmaps": ("heatmaps", "mosaic", {w: WIDGETS[w].chart for w in WIDGET
          "masks": ("masks", "panels", {"layer": "panels", "head": "panels", "backend": None, "preset": "panels",
                                        "chart head": "panels", "chart layer": "panels"}),
          "scores": ("scores", "boxes", {"layer": None, "head": None, "backend": None, "preset": None,
-                                        "chart head": "cf", "chart layer": "cf"})}
+                                        "chart head": "cf", "chart layer": "cf"}),
+         "tour": ("tour", "tour", {"next step": "tour"})}  # measured by bench/tour.py: Next through every step
 CASE_PAGES = {"random-long-decoder T=512": ("heatmaps",)}  # cases measured on fewer pages (the rest: all)
 QUICK = ("heatmaps", ("head",))
 

@@ -4,7 +4,7 @@ several, and a quiz ("what is α₂,₂ under a causal mask?") that checks the a
 import numpy as np
 import streamlit as st
 
-from analysis.stepwise import attention_steps, explain_weight, multi_head_steps
+from analysis.stepwise import QUIZ_SCORES, QUIZ_V, attention_steps, explain_weight, multi_head_steps
 from app.downloads import downloads, matrix_csv
 from app.figures.grids import number_grid
 from app.frame import chart, options, page, presenting
@@ -12,9 +12,6 @@ from app.step_inputs import flag, matrix_editor, quiz_next, reset_matrices
 from app.url_state import URL, kept, select, toggle, url_active
 from model.masks import BIDIRECTIONAL, CAUSAL, mask_array
 
-# The lecture's quiz: scaled scores, a causal mask, and α₂,₂ = 0.5 (rows and columns counted from 1).
-QUIZ_SCORES = np.array([[1, 0, -1, -1], [1, 1, -1, 0], [0, 1, 1, -1], [-1, -1, 2, 1]], dtype=float)
-QUIZ_V = np.array([[1, 0], [0, 1], [1, 1], [0, -1]], dtype=float)
 D_MODEL = 4
 MODES = {"scores": "a score table", "qkv": "queries, keys and values"}
 MASKS = {"causal": "causal (decoder)", "none": "none (encoder)", "padding": "padding (last key is padding)"}

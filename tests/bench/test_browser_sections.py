@@ -120,3 +120,18 @@ def test_navigation_table_and_target():
     assert t["measured"] == 2.3 and t["passed"] is False and t["note"] == "slowest: Rollout & attribution"
     (t,) = [t for t in view_targets({Top.BROWSER: SECTION}) if t["name"].startswith("sidebar click")]
     assert t["measured"] is None and t["passed"] is None
+
+
+def test_the_tour_is_judged_on_its_slowest_cached_next_and_kept_out_of_other_widgets():
+    from bench.view_targets import view_targets
+
+    tour = {Browser.PAGE: "tour", Browser.CASE: "lecture-decoder", Browser.WARM: 1.1, Browser.WIDGETS: {
+        "next step, first visit": {Browser.MEDIAN: 2.0, Browser.TIMES: [2.0, 3.5, 1.0]},
+        "next step, cached": {Browser.MEDIAN: 0.9, Browser.TIMES: [0.9, 1.4, 0.7]}}}
+    got = {t["name"]: t for t in view_targets({Top.BROWSER: {Browser.ROWS: [ROW, tour]}})}
+    t = got["tour: Next → the step's chart (every step)"]
+    assert (t["measured"], t["passed"]) == (1.4, True) and "slowest 3.50 s" in t["note"]
+    assert got["any other widget in chromium"]["measured"] is None  # the tour's walks are not "other widgets"
+    tour[Browser.WIDGETS]["next step, cached"][Browser.TIMES] = [0.9, 1.6]
+    again = {t["name"]: t for t in view_targets({Top.BROWSER: {Browser.ROWS: [tour]}})}
+    assert again["tour: Next → the step's chart (every step)"]["passed"] is False

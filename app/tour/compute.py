@@ -1,0 +1,124 @@
+"""Tour steps on how attention is computed: query–key–value (one row of the story's answer head), the scaled
+dot product (the softmax with and without 1/√d_k), masks (the lecture's quiz) and permutation equivariance."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analysis.masks import zero_after_softmax_vs_neg_inf
+from analysis.permutation import QUANTITIES
+from analysis.scores import counterfactual_softmax
+from analysis.stepwise import QUIZ_SCORES, attention_steps
+from app import state
+from app.figures.grids import delta_grid, grid_heatmap, number_grid
+from app.figures.lines import lines
+from app.presets import note_head
+from app.tour.core import View, box, fit, note, pct, tok
+from app.tour.look import DECODER, best_head, story
+from model.masks import CAUSAL, mask_array
+
+KEYS_SHOWN = 8  # the query–key step prints the keys with the largest weights
+TAUS = np.round(np.geomspace(0.1, 10, 13), 3)  # the Score scales page's temperatures
+PERM_TEXT, PERM_TOLERANCE = "the cat sat on the mat", 1e-5  # the Permutation page's default text and tolerance
+
+
+def query_key_value(present: bool) -> View:
+    """Topic 2: one query row of the answer head — scaled q·k per key, its softmax, and the weighted sum."""
+    p, cap, stack, q, src = story(DECODER, "decoder-retrieval-2")
+    layer, head = best_head(stack, q, src, note_head(p))
+    rec = cap.records[cap.sites(next(iter(cap.groups())))[layer]]
+    scores, weights = rec.scores(head)[q], stack[layer, head, q]  # [k], [k]: the query's row
+    keys = np.sort(np.argsort(weights[: q + 1])[::-1][:KEYS_SHOWN])  # the keys with most weight, in text order
+    col = int(np.flatnonzero(keys == src)[0]) if src in keys else None
+    fig = grid_heatmap(np.stack([scores[keys], weights[keys]]), ["score q·k/√d_k", "weight α"],
+                       [f"{k} {cap.tokens[k]}" for k in keys], diverging=False, present=present, fmt=".2f",
+                       title=f"Token {q}'s query against the keys, head {layer}.{head}")
+    if col is not None:
+        box(fig, col, col, 0, 1, "")
+    visible = np.delete(scores[: q + 1], src)
+    runner = float(np.max(visible)) if visible.size else float("nan")
+    numbers = {"layer": layer, "head": head, "query": q, "source": src, "score": float(scores[src]),
+               "runner_up": runner, "weight": float(weights[src]), "d_k": round(1 / rec.scale**2)}
+    text = (f"Each token asks with a query q and offers a key k and a value v, three learned projections of the "
+            f"same vector. For token {q}, head {layer}.{head}'s scaled score on {tok(cap.tokens[src])} is "
+            f"**{scores[src]:.2f}**, against **{runner:.2f}** for the next-best key; the row's softmax turns that "
+            f"into α = **{weights[src]:.3f}**, so the output Σ α·v is {pct(weights[src])} that token's value vector.")
+    params = {"model": DECODER, "preset": p.id, "layer": layer, "head": head, "query": q}
+    return View(fit(fig, present), text, numbers, f"column {src}: the key that wins", params)
+
+
+def scaled_dot_product(present: bool) -> View:
+    """Topic 3: mean row entropy with and without 1/√d_k as the temperature changes, at layer 0 head 0."""
+    p, cap, stack, q, src = story(DECODER, "decoder-retrieval-2")
+    rec = cap.records[cap.sites(next(iter(cap.groups())))[0]]
+    mask, bias = rec.mask_for(), None if rec.bias is None else rec.bias[0]
+    raw, live = rec.raw_qk(0), rec.mask_for().any(-1)
+    sweep = {"with 1/√d_k": [], "without": []}
+    for t in TAUS:
+        c = counterfactual_softmax(raw, rec.scale, tau=float(t), mask=mask, bias=bias)
+        sweep["with 1/√d_k"].append(float(c.scaled_entropy[live].mean()))
+        sweep["without"].append(float(c.unscaled_entropy[live].mean()))
+    cf = counterfactual_softmax(raw, rec.scale, tau=1.0, mask=mask, bias=bias)
+    sat_scaled = float((cf.scaled.max(-1)[live] > 0.9).mean())
+    sat_raw = float((cf.unscaled.max(-1)[live] > 0.9).mean())
+    d_k = round(1 / rec.scale**2)
+    e1, e0 = float(cf.scaled_entropy[live].mean()), float(cf.unscaled_entropy[live].mean())
+    fig = lines(TAUS, sweep, title="Layer 0, head 0: mean row entropy (nats) vs temperature", xlabel="τ (log)",
+                ylabel="entropy", present=present, log_x=True, vline=1.0)
+    note(fig, 0.0, e0, f"τ = 1 without: {e0:.2f} nats")  # a log axis places annotations at log10(τ): τ = 1
+    numbers = {"d_k": d_k, "entropy_scaled": e1, "entropy_unscaled": e0, "saturated_scaled": sat_scaled,
+               "saturated_unscaled": sat_raw}
+    text = (f"Dot products of d_k = {d_k} dimensions grow like √d_k ≈ {np.sqrt(d_k):.1f}. With the factor the rows "
+            f"keep a mean entropy of **{e1:.2f}** nats and {pct(sat_scaled)} of them put over 0.9 on one key; "
+            f"without it the entropy drops to **{e0:.2f}** and {pct(sat_raw)} of the rows saturate — nearly one-hot, "
+            "so almost no gradient reaches the other keys.")
+    params = {"model": DECODER, "preset": p.id, "layer": 0, "head": 0}
+    return View(fit(fig, present), text, numbers, "the curve without 1/√d_k at τ = 1", params)
+
+
+def masks(present: bool) -> View:
+    """Topic 4: the lecture's quiz — a causal mask set to −∞ before the softmax; α₂,₂ and the row sums."""
+    mask = mask_array(CAUSAL, 4)  # [4, 4] True = may attend
+    s = attention_steps(scores=QUIZ_SCORES, mask=mask)
+    w = s.weights  # [4, 4]
+    after = zero_after_softmax_vs_neg_inf(QUIZ_SCORES, mask).zero_after.sum(-1)  # [4]: rows zeroed after softmax
+    labels_q, labels_k = [f"q{i + 1}" for i in range(4)], [f"k{j + 1}" for j in range(4)]
+    fig = number_grid(w, labels_q, labels_k, kind="weights", present=present, mark=(1, 1),
+                      title="Softmax of each row after the causal mask: α")
+    n = len(mask)
+    stairs = " ".join(f"L {i + 0.5},{i + 0.5} L {i + 1.5},{i + 0.5}" for i in range(n - 1))  # under the masked cells
+    fig.add_shape(type="path", path=f"M {n - 0.5},-0.5 L 0.5,-0.5 {stairs} Z", name="tour-look",
+                  line={"color": "#ff7f0e", "width": 3, "dash": "dot"}, fillcolor="rgba(255,127,14,0.15)")
+    fig.add_annotation(x=n - 1.5, y=0.5, text="masked: −∞ before softmax", showarrow=False,
+                       font={"color": "#ff7f0e", "size": 14}, name="tour-look")
+    above = w[~mask]
+    numbers = {"alpha_22": float(w[1, 1]), "row_sums": w.sum(-1).tolist(), "masked_max": float(np.abs(above).max()),
+               "masked_cells": int((~mask).sum()), "zero_after_min": float(after.min())}
+    text = (f"Scaled scores row 2 = [1, 1, −1, 0]; the causal mask hides keys 3 and 4, so α₂,₂ = e¹/(e¹+e¹) = "
+            f"**{w[1, 1]:.2f}**. Masking before the softmax leaves the {int((~mask).sum())} cells above the diagonal "
+            f"at exactly {np.abs(above).max():.0f} and every row summing to **{w.sum(-1).min():.3f}**; zeroing them "
+            f"after the softmax instead leaves a row summing to only **{after.min():.3f}**.")
+    params = {"sbs_mode": "scores", "sbs_mask": "causal", "sbs_T": 4, "sbs_dk": 1}
+    return View(fit(fig, present), text, numbers, "cell (2, 2) and the masked triangle", params)
+
+
+def permutation(present: bool) -> View:
+    """Topic 5: shuffle the tokens; without positions every quantity is shuffled the same way."""
+    study = state.permutation_study("random-encoder", PERM_TEXT, None, 0)
+    table = study.table()  # [setting, quantity]
+    cols = list(QUANTITIES)
+    fig = delta_grid(table, study.settings, cols, PERM_TOLERANCE, present=present,
+                     title="max |original − un-shuffled| per setting and quantity")
+    row = study.settings.index("none")
+    box(fig, 0, table.shape[1] - 1, row, row, "")
+    learned = study.settings.index("learned")
+    numbers = {"tokens": len(study.tokens), "none_max": float(table[row].max()),
+               "learned_weights": float(table[learned, cols.index("weights")]), "perm": list(study.perm),
+               "equivariant": [s for s, r in zip(study.settings, table) if r.max() <= PERM_TOLERANCE]}
+    text = (f"Shuffle the {len(study.tokens)} tokens of “{PERM_TEXT}” and un-shuffle the results. Without positions "
+            f"q, k, v, scores, weights and outputs all come back to within **{table[row].max():.1e}** — float32 "
+            f"rounding: self-attention sees a set. With learned positions the weights differ by "
+            f"**{table[learned, cols.index('weights')]:.1e}**; equivariant here: {', '.join(numbers['equivariant'])}.")
+    params = {"perm_text": PERM_TEXT, "perm_tok": "random-encoder", "perm_mode": "random", "perm_seed": 0,
+              "perm_set": "none", "perm_q": "weights"}
+    return View(fit(fig, present), text, numbers, "the row without positions: all zeros up to rounding", params)

@@ -1,0 +1,91 @@
+"""Tour steps on the model's parts: positions (RoPE's relative offsets), the block (what each sub-layer writes
+into the residual stream) and the three architectures (the encoder–decoder's cross-attention on a translation)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analysis import positions as P
+from app import state
+from app.figures.block import stream_norms
+from app.figures.grids import table_heatmap
+from app.figures.matrix import mark_cells, matrix_heatmap
+from app.tour.core import MARK, View, fit, note, pct, tok
+from app.tour.look import DECODER, preset, story
+
+ROPE_POSITIONS, OFFSET = 24, 3  # the Positions page's RoPE demo at 24 positions; the diagonal that is drawn
+ENCDEC, ENCODER = "lecture-encdec", "lecture-encoder"
+
+
+def positions(present: bool) -> View:
+    """Topic 7: RoPE rotates q and k, so the score of a fixed q and k depends only on their offset."""
+    info = state.model_info(DECODER)
+    d_head = int(info["d_model"]) // int(info["heads"])
+    demo = P.rope_demo(d_head, ROPE_POSITIONS)
+    S = demo["S"]  # [P, P]: rot(q, m)·rot(k, n)
+    fig = table_heatmap(S, xlabel="key position n", ylabel="query position m", value_name="score", present=present,
+                        title=f"RoPE, d_head {d_head}: rot(q, m)·rot(k, n)")
+    n = ROPE_POSITIONS - 1
+    fig.add_shape(type="line", x0=0, y0=OFFSET, x1=n - OFFSET, y1=n, name="tour-look",  # through the cells' centres
+                  line={"color": MARK, "width": 4, "dash": "dot"})
+    note(fig, (n - OFFSET) / 2, n / 2 + OFFSET / 2, f"offset {OFFSET}: one value")
+    rope, absolute = float(np.max(demo["spread_rope"])), float(np.max(demo["spread_abs"]))
+    numbers = {"positional": info["positional"], "d_head": d_head, "spread_rope": rope, "spread_abs": absolute,
+               "offset_value": float(S[OFFSET, 0])}
+    text = (f"{DECODER} uses **{info['positional']}** positions: q and k are rotated by angles proportional to their "
+            f"positions, so a score depends on the offset m − n only. Along the offset-{OFFSET} diagonal every cell "
+            f"reads **{S[OFFSET, 0]:.3f}**; the largest spread along any diagonal is **{rope:.1e}** (rounding), "
+            f"against **{absolute:.2f}** when absolute sinusoidal positions are added to the same q and k instead.")
+    params = {"model": DECODER, "pos_scheme": "rope", "pos_n": ROPE_POSITIONS}
+    return View(fit(fig, present), text, numbers, f"the offset-{OFFSET} diagonal: one repeated score", params)
+
+
+def block(present: bool) -> View:
+    """Topic 8: the residual stream at the answer token, and what attention and the MLP of each block add."""
+    p, cap, stack, q, src = story(DECODER, "decoder-retrieval-2")
+    w = state.block_walk(DECODER, p.text, None, q, 1.0, None)
+    deltas = {"attention": w.attn_delta, "MLP": w.mlp_delta}
+    part, layer = max(((k, int(np.argmax(v))) for k, v in deltas.items()), key=lambda kv: deltas[kv[0]][kv[1]])
+    fig = stream_norms(w.resid_norms, w.attn_delta, w.mlp_delta, present=present,
+                       title=f"Token {q}: the residual stream through {w.n_layers} {w.norm_rule}-norm blocks")
+    biggest = float(deltas[part][layer])
+    note(fig, layer + 1, biggest, f"largest write: layer {layer} {part}")
+    numbers = {"norm_rule": w.norm_rule, "norm_type": w.norm_type, "embed_norm": float(w.resid_norms[0]),
+               "final_norm": float(w.resid_norms[-1]), "part": part, "layer": layer, "biggest": biggest,
+               "top": w.top_tokens[0], "p_top": float(w.top_probs[0]), "check": float(w.max_abs_vs_model)}
+    text = (f"Each {w.norm_rule}-norm block adds attention(norm(x)) and then MLP(norm(x)) to the residual stream x "
+            f"({w.norm_type}, per token, so causality holds). At token {q} the stream's norm goes from "
+            f"**{w.resid_norms[0]:.2f}** after the embedding to **{w.resid_norms[-1]:.2f}**; the largest write is layer "
+            f"{layer}'s {part} (‖Δ‖ = **{biggest:.2f}**), and the head predicts {tok(w.top_tokens[0])} with p = "
+            f"{w.top_probs[0]:.3f}.")
+    params = {"model": DECODER, "preset": p.id, "query": q}
+    return View(fit(fig, present), text, numbers, f"layer {layer}'s {part} update", params)
+
+
+def architectures(present: bool) -> View:
+    """Topic 9: decoder, encoder and encoder–decoder: causal vs bidirectional self-attention, and the
+    cross-attention that reads the encoder's output (a translation, against its reference alignment)."""
+    p = preset(ENCDEC, "encdec-translation-1")
+    cap = state.capture(ENCDEC, p.text, p.src_text, "eager")
+    cross = cap.matrices("cross")  # [L, H, T, S]
+    m = cross[-1].mean(0)  # [T, S]: the last layer's head mean
+    cells = [(t - 1, s) for t, s in p.alignment if 1 <= t <= len(cap.tokens) and s < len(cap.src_tokens)]
+    on = float(np.mean([m[r, c] for r, c in cells])) if cells else float("nan")
+    hits = sum(int(np.argmax(m[r]) == c) for r, c in cells)
+    dec_above = float(np.triu(cap.matrices("decoder")[:, :, :, :], 1).max())  # weight above the diagonal
+    enc = story(ENCODER, "encoder-agreement-1")[2]  # [L, H, T, T]
+    enc_above = float(np.triu(enc, 1).sum(-1).mean())  # mean weight a bidirectional row puts on later tokens
+    fig = matrix_heatmap(m, cap.tokens, cap.src_tokens, present=present,
+                         title=f"{ENCDEC}: cross-attention, layer {cross.shape[0] - 1}, head mean")
+    fig.update_xaxes(title="source token (key)")
+    fig.update_yaxes(title="target token (query)")
+    mark_cells(fig, cells)
+    numbers = {"aligned_weight": on, "aligned_hits": hits, "aligned_cells": len(cells), "decoder_above": dec_above,
+               "encoder_later": enc_above}
+    text = (f"A decoder's self-attention is causal (its largest weight above the diagonal: **{dec_above:.0f}**); "
+            f"the bundled encoder is bidirectional (a row puts **{pct(enc_above)}** on later tokens on average). "
+            f"The encoder–decoder's cross-attention takes queries from the target and keys and values from the "
+            f"encoder's output: on this translation {hits} of {len(cells)} target words look hardest at their aligned "
+            f"source word, with **{pct(on)}** of the weight there on average.")
+    params = {"model": ENCDEC, "preset": p.id, "x_layer": cross.shape[0] - 1, "x_head": -1}
+    return View(fit(fig, present), text, numbers, "circles: the reference alignment", params)

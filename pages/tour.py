@@ -1,0 +1,78 @@
+"""Tour (/tour): the lecture in fourteen steps. Each step opens the view that shows its topic, built now from
+the model it uses, with two or three sentences written from the numbers on screen and the one thing to look at
+marked on the figure. Previous / Next, a step picker and `?step=N` in the URL; a link opens the same view on its
+own page; the whole tour downloads as an offline HTML handout."""
+
+import streamlit as st
+
+from app.frame import chart, guard, page, presenting
+from app.tour import STEPS, step_of
+from app.tour.handout import handout_html, views
+from app.url_state import select, url_active
+
+N = len(STEPS)
+TOUR_CSS = """<style>
+[data-testid="stMainBlockContainer"] { padding-top: 2.2rem; padding-bottom: 1rem; }
+[data-testid="stMainBlockContainer"] h1 { padding-top: 0; padding-bottom: .2rem; }
+</style>"""
+# Presentation mode on a 1024×768 projector: no sidebar (a button here leaves the mode), narrower margins.
+PRESENT_TOUR_CSS = """<style>
+[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stExpandSidebarButton"] {
+  display: none !important; }
+[data-testid="stMainBlockContainer"] { padding: 1rem 2rem 1rem 2rem; max-width: 100%; }
+[data-testid="stMainBlockContainer"] h1 { font-size: 1.7rem !important; }
+.st-key-step label { display: none; }
+[data-testid="stMainBlockContainer"] [data-testid="stMarkdownContainer"] p { font-size: 1rem; }
+</style>"""
+
+
+def move(by: int) -> None:
+    """Previous / Next: one step back or on (the picker's value, and with it the URL)."""
+    st.session_state["step"] = min(max(int(st.session_state.get("step", 1)) + by, 1), N)
+
+
+def leave_presentation() -> None:
+    """The sidebar's presentation switch, off (the sidebar is hidden while presenting the tour)."""
+    st.session_state["present"] = False
+
+
+def handout() -> bytes:
+    """The whole tour as one offline HTML file (built when the button is pressed)."""
+    return handout_html(views()).encode("utf-8")
+
+
+with page("Lecture tour", "The lecture in fourteen steps: each view with its model, its input and what to look at."):
+    present = presenting()
+    st.html(TOUR_CSS + (PRESENT_TOUR_CSS if present else ""))
+    raw = st.query_params.get("step") if url_active() else None
+    _, bad = step_of(raw) if raw is not None else (1, "")
+    if bad:
+        st.session_state["step"] = 1  # a step number that is not one: start at the beginning
+    c1, c2, c3 = st.columns([1.4, 5, 1.4], vertical_alignment="bottom")
+    k = int(st.session_state.get("step", 1))
+    c1.button("Previous", on_click=move, args=(-1,), disabled=k <= 1, key="tour_prev",
+              icon=":material/arrow_back:", width="stretch")
+    c3.button("Next", on_click=move, args=(1,), key="tour_next", icon=":material/arrow_forward:",
+              disabled=k >= N, width="stretch")
+    k = select("Step", list(range(1, N + 1)), "step", 1, where=c2, format_func=lambda i: f"{i}. {STEPS[i - 1].title}",
+               help="Jump to a topic; the step is kept in the URL (/tour?step=7).")
+    if bad:
+        st.info(bad, icon=":material/info:")
+    step = STEPS[k - 1]
+    st.subheader(f"Step {k} of {N}: {step.title}", anchor=False)
+    with guard():
+        view = step.build(present)
+        left, right = st.columns([3, 2], gap="medium")
+        with left:
+            chart(view.fig, key="tour", name=f"tour-step-{k}")
+        with right:
+            st.markdown(view.narrative)
+            st.markdown(f":orange[**Look at:** {view.look}]")
+            st.markdown(f"[Open this view on its page ↗]({step.link(view, present)})")
+            if present:
+                st.button("Leave presentation mode", on_click=leave_presentation, key="tour_leave", type="tertiary")
+    if not present:
+        st.download_button("Download the tour as an HTML handout", handout, file_name="attnlab-tour.html",
+                           mime="text/html", icon=":material/download:", on_click="ignore",
+                           help="All fourteen steps with their figures (plotly.js inside: opens offline) — or run "
+                                "`attnlab handout --pdf tour.pdf`.")

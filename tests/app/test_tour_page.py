@@ -1,0 +1,194 @@
+"""The Lecture tour (/tour) with AppTest: every step renders without an error, its narrative states the values
+computed here straight from the model (model.registry and analysis, not the tour's own code), its figure marks
+the thing to look at and equals the handout's; Previous / Next walk the steps; bad `step=` values fall back to
+step 1 with a note."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from analysis import checks, positions, vision
+from analysis.block import block_walk
+from analysis.image_runs import image_capture, model_view, region_report, run_map
+from analysis.permutation import permutation_study
+from analysis.relevance import gradient_relevance
+from analysis.rollout import attention_rollout, fuse_heads
+from analysis.routing import route_text
+from analysis.scores import counterfactual_softmax
+from analysis.stepwise import QUIZ_SCORES
+from app.presets import presets
+from app.tour import STEPS, step_of
+from app.tour.handout import embedded_figures, handout_html, views
+from model.lecture.shapes import shape_images
+from model.registry import load
+from tests.app.conftest import ok, open_page, specs
+
+N = len(STEPS)
+
+
+@pytest.fixture(scope="module")
+def dec():
+    return load("lecture-decoder")
+
+
+@pytest.fixture(scope="module")
+def handout():
+    """The handout's figures and document, built once."""
+    doc = handout_html(views())
+    return doc, embedded_figures(doc)
+
+
+def pct(x) -> str:
+    return f"{100 * float(x):.0f}%"
+
+
+def sample(model: str, pid: str):
+    return next(p for p in presets(model) if p.id == pid)
+
+
+def run(lm, p):
+    return lm.capture(lm.encode(p.text, p.src_text), backend="eager")
+
+
+def expected(k: int, dec) -> list[str]:
+    """What step k's narrative must say, computed from the model here."""
+    if k in (1, 2, 3, 8):
+        p = sample("lecture-decoder", "decoder-retrieval-2")
+        cap = run(dec, p)
+        q, s = p.query_index, p.source_index
+        if k == 1:
+            w = cap.matrices("self")[3, 2, q, s]  # head 3.2: the head the preset's note names
+            return [f"head 3.2 puts **{pct(w)}**", f"p = **{cap.top_probs[q][0]:.3f}**", f"token {s}"]
+        if k == 2:
+            rec = cap.records["blocks.3.attn"]
+            row = rec.scores(2)[q]
+            return [f"**{row[s]:.2f}**", f"**{np.delete(row[: q + 1], s).max():.2f}**",
+                    f"α = **{cap.matrices('self')[3, 2, q, s]:.3f}**"]
+        if k == 3:
+            rec = cap.records["blocks.0.attn"]
+            m = rec.mask_for()
+            cf = counterfactual_softmax(rec.raw_qk(0), rec.scale, mask=m, bias=None if rec.bias is None else rec.bias[0])
+            live = m.any(-1)
+            return [f"**{cf.scaled_entropy[live].mean():.2f}** nats", f"drops to **{cf.unscaled_entropy[live].mean():.2f}**",
+                    f"d_k = {round(1 / rec.scale ** 2)}"]
+        w = block_walk(dec, dec.encode(p.text), q)
+        return [f"**{w.resid_norms[0]:.2f}**", f"**{w.resid_norms[-1]:.2f}**",
+                f"‖Δ‖ = **{max(w.attn_delta.max(), w.mlp_delta.max()):.2f}**"]
+    if k == 4:
+        e = np.exp(QUIZ_SCORES)  # zero after the softmax: each row's visible share of all four keys
+        after = (np.tril(e).sum(1) / e.sum(1)).min()
+        return ["α₂,₂ = e¹/(e¹+e¹) = **0.50**", "summing to **1.000**", f"only **{after:.3f}**"]
+    if k == 5:
+        study = permutation_study(load("random-encoder"), "the cat sat on the mat", None, 0)
+        return [f"within **{study.table()[0].max():.1e}**", "equivariant here: none"]
+    if k == 6:
+        p = sample("lecture-decoder", "decoder-induction-1")
+        g = run(dec, p).matrices("self")[:, :, p.query_index, p.source_index]  # [L, H]
+        layer, head = np.unravel_index(np.argmax(g), g.shape)
+        return [f"head **{layer}.{head}** puts **{pct(g.max())}**", "d_head = 128 / 4 = **32**"]
+    if k == 7:
+        demo = positions.rope_demo(32, 24)
+        return [f"**{demo['spread_rope'].max():.1e}**", f"**{demo['spread_abs'].max():.2f}**", "**rope**"]
+    if k == 9:
+        lm = load("lecture-encdec")
+        p = sample("lecture-encdec", "encdec-translation-1")
+        m = run(lm, p).matrices("cross")[-1].mean(0)  # [T, S]
+        cells = [(t - 1, s) for t, s in p.alignment]
+        hits = sum(int(np.argmax(m[r]) == c) for r, c in cells)
+        return [f"**{pct(np.mean([m[r, c] for r, c in cells]))}** of the weight",
+                f"{hits} of {len(cells)} target words", "above the diagonal: **0**"]
+    if k == 10:
+        p = sample("lecture-decoder", "decoder-induction-1")
+        gen = checks.generation_steps(dec, dec.encode(p.text), 12, "eager")
+        worst = max(s["max_abs_logits"] for s in gen["steps"])
+        return [f"within **{worst:.1e}**", f"{len(gen['steps'])} of {len(gen['steps'])} tokens identical"]
+    if k == 11:
+        p = sample("lecture-decoder", "decoder-retrieval-4")
+        inp = dec.encode(p.text)
+        worst = max(max(checks.check_backend(dec, inp, b).detail["per_site"].values()) for b in ("sdpa", "flash"))
+        return [f"to **{worst:.1e}** in every pattern", f"this {len(run(dec, p).tokens)}-token story"]
+    if k == 12:
+        p = sample("lecture-decoder", "decoder-retrieval-1")
+        cap, q = run(dec, p), p.query_index
+        stack = cap.matrices("self")
+        rows = {"attention (last layer)": fuse_heads(stack[-1], "mean")[q], "rollout": attention_rollout(stack)[q],
+                "gradient relevance": gradient_relevance(dec, dec.encode(p.text), q,
+                                                         dec.single_token_id(p.answer)).row}
+        out = []
+        for name, r in rows.items():
+            r = np.array(r, dtype=np.float64)
+            r[q] = -np.inf
+            out.append(f"{name} points at token {int(np.argmax(r))}")
+        return out
+    if k == 13:
+        vit = load("lecture-vit")
+        size, patch = vit.describe()["image_size"], vit.describe()["patch_size"]
+        s = shape_images(6, 0, "eval", size)[0]
+        view = model_view(vit, s.image)
+        r = image_capture(vit, view)
+        share = region_report({"rollout": run_map(r, "rollout")}, vision.patch_region(s.mask, (size // patch,) * 2))
+        return [f"**{pct(share[0]['share inside'])}** of its mass", f"chance {pct(share[0]['chance'])}",
+                f"p = **{r.top_probs[0][0]:.2f}**"]
+    if k == 14:
+        moe = load("lecture-moe")
+        r, _ = route_text(moe, moe.encode(sample("lecture-moe", "decoder-retrieval-2").text))
+        e = int(np.argmax(r.load[0]))
+        return [f"expert E{e} takes **{pct(r.load[0, e])}**", f"**{r.entropy[0].mean():.2f}** bits"]
+    raise AssertionError(k)
+
+
+def narrative(at) -> str:
+    return "\n".join(m.value for m in at.markdown)
+
+
+def marked(spec: dict) -> bool:
+    """The figure points at something: a tour mark (shape or annotation), or the view's own outline."""
+    lay = spec["layout"]
+    names = [x.get("name") for x in lay.get("shapes", []) + lay.get("annotations", [])]
+    names += [t.get("name") for t in spec["data"]]
+    return bool({"tour-look", "reference alignment", "ground truth"} & set(names))
+
+
+@pytest.mark.parametrize("k", range(1, N + 1))
+def test_every_step_renders_with_the_models_numbers(k, dec, handout):
+    at = open_page("tour", step=k)
+    ok(at)
+    assert at.subheader[0].value == f"Step {k} of {N}: {STEPS[k - 1].title}"
+    text = narrative(at)
+    for want in expected(k, dec):
+        assert want in text, (want, text)
+    (spec,) = specs(at)
+    assert marked(spec)
+    assert spec["data"] == handout[1][k]["data"]  # the handout embeds the figure the app draws
+    assert f"/{STEPS[k - 1].page}?" in text  # the link to the same view on its page
+    assert at.query_params["step"] == str(k)
+
+
+@pytest.mark.parametrize("raw", ["0", "99", "abc", "-3", "7.5"])
+def test_bad_step_values_fall_back_to_step_one_with_a_note(raw):
+    at = open_page("tour", step=raw)
+    ok(at)
+    assert at.subheader[0].value.startswith(f"Step 1 of {N}:")
+    assert len(at.info) == 1 and "step 1" in at.info[0].value and step_of(raw)[1] == at.info[0].value
+    assert at.query_params["step"] == "1"
+
+
+def test_previous_and_next_walk_the_steps():
+    at = open_page("tour", step=13)
+    at.button(key="tour_next").click().run()
+    ok(at)
+    assert at.subheader[0].value.startswith(f"Step 14 of {N}:") and at.query_params["step"] == "14"
+    assert at.button(key="tour_next").disabled
+    at.button(key="tour_prev").click().run()
+    at.button(key="tour_prev").click().run()
+    assert at.subheader[0].value.startswith(f"Step 12 of {N}:") and at.query_params["step"] == "12"
+    at.selectbox(key="step").set_value(1).run()
+    assert at.button(key="tour_prev").disabled and at.query_params["step"] == "1"
+
+
+def test_presentation_mode_keeps_the_link_and_hides_the_download():
+    at = open_page("tour", step=4, present=1)
+    ok(at)
+    assert "present=1" in narrative(at) and not at.get("download_button")
+    assert specs(at)[0]["layout"]["height"] == 460
