@@ -138,7 +138,7 @@ class Attention(nn.Module):
         self.cross, self.n_heads, self.d_head = cross, cfg.n_heads, cfg.d_head
         self.n_kv_heads = cfg.kv_heads
         self.group = cfg.n_heads // cfg.kv_heads  # query heads per k/v head
-        self.scale = 1.0 / math.sqrt(cfg.d_head)
+        self.scale = cfg.attn_scale if cfg.attn_scale is not None else 1.0 / math.sqrt(cfg.d_head)
         d, d_kv = cfg.d_model, cfg.kv_heads * cfg.d_head
         self.split = (d, d_kv, d_kv)
         if cross:

@@ -11,17 +11,31 @@ from model.moe import MoE
 from model.norms import make_norm
 
 
+class QuickGELU(nn.Module):
+    """x·σ(1.702·x): CLIP's approximation of GELU."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.sigmoid(1.702 * x)
+
+
+# mlp choice → activation; the gated ones (act(gate(x))·up(x)) are SwiGLU and GeGLU (tanh GELU: T5 v1.1, Gemma)
+ACTIVATIONS = {"gelu": lambda: nn.GELU(), "gelu_tanh": lambda: nn.GELU(approximate="tanh"), "relu": nn.ReLU,
+               "quick_gelu": QuickGELU, "silu": nn.SiLU, "swiglu": nn.SiLU, "geglu": lambda: nn.GELU(approximate="tanh")}
+GATED = ("swiglu", "geglu")
+
+
 class MLP(nn.Module):
-    """Position-wise feed-forward: GELU (exact or tanh) or SwiGLU."""
+    """Position-wise feed-forward: act(up(x)) (GELU, tanh GELU, ReLU, quick GELU, SiLU) or gated
+    act(gate(x))·up(x) (SwiGLU, GeGLU), then down."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.swiglu = cfg.mlp == "swiglu"
+        self.swiglu = cfg.mlp in GATED
         if self.swiglu:
             self.gate = nn.Linear(cfg.d_model, cfg.hidden, bias=cfg.bias)
         self.up = nn.Linear(cfg.d_model, cfg.hidden, bias=cfg.bias)
         self.down = nn.Linear(cfg.hidden, cfg.d_model, bias=cfg.bias)
-        self.act = nn.SiLU() if self.swiglu else nn.GELU(approximate="tanh" if cfg.mlp == "gelu_tanh" else "none")
+        self.act = ACTIVATIONS[cfg.mlp]()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.act(self.gate(x)) * self.up(x) if self.swiglu else self.act(self.up(x))
