@@ -46,3 +46,37 @@ def patterns(run, sites) -> list:
 def attention_diff(ours_patterns, hf_attentions) -> float:
     assert len(ours_patterns) == len(hf_attentions), (len(ours_patterns), len(hf_attentions))
     return max(max_abs(p, a[0]) for p, a in zip(ours_patterns, hf_attentions))
+
+
+def seq2seq_diffs(model, hf, src, tgt, backend: str = "eager") -> dict:
+    """Encoder–decoder parity: every encoder, decoder and cross-attention pattern, both stacks' last hidden
+    states and the logits."""
+    cfg = model.cfg
+    sites = ([f"encoder.blocks.{i}.attn" for i in range(cfg.n_layers)]
+             + [f"decoder.blocks.{i}.attn" for i in range(cfg.dec_layers)]
+             + [f"decoder.blocks.{i}.cross_attn" for i in range(cfg.dec_layers)])
+    pats, out = patterns(lambda: model(src, tgt, backend=backend), sites)
+    with torch.no_grad():
+        memory = model.encode(src, backend=backend)
+        ref = hf(input_ids=src, decoder_input_ids=tgt, output_attentions=True, output_hidden_states=True)
+    n = cfg.n_layers
+    return {
+        "attention": attention_diff(pats, [*ref.encoder_attentions, *ref.decoder_attentions, *ref.cross_attentions]),
+        "hidden": max(max_abs(memory, ref.encoder_last_hidden_state), max_abs(out.hidden, ref.decoder_hidden_states[-1])),
+        "logits": max_abs(out.logits, ref.logits),
+        "n_sites": len(pats) if len(pats) == n + 2 * cfg.dec_layers else -1,
+    }
+
+
+def greedy_equal(model, hf, src, start: int, n: int = 8) -> bool:
+    """Ours (KV cache, cross keys once) and transformers (full recompute) continue [start] identically."""
+    from model.generate import generate
+
+    prompt = torch.tensor([[start]])
+    mine = generate(model, prompt, n, src=src, use_cache=True)
+    theirs = prompt
+    with torch.no_grad():
+        for _ in range(n):
+            nxt = hf(input_ids=src, decoder_input_ids=theirs).logits[:, -1].argmax(-1, keepdim=True)  # [1, 1]
+            theirs = torch.cat([theirs, nxt], dim=1)
+    return bool(torch.equal(mine, theirs))
