@@ -43,7 +43,7 @@ SPECIALS = {"roberta": {"bos": "<s>", "eos": "</s>", "pad": "<pad>", "mask": "<m
             "albert": {"pad": "<pad>", "mask": "[MASK]"}}
 # the first key of each family's MLM head (the loader builds the head only when the weights have it)
 MLM_PROBES = {"roberta": "lm_head.dense.weight", "xlm-roberta": "lm_head.dense.weight",
-              "distilbert": "vocab_transform.weight", "electra": "generator_lm_head.weight",
+              "distilbert": "vocab_transform.weight", "electra": "generator_predictions.dense.weight",
               "albert": "predictions.dense.weight"}
 PREFIXES = {"roberta": "roberta.", "xlm-roberta": "roberta.", "distilbert": "distilbert.", "electra": "electra.",
             "albert": "albert."}

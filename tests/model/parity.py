@@ -80,3 +80,15 @@ def greedy_equal(model, hf, src, start: int, n: int = 8) -> bool:
             nxt = hf(input_ids=src, decoder_input_ids=theirs).logits[:, -1].argmax(-1, keepdim=True)  # [1, 1]
             theirs = torch.cat([theirs, nxt], dim=1)
     return bool(torch.equal(mine, theirs))
+
+
+def saved_state(hf) -> dict:
+    """The tensors as `save_pretrained` writes them to model.safetensors (what a downloaded folder holds; the
+    on-disk names can differ from the in-memory module's, e.g. DeiT's)."""
+    import tempfile
+
+    from safetensors.torch import load_file
+
+    with tempfile.TemporaryDirectory() as d:
+        hf.save_pretrained(d)
+        return load_file(f"{d}/model.safetensors")

@@ -17,6 +17,7 @@ from tests.model.parity import (
     greedy_equal,
     ours,
     perturbed,
+    saved_state,
     seq2seq_diffs,
 )
 
@@ -59,7 +60,7 @@ def _hf(name, seed=0):
 def _convert(hf):
     d = hf.config.to_dict()
     cfg = bart_config(d)
-    return cfg, ours(cfg, convert_bart(hf.state_dict(), cfg, d["model_type"]))
+    return cfg, ours(cfg, convert_bart(saved_state(hf), cfg, d["model_type"]))
 
 
 @pytest.mark.parametrize("name", list(SHAPES))
@@ -94,7 +95,7 @@ def test_bart_offset_and_refusals():
         bart_config({**d, "normalize_before": True})
     with pytest.raises(CheckpointError, match="decoder_attention_heads"):
         bart_config({**d, "decoder_attention_heads": 2})
-    state = dict(hf.state_dict())
+    state = dict(saved_state(hf))
     del state["model.decoder.layers.1.encoder_attn.v_proj.bias"]
     with pytest.raises(CheckpointError, match=r"lacks decoder\.layers\.1\.encoder_attn\.v_proj\.bias"):
         convert_bart(state, cfg)

@@ -18,6 +18,7 @@ from tests.model.parity import (
     ours,
     patterns,
     perturbed,
+    saved_state,
 )
 
 transformers = pytest.importorskip("transformers")
@@ -72,7 +73,7 @@ def _ids(hf, T=11):
 @pytest.mark.parametrize("head", [False, True], ids=["base", "mlm"])
 def test_parity_with_transformers(family, conf, base, mlm, kw, head):
     hf = _hf(conf, mlm if head else base, kw)
-    state = hf.state_dict()
+    state = saved_state(hf)
     assert has_mlm_head(family, state) == head
     cfg = encoder_config(hf.config.to_dict(), family, mlm=head)
     converted = convert_encoder(state, cfg, family)
@@ -104,7 +105,7 @@ def test_albert_layer_is_shared_by_every_block():
     kw = SHAPES[8][4]
     hf = _hf("AlbertConfig", "AlbertModel", kw)
     cfg = encoder_config(hf.config.to_dict(), "albert", mlm=False)
-    state = convert_encoder(hf.state_dict(), cfg, "albert")
+    state = convert_encoder(saved_state(hf), cfg, "albert")
     for i in range(1, cfg.n_layers):
         assert torch.equal(state[f"blocks.{i}.attn.qkv.weight"], state["blocks.0.attn.qkv.weight"])
     with pytest.raises(CheckpointError, match="num_hidden_groups=2"):
@@ -115,13 +116,13 @@ def test_refusals_name_the_key():
     kw = SHAPES[0][4]
     hf = _hf("RobertaConfig", "RobertaForMaskedLM", kw)
     cfg = encoder_config(hf.config.to_dict(), "roberta", mlm=True)
-    state = dict(hf.state_dict())
+    state = dict(saved_state(hf))
     del state["roberta.encoder.layer.1.output.dense.bias"]
     with pytest.raises(CheckpointError, match=r"lacks encoder\.layer\.1\.output\.dense\.bias"):
         convert_encoder(state, cfg, "roberta")
     with pytest.raises(CheckpointError, match="has an MLM head but the config asks for none"):
-        convert_encoder(hf.state_dict(), cfg.replace(output_head="none"), "roberta")
-    state = dict(hf.state_dict(), **{"roberta.encoder.layer.2.output.dense.bias": torch.zeros(12)})
+        convert_encoder(saved_state(hf), cfg.replace(output_head="none"), "roberta")
+    state = dict(saved_state(hf), **{"roberta.encoder.layer.2.output.dense.bias": torch.zeros(12)})
     with pytest.raises(CheckpointError, match=r"unexpected weights encoder\.layer\.2"):
         convert_encoder(state, cfg, "roberta")
     with pytest.raises(CheckpointError, match="position_embedding_type"):

@@ -20,6 +20,7 @@ from tests.model.parity import (
     greedy_equal,
     ours,
     perturbed,
+    saved_state,
     seq2seq_diffs,
 )
 
@@ -47,7 +48,7 @@ def _hf(kw, seed=0):
 def _convert(hf):
     d = hf.config.to_dict()
     cfg = t5_config(d)
-    return cfg, ours(cfg, convert_t5(hf.state_dict(), cfg, scales_output(d)))
+    return cfg, ours(cfg, convert_t5(saved_state(hf), cfg, scales_output(d)))
 
 
 @pytest.mark.parametrize("name", list(SHAPES))
@@ -99,7 +100,7 @@ def test_refusals():
         t5_config({**d, "feed_forward_proj": "gated-tanh"})
     hf = _hf(SHAPES["relu"])
     cfg = t5_config(d)
-    state = dict(hf.state_dict())
+    state = dict(saved_state(hf))
     del state["decoder.block.1.layer.1.EncDecAttention.k.weight"]
     with pytest.raises(CheckpointError, match=r"lacks decoder\.block\.1\.layer\.1\.EncDecAttention\.k\.weight"):
         convert_t5(state, cfg)
