@@ -26,19 +26,20 @@ GATED = ("swiglu", "geglu")
 
 class MLP(nn.Module):
     """Position-wise feed-forward: act(up(x)) (GELU, tanh GELU, ReLU, quick GELU, SiLU) or gated
-    act(gate(x))·up(x) (SwiGLU, GeGLU), then down."""
+    act(gate(x))·up(x) (SwiGLU: SiLU gate, GeGLU: tanh-GELU gate), then down."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.swiglu = cfg.mlp in GATED
-        if self.swiglu:
+        kind = cfg.mlp
+        self.gated = kind in GATED
+        if self.gated:
             self.gate = nn.Linear(cfg.d_model, cfg.hidden, bias=cfg.bias)
         self.up = nn.Linear(cfg.d_model, cfg.hidden, bias=cfg.bias)
         self.down = nn.Linear(cfg.hidden, cfg.d_model, bias=cfg.bias)
-        self.act = ACTIVATIONS[cfg.mlp]()
+        self.act = ACTIVATIONS[kind]()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.act(self.gate(x)) * self.up(x) if self.swiglu else self.act(self.up(x))
+        h = self.act(self.gate(x)) * self.up(x) if self.gated else self.act(self.up(x))
         return self.down(h)
 
 
@@ -54,7 +55,7 @@ def _peri(x, f, n_in, n_out):
     return x + n_out(f(n_in(x)))
 
 
-RESIDUALS = {"pre": _pre, "post": _post, "peri": _peri}
+RESIDUALS = {"pre": _pre, "post": _post, "peri": _peri, "parallel": _pre}  # parallel: see Block.forward
 
 
 class Block(nn.Module):
@@ -63,7 +64,7 @@ class Block(nn.Module):
     def __init__(self, cfg: ModelConfig, cross: bool = False):
         super().__init__()
         self.residual = RESIDUALS[cfg.norm]
-        norm_in, norm_out = cfg.norm in ("pre", "peri"), cfg.norm in ("post", "peri")
+        norm_in, norm_out = cfg.norm in ("pre", "peri", "parallel"), cfg.norm in ("post", "peri")
 
         def norms():
             return (make_norm(cfg) if norm_in else nn.Identity(), make_norm(cfg) if norm_out else nn.Identity())
@@ -76,8 +77,11 @@ class Block(nn.Module):
         self.mlp = MoE(cfg, MLP) if cfg.mlp == "moe" else MLP(cfg)
         self.ln_mlp, self.ln_mlp_out = norms()
         self.has_cross = cross
+        self.parallel = cfg.norm == "parallel"  # GPT-NeoX, Phi: attention and MLP read the same x
 
     def forward(self, x, self_ctx, cross_ctx=None):
+        if self.parallel:  # x + attn(ln_attn(x)) + mlp(ln_mlp(x)); Phi shares one norm (its weights fill both)
+            return x + self.attn(self.ln_attn(x), self_ctx) + self.mlp(self.ln_mlp(x))
         x = self.residual(x, lambda h: self.attn(h, self_ctx), self.ln_attn, self.ln_attn_out)
         if self.has_cross:
             x = self.residual(x, lambda h: self.cross_attn(h, cross_ctx), self.ln_cross, self.ln_cross_out)

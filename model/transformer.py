@@ -9,7 +9,7 @@ import torch.nn as nn
 
 from model.attention import Attention, AttnCtx
 from model.cache import KVCache
-from model.config import ModelConfig
+from model.config import BACKENDS, ModelConfig
 from model.hooks import HOOK_POINTS
 from model.inputs import Inputs
 from model.layers import Block
@@ -17,8 +17,9 @@ from model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, as_spec, build_mask
 from model.moe import ROUTER_HOOKS, MoE
 from model.norms import make_norm
 from model.patches import PatchEmbed
-from model.positions import alibi_bias, alibi_slopes, rope_angles, sinusoidal_table
+from model.positions import alibi_bias, alibi_slopes, sinusoidal_table
 from model.relative_bias import RelativeBias
+from model.rope import rope_cos_sin, rope_inv_freq
 
 
 class ContextLengthError(ValueError):
@@ -74,12 +75,15 @@ class Stack(nn.Module):
         self.cfg, self.default_mask = cfg, default_mask
         self.embed = embed if embed is not None else Embeddings(cfg)
         self.blocks = nn.ModuleList(Block(cfg, cross) for _ in range(n_layers))
-        self.ln_f = make_norm(cfg) if cfg.norm in ("pre", "peri") else nn.Identity()
+        self.ln_f = make_norm(cfg) if cfg.norm in ("pre", "peri", "parallel") else nn.Identity()
         if cfg.positional == "alibi":
             self.register_buffer("alibi_slopes", alibi_slopes(cfg.n_heads), persistent=False)
         elif cfg.positional == "relative":  # T5: one bias table per stack, shared by its self-attention layers
             self.rel_bias = RelativeBias(cfg.rel_buckets, cfg.rel_max_distance, cfg.n_heads,
                                          bidirectional=default_mask is BIDIRECTIONAL)
+        # layers with the sliding window when only some have it (Gemma 2); the others see every earlier key
+        self.full_layers = () if cfg.sliding_layers is None else \
+            tuple(i for i in range(n_layers) if i not in cfg.sliding_layers)
         for i, blk in enumerate(self.blocks):
             for m in blk.modules():
                 if isinstance(m, (Attention, MoE)):
@@ -102,13 +106,17 @@ class Stack(nn.Module):
         pos = torch.arange(offset, offset + T, device=device)
         x = self.embed(tokens, pos, token_type_ids)
         ctx = self._self_ctx(spec, T, offset, attention_mask, backend, cache, pos)
+        ctxs = [ctx] * len(self.blocks)
+        if mask is None and self.full_layers:  # the model's own mask: causal in the full-attention layers
+            full = self._self_ctx(CAUSAL, T, offset, attention_mask, backend, cache, pos)
+            ctxs = [full if i in self.full_layers else ctx for i in range(len(self.blocks))]
         cross_ctx = None
         if memory is not None or (cache is not None and cache.cross):
             S = memory.shape[1] if memory is not None else next(iter(cache.cross.values()))[0].shape[2]
             cmask = build_mask(BIDIRECTIONAL, T, S, 0, memory_mask, device)
             cross_ctx = AttnCtx(backend, cmask, q_offset=offset, cache=cache, memory=memory)
-        for blk in self.blocks:
-            x = blk(x, ctx, cross_ctx)
+        for blk, c in zip(self.blocks, ctxs):
+            x = blk(x, c, cross_ctx)
         if cache is not None:
             cache.advance(T)
         return self.ln_f(x)
@@ -123,7 +131,7 @@ class Stack(nn.Module):
         elif self.cfg.positional == "relative":
             bias = self.rel_bias(pos, torch.arange(k_len, device=device))  # [H, T, k]
         elif self.cfg.positional == "rope":
-            rope = rope_angles(pos, self.cfg.d_head, self.cfg.rope_base)
+            rope = rope_cos_sin(pos, rope_inv_freq(self.cfg, pos.device))  # float32 whatever the weights
         square_causal = spec.kind == "causal" and offset == 0 and attention_mask is None
         is_causal = backend != "eager" and square_causal and bias is None and mask is not None and T > 1
         if is_causal:
@@ -142,8 +150,8 @@ def hook_names(root: nn.Module) -> list[str]:
 
 
 def _backend(backend: str) -> str:
-    if backend not in ("eager", "sdpa", "flash"):
-        raise ValueError(f"backend {backend!r} is not one of eager, sdpa, flash")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}")
     return backend
 
 
@@ -191,7 +199,9 @@ class Decoder(Stack):
         super().__init__(cfg, cfg.dec_layers if cross else cfg.n_layers, cross, own)
         self.lm_head = None
         if cfg.output_head_kind == "lm":
-            self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=cfg.lm_bias)
+            self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=cfg.lm_head_bias)
+        self.logit_softcap = cfg.logit_softcap  # Gemma 2: logits → cap·tanh(logits/cap)
+        self.logit_scale = cfg.logit_scale  # T5 (tied): the final hidden states × d_model^-0.5 before the LM head
         init_weights(self)
         if self.lm_head is not None and cfg.tie_embeddings:
             self.lm_head.weight = self.embed.tok.weight
@@ -201,7 +211,12 @@ class Decoder(Stack):
                 token_type_ids=None, backend=None, memory=None, memory_mask=None) -> ModelOutput:
         h = self.run(tokens, mask=mask, attention_mask=attention_mask, token_type_ids=token_type_ids,
                      cache=cache, backend=backend, memory=memory, memory_mask=memory_mask)
-        return ModelOutput(self.lm_head(h) if self.lm_head is not None else None, h)
+        logits = None
+        if self.lm_head is not None:
+            logits = self.lm_head(h * self.logit_scale if self.logit_scale != 1.0 else h)  # [B, T, V]
+        if logits is not None and self.logit_softcap is not None:
+            logits = torch.tanh(logits / self.logit_softcap) * self.logit_softcap
+        return ModelOutput(logits, h)
 
     def forward_inputs(self, inputs: Inputs, *, backend=None, cache: KVCache | None = None, mask=None) -> ModelOutput:
         """One forward over `inputs` (ids, token types)."""

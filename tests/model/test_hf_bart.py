@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from model.checkpoint import CheckpointError
-from model.hf.bart import bart_config, convert_bart, decoder_start, marian_positions
+from model.families.bart import bart_config, convert_bart, decoder_start, marian_positions
 from tests.hf_fixtures import quiet_transformers
 from tests.model.parity import (
     TOL_ATTENTION,
@@ -90,7 +90,7 @@ def test_bart_offset_and_refusals():
     hf = _hf("bart-a")
     d = hf.config.to_dict()
     cfg = bart_config(d)
-    assert (cfg.pos_offset, cfg.max_len, cfg.embed_norm, cfg.lm_bias) == (2, 32, True, True)
+    assert (cfg.pos_offset, cfg.max_len, cfg.embed_norm, cfg.lm_head_bias) == (2, 32, True, True)
     with pytest.raises(CheckpointError, match="normalize_before"):
         bart_config({**d, "normalize_before": True})
     with pytest.raises(CheckpointError, match="decoder_attention_heads"):

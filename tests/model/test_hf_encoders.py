@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from model.checkpoint import CheckpointError
-from model.hf.encoders import convert_encoder, encoder_config, has_mlm_head
+from model.families.bert_like import convert_encoder, encoder_config, has_mlm_head
 from tests.hf_fixtures import quiet_transformers
 from tests.model.parity import (
     TOL_ATTENTION,

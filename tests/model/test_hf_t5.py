@@ -10,7 +10,7 @@ import torch
 
 from model import hooks
 from model.checkpoint import CheckpointError
-from model.hf.t5 import convert_t5, decoder_start, scales_output, t5_config
+from model.families.t5 import convert_t5, decoder_start, t5_config
 from model.relative_bias import relative_buckets
 from tests.hf_fixtures import quiet_transformers
 from tests.model.parity import (
@@ -48,7 +48,7 @@ def _hf(kw, seed=0):
 def _convert(hf):
     d = hf.config.to_dict()
     cfg = t5_config(d)
-    return cfg, ours(cfg, convert_t5(saved_state(hf), cfg, scales_output(d)))
+    return cfg, ours(cfg, convert_t5(saved_state(hf), cfg))
 
 
 @pytest.mark.parametrize("name", list(SHAPES))

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from model.checkpoint import CheckpointError
-from model.hf.vision import convert_clip_vision, convert_deit, deit_heads, vision_config
+from model.families.vision_towers import convert_clip_vision, convert_deit, deit_heads, vision_config
 from model.patches import patch_labels
 from tests.hf_fixtures import quiet_transformers
 from tests.model.parity import (
@@ -40,7 +40,7 @@ HEADS = {"none": "DeiTModel", "classes": "DeiTForImageClassification",
          "teacher": "DeiTForImageClassificationWithTeacher"}
 
 
-def _build(conf_cls, model_cls, kw, **extra):
+def build(conf_cls, model_cls, kw, **extra):
     quiet_transformers()
     conf = getattr(transformers, conf_cls)(**kw, **extra)
     conf._attn_implementation = "eager"
@@ -68,7 +68,7 @@ def _check(model, cfg, pix, hf_attn, hf_hidden, hf_logits=None):
 @pytest.mark.parametrize("shape", list(DEIT))
 @pytest.mark.parametrize("heads", list(HEADS))
 def test_deit_parity(shape, heads):
-    hf = _build("DeiTConfig", HEADS[heads], DEIT[shape], num_labels=5)
+    hf = build("DeiTConfig", HEADS[heads], DEIT[shape], num_labels=5)
     state = saved_state(hf)
     assert deit_heads(state) == heads
     cfg = vision_config(hf.config.to_dict(), "deit", heads)
@@ -91,10 +91,10 @@ def test_clip_vision_parity(shape, whole):
         vision = transformers.CLIPVisionConfig(**CLIP[shape]).to_dict()
         text = dict(vocab_size=30, hidden_size=8, num_attention_heads=2, num_hidden_layers=1, intermediate_size=16,
                     max_position_embeddings=10)
-        hf = _build("CLIPConfig", "CLIPModel", {}, vision_config=vision, text_config=text, projection_dim=8)
+        hf = build("CLIPConfig", "CLIPModel", {}, vision_config=vision, text_config=text, projection_dim=8)
         tower, family = hf.vision_model, "clip"
     else:
-        hf = _build("CLIPVisionConfig", "CLIPVisionModel", CLIP[shape])
+        hf = build("CLIPVisionConfig", "CLIPVisionModel", CLIP[shape])
         tower, family = getattr(hf, "vision_model", hf), "clip_vision_model"
     cfg = vision_config(hf.config.to_dict(), family)
     assert (cfg.patch_bias, cfg.embed_norm, cfg.mlp) == (False, True, CLIP[shape].get("hidden_act", "quick_gelu"))
@@ -111,7 +111,7 @@ def test_clip_vision_parity(shape, whole):
 
 def test_deit_token_labels_and_refusals():
     assert patch_labels(2, distill=True) == ["CLS", "DIST", "0,0", "0,1", "1,0", "1,1"]
-    hf = _build("DeiTConfig", "DeiTModel", DEIT["a"])
+    hf = build("DeiTConfig", "DeiTModel", DEIT["a"])
     cfg = vision_config(hf.config.to_dict(), "deit")
     state = dict(saved_state(hf))
     del state["embeddings.distillation_token"]

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from model.checkpoint import CheckpointError
 from model.config import ModelConfig
-from model.hf.convert import State, _build, _Mapper, _require, _strip
-from model.hf.vit import _side, class_names
+from model.families.common import Mapper, State, build, require, strip
+from model.families.vit import _side, class_names
 from model.images import ImagePrep, hf_prep
 
 FAMILIES = ("deit", "clip", "clip_vision_model")
@@ -55,7 +55,7 @@ def vision_config(hf: dict, family: str, heads: str = "none") -> ModelConfig:
     if family not in FAMILIES:
         raise CheckpointError(f"model_type {family!r} is not one of {', '.join(FAMILIES)}")
     v = vision_fields(hf, family)
-    _require(v, family, "hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size",
+    require(v, family, "hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size",
              "image_size", "patch_size")
     common = dict(arch="vit", d_model=v["hidden_size"], n_heads=v["num_attention_heads"],
                   n_layers=v["num_hidden_layers"], d_mlp=v["intermediate_size"],
@@ -63,18 +63,18 @@ def vision_config(hf: dict, family: str, heads: str = "none") -> ModelConfig:
                   n_channels=int(v.get("num_channels", 3)), positional="learned", norm="pre", bias=True)
     if family == "deit":
         n = (len(v.get("id2label") or {}) or int(v.get("num_labels", 2))) if heads != "none" else 0
-        return _build(**common, n_classes=n, mlp=_act(v.get("hidden_act", "gelu"), family),
+        return build(**common, n_classes=n, mlp=_act(v.get("hidden_act", "gelu"), family),
                       qkv_bias=bool(v.get("qkv_bias", True)), norm_eps=float(v.get("layer_norm_eps", 1e-12)),
                       distill_token=True, distill_head=heads == "teacher")
-    return _build(**common, mlp=_act(v.get("hidden_act", "quick_gelu"), family), patch_bias=False, embed_norm=True,
+    return build(**common, mlp=_act(v.get("hidden_act", "quick_gelu"), family), patch_bias=False, embed_norm=True,
                   norm_eps=float(v.get("layer_norm_eps", 1e-5)))
 
 
 def convert_deit(hf_state: State, cfg: ModelConfig) -> State:
     """DeiTModel (unprefixed) or DeiTForImageClassification(WithTeacher) (`deit.` prefix) tensors → ours."""
-    s = _strip(hf_state, "deit.", "embeddings.cls_token")
+    s = strip(hf_state, "deit.", "embeddings.cls_token")
     D, H, C, P, N = cfg.d_model, cfg.hidden, cfg.n_channels, cfg.patch_size, cfg.n_patches
-    m = _Mapper(s, "deit")
+    m = Mapper(s, "deit")
     e = "embeddings."
     m.take(e + "cls_token", "embed.cls", (1, 1, D))
     m.take(e + "distillation_token", "embed.dist", (1, 1, D))
@@ -105,9 +105,9 @@ def convert_clip_vision(hf_state: State, cfg: ModelConfig) -> State:
     """CLIPVisionModel or CLIPModel (`vision_model.` prefix; text tower and projections left out) tensors → ours."""
     state = {k: v for k, v in hf_state.items() if not k.startswith(("text_model.", "text_projection.",
                                                                      "visual_projection.", "logit_scale"))}
-    s = _strip(state, "vision_model.", "embeddings.class_embedding")
+    s = strip(state, "vision_model.", "embeddings.class_embedding")
     D, H, C, P, N = cfg.d_model, cfg.hidden, cfg.n_channels, cfg.patch_size, cfg.n_patches
-    m = _Mapper(s, "clip")
+    m = Mapper(s, "clip")
     e = "embeddings."
     m.out["embed.cls"] = m.pop(e + "class_embedding", (D,)).reshape(1, 1, D)  # [D] -> [1, 1, D]
     m.out["embed.pos"] = m.pop(e + "position_embedding.weight", (1 + N, D))[None]  # [1 + N, D] -> [1, 1 + N, D]

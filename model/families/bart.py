@@ -2,7 +2,7 @@
 functions; no `transformers` import.
 
 Both are post-LN encoder–decoders with biases everywhere, token embeddings × √d_model when scale_embedding
-(`embed_scale`), and an LM head tied to the decoder's embeddings plus `final_logits_bias` (`lm_bias`).
+(`embed_scale`), and an LM head tied to the decoder's embeddings plus `final_logits_bias` (`lm_head_bias`).
 - BART: learned positions whose row is position + 2 (`pos_offset`=2), a LayerNorm after the embeddings of each
   stack (`embed_norm`), GELU.
 - Marian: fixed sinusoidal positions with every sine before every cosine (not interleaved), which checkpoints
@@ -19,7 +19,8 @@ import torch
 
 from model.checkpoint import CheckpointError
 from model.config import ModelConfig
-from model.hf.convert import State, _build, _Mapper, _refuse, _require, _strip
+from model.families.common import Mapper, State, build, refuse, require, strip
+from model.families.family import Family, fixed
 
 FAMILIES = ("bart", "marian")
 CLASSES = {"bart": "BartForConditionalGeneration", "marian": "MarianMTModel"}
@@ -41,9 +42,9 @@ def bart_config(hf: dict) -> ModelConfig:
     family = hf.get("model_type")
     if family not in FAMILIES:
         raise CheckpointError(f"model_type {family!r} is not one of {', '.join(FAMILIES)}")
-    _require(hf, family, "vocab_size", "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
+    require(hf, family, "vocab_size", "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
              "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "max_position_embeddings")
-    _refuse(hf, family, normalize_before=(False, False), add_final_layer_norm=(False, False),
+    refuse(hf, family, normalize_before=(False, False), add_final_layer_norm=(False, False),
             normalize_embedding=(True, True))
     for a, b in (("encoder_attention_heads", "decoder_attention_heads"), ("encoder_ffn_dim", "decoder_ffn_dim")):
         if hf[a] != hf[b]:
@@ -54,12 +55,12 @@ def bart_config(hf: dict) -> ModelConfig:
     if act not in ACTS:
         raise CheckpointError(f"{family}: activation {act!r} is not supported (supported: {', '.join(ACTS)})")
     d = hf["d_model"]
-    return _build(
+    return build(
         arch="encdec", vocab_size=hf["vocab_size"], d_model=d, n_heads=hf["encoder_attention_heads"],
         n_layers=hf["encoder_layers"], n_dec_layers=hf["decoder_layers"], d_mlp=hf["encoder_ffn_dim"],
         max_len=hf["max_position_embeddings"], positional="learned", pos_offset=2 if family == "bart" else 0,
         norm="post", mlp=ACTS[act], bias=True, tie_embeddings=bool(hf.get("tie_word_embeddings", True)),
-        output_head="lm", embed_norm=family == "bart", norm_eps=1e-5, lm_bias=True,
+        output_head="lm", embed_norm=family == "bart", norm_eps=1e-5, lm_head_bias=True,
         embed_scale=math.sqrt(d) if hf.get("scale_embedding", family == "marian") else 1.0,
     )
 
@@ -77,9 +78,9 @@ def marian_positions(n_pos: int, dim: int) -> torch.Tensor:
 
 def convert_bart(hf_state: State, cfg: ModelConfig, family: str = "bart") -> State:
     """BartForConditionalGeneration / MarianMTModel (or their base models, without `model.`) tensors → ours."""
-    s = _strip(hf_state, "model.", "encoder.layers.0.fc1.weight")
+    s = strip(hf_state, "model.", "encoder.layers.0.fc1.weight")
     D, H, V = cfg.d_model, cfg.hidden, cfg.vocab_size
-    m = _Mapper(s, family)
+    m = Mapper(s, family)
     shared = m.rest.pop("shared.weight", None)
     n_pos = cfg.max_len + cfg.pos_offset
     for stack in ("encoder", "decoder"):
@@ -131,3 +132,8 @@ def convert_bart(hf_state: State, cfg: ModelConfig, family: str = "bart") -> Sta
         m.out["decoder.lm_head.weight"] = head
     m.ignore_outside("lm_head.weight", "final_logits_bias")
     return m.done()
+
+
+FAMILY = Family("bart", "BART, DistilBART and other BartForConditionalGeneration checkpoints",
+                lambda hf, names=None: bart_config(hf), lambda state, cfg: convert_bart(state, cfg, "bart"),
+                fixed("BartForConditionalGeneration"), SPECIALS["bart"])

@@ -8,8 +8,8 @@ T5 differs from the textbook encoder–decoder in four ways, each a ModelConfig 
 - no 1/√d scaling of q·kᵀ (attn_scale=1.0): the records keep raw q·k, the bias and their sum apart;
 - RMSNorm without bias (T5's LayerNorm), pre-norm, a final norm per stack, no biases anywhere;
 - the MLP is ReLU (original T5) or gated tanh-GELU (v1.1, Flan-T5: geglu); gated SiLU is swiglu.
-The shared embedding is copied into both stacks. When T5 scales the decoder output by d_model^-0.5 before the
-LM head (the original, tied T5), the factor is folded into our (untied) LM head's weight.
+The shared embedding is copied into both stacks and into the LM head when the checkpoint has none; the original
+T5 multiplies the decoder's output by d_model^-0.5 before the LM head (`logit_scale`), v1.1 and Flan-T5 do not.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import torch
 
 from model.checkpoint import CheckpointError
 from model.config import ModelConfig
-from model.hf.convert import State, _build, _Mapper, _refuse, _require
+from model.families.common import Mapper, State, build, refuse, require
+from model.families.family import Family, fixed
 
 FAMILIES = ("t5",)
 CLASSES = {"t5": "T5ForConditionalGeneration"}
@@ -34,8 +35,8 @@ def decoder_start(hf: dict) -> int:
 
 def t5_config(hf: dict) -> ModelConfig:
     """A T5 config.json dict → ModelConfig; refuses what would change the maths."""
-    _require(hf, "t5", "vocab_size", "d_model", "num_heads", "num_layers", "d_ff")
-    _refuse(hf, "t5", is_decoder=(False, False), is_encoder_decoder=(True, True))
+    require(hf, "t5", "vocab_size", "d_model", "num_heads", "num_layers", "d_ff")
+    refuse(hf, "t5", is_decoder=(False, False), is_encoder_decoder=(True, True))
     d, heads = hf["d_model"], hf["num_heads"]
     d_kv = int(hf.get("d_kv", d // heads))
     if d_kv * heads != d:
@@ -44,14 +45,14 @@ def t5_config(hf: dict) -> ModelConfig:
     proj = hf.get("feed_forward_proj", "relu")
     if proj not in MLPS:
         raise CheckpointError(f"t5: feed_forward_proj={proj!r} is not supported (supported: {', '.join(MLPS)})")
-    return _build(
+    return build(
         arch="encdec", vocab_size=hf["vocab_size"], d_model=d, n_heads=heads, n_layers=hf["num_layers"],
         n_dec_layers=hf.get("num_decoder_layers") or hf["num_layers"], d_mlp=hf["d_ff"],
         max_len=int(hf.get("n_positions", 512)), positional="relative",
         rel_buckets=int(hf.get("relative_attention_num_buckets", 32)),
         rel_max_distance=int(hf.get("relative_attention_max_distance", 128)), attn_scale=1.0, norm="pre",
         norm_type="rmsnorm", mlp=MLPS[proj], bias=False, tie_embeddings=False, output_head="lm",
-        norm_eps=float(hf.get("layer_norm_epsilon", 1e-6)),
+        norm_eps=float(hf.get("layer_norm_epsilon", 1e-6)), logit_scale=d ** -0.5 if scales_output(hf) else 1.0,
     )
 
 
@@ -62,10 +63,10 @@ def scales_output(hf: dict) -> bool:
     return hf.get("tie_word_embeddings", True) is not False
 
 
-def convert_t5(hf_state: State, cfg: ModelConfig, scale_output: bool = True) -> State:
+def convert_t5(hf_state: State, cfg: ModelConfig) -> State:
     """T5ForConditionalGeneration (or T5Model) tensors → ours."""
     D, H, V = cfg.d_model, cfg.hidden, cfg.vocab_size
-    m = _Mapper(hf_state, "t5")
+    m = Mapper(hf_state, "t5")
     shared = m.pop("shared.weight", (V, D))
     for stack in ("encoder", "decoder"):
         m.out[f"{stack}.embed.tok.weight"] = shared
@@ -97,11 +98,14 @@ def convert_t5(hf_state: State, cfg: ModelConfig, scale_output: bool = True) -> 
             m.take(f + "wo.weight", b + "mlp.down.weight", (D, H))
             m.take(f"{h}{ff}.layer_norm.weight", b + "ln_mlp.weight", (D,))
         m.take(f"{stack}.final_layer_norm.weight", f"{stack}.ln_f.weight", (D,))
-    head = m.pop("lm_head.weight", (V, D)) if "lm_head.weight" in m.rest else shared
-    m.out["decoder.lm_head.weight"] = head * D ** -0.5 if scale_output else head  # T5's output scaling, folded in
+    m.out["decoder.lm_head.weight"] = m.pop("lm_head.weight", (V, D)) if "lm_head.weight" in m.rest else shared
     return m.done()
 
 
-def _attention(m: _Mapper, a: str, qkv: str, out: str, D: int) -> None:
+def _attention(m: Mapper, a: str, qkv: str, out: str, D: int) -> None:
     m.out[qkv + ".weight"] = torch.cat([m.pop(a + f"{n}.weight", (D, D)) for n in "qkv"])  # rows q | k | v
     m.take(a + "o.weight", out + ".weight", (D, D))
+
+
+FAMILY = Family("t5", "T5, T5 v1.1, Flan-T5 and other T5ForConditionalGeneration checkpoints",
+                lambda hf, names=None: t5_config(hf), convert_t5, fixed("T5ForConditionalGeneration"), SPECIALS["t5"])

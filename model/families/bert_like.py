@@ -14,20 +14,23 @@ All five are BERT's post-LN encoder with a different layout:
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import torch
 
 from model.checkpoint import CheckpointError
 from model.config import ModelConfig
-from model.hf.convert import (
+from model.families.common import (
+    Mapper,
     State,
-    _activation,
-    _build,
-    _Mapper,
-    _refuse,
-    _rename_gamma_beta,
-    _require,
-    _strip,
+    activation,
+    build,
+    refuse,
+    rename_gamma_beta,
+    require,
+    strip,
 )
+from model.families.family import Family
 
 FAMILIES = ("roberta", "xlm-roberta", "distilbert", "electra", "albert")
 # family → (base class, MLM class) in transformers, for parity
@@ -58,30 +61,30 @@ def encoder_config(hf: dict, family: str, mlm: bool) -> ModelConfig:
     if family not in FAMILIES:
         raise CheckpointError(f"model_type {family!r} is not one of {', '.join(FAMILIES)}")
     if family == "distilbert":
-        _require(hf, family, "vocab_size", "dim", "n_heads", "n_layers", "hidden_dim", "max_position_embeddings")
-        return _build(
+        require(hf, family, "vocab_size", "dim", "n_heads", "n_layers", "hidden_dim", "max_position_embeddings")
+        return build(
             arch="encoder", vocab_size=hf["vocab_size"], d_model=hf["dim"], n_heads=hf["n_heads"],
             n_layers=hf["n_layers"], d_mlp=hf["hidden_dim"], max_len=hf["max_position_embeddings"],
             positional="learned", norm="post", mlp=_mlm_act(hf.get("activation", "gelu"), family, mlm),
             output_head="mlm" if mlm else "none", embed_norm=True, norm_eps=1e-12)
-    _require(hf, family, "vocab_size", "hidden_size", "num_attention_heads", "num_hidden_layers",
+    require(hf, family, "vocab_size", "hidden_size", "num_attention_heads", "num_hidden_layers",
              "intermediate_size", "max_position_embeddings")
-    _refuse(hf, family, position_embedding_type=("absolute", "absolute"), is_decoder=(False, False),
+    refuse(hf, family, position_embedding_type=("absolute", "absolute"), is_decoder=(False, False),
             add_cross_attention=(False, False))
     offset, d_embed = 0, None
     if family in ("roberta", "xlm-roberta"):
-        _require(hf, family, "pad_token_id")
+        require(hf, family, "pad_token_id")
         offset = int(hf["pad_token_id"]) + 1  # positions count from padding_idx + 1
     if family in ("electra", "albert"):
         d_embed = int(hf.get("embedding_size", 128))
         if family == "electra" and d_embed == hf["hidden_size"]:
             d_embed = None  # ELECTRA projects only when the widths differ
     if family == "albert":
-        _refuse(hf, family, num_hidden_groups=(1, 1), inner_group_num=(1, 1))
+        refuse(hf, family, num_hidden_groups=(1, 1), inner_group_num=(1, 1))
     act = hf.get("hidden_act", "gelu_new" if family == "albert" else "gelu")
     # RoBERTa's and ELECTRA's MLM heads apply exact GELU whatever hidden_act says; ours follows hidden_act
     exact_head = mlm and family in ("roberta", "xlm-roberta", "electra")
-    return _build(
+    return build(
         arch="encoder", vocab_size=hf["vocab_size"], d_model=hf["hidden_size"], n_heads=hf["num_attention_heads"],
         n_layers=hf["num_hidden_layers"], d_mlp=hf["intermediate_size"],
         max_len=hf["max_position_embeddings"] - offset, pos_offset=offset, d_embed=d_embed, positional="learned",
@@ -91,7 +94,7 @@ def encoder_config(hf: dict, family: str, mlm: bool) -> ModelConfig:
 
 
 def _mlm_act(name: str, family: str, exact_head: bool) -> str:
-    act = _activation(name, family)
+    act = activation(name, family)
     if exact_head and act != "gelu":
         raise CheckpointError(f"{family}: hidden_act {name!r} with an MLM head is not supported "
                               "(the head's GELU would differ from the layers' activation)")
@@ -101,8 +104,8 @@ def _mlm_act(name: str, family: str, exact_head: bool) -> str:
 def convert_encoder(hf_state: State, cfg: ModelConfig, family: str) -> State:
     """The family's base or masked-LM model tensors (with or without its prefix) → ours."""
     probe = "embeddings.word_embeddings.weight"
-    s = _strip(_rename_gamma_beta(hf_state), PREFIXES[family], probe)
-    m = _Mapper(s, family)
+    s = strip(rename_gamma_beta(hf_state), PREFIXES[family], probe)
+    m = Mapper(s, family)
     _embeddings(m, cfg, family)
     take_layer = {"distilbert": _distil_layer, "albert": _albert_layer}.get(family, _bert_layer)
     for i in range(cfg.n_layers):
@@ -114,7 +117,7 @@ def convert_encoder(hf_state: State, cfg: ModelConfig, family: str) -> State:
     return m.done()
 
 
-def _embeddings(m: _Mapper, cfg: ModelConfig, family: str) -> None:
+def _embeddings(m: Mapper, cfg: ModelConfig, family: str) -> None:
     E = cfg.d_embed or cfg.d_model
     e = "embeddings."
     m.take(e + "word_embeddings.weight", "embed.tok.weight", (cfg.vocab_size, E))
@@ -128,7 +131,7 @@ def _embeddings(m: _Mapper, cfg: ModelConfig, family: str) -> None:
         m.linear(proj, "embed.project", (cfg.d_model, E))
 
 
-def _bert_layer(m: _Mapper, i: int, cfg: ModelConfig) -> None:
+def _bert_layer(m: Mapper, i: int, cfg: ModelConfig) -> None:
     D, H = cfg.d_model, cfg.hidden
     h, b = f"encoder.layer.{i}.", f"blocks.{i}."
     qkv = [h + f"attention.self.{n}" for n in ("query", "key", "value")]
@@ -140,7 +143,7 @@ def _bert_layer(m: _Mapper, i: int, cfg: ModelConfig) -> None:
     m.norm(h + "output.LayerNorm", b + "ln_mlp_out", D)
 
 
-def _distil_layer(m: _Mapper, i: int, cfg: ModelConfig) -> None:
+def _distil_layer(m: Mapper, i: int, cfg: ModelConfig) -> None:
     D, H = cfg.d_model, cfg.hidden
     h, b = f"transformer.layer.{i}.", f"blocks.{i}."
     m.fused_qkv([h + f"attention.{n}_lin" for n in "qkv"], [D, D, D], b + "attn.qkv", D)
@@ -151,7 +154,7 @@ def _distil_layer(m: _Mapper, i: int, cfg: ModelConfig) -> None:
     m.norm(h + "output_layer_norm", b + "ln_mlp_out", D)
 
 
-def _albert_layer(m: _Mapper, i: int, cfg: ModelConfig) -> None:
+def _albert_layer(m: Mapper, i: int, cfg: ModelConfig) -> None:
     """The shared layer, copied (not moved) into block i."""
     D, H = cfg.d_model, cfg.hidden
     h, b = "encoder.albert_layer_groups.0.albert_layers.0.", f"blocks.{i}."
@@ -187,7 +190,7 @@ _HEADS = {"roberta": ("lm_head.dense", "lm_head.layer_norm", "lm_head.decoder.we
 _HEADS["xlm-roberta"] = _HEADS["roberta"]
 
 
-def _mlm_head(m: _Mapper, cfg: ModelConfig, family: str) -> None:
+def _mlm_head(m: Mapper, cfg: ModelConfig, family: str) -> None:
     """The masked-LM head (its decoder tied to the word embeddings, as every one of these families ties it)."""
     dense, norm, dec_w, dec_b, bias = _HEADS[family]
     present = any(k.startswith((dense, norm, dec_w.rsplit(".", 1)[0])) for k in m.rest)
@@ -203,3 +206,19 @@ def _mlm_head(m: _Mapper, cfg: ModelConfig, family: str) -> None:
         t = m.rest.pop(key, None)
         if t is not None and not torch.equal(t, m.out[ours]):
             raise CheckpointError(f"{family}: {key} differs from {ours} (an untied MLM decoder is not supported)")
+
+
+def row(family: str, summary: str) -> Family:
+    """The family table's row for one of the five: the MLM head when the tensor names hold one (names unknown:
+    when `architectures` names a ...ForMaskedLM class)."""
+
+    def config(hf: dict, names: Collection[str] | None = None) -> ModelConfig:
+        if names is not None:
+            mlm = has_mlm_head(family, names)
+        else:
+            mlm = any(a.endswith("ForMaskedLM") for a in hf.get("architectures") or [])
+        return encoder_config(hf, family, mlm)
+
+    base, mlm_class = CLASSES[family]
+    return Family(family, summary, config, lambda state, cfg: convert_encoder(state, cfg, family),
+                  lambda cfg: mlm_class if cfg.output_head_kind == "mlm" else base, SPECIALS[family])

@@ -1,9 +1,9 @@
-"""Hugging Face Llama, Qwen2, Mistral and Mixtral checkpoints → our ModelConfig and state dict. Pure functions.
+"""Llama (LlamaForCausalLM) and the layout Qwen2, Mistral and Mixtral share → our ModelConfig and state dict.
 
 The three families share one layout: pre-RMSNorm decoder, rotate-half RoPE, SwiGLU MLP, no biases
 (Qwen2: biases on q, k, v only), grouped-query attention, tied or untied LM head; Mistral adds a
 sliding window, which becomes our decoder's own mask, MaskSpec("sliding_window"); Mixtral is Mistral with
-mixture-of-experts MLPs (model/hf/mixtral.py). transformers keeps
+mixture-of-experts MLPs (model/families/mixtral_experts.py). transformers keeps
 key j visible to query i when i − W < j ≤ i (`kv_idx > q_idx - sliding_window`), exactly our
 `q − k < window`: the query and W − 1 earlier keys.
 
@@ -14,24 +14,21 @@ CheckpointError naming the key. No `transformers` import here.
 
 from __future__ import annotations
 
-import torch
-
 from model.checkpoint import CheckpointError
 from model.config import ModelConfig
-from model.hf.convert import State, _build, _Mapper, _require, _shaped, _strip
-from model.hf.mixtral import mixtral_fields, take_experts
+from model.families.common import Mapper, State, build, lm_head, require, strip
+from model.families.family import Family, fixed
+from model.families.mixtral_experts import mixtral_fields, take_experts
 
-FAMILIES = ("llama", "qwen2", "mistral", "mixtral")  # described in convert.FAMILIES
-CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "mistral": "MistralForCausalLM",
-           "mixtral": "MixtralForCausalLM"}
+FAMILIES = ("llama", "qwen2", "mistral", "mixtral")  # the model_types this layout reads
 
 
-def llama_config(hf: dict) -> ModelConfig:
+def llama_config(hf: dict, names=None) -> ModelConfig:
     """A Llama / Qwen2 / Mistral / Mixtral config.json dict → ModelConfig; refuses what would change the maths."""
     family = hf.get("model_type")
     if family not in FAMILIES:
         raise CheckpointError(f"model_type {family!r} is not one of {', '.join(FAMILIES)}")
-    _require(hf, family, "vocab_size", "hidden_size", "num_attention_heads", "num_hidden_layers",
+    require(hf, family, "vocab_size", "hidden_size", "num_attention_heads", "num_hidden_layers",
              "intermediate_size", "max_position_embeddings")
     d, n_heads = hf["hidden_size"], hf["num_attention_heads"]
     act = hf.get("hidden_act", "silu")
@@ -52,7 +49,7 @@ def llama_config(hf: dict) -> ModelConfig:
         if hf.get("use_sliding_window", False) or any(t != "full_attention" for t in layer_types):
             raise CheckpointError("qwen2: use_sliding_window / sliding-attention layers are not supported "
                                   "(only full attention in every layer)")
-    return _build(
+    return build(
         arch="decoder", vocab_size=hf["vocab_size"], d_model=d, n_heads=n_heads,
         n_kv_heads=hf.get("num_key_value_heads") or n_heads, n_layers=hf["num_hidden_layers"],
         d_mlp=hf["intermediate_size"], max_len=hf["max_position_embeddings"], positional="rope",
@@ -84,10 +81,10 @@ def rope_theta(hf: dict, family: str) -> float:
 def convert_llama(hf_state: State, cfg: ModelConfig, family: str = "llama") -> State:
     """LlamaForCausalLM / Qwen2ForCausalLM / MistralForCausalLM (or their base models, without the
     `model.` prefix) tensors → ours. q_proj, k_proj, v_proj are stacked into our fused qkv."""
-    s = _strip(hf_state, "model.", "embed_tokens.weight")
+    s = strip(hf_state, "model.", "embed_tokens.weight")
     D, H, V = cfg.d_model, cfg.hidden, cfg.vocab_size
     d_kv = cfg.kv_heads * cfg.d_head
-    m = _Mapper(s, family)
+    m = Mapper(s, family)
     m.take("embed_tokens.weight", "embed.tok.weight", (V, D))
     for i in range(cfg.n_layers):
         h, b = f"layers.{i}.", f"blocks.{i}."
@@ -101,7 +98,7 @@ def convert_llama(hf_state: State, cfg: ModelConfig, family: str = "llama") -> S
             raise CheckpointError(f"{family}: the checkpoint has attention biases ({a}q_proj.bias …) "
                                   f"but {family} has none")
         m.take(a + "o_proj.weight", b + "attn.out.weight", (D, D))
-        if cfg.mlp == "moe":  # Mixtral: a router and n_experts SwiGLU experts (model/hf/mixtral.py)
+        if cfg.mlp == "moe":  # Mixtral: a router and n_experts SwiGLU experts (model/families/mixtral_experts.py)
             take_experts(m, h, b, cfg)
         else:
             m.take(h + "mlp.gate_proj.weight", b + "mlp.gate.weight", (H, D))
@@ -110,14 +107,9 @@ def convert_llama(hf_state: State, cfg: ModelConfig, family: str = "llama") -> S
         m.ignore(a + "rotary_emb.inv_freq")  # old checkpoints saved the RoPE frequencies (recomputed here)
     m.take("norm.weight", "ln_f.weight", (D,))
     m.ignore("rotary_emb.inv_freq")
-    lm_head = hf_state.get("lm_head.weight")
-    if cfg.tie_embeddings:
-        if lm_head is not None and not torch.equal(lm_head, m.out["embed.tok.weight"]):
-            raise CheckpointError(f"{family}: lm_head.weight differs from embed_tokens.weight "
-                                  "but tie_word_embeddings is true")
-    elif lm_head is None:
-        raise CheckpointError(f"{family}: tie_word_embeddings is false but the checkpoint has no lm_head.weight")
-    else:
-        m.out["lm_head.weight"] = _shaped(lm_head, (V, D), "lm_head.weight", family)
-    m.ignore_outside("lm_head.weight")
+    lm_head(m, hf_state, cfg, family)
     return m.done()
+
+
+FAMILY = Family("llama", "Llama, TinyLlama, SmolLM and other LlamaForCausalLM checkpoints", llama_config, convert_llama,
+                fixed("LlamaForCausalLM"), {"bos": "<s>", "eos": "</s>"})
