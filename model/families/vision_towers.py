@@ -14,6 +14,7 @@ preprocessing. Pure functions; no `transformers` import.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from model.checkpoint import CheckpointError
@@ -24,6 +25,10 @@ from model.images import ImagePrep, hf_prep
 
 FAMILIES = ("deit", "clip", "clip_vision_model")
 CLASSES = {"deit": "DeiTModel", "clip": "CLIPVisionModel", "clip_vision_model": "CLIPVisionModel"}
+# CLIPModel's text tower and projections, left out by name (anything else under text_model. is refused)
+_CLIP_TEXT = re.compile(r"text_model\.(embeddings\.(token_embedding|position_embedding)\.weight|embeddings\.position_ids"
+                        r"|encoder\.layers\.\d+\.(self_attn\.[qkv]_proj|self_attn\.out_proj|layer_norm[12]|mlp\.fc[12])"
+                        r"\.(weight|bias)|final_layer_norm\.(weight|bias))|(text|visual)_projection\.weight|logit_scale")
 ACTS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "quick_gelu": "quick_gelu"}
 
 
@@ -103,8 +108,7 @@ def convert_deit(hf_state: State, cfg: ModelConfig) -> State:
 
 def convert_clip_vision(hf_state: State, cfg: ModelConfig) -> State:
     """CLIPVisionModel or CLIPModel (`vision_model.` prefix; text tower and projections left out) tensors → ours."""
-    state = {k: v for k, v in hf_state.items() if not k.startswith(("text_model.", "text_projection.",
-                                                                     "visual_projection.", "logit_scale"))}
+    state = {k: v for k, v in hf_state.items() if not _CLIP_TEXT.fullmatch(k)}
     s = strip(state, "vision_model.", "embeddings.class_embedding")
     D, H, C, P, N = cfg.d_model, cfg.hidden, cfg.n_channels, cfg.patch_size, cfg.n_patches
     m = Mapper(s, "clip")
