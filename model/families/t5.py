@@ -38,15 +38,12 @@ def t5_config(hf: dict) -> ModelConfig:
     require(hf, "t5", "vocab_size", "d_model", "num_heads", "num_layers", "d_ff")
     refuse(hf, "t5", is_decoder=(False, False), is_encoder_decoder=(True, True))
     d, heads = hf["d_model"], hf["num_heads"]
-    d_kv = int(hf.get("d_kv", d // heads))
-    if d_kv * heads != d:
-        raise CheckpointError(f"t5: {heads} heads of d_kv={d_kv} ≠ d_model={d} is not supported "
-                              "(our heads split d_model evenly)")
+    d_kv = int(hf.get("d_kv", d // heads))  # Flan-T5 small, T5 v1.1: heads·d_kv ≠ d_model
     proj = hf.get("feed_forward_proj", "relu")
     if proj not in MLPS:
         raise CheckpointError(f"t5: feed_forward_proj={proj!r} is not supported (supported: {', '.join(MLPS)})")
     return build(
-        arch="encdec", vocab_size=hf["vocab_size"], d_model=d, n_heads=heads, n_layers=hf["num_layers"],
+        arch="encdec", vocab_size=hf["vocab_size"], d_model=d, n_heads=heads, head_dim=d_kv, n_layers=hf["num_layers"],
         n_dec_layers=hf.get("num_decoder_layers") or hf["num_layers"], d_mlp=hf["d_ff"],
         max_len=int(hf.get("n_positions", 512)), positional="relative",
         rel_buckets=int(hf.get("relative_attention_num_buckets", 32)),
@@ -65,7 +62,7 @@ def scales_output(hf: dict) -> bool:
 
 def convert_t5(hf_state: State, cfg: ModelConfig) -> State:
     """T5ForConditionalGeneration (or T5Model) tensors → ours."""
-    D, H, V = cfg.d_model, cfg.hidden, cfg.vocab_size
+    D, H, V, A = cfg.d_model, cfg.hidden, cfg.vocab_size, cfg.d_attn  # A = heads·d_kv
     m = Mapper(hf_state, "t5")
     shared = m.pop("shared.weight", (V, D))
     for stack in ("encoder", "decoder"):
@@ -78,14 +75,14 @@ def convert_t5(hf_state: State, cfg: ModelConfig) -> State:
                f"{stack}.rel_bias.weight", (cfg.rel_buckets, cfg.n_heads))
         for i in range(n):
             h, b = f"{stack}.block.{i}.layer.", f"{stack}.blocks.{i}."
-            _attention(m, h + "0.SelfAttention.", b + "attn.qkv", b + "attn.out", D)
+            _attention(m, h + "0.SelfAttention.", b + "attn.qkv", b + "attn.out", D, A)
             m.take(h + "0.layer_norm.weight", b + "ln_attn.weight", (D,))
             ff = 1
             if stack == "decoder":
                 a = h + "1.EncDecAttention."
-                m.take(a + "q.weight", b + "cross_attn.q.weight", (D, D))
-                m.out[b + "cross_attn.kv.weight"] = torch.cat([m.pop(a + "k.weight", (D, D)), m.pop(a + "v.weight", (D, D))])
-                m.take(a + "o.weight", b + "cross_attn.out.weight", (D, D))
+                m.take(a + "q.weight", b + "cross_attn.q.weight", (A, D))
+                m.out[b + "cross_attn.kv.weight"] = torch.cat([m.pop(a + "k.weight", (A, D)), m.pop(a + "v.weight", (A, D))])
+                m.take(a + "o.weight", b + "cross_attn.out.weight", (D, A))
                 m.take(h + "1.layer_norm.weight", b + "ln_cross.weight", (D,))
                 m.ignore(a + "relative_attention_bias.weight")  # old checkpoints: never used by cross-attention
                 ff = 2
@@ -102,9 +99,9 @@ def convert_t5(hf_state: State, cfg: ModelConfig) -> State:
     return m.done()
 
 
-def _attention(m: Mapper, a: str, qkv: str, out: str, D: int) -> None:
-    m.out[qkv + ".weight"] = torch.cat([m.pop(a + f"{n}.weight", (D, D)) for n in "qkv"])  # rows q | k | v
-    m.take(a + "o.weight", out + ".weight", (D, D))
+def _attention(m: Mapper, a: str, qkv: str, out: str, D: int, A: int) -> None:
+    m.out[qkv + ".weight"] = torch.cat([m.pop(a + f"{n}.weight", (A, D)) for n in "qkv"])  # rows q | k | v
+    m.take(a + "o.weight", out + ".weight", (D, A))
 
 
 FAMILY = Family("t5", "T5, T5 v1.1, Flan-T5 and other T5ForConditionalGeneration checkpoints",

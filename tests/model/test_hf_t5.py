@@ -31,6 +31,8 @@ SHAPES = {
     "gated-gelu": dict(d_model=12, num_heads=3, d_kv=4, num_layers=2, num_decoder_layers=3, d_ff=20,
                        feed_forward_proj="gated-gelu", relative_attention_num_buckets=8,
                        relative_attention_max_distance=12),
+    "flan-small-like": dict(d_model=16, num_heads=3, d_kv=8, num_layers=2, num_decoder_layers=1, d_ff=24,
+                            feed_forward_proj="gated-gelu", tie_word_embeddings=False),  # heads·d_kv ≠ d_model
     "gated-silu-untied": dict(d_model=16, num_heads=2, d_kv=8, num_layers=1, num_decoder_layers=2, d_ff=16,
                               feed_forward_proj="gated-silu", tie_word_embeddings=False,
                               relative_attention_num_buckets=16, relative_attention_max_distance=20),
@@ -94,8 +96,7 @@ def test_records_keep_raw_qk_bias_and_score_apart():
 
 def test_refusals():
     d = _hf(SHAPES["relu"]).config.to_dict()
-    with pytest.raises(CheckpointError, match="d_kv=8 ≠ d_model=16"):
-        t5_config({**d, "d_kv": 8})
+    assert (t5_config({**d, "d_kv": 8}).d_head, t5_config({**d, "d_kv": 8}).d_attn) == (8, 32)
     with pytest.raises(CheckpointError, match="feed_forward_proj='gated-tanh'"):
         t5_config({**d, "feed_forward_proj": "gated-tanh"})
     hf = _hf(SHAPES["relu"])
