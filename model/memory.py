@@ -83,7 +83,7 @@ def estimate_bytes(cfg: ModelConfig, n_tokens: int, dtype=torch.float32, backend
     h, d, hkv, dm = cfg.n_heads, cfg.d_head, cfg.kv_heads, cfg.d_model
     eager = backend == "eager"
     parts = {
-        "qk": sites * t * (dm + hkv * d) * 4,
+        "qk": sites * t * (cfg.d_attn + hkv * d) * 4,
         "patterns": sites * h * t * t * 4 if eager else 0,
         "work": (2 * h * t * t * b if eager else 4 * t * dm * b) + 4 * t * max(dm, cfg.hidden) * b,
         "masks": groups * t * t,

@@ -38,6 +38,17 @@ TINY = {
     "mixtral": ("MixtralForCausalLM", dict(_DEC, num_local_experts=4, num_experts_per_tok=2, sliding_window=None)),
     "vit": ("ViTForImageClassification", dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                               intermediate_size=48, image_size=16, patch_size=4, num_labels=3)),
+    "qwen3": ("Qwen3ForCausalLM", dict(_DEC, head_dim=16)),
+    "gemma": ("GemmaForCausalLM", dict(_DEC, head_dim=16)),
+    "gemma2": ("Gemma2ForCausalLM", dict(_DEC, head_dim=16, num_hidden_layers=3, sliding_window=4,
+                                         query_pre_attn_scalar=12, attn_logit_softcapping=2.0,
+                                         final_logit_softcapping=3.0)),
+    "phi3": ("Phi3ForCausalLM", dict(_DEC, pad_token_id=None)),
+    "phi": ("PhiForCausalLM", dict(_DEC, num_key_value_heads=4, partial_rotary_factor=0.5)),
+    "gpt_neox": ("GPTNeoXForCausalLM", dict(hidden_size=32, intermediate_size=40, num_hidden_layers=2,
+                                            num_attention_heads=4, max_position_embeddings=64)),
+    "opt": ("OPTForCausalLM", dict(hidden_size=32, ffn_dim=40, num_hidden_layers=2, num_attention_heads=4,
+                                   max_position_embeddings=64, word_embed_proj_dim=32)),
 }
 _ENC = dict(hidden_size=24, num_attention_heads=3, num_hidden_layers=2, intermediate_size=40, max_position_embeddings=40)
 _S2S = dict(d_model=24, encoder_attention_heads=3, decoder_attention_heads=3, encoder_layers=2, decoder_layers=2,

@@ -9,7 +9,7 @@ module and one row below.
 
 from __future__ import annotations
 
-from model.families import (  # encoders, encoder–decoders and vision towers
+from model.families import (
     albert,
     bart,
     bert,
@@ -18,12 +18,19 @@ from model.families import (  # encoders, encoder–decoders and vision towers
     deit,
     distilbert,
     electra,
+    gemma,
+    gemma2,
     gpt2,
+    gpt_neox,
     llama,
     marian,
     mistral,
     mixtral,
+    opt,
+    phi,
+    phi3,
     qwen2,
+    qwen3,
     roberta,
     t5,
     vit,
@@ -33,7 +40,8 @@ from model.families.family import Family, fixed
 
 __all__ = ["FAMILIES", "Family", "fixed", "supported_families"]
 
-ROWS = (gpt2.FAMILY, bert.FAMILY, llama.FAMILY, qwen2.FAMILY, mistral.FAMILY, mixtral.FAMILY, vit.FAMILY)
+ROWS = (gpt2.FAMILY, bert.FAMILY, llama.FAMILY, qwen2.FAMILY, mistral.FAMILY, mixtral.FAMILY, vit.FAMILY,
+        qwen3.FAMILY, gemma.FAMILY, gemma2.FAMILY, phi3.FAMILY, phi.FAMILY, gpt_neox.FAMILY, opt.FAMILY)
 ROWS += (roberta.FAMILY, xlm_roberta.FAMILY, distilbert.FAMILY, electra.FAMILY, albert.FAMILY, t5.FAMILY,
          bart.FAMILY, marian.FAMILY, deit.FAMILY, clip.FAMILY, clip_vision_model.FAMILY)
 FAMILIES: dict[str, Family] = {f.model_type: f for f in ROWS}

@@ -12,7 +12,7 @@ from model.checkpoint import CheckpointError
 from model.config import ModelConfig
 
 # Hugging Face activation names → our MLP choice.
-ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
+ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
 
 State = dict[str, torch.Tensor]
 

@@ -139,13 +139,13 @@ def test_config_mapping_old_and_new_rope_fields():
 
 
 @pytest.mark.parametrize("bad, match", [
-    (dict(rope_scaling={"type": "linear", "factor": 2.0}), "rope_scaling=.* is not supported"),
-    (dict(rope_parameters={"rope_type": "llama3", "rope_theta": 1e4, "factor": 8.0}), "RoPE scaling"),
-    (dict(rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}), "RoPE scaling"),
+    (dict(rope_scaling={"type": "dynamic", "factor": 2.0}), "RoPE scaling 'dynamic' is not supported .*cached"),
+    (dict(rope_parameters={"rope_type": "llama3", "rope_theta": 1e4, "factor": 8.0}), r"missing \['high_freq_factor'"),
+    (dict(rope_parameters={"rope_type": "linear", "rope_theta": 1e4, "factor": 2.0, "beta": 1}), r"unknown \['beta'\]"),
+    (dict(rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.2}), "rotary_dim=1 must be even"),
     (dict(attention_bias=True), "attention_bias=true is not supported"),
     (dict(mlp_bias=True), "mlp_bias=true"),
     (dict(hidden_act="gelu"), "activation 'gelu'"),
-    (dict(head_dim=16), "head_dim=16"),
     (dict(num_key_value_heads=3), "n_kv_heads=3 must be ≥ 1 and divide n_heads=4"),
     (dict(model_type="qwen2", use_sliding_window=True, sliding_window=4), "qwen2: use_sliding_window"),
     (dict(intermediate_size=None), "lacks intermediate_size"),
@@ -190,7 +190,7 @@ def test_bad_folders(folders, tmp_path):
     with pytest.raises(CheckpointError, match="auto_map / trust_remote_code.; attnlab never runs"):
         load_hf_folder(f)
     _edit_config(f, auto_map=None, rope_parameters={"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0})
-    with pytest.raises(CheckpointError, match="llama: rope_parameters .* RoPE scaling"):
+    with pytest.raises(CheckpointError, match="llama: RoPE scaling 'yarn' is not supported"):
         load_hf_folder(f)
     q = _copy(folders, "qwen2-mqa-bias", tmp_path)
     (q / "model.safetensors").unlink()
