@@ -105,11 +105,7 @@ class Stack(nn.Module):
         device = tokens.device
         pos = torch.arange(offset, offset + T, device=device)
         x = self.embed(tokens, pos, token_type_ids)
-        ctx = self._self_ctx(spec, T, offset, attention_mask, backend, cache, pos)
-        ctxs = [ctx] * len(self.blocks)
-        if mask is None and self.full_layers:  # the model's own mask: causal in the full-attention layers
-            full = self._self_ctx(CAUSAL, T, offset, attention_mask, backend, cache, pos)
-            ctxs = [full if i in self.full_layers else ctx for i in range(len(self.blocks))]
+        ctxs = self.layer_ctxs(mask is None, spec, T, offset, attention_mask, backend, cache, pos)
         cross_ctx = None
         if memory is not None or (cache is not None and cache.cross):
             S = memory.shape[1] if memory is not None else next(iter(cache.cross.values()))[0].shape[2]
@@ -120,6 +116,15 @@ class Stack(nn.Module):
         if cache is not None:
             cache.advance(T)
         return self.ln_f(x)
+
+    def layer_ctxs(self, own: bool, spec, T, offset, attention_mask, backend, cache, pos) -> list[AttnCtx]:
+        """Each block's self-attention context: `spec` in every layer, except that the model's own mask (`own`)
+        is causal in the layers cfg.sliding_layers leaves out (Gemma 2's global layers)."""
+        ctx = self._self_ctx(spec, T, offset, attention_mask, backend, cache, pos)
+        if not (own and self.full_layers):
+            return [ctx] * len(self.blocks)
+        full = self._self_ctx(CAUSAL, T, offset, attention_mask, backend, cache, pos)
+        return [full if i in self.full_layers else ctx for i in range(len(self.blocks))]
 
     def _self_ctx(self, spec, T, offset, attention_mask, backend, cache, pos) -> AttnCtx:
         k_len = offset + T

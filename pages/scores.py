@@ -39,14 +39,6 @@ with page("Score scales", "Why divide by √d_k? What happens to the softmax whe
                       title=f"{'raw QKᵀ' if raw_view else 'scaled scores QKᵀ/√d_k'} per head "
                             f"(visible pairs only; d_k = {d_k})"), key="boxes", name="scores")
 
-    steps = score_steps_table(rec.score_steps(head), mask)
-    st.markdown(f"**From q·kᵀ to the score the softmax sees** (layer {layer}, head {head}; visible pairs):")
-    st.dataframe(steps, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.4f")
-                                                        for c in ("mean", "std", "min", "max")})
-    if rec.softcap is not None:
-        st.caption(f"This model soft-caps its scores: cap·tanh(score/cap) with cap = {rec.softcap:g} keeps every "
-                   "score within ±cap before the mask, however large q·kᵀ grows.")
-
     patterns = rec.pattern()  # [H, q, k]
     stats = score_stats({sites[layer]: rec.raw_qk()}, rec.scale, mask=mask, bias=rec.bias, softcap=rec.softcap)
     sat = saturation(patterns, mask)  # [H, 2]
@@ -58,6 +50,14 @@ with page("Score scales", "Why divide by √d_k? What happens to the softmax whe
                                                         for c in table.columns if c != "head"})
     st.caption("Effective keys = exp(entropy): 1 for a one-hot row, n for a uniform row over n keys. "
                "Saturated = share of rows whose largest weight exceeds 0.9 / 0.99 (almost no gradient to the rest).")
+
+    steps = score_steps_table(rec.score_steps(head), mask)
+    st.markdown(f"**From q·kᵀ to the score the softmax sees** (layer {layer}, head {head}; visible pairs):")
+    st.dataframe(steps, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.4f")
+                                                        for c in ("mean", "std", "min", "max")})
+    if rec.softcap is not None:
+        st.caption(f"This model soft-caps its scores: cap·tanh(score/cap) with cap = {rec.softcap:g} keeps every "
+                   "score within ±cap before the mask, however large q·kᵀ grows.")
 
     st.subheader("Take away the √d_k — or turn the temperature")
     c1, c2 = st.columns(2)

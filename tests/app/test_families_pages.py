@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tests import family_grid as G
-from tests.app.conftest import arr, ok, open_page, titled
+from tests.app.conftest import arr, ok, open_page, specs, titled
 from tests.model.test_families_decoders import GRID
 
 pytest.importorskip("transformers")
@@ -45,3 +45,36 @@ def test_score_scales_shows_each_step(folders):
     assert [s.split(" ")[0] for s in steps["step"]] == ["q·kᵀ", "×", "soft-cap"]
     assert steps["max"].iloc[-1] <= 2.0 and steps["min"].iloc[-1] >= -2.0
     assert any("soft-caps its scores" in c.value for c in at.caption)
+
+
+DECODER_PAGES = ("heatmaps", "masks", "scores", "rollout", "heads", "block", "step_by_step", "kv_cache", "generate",
+                 "backends", "explore", "permutation", "positions")
+
+
+def test_every_decoder_page_renders_gemma2(folders):
+    """Gemma 2: head_dim ≠ d_model/heads, soft-capped scores, sandwich norms, alternating windows."""
+    at = open_page(None, model=folders["gemma2-alternating-capped"], text=G.TEXT)
+    ok(at)
+    failed = []
+    for page in DECODER_PAGES:
+        at.switch_page(f"../pages/{page}.py").run()
+        if at.exception or at.error or not specs(at):
+            failed.append((page, [e.message for e in at.exception][:1], [e.value for e in at.error][:1]))
+    assert not failed, failed
+
+
+@pytest.mark.parametrize("model_type", ["qwen3", "gemma2", "phi", "gpt_neox", "opt"])
+def test_notebook_views(tmp_path, model_type):
+    """Each notebook view of a converted family draws its attention: the heads view holds the record's patterns."""
+    from app.notebook import VIEWS, show
+    from model.hf.load import load_hf_folder
+
+    cls, conf = G.TINY[model_type]
+    lm = load_hf_folder(G.make(tmp_path / model_type, model_type, cls, **conf))
+    run = lm.run(G.TEXT)
+    for view in VIEWS:
+        fig = show(run, view)
+        assert fig.data, (model_type, view)
+    rec = run.records[f"blocks.{lm.cfg.n_layers - 1}.attn"]
+    z = np.asarray(show(run, "head", head=1).data[0].z, dtype=np.float64)
+    np.testing.assert_allclose(np.nan_to_num(z), np.where(rec.mask_for(), rec.pattern(1), 0), atol=1e-6)

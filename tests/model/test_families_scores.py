@@ -90,3 +90,15 @@ def test_rope_frequencies_are_transformers(rope):
     if kind == "llama3":  # short wavelengths kept, long ones stretched 8×, one blended between
         assert f["stretch"][0] == 1.0 and f["stretch"][-1] == pytest.approx(8.0) and 1 < f["stretch"][1] < 8
     assert f["rotary_dims"] == (4 if kind == "default" else 8)
+
+
+def test_long_input_and_neuron_view_read_the_cap(gemma2):
+    from analysis.stepwise import neuron_view
+    from model.longinput import full_pattern, pattern_rows
+
+    rec = gemma2.forward(gemma2.encode(G.TEXT), backend="eager").capture["blocks.1.attn"]
+    lazy = dataclasses.replace(rec, pattern_full=None)
+    np.testing.assert_allclose(pattern_rows(lazy, [1], 3, 9).numpy()[0], rec.pattern(1)[3:9], atol=1e-6)
+    np.testing.assert_allclose(full_pattern(lazy), rec.pattern(), atol=1e-6)
+    nv = neuron_view(lazy, 1, 9, 4)
+    assert nv["softcap"] == 0.5 and abs(nv["scaled"] - nv["recorded_scaled"]) < 1e-5

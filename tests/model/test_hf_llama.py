@@ -183,8 +183,8 @@ def test_converter_checks_every_key(folders):
 # -- bad folders: one clear message each --------------------------------------------------------------------
 def test_bad_folders(folders, tmp_path):
     f = _copy(folders, "llama-mha-untied", tmp_path)
-    _edit_config(f, model_type="gemma")
-    with pytest.raises(CheckpointError, match="model_type 'gemma' is not supported; supported families: .*llama"):
+    _edit_config(f, model_type="falcon")
+    with pytest.raises(CheckpointError, match="model_type 'falcon' is not supported; supported families: .*llama"):
         load_hf_folder(f)
     _edit_config(f, model_type="llama", auto_map={"AutoModelForCausalLM": "modeling_x.X"})
     with pytest.raises(CheckpointError, match="auto_map / trust_remote_code.; attnlab never runs"):
