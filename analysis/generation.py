@@ -75,7 +75,8 @@ def generation_trace(lm, inputs, n_new: int, temperature: float = 0.0, top_k: in
     if n_steps == 0:
         raise ValueError(f"the prompt already fills the model's context ({lm.cfg.max_len} tokens); shorten it")
     final = T0 + n_steps - 1  # keys seen by the last step
-    sites = [s for s in cap.sites if len(cap.steps(s)) >= n_steps]  # the encoder ran once: not a step
+    # the encoder ran once: not a step (and not one even when generation stopped after one step)
+    sites = [s for s in cap.sites if len(cap.steps(s)) >= n_steps and cap.steps(s)[0].stack != "encoder"]
     rows, kinds, layers, kernels = {}, {}, {}, set()
     for site in sites:
         recs = cap.steps(site)[-n_steps:]

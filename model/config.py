@@ -10,9 +10,9 @@ from dataclasses import dataclass
 ARCHS = ("decoder", "encoder", "encdec", "vit")
 NORMS = ("pre", "post", "peri", "parallel")  # parallel: x + attn(ln_attn(x)) + mlp(ln_mlp(x))
 NORM_TYPES = ("layernorm", "rmsnorm")
-POSITIONALS = ("learned", "sinusoidal", "rope", "alibi", "none", "learned2d", "sinusoidal2d")
+POSITIONALS = ("learned", "sinusoidal", "rope", "alibi", "none", "learned2d", "sinusoidal2d", "relative")
 IMAGE_POSITIONALS = ("learned", "learned2d", "sinusoidal2d", "none")  # a ViT's choices
-MLPS = ("gelu", "gelu_tanh", "swiglu", "moe", "geglu", "relu")  # geglu: gelu_tanh(gate)·up
+MLPS = ("gelu", "gelu_tanh", "swiglu", "moe", "geglu", "relu", "quick_gelu", "silu")  # geglu: gelu_tanh(gate)·up
 EXPERT_MLPS = ("gelu", "gelu_tanh", "swiglu")
 BACKENDS = ("eager", "sdpa", "flash")
 OUTPUT_HEADS = ("none", "lm", "mlm")
@@ -73,6 +73,16 @@ class ModelConfig:
     embed_scale: float = 1.0  # token embeddings × this (Gemma: √d_model)
     sliding_layers: tuple[int, ...] | None = None  # the layers that use sliding_window (None: every layer)
     lm_head_bias: bool = False  # the LM head has a bias (Phi)
+    # encoder, encoder–decoder and vision families: learned positions read row position + pos_offset of a table
+    # of max_len + pos_offset rows (RoBERTa: padding_idx + 1; BART: 2)
+    pos_offset: int = 0
+    d_embed: int | None = None  # factorised embeddings (ALBERT, ELECTRA): this width, then Linear(d_embed, d_model)
+    rel_buckets: int = 0  # positional="relative" (T5): buckets of the learned per-head bias (model/relative_bias.py)
+    rel_max_distance: int = 128  # T5: distances beyond this share the last bucket
+    distill_token: bool = False  # vit: DeiT's distillation token after [CLS] (max_len = 2 + patches)
+    patch_bias: bool = True  # vit: a bias on the patch projection (CLIP: none)
+    distill_head: bool = False  # vit (DeiT with teacher): logits = mean of [CLS]'s and [DIST]'s classifiers
+    logit_scale: float = 1.0  # the final hidden states × this before the LM head (T5 with tied embeddings: d^-0.5)
 
     def __post_init__(self) -> None:
         def choice(name: str, options: tuple[str, ...]) -> None:
@@ -113,10 +123,25 @@ class ModelConfig:
         if self.arch == "decoder" and self.output_head == "mlm":
             raise ValueError("a decoder has an 'lm' head (or 'none'), not 'mlm'")
         self._check_family_fields()
+        self._check_families()
         if self.arch == "vit":
             self._check_vit()
-        elif self.positional not in POSITIONALS[:5]:
+        elif self.positional not in (*POSITIONALS[:5], "relative"):
             raise ValueError(f"positional={self.positional!r} is for arch='vit' (2-D patch positions)")
+
+    def _check_families(self) -> None:
+        if self.pos_offset < 0 or (self.d_embed is not None and self.d_embed < 1):
+            raise ValueError("pos_offset must be ≥ 0 and d_embed ≥ 1")
+        if (self.positional == "relative") != (self.rel_buckets > 0):
+            raise ValueError("positional='relative' needs rel_buckets ≥ 1 (and rel_buckets needs it)")
+        if self.rel_max_distance < 1:
+            raise ValueError(f"rel_max_distance must be ≥ 1, got {self.rel_max_distance}")
+        if (self.distill_token or self.distill_head) and (self.arch != "vit" or self.positional != "learned"):
+            raise ValueError("distill_token / distill_head are for arch='vit' with learned positions")
+        if self.distill_head and not (self.distill_token and self.n_classes):
+            raise ValueError("distill_head needs distill_token and n_classes ≥ 1")
+        if not self.logit_scale > 0:
+            raise ValueError(f"logit_scale must be > 0, got {self.logit_scale}")
 
     def _check_family_fields(self) -> None:
         choice = self.rope_scaling
@@ -151,12 +176,17 @@ class ModelConfig:
             raise ValueError("a ViT needs n_channels ≥ 1 and n_classes ≥ 0")
         if self.positional == "sinusoidal2d" and self.d_model % 4:
             raise ValueError(f"sinusoidal2d positions need d_model divisible by 4, got {self.d_model}")
-        object.__setattr__(self, "max_len", 1 + self.n_patches)  # [CLS] + patches: the whole context
+        object.__setattr__(self, "max_len", self.n_prefix + self.n_patches)  # [CLS] (+ [DIST]) + patches
 
     @property
     def grid(self) -> int:
         """Patches per image side (a ViT)."""
         return self.image_size // self.patch_size if self.patch_size else 0
+
+    @property
+    def n_prefix(self) -> int:
+        """Tokens before a ViT's patches: [CLS], and DeiT's distillation token."""
+        return 2 if self.distill_token else 1
 
     @property
     def n_patches(self) -> int:
@@ -192,7 +222,7 @@ class ModelConfig:
         if self.d_mlp is not None:
             return self.d_mlp
         kind = self.expert_mlp if self.mlp == "moe" else self.mlp
-        return 4 * self.d_model if kind != "swiglu" else int(8 * self.d_model / 3)
+        return 4 * self.d_model if kind not in ("swiglu", "geglu") else int(8 * self.d_model / 3)
 
     @property
     def output_head_kind(self) -> str:

@@ -12,22 +12,33 @@ from model.moe import MoE
 from model.norms import make_norm
 
 
-class MLP(nn.Module):
-    """Position-wise feed-forward: GELU (exact or tanh), ReLU, or gated: SwiGLU (SiLU gate), GeGLU (tanh-GELU gate)."""
+class QuickGELU(nn.Module):
+    """x·σ(1.702·x): CLIP's approximation of GELU."""
 
-    ACTS = {"gelu": nn.GELU, "gelu_tanh": lambda: nn.GELU(approximate="tanh"), "relu": nn.ReLU, "swiglu": nn.SiLU,
-            "geglu": lambda: nn.GELU(approximate="tanh")}
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.sigmoid(1.702 * x)
+
+
+# mlp choice → activation; the gated ones (act(gate(x))·up(x)) are SwiGLU and GeGLU (tanh GELU: T5 v1.1, Gemma)
+ACTIVATIONS = {"gelu": lambda: nn.GELU(), "gelu_tanh": lambda: nn.GELU(approximate="tanh"), "relu": nn.ReLU,
+               "quick_gelu": QuickGELU, "silu": nn.SiLU, "swiglu": nn.SiLU, "geglu": lambda: nn.GELU(approximate="tanh")}
+GATED = ("swiglu", "geglu")
+
+
+class MLP(nn.Module):
+    """Position-wise feed-forward: act(up(x)) (GELU, tanh GELU, ReLU, quick GELU, SiLU) or gated
+    act(gate(x))·up(x) (SwiGLU: SiLU gate, GeGLU: tanh-GELU gate), then down."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         kind = cfg.mlp
-        self.gated = kind in ("swiglu", "geglu")
+        self.gated = kind in GATED
         if self.gated:
             self.gate = nn.Linear(cfg.d_model, cfg.hidden, bias=cfg.bias)
         self.up = nn.Linear(cfg.d_model, cfg.hidden, bias=cfg.bias)
         self.site: str | None = None  # set by name_sites() (None: a MoE expert, not hooked)
         self.down = nn.Linear(cfg.hidden, cfg.d_model, bias=cfg.bias)
-        self.act = self.ACTS[kind]()
+        self.act = ACTIVATIONS[kind]()
 
     @property
     def hook_points(self) -> tuple[str, ...]:

@@ -159,7 +159,8 @@ class LoadedModel:
         if tuple(pixels.shape[-2:]) != self.image_size:
             raise InputError(f"the image is {pixels.shape[-1]}×{pixels.shape[-2]} pixels after preprocessing; "
                              f"{self.name} reads {self.image_size[1]}×{self.image_size[0]}")
-        return Inputs(torch.arange(self.cfg.max_len)[None], patch_labels(self.cfg.grid), pixels=pixels)
+        labels = patch_labels(self.cfg.grid, self.cfg.distill_token)  # "CLS" (, "DIST"), "r,c" …
+        return Inputs(torch.arange(self.cfg.max_len)[None], labels, pixels=pixels)
 
     def _need_image(self) -> None:
         if not self.reads_image:

@@ -27,7 +27,9 @@ def compare_hf(folder_or_name: str, text: str | None = None, *, pair: str | None
     if lm.reads_image:
         inputs = lm.encode_image(probe_image(lm.image_size))
         return compare_models(lm, hf, inputs, backend=backend)
-    inputs = lm.encode(text if text is not None else DEFAULT_TEXT, pair=pair)
+    text = text if text is not None else DEFAULT_TEXT
+    # an encoder–decoder reads the text as its source; its target is the decoder's start token
+    inputs = lm.encode("", text) if lm.arch == "encdec" else lm.encode(text, pair=pair)
     return compare_models(lm, hf, inputs, backend=backend, greedy_tokens=greedy_tokens)
 
 
@@ -63,11 +65,15 @@ def _max_abs(a, b) -> float:
 @torch.no_grad()
 def compare_models(lm, hf, inputs, *, backend: str = "eager", greedy_tokens: int = GREEDY_TOKENS) -> dict:
     """Both models on `inputs` (one sequence, no padding)."""
+    if lm.arch == "encdec":
+        return compare_encdec(lm, hf, inputs, backend=backend, greedy_tokens=greedy_tokens)
     run = lm.forward(inputs, backend=backend)
-    if lm.reads_image:  # ViT: the base model's output after its final LayerNorm, and the classifier's logits
-        base = hf.vit if hasattr(hf, "vit") else hf
+    if lm.reads_image:  # ViT, DeiT: the base model's output after its final LayerNorm, and the classifier's logits
+        base = next((getattr(hf, a) for a in ("vit", "deit") if hasattr(hf, a)), hf)
         out = base(pixel_values=inputs.pixels, output_attentions=True, interpolate_pos_encoding=False)
         hf_hidden = out.last_hidden_state
+        if hasattr(base, "post_layernorm"):  # CLIP: our final norm is its post_layernorm, on every token
+            hf_hidden = base.post_layernorm(hf_hidden)
         if lm.cfg.n_classes:
             out.logits = hf(pixel_values=inputs.pixels).logits
     else:
@@ -97,6 +103,35 @@ def compare_models(lm, hf, inputs, *, backend: str = "eager", greedy_tokens: int
     if routers is not None:  # a mixture of experts (Mixtral)
         report["max_abs_router_logits"] = routers
     return report
+
+
+@torch.no_grad()
+def compare_encdec(lm, hf, inputs, *, backend: str = "eager", greedy_tokens: int = GREEDY_TOKENS) -> dict:
+    """An encoder–decoder (T5, BART, Marian) on inputs.src_ids → inputs.ids: every encoder, decoder and
+    cross-attention pattern, both stacks' last hidden states, the logits, and a greedy continuation."""
+    run = lm.forward(inputs, backend=backend)
+    out = hf(input_ids=inputs.src_ids, decoder_input_ids=inputs.ids, output_attentions=True,
+             output_hidden_states=True)
+    cfg = lm.cfg
+    pairs = [(f"encoder.blocks.{i}.attn", a) for i, a in enumerate(out.encoder_attentions)]
+    pairs += [(f"decoder.blocks.{i}.attn", a) for i, a in enumerate(out.decoder_attentions)]
+    pairs += [(f"decoder.blocks.{i}.cross_attn", a) for i, a in enumerate(out.cross_attentions)]
+    if len(pairs) != cfg.n_layers + 2 * cfg.dec_layers:
+        raise AssertionError(f"transformers returned {len(pairs)} attention sites, ours has "
+                             f"{cfg.n_layers + 2 * cfg.dec_layers}")
+    memory = lm.model.encode(inputs.src_ids, backend=backend)
+    hidden = max(_max_abs(memory.numpy(), out.encoder_last_hidden_state.numpy()),
+                 _max_abs(run.hidden.numpy(), out.decoder_hidden_states[-1].numpy()))
+    n = min(greedy_tokens, cfg.max_len - inputs.ids.shape[1])
+    ours = torch.tensor([lm.generate("", n, inputs=inputs, use_cache=True, backend=backend, stop_at_eos=False)[0]])
+    theirs = inputs.ids
+    for _ in range(n):
+        nxt = hf(input_ids=inputs.src_ids, decoder_input_ids=theirs).logits[:, -1].argmax(-1, keepdim=True)  # [1, 1]
+        theirs = torch.cat([theirs, nxt], dim=1)
+    return {"max_abs_logits": _max_abs(run.logits.numpy(), out.logits.numpy()), "max_abs_hidden": hidden,
+            "max_abs_attention": max(_max_abs(run.capture[s].pattern(), a[0].numpy()) for s, a in pairs),
+            "greedy_equal": bool(torch.equal(ours, theirs)), "n_layers": [cfg.n_layers, cfg.dec_layers],
+            "n_heads": cfg.n_heads}
 
 
 def greedy_equal(lm, hf, ids: torch.Tensor, n: int = GREEDY_TOKENS, backend: str = "eager") -> bool:

@@ -10,9 +10,10 @@ from model.config import ModelConfig
 from model.positions import sinusoidal_table
 
 
-def patch_labels(grid: int) -> list[str]:
-    """Token labels of a ViT's input: "CLS", then "r,c" (row, column) of each patch in row-major order."""
-    return ["CLS", *(f"{r},{c}" for r in range(grid) for c in range(grid))]
+def patch_labels(grid: int, distill: bool = False) -> list[str]:
+    """Token labels of a ViT's input: "CLS" (and DeiT's "DIST"), then "r,c" (row, column) of each patch in
+    row-major order."""
+    return ["CLS", *(["DIST"] if distill else []), *(f"{r},{c}" for r in range(grid) for c in range(grid))]
 
 
 def sinusoidal_2d(grid: int, d_model: int) -> torch.Tensor:
@@ -25,7 +26,8 @@ def sinusoidal_2d(grid: int, d_model: int) -> torch.Tensor:
 
 
 class PatchEmbed(nn.Module):
-    """pixels [B, C, H, W] → tokens [B, 1 + N, D]: [CLS] first, then the patches row by row, plus positions.
+    """pixels [B, C, H, W] → tokens [B, 1 + N, D]: [CLS] first (then DeiT's [DIST]), then the patches row by row,
+    plus positions (then CLIP's pre-LayerNorm when cfg.embed_norm).
 
     positional: "learned" (one vector per token, [CLS] included: Hugging Face's ViT), "learned2d" (a row and a
     column vector summed per patch; [CLS] its own vector), "sinusoidal2d" (fixed; [CLS] none), "none"."""
@@ -33,11 +35,15 @@ class PatchEmbed(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg, g, d = cfg, cfg.grid, cfg.d_model
-        self.proj = nn.Conv2d(cfg.n_channels, d, kernel_size=cfg.patch_size, stride=cfg.patch_size)
+        self.proj = nn.Conv2d(cfg.n_channels, d, kernel_size=cfg.patch_size, stride=cfg.patch_size,
+                              bias=cfg.patch_bias)
         self.cls = nn.Parameter(torch.zeros(1, 1, d))
         self.site = ""  # the stack's name, set by name_sites()
+        if cfg.distill_token:
+            self.dist = nn.Parameter(torch.zeros(1, 1, d))
+        self.norm = nn.LayerNorm(d, eps=cfg.norm_eps) if cfg.embed_norm else nn.Identity()
         if cfg.positional == "learned":
-            self.pos = nn.Parameter(torch.zeros(1, 1 + g * g, d))
+            self.pos = nn.Parameter(torch.zeros(1, cfg.n_prefix + g * g, d))
         elif cfg.positional == "learned2d":
             self.pos_row = nn.Parameter(torch.zeros(g, d))
             self.pos_col = nn.Parameter(torch.zeros(g, d))
@@ -63,15 +69,17 @@ class PatchEmbed(nn.Module):
             raise ValueError(f"pixels must be [B, {c}, {s}, {s}], got {tuple(pixels.shape)}")
         x = self.proj(pixels.to(self.proj.weight.dtype))  # [B, D, g, g]
         x = x.flatten(2).transpose(1, 2)  # [B, D, g, g] -> [B, N, D]
-        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1)  # [B, 1 + N, D]
+        prefix = [self.cls] + ([self.dist] if self.cfg.distill_token else [])
+        x = torch.cat([p.expand(x.shape[0], -1, -1) for p in prefix] + [x], dim=1)  # [B, n_prefix + N, D]
         pos = self.positions()
         cap = hooks.active()
         if cap is not None:
             x = cap.hook(hooks.point(self.site, "hook_embed"), x)
             pos = pos if pos is None else cap.hook(hooks.point(self.site, "hook_pos_embed"), pos)
-        return x if pos is None else x + pos[None]
+        return self.norm(x if pos is None else x + pos[None])
 
     @property
     def hook_points(self) -> tuple[str, ...]:
-        """hook_embed [B, 1 + N, D] ([CLS] and patches); hook_pos_embed [1 + N, D] when there are positions."""
+        """hook_embed [B, n_prefix + N, D] ([CLS], DeiT's [DIST], patches); hook_pos_embed [n_prefix + N, D] when
+        there are positions."""
         return ("hook_embed",) if self.cfg.positional == "none" else ("hook_embed", "hook_pos_embed")

@@ -19,6 +19,7 @@ from model.moe import ROUTER_HOOKS, MoE
 from model.norms import make_norm
 from model.patches import PatchEmbed
 from model.positions import alibi_bias, alibi_slopes, sinusoidal_table
+from model.relative_bias import RelativeBias
 from model.rope import rope_cos_sin, rope_inv_freq
 
 
@@ -33,19 +34,22 @@ class ModelOutput:
 
 
 class Embeddings(nn.Module):
-    """Token + position (+ token type) embeddings, optionally normalised (BERT)."""
+    """Token (× embed_scale) + position (+ token type) embeddings, optionally normalised (BERT), of width
+    d_embed projected to d_model when factorised (ALBERT, ELECTRA). Position p reads row p + pos_offset."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.tok = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        e = cfg.d_embed or cfg.d_model
+        self.tok = nn.Embedding(cfg.vocab_size, e)
+        n_pos = cfg.max_len + cfg.pos_offset
         if cfg.positional == "learned":
-            self.pos = nn.Embedding(cfg.max_len, cfg.d_model)
+            self.pos = nn.Embedding(n_pos, e)
         elif cfg.positional == "sinusoidal":
-            self.register_buffer("sin_table", sinusoidal_table(cfg.max_len, cfg.d_model), persistent=False)
-        self.types = nn.Embedding(cfg.type_vocab_size, cfg.d_model) if cfg.type_vocab_size else None
-        self.norm = nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps) if cfg.embed_norm else nn.Identity()
-        self.positional = cfg.positional
-        self.scale = cfg.embed_scale  # Gemma: √d_model
+            self.register_buffer("sin_table", sinusoidal_table(n_pos, e), persistent=False)
+        self.types = nn.Embedding(cfg.type_vocab_size, e) if cfg.type_vocab_size else None
+        self.norm = nn.LayerNorm(e, eps=cfg.norm_eps) if cfg.embed_norm else nn.Identity()
+        self.project = nn.Linear(e, cfg.d_model) if cfg.d_embed else nn.Identity()
+        self.positional, self.offset, self.scale = cfg.positional, cfg.pos_offset, cfg.embed_scale  # scale: Gemma √d
         self.site = ""  # the stack's name, set by name_sites()
 
     @property
@@ -54,18 +58,19 @@ class Embeddings(nn.Module):
 
     def forward(self, tokens, positions, token_type_ids=None):
         cap = hooks.active()
-        x = self.tok(tokens)  # [B, T, D]
+        x = self.tok(tokens)  # [B, T, E]
         if self.scale != 1.0:
             x = x * self.scale
         if cap is not None:
             x = cap.hook(hooks.point(self.site, "hook_embed"), x)
         if self.positional in ("learned", "sinusoidal"):
-            p = self.pos(positions) if self.positional == "learned" else self.sin_table[positions]  # [T, D]
+            p = self.pos(positions + self.offset) if self.positional == "learned" else \
+                self.sin_table[positions + self.offset]  # [T, E]
             x = x + (p if cap is None else cap.hook(hooks.point(self.site, "hook_pos_embed"), p))
         if self.types is not None:
             tt = token_type_ids if token_type_ids is not None else torch.zeros_like(tokens)
             x = x + self.types(tt)
-        return self.norm(x)
+        return self.project(self.norm(x))  # [B, T, E] -> [B, T, D]
 
 
 class Stack(nn.Module):
@@ -82,6 +87,9 @@ class Stack(nn.Module):
         self.ln_f = make_norm(cfg) if cfg.norm in ("pre", "peri", "parallel") else nn.Identity()
         if cfg.positional == "alibi":
             self.register_buffer("alibi_slopes", alibi_slopes(cfg.n_heads), persistent=False)
+        elif cfg.positional == "relative":  # T5: one bias table per stack, shared by its self-attention layers
+            self.rel_bias = RelativeBias(cfg.rel_buckets, cfg.rel_max_distance, cfg.n_heads,
+                                         bidirectional=default_mask is BIDIRECTIONAL)
         # layers with the sliding window when only some have it (Gemma 2); the others see every earlier key
         self.full_layers = () if cfg.sliding_layers is None else \
             tuple(i for i in range(n_layers) if i not in cfg.sliding_layers)
@@ -142,6 +150,8 @@ class Stack(nn.Module):
         bias = rope = None
         if self.cfg.positional == "alibi":
             bias = alibi_bias(self.alibi_slopes, pos, torch.arange(k_len, device=device))  # [H, T, k]
+        elif self.cfg.positional == "relative":
+            bias = self.rel_bias(pos, torch.arange(k_len, device=device))  # [H, T, k]
         elif self.cfg.positional == "rope":
             rope = rope_cos_sin(pos, rope_inv_freq(self.cfg, pos.device))  # float32 whatever the weights
         square_causal = spec.kind == "causal" and offset == 0 and attention_mask is None
@@ -212,14 +222,16 @@ def init_weights(module: nn.Module) -> None:
 
 
 class MLMHead(nn.Module):
-    """BERT's masked-LM head: dense → GELU → LayerNorm → tied decoder + bias."""
+    """BERT's masked-LM head: dense → GELU → LayerNorm → tied decoder + bias (to the embedding width d_embed
+    when factorised: ALBERT, ELECTRA's generator)."""
 
     def __init__(self, cfg: ModelConfig, embedding: nn.Embedding):
         super().__init__()
-        self.dense = nn.Linear(cfg.d_model, cfg.d_model)
-        self.act = nn.GELU(approximate="tanh" if cfg.mlp == "gelu_tanh" else "none")
-        self.norm = nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps)
-        self.decoder = nn.Linear(cfg.d_model, cfg.vocab_size)
+        e = cfg.d_embed or cfg.d_model
+        self.dense = nn.Linear(cfg.d_model, e)
+        self.act = nn.GELU(approximate="tanh" if cfg.mlp in ("gelu_tanh", "geglu") else "none")
+        self.norm = nn.LayerNorm(e, eps=cfg.norm_eps)
+        self.decoder = nn.Linear(e, cfg.vocab_size)
         self.decoder.weight = embedding.weight
 
     def forward(self, x):
@@ -239,6 +251,7 @@ class Decoder(Stack):
         if cfg.output_head_kind == "lm":
             self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=cfg.lm_head_bias)
         self.logit_softcap = cfg.logit_softcap  # Gemma 2: logits → cap·tanh(logits/cap)
+        self.logit_scale = cfg.logit_scale  # T5 (tied): the final hidden states × d_model^-0.5 before the LM head
         init_weights(self)
         if self.lm_head is not None and cfg.tie_embeddings:
             self.lm_head.weight = self.embed.tok.weight
@@ -248,7 +261,9 @@ class Decoder(Stack):
                 token_type_ids=None, backend=None, memory=None, memory_mask=None) -> ModelOutput:
         h = self.run(tokens, mask=mask, attention_mask=attention_mask, token_type_ids=token_type_ids,
                      cache=cache, backend=backend, memory=memory, memory_mask=memory_mask)
-        logits = self.lm_head(h) if self.lm_head is not None else None
+        logits = None
+        if self.lm_head is not None:
+            logits = self.lm_head(h * self.logit_scale if self.logit_scale != 1.0 else h)  # [B, T, V]
         if logits is not None and self.logit_softcap is not None:
             logits = torch.tanh(logits / self.logit_softcap) * self.logit_softcap
         return ModelOutput(logits, h)
@@ -329,9 +344,10 @@ class ViT(Stack):
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg, cfg.n_layers, False, BIDIRECTIONAL, embed=PatchEmbed(cfg))
         self.head = nn.Linear(cfg.d_model, cfg.n_classes) if cfg.n_classes else None
+        self.head_dist = nn.Linear(cfg.d_model, cfg.n_classes) if cfg.distill_head else None  # DeiT's, on [DIST]
         init_weights(self)
         for name, p in self.embed.named_parameters():  # patch projection, [CLS], positions: N(0, 0.02)
-            if name != "proj.bias":
+            if name != "proj.bias" and not name.startswith("norm."):
                 nn.init.normal_(p, std=0.02)
         name_sites(self)
 
@@ -343,7 +359,10 @@ class ViT(Stack):
         for blk in self.blocks:
             x = blk(x, ctx)
         h = self.final_norm(x)
-        return ModelOutput(self.head(h[:, 0]) if self.head is not None else None, h)
+        logits = self.head(h[:, 0]) if self.head is not None else None  # [B, n_classes]
+        if self.head_dist is not None:  # DeiT with teacher: the mean of both classifiers
+            logits = (logits + self.head_dist(h[:, 1])) / 2
+        return ModelOutput(logits, h)
 
     def forward_inputs(self, inputs: Inputs, *, backend=None, cache: KVCache | None = None, mask=None) -> ModelOutput:
         """One forward over `inputs.pixels`; a ViT has no KV cache."""

@@ -21,8 +21,9 @@ from tests.hf_fixtures import EOT, _perturb, bpe_tokenizer, quiet_transformers, 
 
 TEXT = "the cat sat on the mat because the mat was warm and the dog ran in the park"
 BACKENDS = ("eager", "sdpa", "flash")
-ENCODERS = {"bert"}  # families read with BERT's word tokenizer ([CLS] … [SEP])
-IMAGES = {"vit"}  # families that read pixels (an image processor instead of a tokenizer)
+ENCODERS = {"bert", "roberta", "xlm-roberta", "distilbert", "electra", "albert"}  # BERT's word tokenizer
+IMAGES = {"vit", "deit", "clip", "clip_vision_model"}  # families that read pixels (an image processor instead)
+SEQ2SEQ = {"t5", "bart", "marian"}  # encoder–decoders: the word tokenizer, [PAD]/[SEP] as start and end
 
 _DEC = dict(hidden_size=32, intermediate_size=40, num_hidden_layers=2, max_position_embeddings=64,
             num_attention_heads=4, num_key_value_heads=2)
@@ -49,6 +50,27 @@ TINY = {
     "opt": ("OPTForCausalLM", dict(hidden_size=32, ffn_dim=40, num_hidden_layers=2, num_attention_heads=4,
                                    max_position_embeddings=64, word_embed_proj_dim=32)),
 }
+_ENC = dict(hidden_size=24, num_attention_heads=3, num_hidden_layers=2, intermediate_size=40, max_position_embeddings=40)
+_S2S = dict(d_model=24, encoder_attention_heads=3, decoder_attention_heads=3, encoder_layers=2, decoder_layers=2,
+            encoder_ffn_dim=40, decoder_ffn_dim=40, max_position_embeddings=64)
+_VIS = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48, image_size=16, patch_size=4)
+TINY |= {
+    "roberta": ("RobertaForMaskedLM", dict(_ENC, type_vocab_size=1)),
+    "xlm-roberta": ("XLMRobertaModel", dict(_ENC, type_vocab_size=1)),
+    "distilbert": ("DistilBertForMaskedLM", dict(dim=24, n_heads=3, n_layers=2, hidden_dim=40,
+                                                 max_position_embeddings=40)),
+    "electra": ("ElectraForMaskedLM", dict(_ENC, embedding_size=16)),
+    "albert": ("AlbertForMaskedLM", dict(_ENC, embedding_size=16, num_hidden_layers=3)),
+    "t5": ("T5ForConditionalGeneration", dict(d_model=24, num_heads=3, d_kv=8, num_layers=2, num_decoder_layers=2,
+                                              d_ff=40, feed_forward_proj="gated-gelu")),
+    "bart": ("BartForConditionalGeneration", _S2S),
+    "marian": ("MarianMTModel", _S2S),
+    "deit": ("DeiTForImageClassificationWithTeacher", dict(_VIS, num_labels=3)),
+    "clip": ("CLIPModel", dict(vision_config=_VIS, projection_dim=8,
+                               text_config=dict(hidden_size=16, num_attention_heads=2, num_hidden_layers=1,
+                                                intermediate_size=24, max_position_embeddings=16, vocab_size=30))),
+    "clip_vision_model": ("CLIPVisionModel", _VIS),
+}
 
 
 def hf_model(model_type: str, cls: str, seed: int = 0, **conf):
@@ -60,6 +82,10 @@ def hf_model(model_type: str, cls: str, seed: int = 0, **conf):
     torch.manual_seed(seed)
     model = getattr(transformers, cls)(config).eval()
     _perturb(model, seed)
+    with torch.no_grad():  # a fixed table (Marian's sinusoidal positions) is not a weight: put it back
+        for m in model.modules():
+            if hasattr(m, "create_weight"):
+                m.weight.copy_(m.create_weight())
     return model
 
 
@@ -72,17 +98,24 @@ def make(folder: Path, model_type: str, cls: str, seed: int = 0, **conf) -> Path
     folder.mkdir(parents=True, exist_ok=True)
     if model_type in IMAGES:
         hf_model(model_type, cls, seed, **conf).save_pretrained(folder, safe_serialization=True)
-        size = conf.get("image_size", 16)
+        size = conf.get("image_size", conf.get("vision_config", {}).get("image_size", 16))
         transformers.ViTImageProcessor(size={"height": size, "width": size}).save_pretrained(folder)
         return folder
-    tok = word_tokenizer(True) if model_type in ENCODERS else bpe_tokenizer()
+    words = model_type in ENCODERS or model_type in SEQ2SEQ
+    tok = word_tokenizer(True) if words else bpe_tokenizer()
     extra = {"pad_token_id": tok.token_to_id("[PAD]")} if model_type in ENCODERS else \
         {"bos_token_id": tok.token_to_id(EOT), "eos_token_id": tok.token_to_id(EOT)}
+    if model_type in SEQ2SEQ:  # T5 and Marian start the target with [PAD], BART with its end token
+        pad, sep = tok.token_to_id("[PAD]"), tok.token_to_id("[SEP]")
+        extra = {"pad_token_id": pad, "eos_token_id": sep, "bos_token_id": tok.token_to_id("[CLS]"),
+                 "decoder_start_token_id": sep if model_type == "bart" else pad, "forced_eos_token_id": None}
     model = hf_model(model_type, cls, seed, **{"vocab_size": tok.get_vocab_size(), **extra, **conf})
     model.save_pretrained(folder, safe_serialization=True)
     tok.save(str(folder / "tokenizer.json"))
     specials = {"pad_token": "[PAD]", "mask_token": "[MASK]"} if model_type in ENCODERS else \
         {"bos_token": EOT, "eos_token": EOT}
+    if model_type in SEQ2SEQ:
+        specials = {"pad_token": "[PAD]", "eos_token": "[SEP]"}
     (folder / "special_tokens_map.json").write_text(json.dumps(specials))
     return folder
 
@@ -94,7 +127,7 @@ def parity(folder: Path, backends=BACKENDS, text: str = TEXT) -> dict[str, dict]
 
     lm = load_hf_folder(folder)
     hf = load_transformers(lm)
-    inputs = lm.encode(text)
+    inputs = lm.encode_reading(text)  # an encoder–decoder: the text is its source, the target its start token
     return {b: compare_models(lm, hf, inputs, backend=b) for b in backends}
 
 

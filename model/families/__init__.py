@@ -10,12 +10,20 @@ module and one row below.
 from __future__ import annotations
 
 from model.families import (
+    albert,
+    bart,
     bert,
+    clip,
+    clip_vision_model,
+    deit,
+    distilbert,
+    electra,
     gemma,
     gemma2,
     gpt2,
     gpt_neox,
     llama,
+    marian,
     mistral,
     mixtral,
     opt,
@@ -23,7 +31,10 @@ from model.families import (
     phi3,
     qwen2,
     qwen3,
+    roberta,
+    t5,
     vit,
+    xlm_roberta,
 )
 from model.families.family import Family, fixed
 
@@ -31,6 +42,8 @@ __all__ = ["FAMILIES", "Family", "fixed", "supported_families"]
 
 ROWS = (gpt2.FAMILY, bert.FAMILY, llama.FAMILY, qwen2.FAMILY, mistral.FAMILY, mixtral.FAMILY, vit.FAMILY,
         qwen3.FAMILY, gemma.FAMILY, gemma2.FAMILY, phi3.FAMILY, phi.FAMILY, gpt_neox.FAMILY, opt.FAMILY)
+ROWS += (roberta.FAMILY, xlm_roberta.FAMILY, distilbert.FAMILY, electra.FAMILY, albert.FAMILY, t5.FAMILY,
+         bart.FAMILY, marian.FAMILY, deit.FAMILY, clip.FAMILY, clip_vision_model.FAMILY)
 FAMILIES: dict[str, Family] = {f.model_type: f for f in ROWS}
 
 

@@ -19,6 +19,7 @@ from model.config import ModelConfig
 from model.families import FAMILIES, supported_families
 from model.families.common import State
 from model.hf.cache import has_converter
+from model.hf.target import TargetTokenizer
 from model.loaded import LoadedModel
 from model.tokenizer import HFTokenizer
 from model.transformer import build_model
@@ -45,6 +46,16 @@ def load_hf_folder(folder: str | Path, name: str | None = None, source: str | No
         return LoadedModel(name or str(folder), model, None, cfg, source or str(folder), family=family, card=card,
                            image=prep(folder, hf, cfg))
     tok = read_tokenizer(folder, family, cfg)
+    if cfg.arch == "encdec":  # T5, BART, Marian: the source as tokenized, the target from decoder_start_token_id
+        start = hf.get("decoder_start_token_id")
+        if start is None:
+            raise CheckpointError(f"{folder}: config.json lacks decoder_start_token_id (an encoder–decoder needs it)")
+        try:
+            target = TargetTokenizer(tok, int(start))
+        except ValueError as e:
+            raise CheckpointError(f"{folder}: {e}") from None
+        return LoadedModel(name or str(folder), model, target, cfg, source or str(folder), family=family, card=card,
+                           src_tokenizer=tok)
     return LoadedModel(name or str(folder), model, tok, cfg, source or str(folder), family=family, card=card)
 
 

@@ -1,0 +1,152 @@
+"""Hugging Face DeiT and CLIP vision-tower checkpoints → our ModelConfig (arch="vit") and state dict, and their
+preprocessing. Pure functions; no `transformers` import.
+
+- DeiT: ViT's layout plus a distillation token after [CLS] (`distill_token`; tokens "CLS", "DIST", patches).
+  DeiTForImageClassificationWithTeacher averages a classifier on [CLS] and one on [DIST] (`distill_head`);
+  DeiTForImageClassification has the [CLS] classifier only.
+- CLIP's vision tower (CLIPVisionModel, or the vision half of a whole CLIPModel, whose text tower and
+  projections are knowingly left out): a patch projection without bias (`patch_bias`), a LayerNorm after the
+  embeddings (`embed_norm`, CLIP's `pre_layrnorm`), pre-LN blocks with quick GELU. CLIP's `post_layernorm`
+  becomes our final norm: transformers applies it to [CLS] only (the pooled output); ours to every token, so
+  our hidden states are post_layernorm(last_hidden_state) and row 0 is CLIP's pooled output.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from model.checkpoint import CheckpointError
+from model.config import ModelConfig
+from model.families.common import Mapper, State, build, require, strip
+from model.families.vit import _side, class_names
+from model.images import ImagePrep, hf_prep
+
+FAMILIES = ("deit", "clip", "clip_vision_model")
+CLASSES = {"deit": "DeiTModel", "clip": "CLIPVisionModel", "clip_vision_model": "CLIPVisionModel"}
+# CLIPModel's text tower and projections, left out by name (anything else under text_model. is refused)
+_CLIP_TEXT = re.compile(r"text_model\.(embeddings\.(token_embedding|position_embedding)\.weight|embeddings\.position_ids"
+                        r"|encoder\.layers\.\d+\.(self_attn\.[qkv]_proj|self_attn\.out_proj|layer_norm[12]|mlp\.fc[12])"
+                        r"\.(weight|bias)|final_layer_norm\.(weight|bias))|(text|visual)_projection\.weight|logit_scale")
+ACTS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "quick_gelu": "quick_gelu"}
+
+
+def deit_heads(names) -> str:
+    """'teacher' (two classifiers), 'classes' ([CLS] classifier) or 'none' (DeiTModel)."""
+    if "cls_classifier.weight" in names:
+        return "teacher"
+    return "classes" if "classifier.weight" in names else "none"
+
+
+def vision_fields(hf: dict, family: str) -> dict:
+    """The config.json fields of the vision tower: CLIPModel keeps them under vision_config."""
+    if family == "clip":
+        sub = hf.get("vision_config")
+        if not isinstance(sub, dict):
+            raise CheckpointError("clip: config.json lacks vision_config")
+        return sub
+    return hf
+
+
+def _act(name: str, family: str) -> str:
+    if name not in ACTS:
+        raise CheckpointError(f"{family}: activation {name!r} is not supported (supported: {', '.join(ACTS)})")
+    return ACTS[name]
+
+
+def vision_config(hf: dict, family: str, heads: str = "none") -> ModelConfig:
+    """A DeiT or CLIP config.json dict → ModelConfig (pre-LN ViT)."""
+    if family not in FAMILIES:
+        raise CheckpointError(f"model_type {family!r} is not one of {', '.join(FAMILIES)}")
+    v = vision_fields(hf, family)
+    require(v, family, "hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size",
+             "image_size", "patch_size")
+    common = dict(arch="vit", d_model=v["hidden_size"], n_heads=v["num_attention_heads"],
+                  n_layers=v["num_hidden_layers"], d_mlp=v["intermediate_size"],
+                  image_size=_side(v["image_size"], "image_size"), patch_size=_side(v["patch_size"], "patch_size"),
+                  n_channels=int(v.get("num_channels", 3)), positional="learned", norm="pre", bias=True)
+    if family == "deit":
+        n = (len(v.get("id2label") or {}) or int(v.get("num_labels", 2))) if heads != "none" else 0
+        return build(**common, n_classes=n, mlp=_act(v.get("hidden_act", "gelu"), family),
+                      qkv_bias=bool(v.get("qkv_bias", True)), norm_eps=float(v.get("layer_norm_eps", 1e-12)),
+                      distill_token=True, distill_head=heads == "teacher")
+    return build(**common, mlp=_act(v.get("hidden_act", "quick_gelu"), family), patch_bias=False, embed_norm=True,
+                  norm_eps=float(v.get("layer_norm_eps", 1e-5)))
+
+
+def convert_deit(hf_state: State, cfg: ModelConfig) -> State:
+    """DeiTModel (unprefixed) or DeiTForImageClassification(WithTeacher) (`deit.` prefix) tensors → ours."""
+    s = strip(hf_state, "deit.", "embeddings.cls_token")
+    D, H, C, P, N = cfg.d_model, cfg.hidden, cfg.n_channels, cfg.patch_size, cfg.n_patches
+    m = Mapper(s, "deit")
+    e = "embeddings."
+    m.take(e + "cls_token", "embed.cls", (1, 1, D))
+    m.take(e + "distillation_token", "embed.dist", (1, 1, D))
+    m.take(e + "position_embeddings", "embed.pos", (1, 2 + N, D))
+    m.take(e + "patch_embeddings.projection.weight", "embed.proj.weight", (D, C, P, P))
+    m.take(e + "patch_embeddings.projection.bias", "embed.proj.bias", (D,))
+    m.ignore(e + "mask_token")  # masked image modelling only
+    for i in range(cfg.n_layers):
+        h, b = f"encoder.layer.{i}.", f"blocks.{i}."
+        qkv = [h + f"attention.attention.{n}" for n in ("query", "key", "value")]
+        m.fused_qkv(qkv, [D, D, D], b + "attn.qkv", D, bias=cfg.attn_bias)  # rows q | k | v
+        m.linear(h + "attention.output.dense", b + "attn.out", (D, D))
+        m.norm(h + "layernorm_before", b + "ln_attn", D)
+        m.linear(h + "intermediate.dense", b + "mlp.up", (H, D))
+        m.linear(h + "output.dense", b + "mlp.down", (D, H))
+        m.norm(h + "layernorm_after", b + "ln_mlp", D)
+    m.norm("layernorm", "ln_f", D)
+    m.ignore_prefix("pooler.")  # DeiTModel's pooler: not part of our model
+    if cfg.distill_head:
+        m.linear("cls_classifier", "head", (cfg.n_classes, D))
+        m.linear("distillation_classifier", "head_dist", (cfg.n_classes, D))
+    elif cfg.n_classes:
+        m.linear("classifier", "head", (cfg.n_classes, D))
+    return m.done()
+
+
+def convert_clip_vision(hf_state: State, cfg: ModelConfig) -> State:
+    """CLIPVisionModel or CLIPModel (`vision_model.` prefix; text tower and projections left out) tensors → ours."""
+    state = {k: v for k, v in hf_state.items() if not _CLIP_TEXT.fullmatch(k)}
+    s = strip(state, "vision_model.", "embeddings.class_embedding")
+    D, H, C, P, N = cfg.d_model, cfg.hidden, cfg.n_channels, cfg.patch_size, cfg.n_patches
+    m = Mapper(s, "clip")
+    e = "embeddings."
+    m.out["embed.cls"] = m.pop(e + "class_embedding", (D,)).reshape(1, 1, D)  # [D] -> [1, 1, D]
+    m.out["embed.pos"] = m.pop(e + "position_embedding.weight", (1 + N, D))[None]  # [1 + N, D] -> [1, 1 + N, D]
+    m.take(e + "patch_embedding.weight", "embed.proj.weight", (D, C, P, P))
+    m.ignore(e + "position_ids")
+    m.norm("pre_layrnorm", "embed.norm", D)  # sic: transformers' name
+    for i in range(cfg.n_layers):
+        h, b = f"encoder.layers.{i}.", f"blocks.{i}."
+        a = h + "self_attn."
+        m.fused_qkv([a + f"{x}_proj" for x in "qkv"], [D, D, D], b + "attn.qkv", D)  # rows q | k | v
+        m.linear(a + "out_proj", b + "attn.out", (D, D))
+        m.norm(h + "layer_norm1", b + "ln_attn", D)
+        m.linear(h + "mlp.fc1", b + "mlp.up", (H, D))
+        m.linear(h + "mlp.fc2", b + "mlp.down", (D, H))
+        m.norm(h + "layer_norm2", b + "ln_mlp", D)
+    m.norm("post_layernorm", "ln_f", D)
+    return m.done()
+
+
+def read_prep(folder: Path, hf: dict, cfg: ModelConfig) -> ImagePrep:
+    """preprocessor_config.json → ImagePrep. A centre crop (DeiT, CLIP) becomes a resize straight to the crop size:
+    the model reads exactly its image size, with a slightly wider field of view than resize-then-crop."""
+    path = folder / "preprocessor_config.json"
+    pre = {}
+    if path.is_file():
+        try:
+            pre = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise CheckpointError(f"{path} is not valid JSON ({e})") from None
+    if pre.get("do_center_crop") and pre.get("crop_size") is not None:
+        pre = {**pre, "size": pre["crop_size"], "do_resize": True}
+    elif isinstance(pre.get("size"), dict) and "shortest_edge" in pre["size"]:
+        pre = {**pre, "size": cfg.image_size}
+    prep = hf_prep(pre, cfg.image_size, class_names(vision_fields(hf, hf.get("model_type", "")) if
+                                                    hf.get("model_type") == "clip" else hf, cfg.n_classes))
+    if prep.size != (cfg.image_size, cfg.image_size):
+        raise CheckpointError(f"{path}: images of {prep.size}; the model reads {cfg.image_size}²")
+    return prep
