@@ -307,3 +307,14 @@ def attention_x_gradient(lm, inputs, position: int = -1, target_id: int | None =
         else:
             row += per_key
     return Attribution(row, tid, logit, pos, source)
+
+
+METHODS = {"input_x_gradient": input_x_gradient, "integrated_gradients": integrated_gradients,
+           "attention_x_gradient": attention_x_gradient}
+
+
+def attribute(lm, inputs, method: str, position: int = -1, target_id: int | None = None) -> Attribution:
+    """One of METHODS by name (the app's cached entry point)."""
+    if method not in METHODS:
+        raise ValueError(f"unknown attribution {method!r}; choose from {', '.join(METHODS)}")
+    return METHODS[method](lm, inputs, position, target_id)

@@ -52,7 +52,7 @@ from model.lecture import SPECIAL_TOKENS, Example, decoder_examples, encdec_exam
 METHODS = ("last_layer", "head_mean", "rollout", "flow", "relevance", "input_x_gradient", "integrated_gradients",
            "attention_x_gradient")
 GRADIENT_METHODS = {"input_x_gradient": input_x_gradient, "integrated_gradients": integrated_gradients,
-                    "attention_x_gradient": attention_x_gradient}
+                    "attention_x_gradient": attention_x_gradient}  # analysis.attributions
 MAX_EXAMPLES = 5000
 EXAMPLES = {"decoder": decoder_examples, "encoder": encoder_examples, "encdec": encdec_examples}
 

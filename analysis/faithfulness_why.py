@@ -21,7 +21,7 @@ from collections import Counter
 
 import numpy as np
 
-from analysis.faithfulness import Case, clean_patterns, top1
+from analysis.faithfulness import Case, clean_patterns, make_cases, top1
 from analysis.rollout import attention_rollout
 
 
@@ -79,7 +79,7 @@ def explain(reasons: dict, methods: dict[str, dict], labels: dict[str, str]) -> 
     last = lk["layer"] == r["layers"] - 1
     out.append(f"The lookup head is layer {lk['layer']} head {lk['head']}: from the answer's query row it puts "
                f"{lk['weight']:.2f} of its weight on the source token on average"
-               + ("" if last else f" — below the last layer, where last-layer attention does not look")
+               + ("" if last else " — below the last layer, where last-layer attention does not look")
                + f". Last-layer attention averages the last layer's {r['heads']} heads and gives the source "
                f"{r['last_layer_source']:.2f}"
                + (" (the other heads dilute the lookup head)" if last and r['last_layer_source'] < lk['weight'] - 0.05
@@ -98,3 +98,8 @@ def explain(reasons: dict, methods: dict[str, dict], labels: dict[str, str]) -> 
                 f"of its {r['misses']} misses")
     out.append(why + f". Its top token is the source in {r['top1']['rollout']:.0%} of the examples.")
     return out
+
+
+def reasons_for(lm, n: int, seed: int = 0) -> dict | None:
+    """ranking_reasons over the benchmark's own cases for (n, seed)."""
+    return ranking_reasons(lm, make_cases(lm, n, seed))

@@ -23,9 +23,11 @@ import streamlit as st
 import torch
 
 from analysis import ablation, backends, checks, generation, head_runs, kv_cache, permutation, positions
+from analysis import attributions as attributions_
 from analysis import block as block_
 from analysis import block_variants as variants_
 from analysis import faithfulness as faithfulness_
+from analysis import faithfulness_why as why_
 from analysis import flow as flow_
 from analysis import image_runs as images_
 from analysis import routing as routing_
@@ -141,6 +143,7 @@ capture = on_text(LoadedModel.capture, entries=48)  # (name, text, src, backend,
 
 # -- attribution and heads ---------------------------------------------------------------------------
 relevance = on_text(gradient_relevance, entries=32)  # (name, text, src, position, target_id)
+attribution = on_text(attributions_.attribute, entries=48)  # (name, text, src, method, position, target_id)
 head_table = on_text(head_runs.head_table)  # (name, text, src, backend) -> (DataFrame, period)
 ablate = on_text(ablation.ablate_head, entries=64)  # (name, text, src, site, head, position, target_id, backend)
 ablation_sweep = on_text(ablation.head_sweep)  # (name, text, src, position, target_id, backend)
@@ -219,6 +222,7 @@ vocabulary = on_model(token_strip.vocabulary)  # (name) -> {"name", "size", "unk
 # (name, n, seed, ablation=False) -> the report of `attnlab faithfulness` (its "methods": top-1 per method)
 faithfulness = on_model(faithfulness_.faithfulness, entries=8,
                         spinner="Scoring each method on held-out lecture examples (`attnlab faithfulness`)…")
+ranking_reasons = on_model(why_.reasons_for, entries=8)  # (name, n, seed) -> the numbers behind the ranking
 
 
 # -- mixture of experts (the Routing page) ---------------------------------------------------------------
