@@ -12,7 +12,8 @@ projection, before [CLS] and positions are added) — the value of the `hook_emb
       Gauss–Legendre: `steps` nodes in panels placed where y moves most along the path (found by forward runs
       alone; a trained model's y can jump by several logits within 1/800 of the path where a head switches
       keys); every node, the input (α = 1) and the baseline (α = 0) run as one batch: one forward, one
-      backward. By default 64 nodes, doubled (at most 256) while completeness is off by more than 1 %. Completeness: Σ_i a_i = y(e) − y(b) up to the quadrature error; `completeness_error` =
+      backward. By default 64 nodes, doubled (at most 512) while completeness is off by more than 1 %.
+      Completeness: Σ_i a_i = y(e) − y(b) up to the quadrature error; `completeness_error` =
       |Σ_i a_i − (y(e) − y(b))| / |y(e) − y(b)|.
   attention_x_gradient  a_k = Σ_sites Σ_h Σ_i A_h[i, k] · ∂y/∂A_h[i, k]
       every attention edge i → k of every site (self- and cross-attention, every layer and head) weighted by
@@ -37,7 +38,7 @@ from analysis.relevance import attention_sites
 from model import hooks
 from model.inputs import InputError
 
-STEPS, MAX_STEPS, TOLERANCE = 64, 256, 0.01  # IG's gradient nodes: first try, most, completeness to reach
+STEPS, MAX_STEPS, TOLERANCE = 64, 512, 0.01  # IG's gradient nodes: first try, most, completeness to reach
 PER_PANEL = 4  # Gauss–Legendre nodes per panel
 SCAN, REFINE, SCAN_SUB, UNIFORM = 32, 4, 8, 0.5  # where the panels go (panels())
 
