@@ -145,6 +145,8 @@ def baseline_ids(lm, inputs) -> dict[str, torch.Tensor | None]:
 
 def baseline_name(lm, inputs) -> str:
     """The baseline in words, as shown beside integrated gradients."""
+    if lm.reads_image:
+        return "every patch's embedding zero"
     ids = baseline_ids(lm, inputs)
     return ("every token's embedding zero" if all(v is None for v in ids.values())
             else "every non-special token replaced by [PAD]")
