@@ -53,7 +53,7 @@ BENCH_LABELS = {"last_layer": "last-layer attention", "head_mean": "attention, m
 FAITH_SEED = 0
 
 with page("Rollout & attribution", "Which input tokens does the model use for this output? "
-          "Attention weights are not explanations — compare four ways to trace them."):
+          "Attention weights are not explanations — compare seven ways to trace them."):
     inp = inputs()
     cap = inp.capture()
     present = presenting()
