@@ -77,7 +77,7 @@ def embed_modules(lm) -> dict[str, torch.nn.Module]:
 @contextmanager
 def embed_hooks(lm) -> Iterator[None]:
     """Route each input embedding through the active capture as hook `NAME.hook_embed` (read or replaced by
-    interventions), standing in for a model-side hook point. Forward hooks on the shared model for the
+    interventions) where the model has no such hook point of its own: forward hooks on the shared model for the
     block only; they act only inside a capture that names them, and the app runs one forward at a time."""
     def route(name):
         def fn(module, args, out):
@@ -85,12 +85,19 @@ def embed_hooks(lm) -> Iterator[None]:
             return out if cap is None else cap.hook(name, out)
         return fn
 
-    handles = [mod.register_forward_hook(route(name)) for name, mod in embed_modules(lm).items()]
+    handles = [] if _native(lm) else [mod.register_forward_hook(route(name))
+                                      for name, mod in embed_modules(lm).items()]
     try:
         yield
     finally:
         for h in handles:
             h.remove()
+
+
+def _native(lm) -> bool:
+    """True when the model itself names its `hook_embed` points (model.hooks, branch interp)."""
+    names = getattr(lm.model, "hook_names", None)
+    return callable(names) and any(n.endswith("hook_embed") for n in names())
 
 
 def _per_token(x: torch.Tensor) -> torch.Tensor:
@@ -195,7 +202,8 @@ def _rows(lm, per: dict[str, torch.Tensor]) -> tuple[np.ndarray, np.ndarray | No
     if lm.arch == "encdec":
         return as_np["decoder.hook_embed"], as_np["encoder.hook_embed"]
     row = as_np["hook_embed"]
-    return (np.concatenate([[0.0], row]) if lm.reads_image else row), None
+    n_patches = lm.cfg.grid ** 2 if lm.reads_image else None
+    return (np.concatenate([[0.0], row]) if len(row) == n_patches else row), None
 
 
 def input_x_gradient(lm, inputs, position: int = -1, target_id: int | None = None,
