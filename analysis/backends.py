@@ -18,6 +18,7 @@ import time
 import numpy as np
 import torch
 
+from model.config import BACKENDS
 from model.softmax import masked_softmax_torch
 
 
@@ -149,7 +150,7 @@ def _seconds(fn, device: str) -> float:
 
 
 def time_attention(lengths, n_heads: int = 4, d_head: int = 32, repeats: int = 5, budget_s: float = 0.15,
-                   backends=("eager", "sdpa", "flash"), memory: bool = True, seed: int = 0,
+                   backends=BACKENDS, memory: bool = True, seed: int = 0,
                    threads: int | None = 1, device: str = "cpu", dtype: torch.dtype = torch.float32) -> list[dict]:
     """Time one causal attention call [1, H, T, d] per backend and length, and its peak tensor memory.
 

@@ -1,7 +1,8 @@
 """One decoder's own path, step by step, for one chosen token (the Block page's walk):
 
     h₀ = token embedding (+ position embedding when the positions are learned or sinusoidal)
-    per block: norm → attention → residual add → norm → MLP → residual add (the model's pre/post/peri rule)
+    per block: norm → attention → residual add → norm → MLP → residual add (the model's pre/post/peri rule;
+    parallel: attention and MLP both read the block's input and are added together)
     final norm → LM head → next-token probabilities (temperature, top-k)
 
 `block_walk` recomputes the stream by calling the model's own modules (embeddings, norms, attention, MLP, LM
@@ -103,11 +104,21 @@ def walk_stream(net, ids: torch.Tensor, t: int, record: bool = True):
     keep(-1, "token embedding", net.embed.tok(ids))
     x = net.embed(ids, pos)  # [1, T, D]
     keep(-1, "h₀ = embedding + position" if cfg.positional in ("learned", "sinusoidal") else "h₀ = embedding", x)
-    ctx = net._self_ctx(as_spec(None, net.default_mask), T, 0, None, "eager", None, pos)
-    for i, blk in enumerate(net.blocks):
+    ctxs = net.layer_ctxs(True, as_spec(None, net.default_mask), T, 0, None, "eager", None, pos)
+    for i, (blk, ctx) in enumerate(zip(net.blocks, ctxs)):
+        if cfg.norm == "parallel":  # attention and MLP both read x; both are added to it
+            keep(i, "norm before attention", blk.ln_attn(x))
+            a = blk.attn(blk.ln_attn(x), ctx)
+            keep(i, "attention output", a)
+            keep(i, "norm before MLP", blk.ln_mlp(x))
+            m = blk.mlp(blk.ln_mlp(x))
+            keep(i, "MLP output", m)
+            x = x + a + m
+            keep(i, "residual after MLP (attention and MLP added in parallel)", x)
+            continue
         if cfg.norm != "post":
             keep(i, "norm before attention", blk.ln_attn(x))
-        x, d = _sublayer(cfg.norm, x, lambda h, b=blk: b.attn(h, ctx), blk.ln_attn, blk.ln_attn_out)
+        x, d = _sublayer(cfg.norm, x, lambda h, b=blk, c=ctx: b.attn(h, c), blk.ln_attn, blk.ln_attn_out)
         keep(i, "attention output", d)
         keep(i, "residual after attention" + (" (then normed)" if cfg.norm == "post" else ""), x)
         if cfg.norm != "post":
@@ -117,7 +128,10 @@ def walk_stream(net, ids: torch.Tensor, t: int, record: bool = True):
         keep(i, "residual after MLP" + (" (then normed)" if cfg.norm == "post" else ""), x)
     h = net.ln_f(x)
     keep(len(net.blocks), "final norm" if cfg.norm != "post" else "final stream (post-LN: no final norm)", h)
-    return net.lm_head(h), steps  # [1, T, V]
+    logits = net.lm_head(h)  # [1, T, V]
+    if net.logit_softcap is not None:  # Gemma 2
+        logits = torch.tanh(logits / net.logit_softcap) * net.logit_softcap
+    return logits, steps
 
 
 def deltas(steps: list[Step], n_layers: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -23,13 +23,14 @@ import torch
 
 from analysis.backends import compare_backends
 from analysis.kv_cache import cache_generation, cached_chunks
+from model.config import BACKENDS
 from model.device import dtype_name, is_half
 from model.record import AttentionRecord
 
 TOL_BACKEND = 1e-5  # fp32 CPU: eager vs sdpa vs flash, outputs and patterns
 TOL_CACHE = 1e-5  # cached vs uncached logits and pattern rows
 TOL_ROWSUM = 1e-5
-FUSED = ("sdpa", "flash")  # the backends compared with eager
+FUSED = tuple(b for b in BACKENDS if b != "eager")  # the backends compared with eager
 CACHE_BACKEND = "sdpa"  # the backend of the cache checks
 GREEDY_TOKENS = 20  # greedy tokens generated with and without the cache
 TOL_HALF = 4e-2  # bf16/fp16: fused vs the fp32 eager reference, and cached vs uncached

@@ -12,7 +12,9 @@ import math
 import numpy as np
 import torch
 
+from model.config import ModelConfig
 from model.positions import alibi_bias, alibi_slopes, apply_rope, rope_angles, sinusoidal_table
+from model.rope import base_inv_freq, rope_inv_freq
 from model.softmax import masked_softmax
 
 
@@ -74,6 +76,27 @@ def rope_demo(d_head: int = 16, n_pos: int = 24, base: float = 10000.0, seed: in
             "spread_abs": spread_abs, "angles": angles.astype(np.float32),
             "cos_angles": np.cos(angles).astype(np.float32), "d_head": d_head, "base": base,
             "diagonals": diag}
+
+
+def rope_frequencies(cfg: ModelConfig) -> dict:
+    """A RoPE model's own frequencies per pair of rotary dims, as its layers use them: `theta` (after any scaling)
+    beside `theta_plain` (base^(−2i/r) before it), their wavelengths 2π/θ in tokens and the ratio plain/used (1 where
+    nothing changed, the factor where long wavelengths were stretched). Also the rotary dims r of d_head, the base
+    and the scaling's settings."""
+    if cfg.positional != "rope":
+        raise ValueError(f"the model uses {cfg.positional!r} positions, not RoPE")
+    rot = cfg.rotary_dim or cfg.d_head
+    plain = base_inv_freq(rot, cfg.rope_base).double().numpy()
+    used = rope_inv_freq(cfg).double().numpy()
+    scaling = {"kind": cfg.rope_scaling}
+    if cfg.rope_scaling != "none":
+        scaling["factor"] = cfg.rope_factor
+    if cfg.rope_scaling == "llama3":
+        scaling |= {"low_freq_factor": cfg.rope_low_freq, "high_freq_factor": cfg.rope_high_freq,
+                    "original_context": cfg.rope_original_len}
+    return {"theta": used, "theta_plain": plain, "wavelength": 2 * np.pi / used, "wavelength_plain": 2 * np.pi / plain,
+            "stretch": plain / used, "rotary_dims": rot, "d_head": cfg.d_head, "base": cfg.rope_base,
+            "scaling": scaling}
 
 
 def alibi(n_heads: int, T: int) -> dict:

@@ -113,13 +113,31 @@ def _per_site(v, keys):
     return dict.fromkeys(keys, v)
 
 
-def score_stats(raw, scale, mask=None, bias=None) -> pd.DataFrame:
+def soft_cap(x, cap: float | None):
+    """cap·tanh(x/cap) (Gemma 2's soft-capping: scores stay within ±cap), or x when cap is None."""
+    return x if cap is None else np.tanh(x / cap) * cap
+
+
+def score_steps_table(steps, mask=None) -> pd.DataFrame:
+    """One row per step from q·kᵀ to the pre-softmax score (AttentionRecord.score_steps for one head, each [q, k]):
+    mean, std, min and max over the visible pairs."""
+    rows = []
+    for name, x in steps:
+        x = np.asarray(x, dtype=np.float64)
+        m = np.ones(x.shape, bool) if mask is None else np.broadcast_to(np.asarray(mask, bool), x.shape)
+        mean, std, lo, hi = (v[0] for v in _masked_moments(x[None], m[None]))
+        rows.append({"step": name, "mean": mean, "std": std, "min": lo, "max": hi})
+    return pd.DataFrame(rows)
+
+
+def score_stats(raw, scale, mask=None, bias=None, softcap=None) -> pd.DataFrame:
     """Per head mean, std, min and max of raw scores QKᵀ and of scaled scores raw·scale + bias.
 
     Vaswani et al. 2017, §3.2.1: for q, k with unit-variance entries, q·k has variance d_k, hence
     the 1/√d_k scale. `raw` is [L, H, q, k], a sequence or a mapping of per-site [H, q, k]; `scale`,
     `mask` (bool, broadcast to [H, q, k]) and `bias` are shared (a number or an array) or given per
-    site (a list or mapping). Masked entries are excluded. One row per (site, head).
+    site (a list or mapping). Masked entries are excluded. One row per (site, head). `softcap` (Gemma 2):
+    the scaled scores are soft-capped before the bias, as the model does.
     """
     sites = _sites(raw)
     scales, masks, biases = (_per_site(v, list(sites)) for v in (scale, mask, bias))
@@ -129,7 +147,7 @@ def score_stats(raw, scale, mask=None, bias=None) -> pd.DataFrame:
         if r.ndim != 3 or not np.isfinite(r).all():
             raise ValueError(f"raw scores of site {s!r} must be finite [H, q, k], got shape {r.shape}")
         m = np.ones(r.shape, bool) if masks[s] is None else np.broadcast_to(np.asarray(masks[s], bool), r.shape)
-        scaled = r * float(scales[s]) + (0 if biases[s] is None else np.asarray(biases[s]))
+        scaled = soft_cap(r * float(scales[s]), softcap) + (0 if biases[s] is None else np.asarray(biases[s]))
         raw_m, scaled_m = _masked_moments(r, m), _masked_moments(scaled, m)
         for h in range(r.shape[0]):
             rows.append({"site": s, "head": h,
@@ -145,17 +163,19 @@ class Counterfactual(NamedTuple):
     unscaled_entropy: np.ndarray  # nats per row [..., q]
 
 
-def counterfactual_softmax(raw, scale: float, tau: float = 1.0, mask=None, bias=None) -> Counterfactual:
+def counterfactual_softmax(raw, scale: float, tau: float = 1.0, mask=None, bias=None,
+                           softcap: float | None = None) -> Counterfactual:
     """Patterns with and without the 1/√d_k factor, at temperature τ, and their row entropies.
 
     Vaswani et al. 2017, §3.2.1: without the scale, logits grow like √d_k and the softmax
     saturates (entropy → 0, vanishing gradients). scaled = softmax((raw·scale + bias)/τ),
-    unscaled = softmax((raw + bias)/τ); masked entries are 0, fully masked rows are zeros.
+    unscaled = softmax((raw + bias)/τ); masked entries are 0, fully masked rows are zeros. A soft-capped model
+    (`softcap`) caps both before the bias, as it does its own scores.
     """
     if not tau > 0:
         raise ValueError(f"temperature tau must be > 0, got {tau}")
     raw = np.asarray(raw, dtype=np.float64)
     b = 0 if bias is None else np.asarray(bias, dtype=np.float64)
-    scaled = masked_softmax((raw * scale + b) / tau, mask)
-    unscaled = masked_softmax((raw + b) / tau, mask)
+    scaled = masked_softmax((soft_cap(raw * scale, softcap) + b) / tau, mask)
+    unscaled = masked_softmax((soft_cap(raw, softcap) + b) / tau, mask)
     return Counterfactual(scaled, unscaled, row_entropy(scaled), row_entropy(unscaled))

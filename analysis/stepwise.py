@@ -85,8 +85,8 @@ def explain_weight(steps: Steps, i: int, j: int) -> dict:
 def neuron_view(rec, head: int, query: int, key: int, batch: int = 0) -> dict:
     """One score of a real model, dimension by dimension, from an AttentionRecord: the query vector q and the
     key vector k (d_head values each, after QK-norm and RoPE), their elementwise product q⊙k, its sum (the raw
-    score q·k), the scale 1/√d_k, any positional bias, the scaled score and the resulting weight (the
-    record's pattern at that cell, whose softmax ran over the query's whole row)."""
+    score q·k), the scale 1/√d_k, any soft-cap (cap·tanh(·/cap), Gemma 2), any positional bias, the scaled score
+    and the resulting weight (the record's pattern at that cell, whose softmax ran over the query's whole row)."""
     q = rec.q[batch, head, query].astype(np.float64)  # [d_head]
     k = rec.keys(head, batch)[0, key].astype(np.float64)  # [d_head]: the k/v head this query head met
     prod = q * k  # [d_head]
@@ -94,7 +94,9 @@ def neuron_view(rec, head: int, query: int, key: int, batch: int = 0) -> dict:
     raw = float(prod.sum())
     return {"q": q, "k": k, "product": prod, "raw": raw,
             "recorded_raw": float(rec.raw_qk(head, (query, query + 1, key, key + 1), batch)[0, 0]),
-            "scale": float(rec.scale), "bias": bias, "scaled": raw * rec.scale + bias,
+            "scale": float(rec.scale), "bias": bias, "softcap": rec.softcap,
+            "scaled": (raw * rec.scale if rec.softcap is None else
+                       rec.softcap * np.tanh(raw * rec.scale / rec.softcap)) + bias,
             "recorded_scaled": float(rec.scores(head, (query, query + 1, key, key + 1), batch)[0, 0]),
             "weight": float(rec.pattern(head, (query, query + 1, key, key + 1), batch)[0, 0]),
             "masked": not bool(rec.mask_for(batch, (query, query + 1, key, key + 1))[0, 0]),

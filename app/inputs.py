@@ -12,10 +12,10 @@ from app import state
 from app.frame import presenting
 from app.presets import Preset, presets
 from app.url_state import URL, URL_DONE, kept, remember, reset_positions, select, url_active
+from model.config import BACKENDS
 from model.registry import bundled_names, default_model, model_choices
 
 FOLDER = "local folder…"
-BACKENDS = ("eager", "sdpa", "flash")
 URL_TEXT_LIMIT = 1500  # longer custom texts are not put in the URL
 
 

@@ -25,6 +25,9 @@ PAGES = [
     ("routing.py", "Routing", "routing", ":material/alt_route:"),
     # issue #16: a Vision Transformer's attention on the image
     ("vision.py", "Vision", "vision", ":material/image:"),
+    # issue #28: beyond attention maps
+    ("lens.py", "Logit lens", "logit-lens", ":material/layers:"),
+    ("patching.py", "Activation patching", "patching", ":material/healing:"),
 ]
 
 # Section title -> URL paths, in navigation order. Every page of PAGES is in exactly one section.
@@ -33,6 +36,7 @@ SECTIONS = {
     "How it is computed": ["step-by-step", "scores", "masks"],
     "Block and positions": ["block", "positions", "permutation", "routing"],
     "Running a model": ["generate", "kv-cache", "backends", "long-inputs"],
+    "Beyond attention": ["logit-lens", "patching"],
 }
 APP_ICON = ":material/search:"
 

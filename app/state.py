@@ -26,10 +26,13 @@ from analysis import ablation, backends, checks, generation, head_runs, kv_cache
 from analysis import attributions as attributions_
 from analysis import block as block_
 from analysis import block_variants as variants_
+from analysis import dla as dla_
 from analysis import faithfulness as faithfulness_
 from analysis import faithfulness_why as why_
 from analysis import flow as flow_
 from analysis import image_runs as images_
+from analysis import lens as lens_
+from analysis import patching as patching_
 from analysis import routing as routing_
 from analysis import vision as vision_
 from analysis.benchmarks import DEFAULT_PATH, read_benchmarks
@@ -147,6 +150,10 @@ attribution = on_text(attributions_.attribute, entries=48)  # (name, text, src, 
 head_table = on_text(head_runs.head_table)  # (name, text, src, backend) -> (DataFrame, period)
 ablate = on_text(ablation.ablate_head, entries=64)  # (name, text, src, site, head, position, target_id, backend)
 ablation_sweep = on_text(ablation.head_sweep)  # (name, text, src, position, target_id, backend)
+# beyond attention: the logit lens, direct logit attribution, activation patching (name, texts, tokens, ...)
+logit_lens = on_model(lens_.logit_lens, spinner="Reading every layer through the unembedding…")
+logit_attribution = on_model(dla_.direct_logit_attribution)
+patching = on_model(patching_.activation_patching, entries=8, spinner="Patching every layer, position and head…")
 
 
 def _flow(run, name: str, text: str, src: str | None, backend: str, group: str, query: int,

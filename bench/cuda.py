@@ -151,7 +151,7 @@ def measure_cuda(lengths=CUDA_LENGTHS, repeats: int = 5, warmup: int = 2, dtype=
     from bench.forward import load_hf_gpt2, load_ours_gpt2, token_ids
     from bench.specs import save_gpt2_weights
     from model.device import dtype_name
-    from model.hf.convert import gpt2_config
+    from model.families.gpt2 import gpt2_config
 
     dtype = dtype or torch.bfloat16
     say = progress or (lambda msg: None)

@@ -1,5 +1,5 @@
 """The models a benchmark job runs and one forward of each mode: our model (registry or GPT-2 weights
-converted by model.hf.convert) and transformers' GPT2LMHeadModel with the same weights."""
+converted by model.families.gpt2) and transformers' GPT2LMHeadModel with the same weights."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ def hf_gpt2_config(spec: dict):
 
 
 def load_ours_gpt2(spec: dict):
-    """Our model with the saved transformers GPT-2 weights, converted by model.hf.convert."""
+    """Our model with the saved transformers GPT-2 weights, converted by model.families.gpt2."""
     from safetensors.torch import load_file
 
     from model.checkpoint import load_weights
-    from model.hf.convert import convert_gpt2, gpt2_config
+    from model.families.gpt2 import convert_gpt2, gpt2_config
     from model.transformer import build_model
 
     cfg = gpt2_config(dict(spec["hf_config"]))  # GPT2Config's defaults match gpt2_config's; no transformers import

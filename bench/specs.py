@@ -37,13 +37,13 @@ def model_specs(names, folder: Path, lengths) -> tuple[list[dict], list[dict]]:
         if name == "gpt2-small":
             from transformers import GPT2Config
 
-            from model.hf.convert import gpt2_config
+            from model.families.gpt2 import gpt2_config
 
             cfg = gpt2_config(GPT2Config(**GPT2_SMALL).to_dict())
             specs.append({"name": name, "source": "gpt2", "hf_config": GPT2_SMALL, "weights": None,
                           "cfg": _shape(cfg), "modes": list(MODES), "lengths": list(lengths),
                           "about": "GPT-2-small shape, seeded random weights (transformers init), n_positions 4096; "
-                                   "our model converted from it by model.hf.convert"})
+                                   "our model converted from it by model.families.gpt2"})
             continue
         from model.registry import bundled_names, load
 

@@ -9,7 +9,9 @@ import sys
 
 from cli.errors import UsageError
 
-COMMANDS = ("app_cmd", "bench", "capture", "check", "compare_hf", "eval", "faithfulness", "models", "train")
+MAX_ERROR = 2000  # characters of one error line (a refusal lists every supported family in full)
+COMMANDS = ("app_cmd", "bench", "capture", "check", "compare_hf", "eval", "faithfulness", "families", "models",
+            "train", "lens", "patch")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -44,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _one_line(msg: str) -> str:
-    return " ".join(msg.split())[:500]
+    return " ".join(msg.split())[:MAX_ERROR]
 
 
 if __name__ == "__main__":

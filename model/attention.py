@@ -11,7 +11,6 @@ the maths (`repeat_kv`, the same for every backend), so eager ≡ sdpa ≡ flash
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -65,11 +64,13 @@ def repeat_kv(x: torch.Tensor, group: int) -> torch.Tensor:
     return x[:, :, None].expand(B, Hkv, group, T, d).reshape(B, Hkv * group, T, d)  # [B, Hkv, g, T, d] -> [B, H, T, d]
 
 
-def eager_attention(q, k, v, mask, bias, scale, site, cap):
+def eager_attention(q, k, v, mask, bias, scale, site, cap, softcap=None):
     """Plain math with hook points on scores, mask and pattern. Returns z [B, H, q, d], scores, pattern;
     the scores come back unmasked only when a hook keeps them or an intervention changed them (else they
-    were masked in place)."""
+    were masked in place). `softcap` (Gemma 2): scaled scores → softcap·tanh(scores/softcap) before the bias."""
     scores = torch.matmul(q, k.transpose(-2, -1)).mul_(scale)  # [B, H, q, k]; in place: one T² buffer fewer
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
     if bias is not None:
         scores = scores + bias
     kept = False  # does anything hold on to `scores` after this call (a hook tensor, an intervention)?
@@ -131,22 +132,24 @@ class Attention(nn.Module):
     from ctx.memory. qkv's output rows are [q (n_heads·d_head) | k (n_kv_heads·d_head) | v (same)].
 
     Hook points: hook_q [B, H, q, d]; hook_k, hook_v [B, Hkv, k, d] (the k/v heads, not repeated);
-    hook_attn_scores, hook_mask, hook_pattern [B, H, q, k]; hook_z [B, H, q, d]."""
+    hook_attn_scores, hook_mask, hook_pattern [B, H, q, k]; hook_z [B, H, q, d]; hook_result [B, q, H, D]
+    (each head's output before the sum, on demand)."""
 
     def __init__(self, cfg: ModelConfig, cross: bool = False):
         super().__init__()
         self.cross, self.n_heads, self.d_head = cross, cfg.n_heads, cfg.d_head
         self.n_kv_heads = cfg.kv_heads
         self.group = cfg.n_heads // cfg.kv_heads  # query heads per k/v head
-        self.scale = 1.0 / math.sqrt(cfg.d_head)
-        d, d_kv = cfg.d_model, cfg.kv_heads * cfg.d_head
-        self.split = (d, d_kv, d_kv)
+        self.scale = cfg.score_scale  # 1/√d_head unless the config says otherwise
+        self.softcap = cfg.attn_softcap  # SDPA has no soft-capping: a capped site runs the eager math
+        d, d_q, d_kv = cfg.d_model, cfg.d_attn, cfg.kv_heads * cfg.d_head
+        self.split = (d_q, d_kv, d_kv)
         if cross:
-            self.q = nn.Linear(d, d, bias=cfg.attn_bias)
+            self.q = nn.Linear(d, d_q, bias=cfg.attn_bias)
             self.kv = nn.Linear(d, 2 * d_kv, bias=cfg.attn_bias)
         else:
-            self.qkv = nn.Linear(d, d + 2 * d_kv, bias=cfg.attn_bias)
-        self.out = nn.Linear(d, d, bias=cfg.bias)
+            self.qkv = nn.Linear(d, d_q + 2 * d_kv, bias=cfg.attn_bias)
+        self.out = nn.Linear(d_q, d, bias=cfg.bias)
         if cfg.qk_norm:
             self.q_norm = make_norm(cfg, cfg.d_head)
             self.k_norm = make_norm(cfg, cfg.d_head)
@@ -184,29 +187,41 @@ class Attention(nn.Module):
         cap = hooks.active()
         if cap is None:  # the fast path: no hook, no record
             k, v = repeat_kv(k, self.group), repeat_kv(v, self.group)  # [B, Hkv, k, d] -> [B, H, k, d]
-            if ctx.backend == "eager":
-                z = eager_attention(q, k, v, ctx.mask, ctx.bias, self.scale, self.site, None)[0]
+            if ctx.backend == "eager" or self.softcap is not None:
+                z = eager_attention(q, k, v, self._mask(ctx, q, k), ctx.bias, self.scale, self.site, None,
+                                    self.softcap)[0]
             else:
                 z = fused_attention(q, k, v, ctx.mask, ctx.bias, self.scale, ctx.is_causal, ctx.backend)
         else:
-            z = self._forward_captured(q, k, v, ctx, cap)
+            return self._out_captured(self._forward_captured(q, k, v, ctx, cap), cap)
         B, H, T, d = z.shape
         return self.out(z.transpose(1, 2).reshape(B, T, H * d))  # [B, H, T, d] -> [B, T, D]
+
+    def _out_captured(self, z: torch.Tensor, cap: hooks.Capture) -> torch.Tensor:
+        """The output projection; each head's share (hook_result [B, T, H, D], summing with the bias to the
+        output) is computed only when kept or intervened on."""
+        B, H, T, d = z.shape
+        name = f"{self.site}.hook_result"
+        if not cap.touches(name):
+            return self.out(z.transpose(1, 2).reshape(B, T, H * d))  # [B, H, T, d] -> [B, T, D]
+        w = self.out.weight.view(-1, H, d)  # [D, H·d] -> [D, H, d]
+        result = cap.hook(name, torch.einsum("bhtd,ehd->bthe", z, w))  # [B, T, H, D]
+        out = result.sum(2)
+        return out if self.out.bias is None else out + self.out.bias
 
     def _forward_captured(self, q, k, v, ctx: AttnCtx, cap: hooks.Capture) -> torch.Tensor:
         s = self.site
         q, k, v = cap.hook(f"{s}.hook_q", q), cap.hook(f"{s}.hook_k", k), cap.hook(f"{s}.hook_v", v)
         k_kv = k  # the record keeps the k/v heads only
         k, v = repeat_kv(k, self.group), repeat_kv(v, self.group)  # [B, Hkv, k, d] -> [B, H, k, d]
-        eager = ctx.backend == "eager" or cap.wants_pattern(s)
+        eager = ctx.backend == "eager" or cap.wants_pattern(s) or self.softcap is not None
         scores = pattern = None
         if eager:
-            mask = ctx.mask
-            if mask is None and ctx.is_causal:  # the fused fast path had no explicit mask
-                mask = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()[None, None]
-            z, scores, pattern = eager_attention(q, k, v, mask, ctx.bias, self.scale, s, cap)
+            z, scores, pattern = eager_attention(q, k, v, self._mask(ctx, q, k), ctx.bias, self.scale, s, cap,
+                                                 self.softcap)
             backend = "eager"
-            kernel = "eager" if ctx.backend == "eager" else "eager (a pattern hook was requested)"
+            kernel = "eager" if ctx.backend == "eager" else "eager (a pattern hook was requested)" \
+                if self.softcap is None else "eager (soft-capped scores: SDPA has no tanh cap)"
         else:
             z = fused_attention(q, k, v, ctx.mask, ctx.bias, self.scale, ctx.is_causal, ctx.backend)
             backend = ctx.backend
@@ -221,6 +236,13 @@ class Attention(nn.Module):
             cap.add(self._record(q, k_kv, ctx, backend, kernel, scores, pattern))
         return z
 
+    @staticmethod
+    def _mask(ctx: AttnCtx, q, k):
+        """ctx.mask, or the explicit causal mask the fused fast path left out (is_causal)."""
+        if ctx.mask is None and ctx.is_causal:
+            return torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()[None, None]
+        return ctx.mask
+
     def _record(self, q, k, ctx, backend, kernel, scores, pattern) -> AttentionRecord:
         def np32(t):
             return None if t is None else t.detach().float().cpu().numpy()
@@ -229,5 +251,5 @@ class Attention(nn.Module):
             site=self.site, stack=self.stack, layer=self.layer, attn_type="cross" if self.cross else "self",
             backend=backend, kernel=kernel, scale=self.scale, q_offset=ctx.q_offset,
             q=np32(q), k=np32(k), mask=ctx.mask_np(k.shape[2]),
-            bias=np32(ctx.bias), scores_full=np32(scores), pattern_full=np32(pattern),
+            bias=np32(ctx.bias), scores_full=np32(scores), pattern_full=np32(pattern), softcap=self.softcap,
         )

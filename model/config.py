@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 
 ARCHS = ("decoder", "encoder", "encdec", "vit")
-NORMS = ("pre", "post", "peri")
+NORMS = ("pre", "post", "peri", "parallel")  # parallel: x + attn(ln_attn(x)) + mlp(ln_mlp(x))
 NORM_TYPES = ("layernorm", "rmsnorm")
 POSITIONALS = ("learned", "sinusoidal", "rope", "alibi", "none", "learned2d", "sinusoidal2d")
 IMAGE_POSITIONALS = ("learned", "learned2d", "sinusoidal2d", "none")  # a ViT's choices
-MLPS = ("gelu", "gelu_tanh", "swiglu", "moe")
+MLPS = ("gelu", "gelu_tanh", "swiglu", "moe", "geglu", "relu")  # geglu: gelu_tanh(gate)·up
 EXPERT_MLPS = ("gelu", "gelu_tanh", "swiglu")
 BACKENDS = ("eager", "sdpa", "flash")
 OUTPUT_HEADS = ("none", "lm", "mlm")
+ROPE_SCALINGS = ("none", "linear", "llama3")  # how RoPE's frequencies are rescaled (model/rope.py)
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,20 @@ class ModelConfig:
     patch_size: int = 0
     n_channels: int = 3
     n_classes: int = 0
+    # Hugging Face families (model/families) need these; each is decided once where the model is built
+    head_dim: int | None = None  # per-head size when not d_model / n_heads (Qwen3, Gemma)
+    rotary_dim: int | None = None  # RoPE turns only the first rotary_dim dims of each head (Phi, GPT-NeoX); None: all
+    rope_scaling: str = "none"  # none | linear | llama3 (model/rope.py)
+    rope_factor: float = 1.0  # linear and llama3: long wavelengths are stretched by this factor
+    rope_low_freq: float = 1.0  # llama3's low_freq_factor
+    rope_high_freq: float = 4.0  # llama3's high_freq_factor
+    rope_original_len: int = 8192  # llama3's original_max_position_embeddings
+    attn_scale: float | None = None  # the score scale when not 1/√d_head (Gemma 2: query_pre_attn_scalar^-½)
+    attn_softcap: float | None = None  # scaled scores → cap·tanh(score/cap) before the bias and mask (Gemma 2)
+    logit_softcap: float | None = None  # logits → cap·tanh(logits/cap) (Gemma 2)
+    embed_scale: float = 1.0  # token embeddings × this (Gemma: √d_model)
+    sliding_layers: tuple[int, ...] | None = None  # the layers that use sliding_window (None: every layer)
+    lm_head_bias: bool = False  # the LM head has a bias (Phi)
 
     def __post_init__(self) -> None:
         def choice(name: str, options: tuple[str, ...]) -> None:
@@ -75,7 +91,7 @@ class ModelConfig:
         for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
-        if self.d_model % self.n_heads:
+        if self.head_dim is None and self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         if self.n_kv_heads is not None and (self.n_kv_heads < 1 or self.n_heads % self.n_kv_heads):
             raise ValueError(f"n_kv_heads={self.n_kv_heads} must be ≥ 1 and divide n_heads={self.n_heads}")
@@ -96,10 +112,35 @@ class ModelConfig:
                                  f"n_experts={self.n_experts}, top_k={self.top_k}")
         if self.arch == "decoder" and self.output_head == "mlm":
             raise ValueError("a decoder has an 'lm' head (or 'none'), not 'mlm'")
+        self._check_family_fields()
         if self.arch == "vit":
             self._check_vit()
         elif self.positional not in POSITIONALS[:5]:
             raise ValueError(f"positional={self.positional!r} is for arch='vit' (2-D patch positions)")
+
+    def _check_family_fields(self) -> None:
+        choice = self.rope_scaling
+        if choice not in ROPE_SCALINGS:
+            raise ValueError(f"rope_scaling={choice!r} is not one of {', '.join(ROPE_SCALINGS)}")
+        if self.head_dim is not None and self.head_dim < 1:
+            raise ValueError(f"head_dim must be ≥ 1, got {self.head_dim}")
+        if self.rotary_dim is not None and not (0 < self.rotary_dim <= self.d_head and self.rotary_dim % 2 == 0):
+            raise ValueError(f"rotary_dim={self.rotary_dim} must be even and in 1..d_head={self.d_head}")
+        if (self.rope_scaling != "none" or self.rotary_dim is not None) and self.positional != "rope":
+            raise ValueError("rope_scaling and rotary_dim need positional='rope'")
+        if self.rope_scaling != "none" and self.rope_factor <= 0:
+            raise ValueError(f"rope_factor must be > 0, got {self.rope_factor}")
+        if self.rope_scaling == "llama3" and not 0 < self.rope_low_freq < self.rope_high_freq:
+            raise ValueError("llama3 RoPE scaling needs 0 < rope_low_freq < rope_high_freq")
+        for name in ("attn_scale", "attn_softcap", "logit_softcap"):
+            if getattr(self, name) is not None and not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.norm == "parallel" and self.arch == "encdec":
+            raise ValueError("norm='parallel' is for a decoder or an encoder (no cross-attention)")
+        if self.sliding_layers is not None:
+            object.__setattr__(self, "sliding_layers", tuple(int(i) for i in self.sliding_layers))  # JSON gives a list
+            if self.sliding_window is None or not all(0 <= i < self.n_layers for i in self.sliding_layers):
+                raise ValueError("sliding_layers needs sliding_window and layer indices in 0..n_layers-1")
 
     def _check_vit(self) -> None:
         if self.positional not in IMAGE_POSITIONALS:
@@ -123,7 +164,17 @@ class ModelConfig:
 
     @property
     def d_head(self) -> int:
-        return self.d_model // self.n_heads
+        return self.head_dim or self.d_model // self.n_heads
+
+    @property
+    def d_attn(self) -> int:
+        """Width of the query heads together, n_heads·d_head (= d_model unless head_dim says otherwise)."""
+        return self.n_heads * self.d_head
+
+    @property
+    def score_scale(self) -> float:
+        """The factor on q·kᵀ: attn_scale, else 1/√d_head."""
+        return self.attn_scale if self.attn_scale is not None else 1.0 / math.sqrt(self.d_head)
 
     @property
     def kv_heads(self) -> int:

@@ -17,11 +17,24 @@ import torch
 from model.record import AttentionRecord
 from model.router_record import RouterRecord
 
-HOOK_POINTS = ("hook_q", "hook_k", "hook_v", "hook_attn_scores", "hook_mask", "hook_pattern", "hook_z")
+HOOK_POINTS = ("hook_q", "hook_k", "hook_v", "hook_attn_scores", "hook_mask", "hook_pattern", "hook_z",
+               "hook_result")
+# TransformerLens's names for the rest of the stream (model/transformer.py and model/layers.py fire them):
+# the stack's `hook_embed` [B, T, D] (token or patch embeddings), `hook_pos_embed` [T, D] (learned or
+# sinusoidal positions only) and `ln_final.hook_normalized` [B, T, D] (a final norm only); each block's
+# residual stream and sub-layer outputs; each dense MLP's pre- and post-activation [B, T, hidden].
+BLOCK_HOOKS = ("hook_resid_pre", "hook_attn_out", "hook_resid_mid", "hook_mlp_out", "hook_resid_post")
+CROSS_HOOKS = ("hook_cross_attn_out", "hook_resid_mid_cross")  # a decoder block with cross-attention
+FINAL_HOOK = "ln_final.hook_normalized"
 # Hooks that exist only when the pattern is materialised (eager math).
 PATTERN_HOOKS = ("hook_attn_scores", "hook_mask", "hook_pattern")
 
 Intervention = Callable[[torch.Tensor, str], torch.Tensor]
+
+
+def point(site: str, name: str) -> str:
+    """The full hook name of `name` under `site` ('' at the root: 'hook_embed')."""
+    return f"{site}.{name}" if site else name
 
 _ACTIVE: ContextVar[Capture | None] = ContextVar("attnlab_capture", default=None)
 
@@ -59,6 +72,10 @@ class Capture:
     def wants_tensor(self, name: str) -> bool:
         """True when `hook(name, ...)` keeps the tensor it is given."""
         return self._want(name)
+
+    def touches(self, name: str) -> bool:
+        """True when `name` is kept or intervened on (a hook computed only on demand, e.g. hook_result)."""
+        return name in self.interventions or self._want(name)
 
     def hook(self, name: str, x: torch.Tensor) -> torch.Tensor:
         fn = self.interventions.get(name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from model import hooks
 from model.attention import Attention
 from model.config import ModelConfig
 from model.moe import MoE
@@ -12,20 +13,42 @@ from model.norms import make_norm
 
 
 class MLP(nn.Module):
-    """Position-wise feed-forward: GELU (exact or tanh) or SwiGLU."""
+    """Position-wise feed-forward: GELU (exact or tanh), ReLU, or gated: SwiGLU (SiLU gate), GeGLU (tanh-GELU gate)."""
+
+    ACTS = {"gelu": nn.GELU, "gelu_tanh": lambda: nn.GELU(approximate="tanh"), "relu": nn.ReLU, "swiglu": nn.SiLU,
+            "geglu": lambda: nn.GELU(approximate="tanh")}
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.swiglu = cfg.mlp == "swiglu"
-        if self.swiglu:
+        kind = cfg.mlp
+        self.gated = kind in ("swiglu", "geglu")
+        if self.gated:
             self.gate = nn.Linear(cfg.d_model, cfg.hidden, bias=cfg.bias)
         self.up = nn.Linear(cfg.d_model, cfg.hidden, bias=cfg.bias)
+        self.site: str | None = None  # set by name_sites() (None: a MoE expert, not hooked)
         self.down = nn.Linear(cfg.hidden, cfg.d_model, bias=cfg.bias)
-        self.act = nn.SiLU() if self.swiglu else nn.GELU(approximate="tanh" if cfg.mlp == "gelu_tanh" else "none")
+        self.act = self.ACTS[kind]()
+
+    @property
+    def hook_points(self) -> tuple[str, ...]:
+        """hook_pre: the (gate's) pre-activation; hook_pre_linear: SwiGLU's up projection; hook_post: the hidden
+        units the down projection reads, all [B, T, hidden]."""
+        return ("hook_pre", "hook_pre_linear", "hook_post") if hasattr(self, "gate") else ("hook_pre", "hook_post")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.act(self.gate(x)) * self.up(x) if self.swiglu else self.act(self.up(x))
+        cap = hooks.active()
+        if cap is not None and self.site is not None:
+            return self._forward_hooked(x, cap)
+        h = self.act(self.gate(x)) * self.up(x) if self.gated else self.act(self.up(x))
         return self.down(h)
+
+    def _forward_hooked(self, x: torch.Tensor, cap: hooks.Capture) -> torch.Tensor:
+        s = self.site
+        if hasattr(self, "gate"):  # gated: act(gate(x)) · up(x)
+            h = self.act(cap.hook(f"{s}.hook_pre", self.gate(x))) * cap.hook(f"{s}.hook_pre_linear", self.up(x))
+        else:
+            h = self.act(cap.hook(f"{s}.hook_pre", self.up(x)))
+        return self.down(cap.hook(f"{s}.hook_post", h))
 
 
 def _pre(x, f, n_in, n_out):
@@ -40,7 +63,7 @@ def _peri(x, f, n_in, n_out):
     return x + n_out(f(n_in(x)))
 
 
-RESIDUALS = {"pre": _pre, "post": _post, "peri": _peri}
+RESIDUALS = {"pre": _pre, "post": _post, "peri": _peri, "parallel": _pre}  # parallel: see Block.forward
 
 
 class Block(nn.Module):
@@ -49,7 +72,7 @@ class Block(nn.Module):
     def __init__(self, cfg: ModelConfig, cross: bool = False):
         super().__init__()
         self.residual = RESIDUALS[cfg.norm]
-        norm_in, norm_out = cfg.norm in ("pre", "peri"), cfg.norm in ("post", "peri")
+        norm_in, norm_out = cfg.norm in ("pre", "peri", "parallel"), cfg.norm in ("post", "peri")
 
         def norms():
             return (make_norm(cfg) if norm_in else nn.Identity(), make_norm(cfg) if norm_out else nn.Identity())
@@ -62,9 +85,35 @@ class Block(nn.Module):
         self.mlp = MoE(cfg, MLP) if cfg.mlp == "moe" else MLP(cfg)
         self.ln_mlp, self.ln_mlp_out = norms()
         self.has_cross = cross
+        self.parallel = cfg.norm == "parallel"  # GPT-NeoX, Phi: attention and MLP read the same x
+        self.site = "block"  # set by name_sites()
 
     def forward(self, x, self_ctx, cross_ctx=None):
+        cap = hooks.active()
+        if cap is not None:
+            return self._forward_hooked(x, self_ctx, cross_ctx, cap)
+        if self.parallel:  # x + attn(ln_attn(x)) + mlp(ln_mlp(x)); Phi shares one norm (its weights fill both)
+            return x + self.attn(self.ln_attn(x), self_ctx) + self.mlp(self.ln_mlp(x))
         x = self.residual(x, lambda h: self.attn(h, self_ctx), self.ln_attn, self.ln_attn_out)
         if self.has_cross:
             x = self.residual(x, lambda h: self.cross_attn(h, cross_ctx), self.ln_cross, self.ln_cross_out)
         return self.residual(x, self.mlp, self.ln_mlp, self.ln_mlp_out)
+
+    def _forward_hooked(self, x, self_ctx, cross_ctx, cap: hooks.Capture):
+        """forward with the residual-stream hooks (hooks.BLOCK_HOOKS, CROSS_HOOKS). hook_attn_out and
+        hook_mlp_out are the sub-layers' outputs before any norm on their way back (peri/post-norm); a parallel
+        block (attention and MLP read the same x) has no hook_resid_mid."""
+        s = self.site
+        x = cap.hook(f"{s}.hook_resid_pre", x)
+        if getattr(self, "parallel", False):
+            a = cap.hook(f"{s}.hook_attn_out", self.attn(self.ln_attn(x), self_ctx))
+            return cap.hook(f"{s}.hook_resid_post", x + a + cap.hook(f"{s}.hook_mlp_out", self.mlp(self.ln_mlp(x))))
+        x = self.residual(x, lambda h: cap.hook(f"{s}.hook_attn_out", self.attn(h, self_ctx)),
+                          self.ln_attn, self.ln_attn_out)
+        x = cap.hook(f"{s}.hook_resid_mid", x)
+        if self.has_cross:
+            x = self.residual(x, lambda h: cap.hook(f"{s}.hook_cross_attn_out", self.cross_attn(h, cross_ctx)),
+                              self.ln_cross, self.ln_cross_out)
+            x = cap.hook(f"{s}.hook_resid_mid_cross", x)
+        x = self.residual(x, lambda h: cap.hook(f"{s}.hook_mlp_out", self.mlp(h)), self.ln_mlp, self.ln_mlp_out)
+        return cap.hook(f"{s}.hook_resid_post", x)

@@ -2,7 +2,7 @@
 
 A fused capture keeps q and k (O(T·d) per head) instead of the [H, T, T] pattern. These helpers
 recompute rows of it on demand, exactly as `AttentionRecord.pattern` defines them
-(softmax(scale·q·kᵀ + bias) under the mask; masked entries 0, a fully masked row all 0), but with
+(softmax(scale·q·kᵀ (soft-capped) + bias) under the mask; masked entries 0, a fully masked row all 0), but with
 torch's threaded kernels and a bounded footprint: one call holds `heads × rows × keys`, never the
 whole layer unless asked. Keys that no row of a block may see (above a causal diagonal, before a
 sliding window) are skipped: their weights are exactly 0.
@@ -77,6 +77,8 @@ def pattern_rows(rec: AttentionRecord, heads=None, q0: int = 0, q1: int | None =
     q = t(rec.q[batch, hs, q0:q1])  # [h, b, d]
     k = t(rec.keys(hs, batch, k0, k1))  # [h, kb, d] (per query head)
     s = torch.matmul(q, k.transpose(-2, -1)).mul_(float(np.float32(rec.scale)))  # [h, b, kb]
+    if rec.softcap is not None:  # Gemma 2: cap·tanh(s/cap), as the model
+        s = torch.tanh(s / rec.softcap) * rec.softcap
     if rec.bias is not None:
         s += t(rec.bias[hs, q0:q1, k0:k1])
     m = None if rec.mask is None else t(rec.mask_for(batch, (q0, q1, k0, k1)))  # [b, kb]
@@ -118,7 +120,7 @@ def _flash_cpu():
 def _fused_ok(rec: AttentionRecord, batch: int) -> str | None:
     """'causal' or 'none' when rᵀ·A can run on the fused CPU kernel (no bias; no mask or the plain
     square causal one), else None."""
-    if rec.bias is not None or rec.q_len != rec.k_len or rec.q_offset != 0 or _flash_cpu() is None:
+    if rec.bias is not None or rec.softcap is not None or rec.q_len != rec.k_len or rec.q_offset != 0 or _flash_cpu() is None:
         return None
     if rec.mask is None:
         return "none"

@@ -31,9 +31,9 @@ from pathlib import Path
 import torch
 
 from model.checkpoint import CheckpointError, read_config
-from model.config import ModelConfig
+from model.config import BACKENDS, ModelConfig
 from model.device import dtype_name
-from model.hf import convert, llama, vit
+from model.families import FAMILIES
 from model.hf.cache import read_header
 from model.hf.load import model_family
 from model.inputs import InputError
@@ -75,15 +75,15 @@ def estimate_bytes(cfg: ModelConfig, n_tokens: int, dtype=torch.float32, backend
     """Bytes to hold the weights and run one `n_tokens`-token text with capture (the module docstring has
     the formula). Keys: n_params, weights, qk, patterns, work, masks, logits, activations, total, load_peak,
     and the inputs (n_tokens, dtype, backend)."""
-    if backend not in ("eager", "sdpa", "flash"):
-        raise InputError(f"unknown backend {backend!r}; choose eager, sdpa or flash")
+    if backend not in BACKENDS:
+        raise InputError(f"unknown backend {backend!r}; choose {', '.join(BACKENDS)}")
     t, b = int(n_tokens), as_dtype(dtype).itemsize
     p = n_params(cfg)
     sites, groups = n_sites(cfg)
     h, d, hkv, dm = cfg.n_heads, cfg.d_head, cfg.kv_heads, cfg.d_model
     eager = backend == "eager"
     parts = {
-        "qk": sites * t * (dm + hkv * d) * 4,
+        "qk": sites * t * (cfg.d_attn + hkv * d) * 4,
         "patterns": sites * h * t * t * 4 if eager else 0,
         "work": (2 * h * t * t * b if eager else 4 * t * dm * b) + 4 * t * max(dm, cfg.hidden) * b,
         "masks": groups * t * t,
@@ -190,15 +190,7 @@ def folder_config(folder: str | Path) -> ModelConfig:
             return ModelConfig.from_dict(meta["attnlab"])
         except (TypeError, ValueError) as e:
             raise CheckpointError(f"{folder}/config.json: {e}") from None
-    family = model_family(meta, folder)
-    if family == "gpt2":
-        return convert.gpt2_config(meta)
-    if family in llama.FAMILIES:
-        return llama.llama_config(meta)
-    names = tensor_names(folder)
-    if family == "vit":
-        return vit.vit_config(meta, classes=names is not None and vit.has_classifier(names))
-    return convert.bert_config(meta, mlm=None if names is None else convert.has_mlm_head(names))
+    return FAMILIES[model_family(meta, folder)].config(meta, tensor_names(folder))
 
 
 def tensor_names(folder: Path) -> list[str] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from model import hooks
 from model.config import ModelConfig
 from model.positions import sinusoidal_table
 
@@ -34,6 +35,7 @@ class PatchEmbed(nn.Module):
         self.cfg, g, d = cfg, cfg.grid, cfg.d_model
         self.proj = nn.Conv2d(cfg.n_channels, d, kernel_size=cfg.patch_size, stride=cfg.patch_size)
         self.cls = nn.Parameter(torch.zeros(1, 1, d))
+        self.site = ""  # the stack's name, set by name_sites()
         if cfg.positional == "learned":
             self.pos = nn.Parameter(torch.zeros(1, 1 + g * g, d))
         elif cfg.positional == "learned2d":
@@ -63,4 +65,13 @@ class PatchEmbed(nn.Module):
         x = x.flatten(2).transpose(1, 2)  # [B, D, g, g] -> [B, N, D]
         x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1)  # [B, 1 + N, D]
         pos = self.positions()
+        cap = hooks.active()
+        if cap is not None:
+            x = cap.hook(hooks.point(self.site, "hook_embed"), x)
+            pos = pos if pos is None else cap.hook(hooks.point(self.site, "hook_pos_embed"), pos)
         return x if pos is None else x + pos[None]
+
+    @property
+    def hook_points(self) -> tuple[str, ...]:
+        """hook_embed [B, 1 + N, D] ([CLS] and patches); hook_pos_embed [1 + N, D] when there are positions."""
+        return ("hook_embed",) if self.cfg.positional == "none" else ("hook_embed", "hook_pos_embed")

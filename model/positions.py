@@ -27,7 +27,11 @@ def rope_angles(positions: torch.Tensor, d_head: int, base: float = 10000.0) -> 
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate x [B, H, T, d] by its position: x·cos + rotate_half(x)·sin."""
+    """Rotate x [B, H, T, d] by its position: x·cos + rotate_half(x)·sin. cos, sin [T, r] with r < d (partial
+    rotary) turn the first r dims only; the rest pass unchanged."""
+    rot = cos.shape[-1]
+    if rot < x.shape[-1]:
+        return torch.cat([apply_rope(x[..., :rot], cos, sin), x[..., rot:]], dim=-1)
     half = x.shape[-1] // 2
     rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
     return (x * cos.to(x.dtype) + rotated * sin.to(x.dtype)).to(x.dtype)

@@ -2,7 +2,8 @@
 
 A record from the eager backend holds the materialised scores and pattern; a record from a fused
 backend holds q and k (and the positional bias) and recomputes any head or window exactly on demand.
-Scores here are "raw scaled scores": scale·q·kᵀ + bias, before masking. The mask is separate.
+Scores here are "raw scaled scores": scale·q·kᵀ (soft-capped when the model caps them: cap·tanh(·/cap))
++ bias, before masking; `score_steps` gives each step. The mask is separate.
 
 Grouped-query attention: the record keeps one pattern per QUERY head (`pattern()` is [n_heads, q, k])
 but k per K/V head, as the cache holds it ([batch, n_kv_heads, k, d]); query head h met k/v head
@@ -36,6 +37,7 @@ class AttentionRecord:
     bias: np.ndarray | None = None  # float32 [head, q, k] positional bias (ALiBi) or None
     scores_full: np.ndarray | None = None  # float32 [batch, head, q, k] (only when an intervention changed them)
     pattern_full: np.ndarray | None = None  # float32 [batch, head, q, k] (eager only)
+    softcap: float | None = None  # Gemma 2: scaled scores → softcap·tanh(scores/softcap), before the bias
 
     # -- shape -----------------------------------------------------------------------------------
     @property
@@ -88,8 +90,22 @@ class AttentionRecord:
         group = self.n_heads // self.n_kv_heads
         return self.k[batch, [h // group for h in hs], k0:k1]  # [h, k, d]
 
+    def score_steps(self, head: int | None = None, window: Window | None = None, batch: int = 0) -> list:
+        """[(step, scores)] from q·kᵀ to the pre-softmax score, each step's [H, q, k] or [q, k] (unmasked):
+        q·kᵀ, × scale, soft-cap (when the model caps), + bias (when there is one); the last is `scores`."""
+        s = self.raw_qk(head, window, batch)
+        steps = [("q·kᵀ", s), (f"× scale ({self.scale:.4g})", s := s * np.float32(self.scale))]
+        if self.softcap is not None:
+            cap = np.float32(self.softcap)
+            steps.append((f"soft-cap {self.softcap:g}·tanh(·/{self.softcap:g})", s := np.tanh(s / cap) * cap))
+        if self.bias is not None:
+            q0, q1, k0, k1 = self._window(window)
+            b = self.bias[self._heads(head), q0:q1, k0:k1]
+            steps.append(("+ positional bias", s + (b[0] if head is not None else b)))
+        return steps
+
     def scores(self, head: int | None = None, window: Window | None = None, batch: int = 0) -> np.ndarray:
-        """Raw scaled scores scale·q·kᵀ + bias, unmasked: [H, q, k] or [q, k]."""
+        """Raw scaled scores scale·q·kᵀ (soft-capped) + bias, unmasked: [H, q, k] or [q, k]."""
         q0, q1, k0, k1 = self._window(window)
         heads = self._heads(head)
         if self.scores_full is not None:
@@ -97,6 +113,8 @@ class AttentionRecord:
         else:
             qk = self.raw_qk(head, window, batch).reshape(len(heads), q1 - q0, k1 - k0)  # only the heads asked for
             out = qk * np.float32(self.scale)
+            if self.softcap is not None:
+                out = np.tanh(out / np.float32(self.softcap)) * np.float32(self.softcap)
             if self.bias is not None:
                 out = out + self.bias[heads, q0:q1, k0:k1]
         return out[0] if head is not None else out

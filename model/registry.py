@@ -16,6 +16,7 @@ import torch
 
 from model.checkpoint import CheckpointError, load_folder, read_config
 from model.config import ModelConfig
+from model.families import FAMILIES
 from model.hf.cache import list_cached, resolve_cached
 from model.hf.load import load_hf_folder, load_hub
 from model.images import ImagePrep
@@ -95,7 +96,7 @@ def model_choices(kind: str = "text") -> list[str]:
     """Text models (the text pages): bundled first, then minilm, the random ones, then the supported models in
     the local HF cache. Image models (the vision page): the bundled ViTs, then the ViTs in the local HF cache."""
     if kind == "image":
-        return [*bundled_names("image"), *(m.repo_id for m in list_cached() if m.family == "vit")]
+        return [*bundled_names("image"), *(m.repo_id for m in list_cached() if FAMILIES[m.family].reads_image)]
     if kind != "text":
         raise ValueError(f"kind must be 'text' or 'image', not {kind!r}")
     return [*bundled_names(), "minilm", *RANDOM, *(m.repo_id for m in list_cached() if m.has_tokenizer)]

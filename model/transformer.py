@@ -7,17 +7,19 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
+from model import hooks
 from model.attention import Attention, AttnCtx
 from model.cache import KVCache
-from model.config import ModelConfig
-from model.hooks import HOOK_POINTS
+from model.config import BACKENDS, ModelConfig
+from model.hooks import BLOCK_HOOKS, CROSS_HOOKS, FINAL_HOOK, HOOK_POINTS
 from model.inputs import Inputs
-from model.layers import Block
+from model.layers import MLP, Block
 from model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, as_spec, build_mask
 from model.moe import ROUTER_HOOKS, MoE
 from model.norms import make_norm
 from model.patches import PatchEmbed
-from model.positions import alibi_bias, alibi_slopes, rope_angles, sinusoidal_table
+from model.positions import alibi_bias, alibi_slopes, sinusoidal_table
+from model.rope import rope_cos_sin, rope_inv_freq
 
 
 class ContextLengthError(ValueError):
@@ -43,13 +45,23 @@ class Embeddings(nn.Module):
         self.types = nn.Embedding(cfg.type_vocab_size, cfg.d_model) if cfg.type_vocab_size else None
         self.norm = nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps) if cfg.embed_norm else nn.Identity()
         self.positional = cfg.positional
+        self.scale = cfg.embed_scale  # Gemma: √d_model
+        self.site = ""  # the stack's name, set by name_sites()
+
+    @property
+    def hook_points(self) -> tuple[str, ...]:
+        return ("hook_embed", "hook_pos_embed") if self.positional in ("learned", "sinusoidal") else ("hook_embed",)
 
     def forward(self, tokens, positions, token_type_ids=None):
+        cap = hooks.active()
         x = self.tok(tokens)  # [B, T, D]
-        if self.positional == "learned":
-            x = x + self.pos(positions)
-        elif self.positional == "sinusoidal":
-            x = x + self.sin_table[positions]
+        if self.scale != 1.0:
+            x = x * self.scale
+        if cap is not None:
+            x = cap.hook(hooks.point(self.site, "hook_embed"), x)
+        if self.positional in ("learned", "sinusoidal"):
+            p = self.pos(positions) if self.positional == "learned" else self.sin_table[positions]  # [T, D]
+            x = x + (p if cap is None else cap.hook(hooks.point(self.site, "hook_pos_embed"), p))
         if self.types is not None:
             tt = token_type_ids if token_type_ids is not None else torch.zeros_like(tokens)
             x = x + self.types(tt)
@@ -67,9 +79,12 @@ class Stack(nn.Module):
         self.cfg, self.default_mask = cfg, default_mask
         self.embed = embed if embed is not None else Embeddings(cfg)
         self.blocks = nn.ModuleList(Block(cfg, cross) for _ in range(n_layers))
-        self.ln_f = make_norm(cfg) if cfg.norm in ("pre", "peri") else nn.Identity()
+        self.ln_f = make_norm(cfg) if cfg.norm in ("pre", "peri", "parallel") else nn.Identity()
         if cfg.positional == "alibi":
             self.register_buffer("alibi_slopes", alibi_slopes(cfg.n_heads), persistent=False)
+        # layers with the sliding window when only some have it (Gemma 2); the others see every earlier key
+        self.full_layers = () if cfg.sliding_layers is None else \
+            tuple(i for i in range(n_layers) if i not in cfg.sliding_layers)
         for i, blk in enumerate(self.blocks):
             for m in blk.modules():
                 if isinstance(m, (Attention, MoE)):
@@ -91,17 +106,34 @@ class Stack(nn.Module):
         device = tokens.device
         pos = torch.arange(offset, offset + T, device=device)
         x = self.embed(tokens, pos, token_type_ids)
-        ctx = self._self_ctx(spec, T, offset, attention_mask, backend, cache, pos)
+        ctxs = self.layer_ctxs(mask is None, spec, T, offset, attention_mask, backend, cache, pos)
         cross_ctx = None
         if memory is not None or (cache is not None and cache.cross):
             S = memory.shape[1] if memory is not None else next(iter(cache.cross.values()))[0].shape[2]
             cmask = build_mask(BIDIRECTIONAL, T, S, 0, memory_mask, device)
             cross_ctx = AttnCtx(backend, cmask, q_offset=offset, cache=cache, memory=memory)
-        for blk in self.blocks:
-            x = blk(x, ctx, cross_ctx)
+        for blk, c in zip(self.blocks, ctxs):
+            x = blk(x, c, cross_ctx)
         if cache is not None:
             cache.advance(T)
-        return self.ln_f(x)
+        return self.final_norm(x)
+
+    def final_norm(self, x: torch.Tensor) -> torch.Tensor:
+        """The final norm, with its hook (ln_final.hook_normalized) when the stack has one."""
+        x = self.ln_f(x)
+        cap = hooks.active()
+        if cap is not None and not isinstance(self.ln_f, nn.Identity):
+            x = cap.hook(hooks.point(self.site, FINAL_HOOK), x)
+        return x
+
+    def layer_ctxs(self, own: bool, spec, T, offset, attention_mask, backend, cache, pos) -> list[AttnCtx]:
+        """Each block's self-attention context: `spec` in every layer, except that the model's own mask (`own`)
+        is causal in the layers cfg.sliding_layers leaves out (Gemma 2's global layers)."""
+        ctx = self._self_ctx(spec, T, offset, attention_mask, backend, cache, pos)
+        if not (own and self.full_layers):
+            return [ctx] * len(self.blocks)
+        full = self._self_ctx(CAUSAL, T, offset, attention_mask, backend, cache, pos)
+        return [full if i in self.full_layers else ctx for i in range(len(self.blocks))]
 
     def _self_ctx(self, spec, T, offset, attention_mask, backend, cache, pos) -> AttnCtx:
         k_len = offset + T
@@ -111,7 +143,7 @@ class Stack(nn.Module):
         if self.cfg.positional == "alibi":
             bias = alibi_bias(self.alibi_slopes, pos, torch.arange(k_len, device=device))  # [H, T, k]
         elif self.cfg.positional == "rope":
-            rope = rope_angles(pos, self.cfg.d_head, self.cfg.rope_base)
+            rope = rope_cos_sin(pos, rope_inv_freq(self.cfg, pos.device))  # float32 whatever the weights
         square_causal = spec.kind == "causal" and offset == 0 and attention_mask is None
         is_causal = backend != "eager" and square_causal and bias is None and mask is not None and T > 1
         if is_causal:
@@ -122,24 +154,52 @@ class Stack(nn.Module):
         """Every hook point of the model, in module order."""
         return hook_names(self)
 
+    def blocks_ctx(self, T: int, backend: str | None = None, device=None) -> list[AttnCtx]:
+        """Each block's self-attention context in a plain run over T tokens (own mask, no cache, any batch): what
+        the blocks read when they run one at a time (activation patching starts runs at a chosen block)."""
+        pos = torch.arange(T, device=device)
+        return self.layer_ctxs(True, self.default_mask, T, 0, None, _backend(backend or self.cfg.backend), None, pos)
+
 
 def hook_names(root: nn.Module) -> list[str]:
-    """Every hook point under `root`, in module order (attention sites and MoE routers)."""
-    points = {Attention: HOOK_POINTS, MoE: ROUTER_HOOKS}
-    return [f"{m.site}.{p}" for m in root.modules() for cls, ps in points.items() if isinstance(m, cls) for p in ps]
+    """Every hook point under `root`, stack by stack in forward order."""
+    return [n for m in root.modules() if isinstance(m, Stack) for n in _stack_hooks(m)]
+
+
+def _stack_hooks(stack: Stack) -> list[str]:
+    names = [hooks.point(stack.site, p) for p in stack.embed.hook_points]
+    for blk in stack.blocks:
+        parallel = getattr(blk, "parallel", False)  # attention and MLP read the same x: no resid_mid
+        s, subs = blk.site, [(blk.attn, ("hook_attn_out",) if parallel else ("hook_attn_out", "hook_resid_mid"))]
+        if blk.has_cross:
+            subs.append((blk.cross_attn, CROSS_HOOKS))
+        names.append(f"{s}.{BLOCK_HOOKS[0]}")
+        for attn, after in subs:
+            names += [f"{attn.site}.{p}" for p in HOOK_POINTS] + [f"{s}.{p}" for p in after]
+        mlp = blk.mlp
+        names += [f"{mlp.site}.{p}" for p in (ROUTER_HOOKS if isinstance(mlp, MoE) else mlp.hook_points)]
+        names += [f"{s}.hook_mlp_out", f"{s}.hook_resid_post"]
+    if not isinstance(stack.ln_f, nn.Identity):
+        names.append(hooks.point(stack.site, FINAL_HOOK))
+    return names
 
 
 def _backend(backend: str) -> str:
-    if backend not in ("eager", "sdpa", "flash"):
-        raise ValueError(f"backend {backend!r} is not one of eager, sdpa, flash")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}")
     return backend
 
 
 def name_sites(root: nn.Module) -> None:
-    """Name every attention site and MoE router from its module path (e.g. 'decoder.blocks.1.cross_attn')."""
+    """Name every hooked module from its module path (e.g. 'decoder.blocks.1.cross_attn'); a stack's embeddings
+    take the stack's name; a MoE's experts stay unhooked."""
     for name, m in root.named_modules():
-        if isinstance(m, (Attention, MoE)):
+        if isinstance(m, (Attention, MoE, Block, Stack)):
             m.site = name
+        if isinstance(m, Stack):
+            m.embed.site = name
+        if isinstance(m, MLP):
+            m.site = None if ".experts." in name or name.endswith(".shared") else name
 
 
 def init_weights(module: nn.Module) -> None:
@@ -177,7 +237,8 @@ class Decoder(Stack):
         super().__init__(cfg, cfg.dec_layers if cross else cfg.n_layers, cross, own)
         self.lm_head = None
         if cfg.output_head_kind == "lm":
-            self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+            self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=cfg.lm_head_bias)
+        self.logit_softcap = cfg.logit_softcap  # Gemma 2: logits → cap·tanh(logits/cap)
         init_weights(self)
         if self.lm_head is not None and cfg.tie_embeddings:
             self.lm_head.weight = self.embed.tok.weight
@@ -187,7 +248,10 @@ class Decoder(Stack):
                 token_type_ids=None, backend=None, memory=None, memory_mask=None) -> ModelOutput:
         h = self.run(tokens, mask=mask, attention_mask=attention_mask, token_type_ids=token_type_ids,
                      cache=cache, backend=backend, memory=memory, memory_mask=memory_mask)
-        return ModelOutput(self.lm_head(h) if self.lm_head is not None else None, h)
+        logits = self.lm_head(h) if self.lm_head is not None else None
+        if logits is not None and self.logit_softcap is not None:
+            logits = torch.tanh(logits / self.logit_softcap) * self.logit_softcap
+        return ModelOutput(logits, h)
 
     def forward_inputs(self, inputs: Inputs, *, backend=None, cache: KVCache | None = None, mask=None) -> ModelOutput:
         """One forward over `inputs` (ids, token types)."""
@@ -278,7 +342,7 @@ class ViT(Stack):
                              None, torch.arange(T, device=x.device))
         for blk in self.blocks:
             x = blk(x, ctx)
-        h = self.ln_f(x)
+        h = self.final_norm(x)
         return ModelOutput(self.head(h[:, 0]) if self.head is not None else None, h)
 
     def forward_inputs(self, inputs: Inputs, *, backend=None, cache: KVCache | None = None, mask=None) -> ModelOutput:

@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis.backends import device_summary
-from analysis.checks import TOL_BACKEND
+from analysis.checks import FUSED, TOL_BACKEND
 from app import state
 from app.downloads import downloads
 from app.figures.grids import delta_grid
@@ -64,7 +64,7 @@ with page("Backends", "Do eager, sdpa and flash compute the same attention — a
 
     # -- 1. agreement ---------------------------------------------------------------------------------------
     st.subheader("Same input, three backends — the same numbers as `attnlab check`")
-    checked = {b: state.backend_check(inp.model, inp.text, inp.src, b) for b in ("sdpa", "flash")}  # one run each
+    checked = {b: state.backend_check(inp.model, inp.text, inp.src, b) for b in FUSED}  # one run each
     rows = [r for c in checked.values() for r in c.rows]
     verdict_table(rows)
     scale_note(rows, state.output_scale(inp.model, inp.text, inp.src))
@@ -79,7 +79,7 @@ with page("Backends", "Do eager, sdpa and flash compute the same attention — a
                     f"within {TOL_BACKEND:g}·max(1, max|logits|)."),
                    "A fused backend differs from eager beyond the tolerance.")
     sites = list(reps["sdpa"]["per_site"])
-    z = [[reps[b]["per_site"][s] for b in ("sdpa", "flash")] for s in sites]
+    z = [[reps[b]["per_site"][s] for b in FUSED] for s in sites]
     left, right = st.columns([3, 2], gap="medium")
     with left:
         chart(delta_grid(z, sites, ["sdpa vs eager: pattern", "flash vs eager: pattern"], tol,
@@ -88,10 +88,10 @@ with page("Backends", "Do eager, sdpa and flash compute the same attention — a
     with right:
         summary = pd.DataFrame([{"backend": b, "max |Δ logits|": reps[b]["max_abs_logits"],
                                  "max |Δ hidden|": reps[b]["max_abs_hidden"], "max |Δ pattern|": reps[b]["max_abs_pattern"]}
-                                for b in ("sdpa", "flash")])
+                                for b in FUSED])
         st.dataframe(summary, hide_index=True, column_config={
             c: st.column_config.NumberColumn(c, format="%.2e") for c in summary.columns if c.startswith("max")})
-        kernels = "; ".join(f"{b}: {', '.join(reps[b]['kernels'])}" for b in ("sdpa", "flash"))
+        kernels = "; ".join(f"{b}: {', '.join(reps[b]['kernels'])}" for b in FUSED)
         st.caption(f"Kernels that ran — {kernels}. Tolerance {tol:g} for patterns and {tol:g} relative to "
                    "the largest logit for outputs (float32 on the CPU keeps about 7 digits). The pattern of a "
                    "fused run is recomputed from its q and k (see the end of the page).")

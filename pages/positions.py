@@ -19,6 +19,31 @@ from app.url_state import select, slider
 SCHEMES = {"sinusoidal": "Sinusoidal", "learned": "Learned", "rope": "RoPE", "alibi": "ALiBi"}
 LEARNED_MODELS = ("minilm", "random-decoder")
 
+def rope_scaling_section(freqs: dict, name: str, present: bool) -> None:
+    """The model's own RoPE frequencies: wavelength per pair of dims before and after its scaling."""
+    sc = freqs["scaling"]
+    st.subheader("This model's frequencies" + ("" if sc["kind"] == "none" else f" ({sc['kind']} RoPE scaling)"))
+    pairs = np.arange(len(freqs["theta"]))
+    series = {"wavelength used (tokens)": freqs["wavelength"]}
+    if sc["kind"] != "none":
+        series["without scaling"] = freqs["wavelength_plain"]
+    chart(curves(pairs, series, log_y=True, markers=True, xlabel="dimension pair i", ylabel="2π/θᵢ (tokens, log)",
+                 present=present, title=f"{name}: wavelength of each rotating pair"), key="pos-rope-freq",
+          name="rope-frequencies")
+    table = pd.DataFrame({"pair i": pairs, "θᵢ plain": freqs["theta_plain"], "θᵢ used": freqs["theta"],
+                          "wavelength plain": freqs["wavelength_plain"], "wavelength used": freqs["wavelength"],
+                          "stretch": freqs["stretch"]})
+    st.dataframe(table.style.format({c: "{:.4g}" for c in table.columns if c != "pair i"}), hide_index=True)
+    if sc["kind"] == "linear":
+        st.caption(f"Linear scaling divides every θᵢ by {sc['factor']:g}: positions are squeezed so a context "
+                   f"{sc['factor']:g}× longer maps onto the angles seen in training.")
+    elif sc["kind"] == "llama3":
+        lo, hi = sc["original_context"] / sc["low_freq_factor"], sc["original_context"] / sc["high_freq_factor"]
+        st.caption(f"Llama 3 scaling: wavelengths shorter than {hi:g} tokens are kept, longer than {lo:g} are "
+                   f"stretched {sc['factor']:g}×, and those between are blended (original context "
+                   f"{sc['original_context']} tokens).")
+
+
 with page("Positions", "Attention itself ignores order. How does the model know where each token is?", icon="⌖"):
     inp = inputs()
     present = presenting()
@@ -97,8 +122,9 @@ with page("Positions", "Attention itself ignores order. How does the model know 
         st.subheader("RoPE: rotate q and k by their position; the score sees only the offset")
         st.latex(r"q_m = R_{\theta m}\,q,\quad k_n = R_{\theta n}\,k\quad\Rightarrow\quad q_m^\top k_n = "
                  r"q^\top R_{\theta (n-m)}\,k,\qquad \theta_i = \text{base}^{-2i/d}")
-        d = int(d_model // n_heads) if own == "rope" else 16
-        base = 10000.0
+        freqs = M.rope_frequencies(state.model(inp.model).cfg) if own == "rope" else None
+        d = freqs["rotary_dims"] if freqs else 16
+        base = freqs["base"] if freqs else 10000.0
         demo = M.rope_demo(d, P, base)
         arrays = {"rope_scores": demo["S"], "absolute_scores": demo["A"], "spread_rope": demo["spread_rope"],
                   "spread_absolute": demo["spread_abs"], "angles": demo["angles"]}
@@ -128,8 +154,13 @@ with page("Positions", "Attention itself ignores order. How does the model know 
                             value_name="cos θᵢp", present=present,
                             title="cos of the rotation angle θᵢ·p per pair of dimensions"), key="pos-angles",
               name="rope-angles")
-        if own == "rope":
-            st.caption(f"{info['name']} uses RoPE with base {base:g} on heads of size {d}: these are its angles.")
+        if freqs:
+            part = "" if d == freqs["d_head"] else f" (the first {d} of its {freqs['d_head']} dims; the rest carry no " \
+                "position)"
+            st.caption(f"{info['name']} uses RoPE with base {base:g} on {d} dims per head{part}: these are its angles"
+                       + (" before scaling." if freqs["scaling"]["kind"] != "none" else "."))
+            rope_scaling_section(freqs, info["name"], present)
+            arrays |= {"theta_used": freqs["theta"], "theta_plain": freqs["theta_plain"]}
 
     else:
         st.subheader("ALiBi: no embedding — a penalty on the scores that grows with distance")

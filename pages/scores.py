@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from analysis.scores import counterfactual_softmax, effective_keys, saturation, score_stats
+from analysis.scores import counterfactual_softmax, effective_keys, saturation, score_stats, score_steps_table
 from app.downloads import downloads
 from app.figures.bars import score_boxes
 from app.figures.lines import lines
@@ -40,7 +40,7 @@ with page("Score scales", "Why divide by √d_k? What happens to the softmax whe
                             f"(visible pairs only; d_k = {d_k})"), key="boxes", name="scores")
 
     patterns = rec.pattern()  # [H, q, k]
-    stats = score_stats({sites[layer]: rec.raw_qk()}, rec.scale, mask=mask, bias=rec.bias)
+    stats = score_stats({sites[layer]: rec.raw_qk()}, rec.scale, mask=mask, bias=rec.bias, softcap=rec.softcap)
     sat = saturation(patterns, mask)  # [H, 2]
     eff = effective_keys(patterns, mask)  # [H, q]
     table = stats.drop(columns=["site"]).assign(
@@ -51,13 +51,21 @@ with page("Score scales", "Why divide by √d_k? What happens to the softmax whe
     st.caption("Effective keys = exp(entropy): 1 for a one-hot row, n for a uniform row over n keys. "
                "Saturated = share of rows whose largest weight exceeds 0.9 / 0.99 (almost no gradient to the rest).")
 
+    steps = score_steps_table(rec.score_steps(head), mask)
+    st.markdown(f"**From q·kᵀ to the score the softmax sees** (layer {layer}, head {head}; visible pairs):")
+    st.dataframe(steps, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.4f")
+                                                        for c in ("mean", "std", "min", "max")})
+    if rec.softcap is not None:
+        st.caption(f"This model soft-caps its scores: cap·tanh(score/cap) with cap = {rec.softcap:g} keeps every "
+                   "score within ±cap before the mask, however large q·kᵀ grows.")
+
     st.subheader("Take away the √d_k — or turn the temperature")
     c1, c2 = st.columns(2)
     use_scale = toggle("Divide by √d_k", "sqrt_dk", True, where=c1)
     tau = slider("Temperature τ", 0.1, 5.0, "tau", 1.0, where=c2, step=0.1)
     raw = rec.raw_qk(head)
     bias = None if rec.bias is None else rec.bias[head]
-    cf = counterfactual_softmax(raw, rec.scale, tau=tau, mask=mask, bias=bias)
+    cf = counterfactual_softmax(raw, rec.scale, tau=tau, mask=mask, bias=bias, softcap=rec.softcap)
     shown = cf.scaled if use_scale else cf.unscaled
     left, right = st.columns([3, 2])
     with left:
@@ -69,7 +77,7 @@ with page("Score scales", "Why divide by √d_k? What happens to the softmax whe
             stack = np.full((len(sites), cap.n_heads) + shown.shape, np.nan, np.float32)  # [L, H, q, k]
             for lyr in layers:
                 r, m = cap.records[sites[lyr]], cap.records[sites[lyr]].mask_for()
-                c = counterfactual_softmax(r.raw_qk(), r.scale, tau=tau, mask=m, bias=r.bias)  # [H, q, k]
+                c = counterfactual_softmax(r.raw_qk(), r.scale, tau=tau, mask=m, bias=r.bias, softcap=r.softcap)
                 stack[lyr] = np.where(m, c.scaled if use_scale else c.unscaled, np.nan)
             fig = head_switcher(stack, qt, kt, layer, head, layers, zrange=(0, 1), present=present, name=name)
         else:
@@ -79,7 +87,7 @@ with page("Score scales", "Why divide by √d_k? What happens to the softmax whe
     with right:
         sweep = {"with 1/√d_k": [], "without": []}
         for t in TAUS:
-            c = counterfactual_softmax(raw, rec.scale, tau=float(t), mask=mask, bias=bias)
+            c = counterfactual_softmax(raw, rec.scale, tau=float(t), mask=mask, bias=bias, softcap=rec.softcap)
             valid = mask.any(-1)
             sweep["with 1/√d_k"].append(float(c.scaled_entropy[valid].mean()))
             sweep["without"].append(float(c.unscaled_entropy[valid].mean()))
@@ -95,6 +103,7 @@ with page("Score scales", "Why divide by √d_k? What happens to the softmax whe
 
     downloads(f"scores-L{layer}", csv=table,
               npz={"raw_qk": rec.raw_qk(), "scaled": rec.scores(), "mask": mask, "pattern_shown": shown,
+                   **{f"step{i}": x for i, (_, x) in enumerate(rec.score_steps(head))},
                    "taus": TAUS, "entropy_scaled": np.array(sweep["with 1/√d_k"]),
                    "entropy_unscaled": np.array(sweep["without"])},
               json_obj={"model": inp.model, "text": inp.text, "layer": layer, "head": head, "tau": tau,

@@ -6,13 +6,14 @@ import numpy as np
 
 from cli.commands.common import add_device_args, add_model_args, load_model
 from cli.errors import UsageError
+from model.config import BACKENDS
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("capture", help="capture attention of every site to an .npz file")
     add_model_args(p, text_required=True)
     add_device_args(p)
-    p.add_argument("--backend", choices=("eager", "sdpa", "flash"), default="eager")
+    p.add_argument("--backend", choices=BACKENDS, default="eager")
     p.add_argument("--out", required=True, help="output .npz path")
     p.set_defaults(run=run)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cli.commands.common import print_json
+from model.config import BACKENDS
 
 
 def add_parser(sub) -> None:
@@ -10,14 +11,14 @@ def add_parser(sub) -> None:
     p.add_argument("--model", required=True, help="minilm, a Hugging Face folder, or a hub id (online only)")
     p.add_argument("--text", default=None, help="input text (default: a short sentence)")
     p.add_argument("--pair", default=None, help="second sentence of a BERT pair (token types 1)")
-    p.add_argument("--backend", choices=("eager", "sdpa", "flash"), default="eager",
+    p.add_argument("--backend", choices=BACKENDS, default="eager",
                    help="our attention backend (transformers always runs eager)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
-    from model.hf.compare import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS, compare_hf, within_tolerance
+    from model.parity import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS, compare_hf, within_tolerance
 
     report = compare_hf(args.model, args.text, pair=args.pair, backend=args.backend)
     ok = within_tolerance(report)

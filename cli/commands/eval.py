@@ -26,7 +26,7 @@ def run(args) -> int:
     if lm.reads_image:
         return _run_images(lm, args)
     tok = getattr(lm.tokenizer, "tok", None)
-    if tok is None or not set(vocabulary()) <= set(tok.get_vocab(with_added_tokens=True)):
+    if tok is None or not set(vocabulary(story=False)) <= set(tok.get_vocab(with_added_tokens=True)):
         raise InputError(f"{args.model} is not a lecture model (its vocabulary lacks the lecture corpus words)")
     if lm.arch == "encoder" and lm.cfg.output_head_kind != "mlm":
         raise InputError(f"{args.model} is an encoder without a masked-LM head; nothing to evaluate")

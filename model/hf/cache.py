@@ -7,7 +7,7 @@ The hub cache (huggingface_hub's layout) holds one folder per repository:
     {root}/models--{org}--{name}/blobs/{hash}          the bytes
 
 An entry is listed when its snapshot (refs/main's, else the only one) has a config.json whose model_type is
-one of our families (model/hf/__init__.py SUPPORTED) and does not ask for the checkpoint's own code, and
+one of our families (model/families FAMILIES) and does not ask for the checkpoint's own code, and
 safetensors weights (model.safetensors, or model.safetensors.index.json and every shard it names). Pickle-only
 entries are not listed (the loader refuses them). Nothing is downloaded, written or unpickled; a file is
 read only when its real path lies inside the cache root (a blob symlink is allowed, a link that escapes the
@@ -26,7 +26,7 @@ import struct
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from model.hf import SUPPORTED
+from model.families import FAMILIES
 
 PREFIX = "models--"
 MAX_HEADER = 100 * 2**20  # bytes of safetensors header read at most (real headers are kilobytes)
@@ -151,7 +151,7 @@ def _inspect(repo_dir: Path, repo_id: str, root_real: Path) -> CachedModel | Non
     if not isinstance(cfg, dict):
         return None
     family = cfg.get("model_type")
-    if family not in SUPPORTED or cfg.get("auto_map") or cfg.get("trust_remote_code"):
+    if family not in FAMILIES or cfg.get("auto_map") or cfg.get("trust_remote_code"):
         return None
     weights = _weight_files(snap, root_real)
     if not weights:

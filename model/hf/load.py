@@ -2,7 +2,7 @@
 
 Safetensors only: a `pytorch_model.bin` is a pickle and unpickling can run arbitrary code, so it is
 refused with instructions, never opened. `trust_remote_code` is never set: only the families in
-model/hf/convert.py load, through our own code.
+model/families (FAMILIES) load, through our own code.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import torch
 
 from model.checkpoint import CheckpointError, load_state, load_weights, read_config
 from model.config import ModelConfig
-from model.hf import convert, llama, vit
+from model.families import FAMILIES, supported_families
+from model.families.common import State
 from model.inputs import InputError
 from model.loaded import LoadedModel
 from model.tokenizer import HFTokenizer
@@ -27,17 +28,6 @@ CONVERT_HINT = (
     "AutoModel.from_pretrained('FOLDER').save_pretrained('FOLDER', safe_serialization=True)\"` "
     "(or use the hub's safetensors conversion)")
 HUB_PATTERNS = ["*.json", "*.safetensors", "*.txt"]  # config, weights, tokenizer (vocab.json, merges.txt, vocab.txt)
-DEFAULT_SPECIALS = {
-    "gpt2": {"bos": "<|endoftext|>", "eos": "<|endoftext|>"},
-    "bert": {"pad": "[PAD]", "mask": "[MASK]"},
-    "llama": {"bos": "<s>", "eos": "</s>"},
-    "mistral": {"bos": "<s>", "eos": "</s>"},
-    "mixtral": {"bos": "<s>", "eos": "</s>"},
-    "qwen2": {"eos": "<|endoftext|>"},
-    "vit": {},
-}
-
-
 def load_hf_folder(folder: str | Path, name: str | None = None, source: str | None = None) -> LoadedModel:
     """A local Hugging Face folder (config.json, model.safetensors, tokenizer files) → LoadedModel."""
     folder = check_folder(folder)
@@ -46,9 +36,10 @@ def load_hf_folder(folder: str | Path, name: str | None = None, source: str | No
     state = read_weights(folder)
     model, cfg = build_converted(family, hf, state, str(folder))
     card = {"folder": str(folder), "model_type": hf.get("model_type"), "architectures": hf.get("architectures") or []}
-    if family == "vit":  # no tokenizer: the image preprocessing instead
+    prep = FAMILIES[family].image_prep
+    if prep is not None:  # no tokenizer: the image preprocessing instead
         return LoadedModel(name or str(folder), model, None, cfg, source or str(folder), family=family, card=card,
-                           image=vit.read_prep(folder, hf, cfg))
+                           image=prep(folder, hf, cfg))
     tok = read_tokenizer(folder, family, cfg)
     return LoadedModel(name or str(folder), model, tok, cfg, source or str(folder), family=family, card=card)
 
@@ -85,11 +76,11 @@ def model_family(hf: dict, folder: Path) -> str:
         raise CheckpointError(
             f"{folder}: config.json asks for the checkpoint's own Python code (auto_map / trust_remote_code); "
             "attnlab never runs code shipped with a checkpoint. Supported families, through our own code: "
-            f"{convert.supported_families()}")
+            f"{supported_families()}")
     mt = hf.get("model_type")
-    if mt not in convert.FAMILIES:
+    if mt not in FAMILIES:
         raise CheckpointError(
-            f"{folder}: model_type {mt!r} is not supported; supported families: {convert.supported_families()}")
+            f"{folder}: model_type {mt!r} is not supported; supported families: {supported_families()}")
     return mt
 
 
@@ -117,21 +108,12 @@ def read_weights(folder: Path) -> dict[str, torch.Tensor]:
     raise CheckpointError(f"{folder} has no model.safetensors")
 
 
-def build_converted(family: str, hf: dict, state: dict, where: str) -> tuple[torch.nn.Module, ModelConfig]:
-    if family == "gpt2":
-        cfg = convert.gpt2_config(hf)
-        ours = convert.convert_gpt2(state, cfg)
-    elif family in llama.FAMILIES:
-        cfg = llama.llama_config(hf)
-        ours = llama.convert_llama(state, cfg, family)
-    elif family == "vit":
-        cfg = vit.vit_config(hf, classes=vit.has_classifier(state))
-        ours = vit.convert_vit(state, cfg)
-    else:
-        cfg = convert.bert_config(hf, mlm=convert.has_mlm_head(state))
-        ours = convert.convert_bert(state, cfg)
+def build_converted(family: str, hf: dict, state: State, where: str) -> tuple[torch.nn.Module, ModelConfig]:
+    """The family's config and converted weights in our model (eval mode)."""
+    row = FAMILIES[family]
+    cfg = row.config(hf, list(state))
     model = build_model(cfg)
-    load_weights(model, ours, where)
+    load_weights(model, row.convert(state, cfg), where)
     return model.eval(), cfg
 
 
@@ -184,7 +166,7 @@ def _specials(folder: Path, family: str) -> dict[str, str]:
                 v = v.get("content")
             if isinstance(v, str):
                 found[ours] = v
-    return {**DEFAULT_SPECIALS[family], **found}
+    return {**FAMILIES[family].specials, **found}
 
 
 def hub_allowed() -> bool:

@@ -10,6 +10,7 @@ import torch
 from .tasks_base import MASK, PAD
 from .tasks_retrieval import ask_more, is_two_hop, owner_position
 from .tasks_sequences import mask_more
+from .tasks_story import ask_more_story
 from .tokenizer import build_tokenizer
 
 # Most tokens of a story or a random sequence cannot be predicted; their loss is noise that drowns the
@@ -46,13 +47,20 @@ class Batcher:
         lookup: "retrieval-owner", each retrieval source's row → the name the fact is about (when that
         name comes first); "induction-prev", each induction source's row (and an encoder's [MASK] row)
         → the token before it; "retrieval-asker", each answer's query row → the name its question asks
-        about. With "retrieval-2hop" among them, two-hop answers are a task of their own (their own head)."""
+        about; "retrieval-bridge" / "story-bridge", each two-hop answer's query row → the bridge (the best
+        friend's name where the story states it). With "retrieval-2hop" among them, two-hop answers are a task of their own (their own head)."""
         shift = 1 if self.kind == "decoder" else 0
         number = self.hint_tasks.index
         if ex.task in self.hint_tasks:
             for p, s in zip(ex.answer_positions, ex.source_positions):
                 two = ex.task == "retrieval" and "retrieval-2hop" in self.hint_tasks and is_two_hop(ex.tokens, p)
                 yield i, p - shift, s, number("retrieval-2hop" if two else ex.task)
+        if ex.task in ("retrieval", "story") and f"{ex.task}-bridge" in self.hint_tasks:
+            bridges = iter(ex.support_positions)  # one per two-hop answer, in order
+            for p in ex.answer_positions:
+                if (ex.task == "story" and ex.tokens[p - 6] == "age"  # "the age of his best friend is"
+                        or ex.task == "retrieval" and is_two_hop(ex.tokens, p)):
+                    yield i, p - shift, next(bridges), number(f"{ex.task}-bridge")
         if ex.task == "retrieval" and "retrieval-owner" in self.hint_tasks:
             for s in ex.source_positions:
                 if (o := owner_position(ex.tokens, s)) is not None:
@@ -121,11 +129,15 @@ def denser(data, recipe, rng: Random, one_hop: bool = False):
     single-question stories stay in its mix. Measured (model cards' notes): neither these nor the
     attention hint lifted held-out retrieval above chance within 1,200 steps.
 
-    one_hop: drop two-hop retrieval stories and ask one-hop questions only (a curriculum's first stage)."""
+    one_hop: drop two-hop retrieval stories and ask one-hop questions only (a curriculum's first stage; the
+    lecture's story then asks its bridge, "who is the best friend of X ?", and the ages behind pronouns)."""
     for ex in data:
-        if one_hop and ex.task == "retrieval" and ex.kind.startswith("friend_"):
+        if one_hop and (ex.task == "retrieval" and ex.kind.startswith("friend_") or ex.task == "story"
+                        and ex.kind == "best"):
             continue
-        if ex.task == "retrieval" and recipe.questions > 1:
+        if ex.task == "story" and recipe.questions > 1:
+            ex = ask_more_story(ex, rng, recipe.questions - 1, recipe.cfg.max_len - 1, one_hop)
+        elif ex.task == "retrieval" and recipe.questions > 1:
             n = recipe.questions - 1 if recipe.corpus == "decoder" else rng.randint(0, recipe.questions - 1)
             ex = ask_more(ex, rng, n, recipe.cfg.max_len - 1, one_hop)
         elif recipe.mask_share > 0:

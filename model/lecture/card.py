@@ -24,6 +24,8 @@ from .corpus import model_stream, stream
 from .curve import draw, jump, tasks_of
 from .evaluate import _pad, _vocab, evaluate
 from .tasks_retrieval import ONE_HOP
+from .tasks_story import STORY_LEN
+from .tasks_story import WORDS as STORY_WORDS
 
 KIND = {"decoder": "causal language model (decoder)", "encoder": "masked language model (encoder)",
         "encdec": "encoder–decoder (toy translation)"}
@@ -53,6 +55,8 @@ def find_heads(lm, n: int = 100, seed: int = EVAL_SEED) -> dict[str, list[tuple[
     vocab = _vocab(lm)
     pad = vocab["[PAD]"]
     tasks = sorted({ex.task for ex in islice(model_stream(arch, seed, split="eval"), 200)})
+    if arch == "decoder" and set(STORY_WORDS) <= set(vocab) and lm.cfg.max_len > STORY_LEN:
+        tasks.append("story")  # evaluate() scores it too
     objective = {"decoder": "causal", "encoder": "masked", "encdec": "seq2seq"}[arch]
     out: dict[str, list[tuple[str, float]]] = {}
     prev = defaultdict(list)
@@ -69,7 +73,7 @@ def find_heads(lm, n: int = 100, seed: int = EVAL_SEED) -> dict[str, list[tuple[
             cap = lm.forward(Inputs(x, [], attention_mask=x != pad)).capture
             sites = cap.sites
         shift = 0 if arch == "encoder" else 1
-        scores, one_hop = {}, {}
+        scores, one_hop, bridge = {}, {}, {}
         for site in sites:
             pat = cap[site].pattern_full  # [B, H, q, k]
             for h in range(pat.shape[1]):
@@ -79,12 +83,18 @@ def find_heads(lm, n: int = 100, seed: int = EVAL_SEED) -> dict[str, list[tuple[
                 if task == "retrieval":
                     ones = [v for v, k in vals if not k.startswith("friend_")]
                     one_hop[_head_name(site, h, arch)] = sum(ones) / max(1, len(ones))
+                if task == "story":  # two hops: the answer row on the bridge (the best friend's name)
+                    bs = [float(pat[i, h, ex.answer_positions[0] - 1, ex.support_positions[0]])
+                          for i, ex in enumerate(examples) if ex.support_positions]
+                    bridge[_head_name(site, h, arch)] = sum(bs) / max(1, len(bs))
                 if arch == "decoder" and task == "induction":
                     pv = [float(pat[i, h, q, q - 1]) for i, ex in enumerate(examples) for q in range(2, len(ex.tokens))]
                     prev[_head_name(site, h, arch)].append(sum(pv) / len(pv))
         out[task] = sorted(scores.items(), key=lambda kv: -kv[1])
         if one_hop:
             out["retrieval one-hop"] = sorted(one_hop.items(), key=lambda kv: -kv[1])
+        if bridge:
+            out["story bridge"] = sorted(bridge.items(), key=lambda kv: -kv[1])
     if prev:
         out["previous-token"] = sorted(((k, sum(v) / len(v)) for k, v in prev.items()), key=lambda kv: -kv[1])
     return out
@@ -116,6 +126,12 @@ LOOK = {
     ("decoder", "retrieval one-hop"): "One-hop questions alone (`how old is X ?`, `what pet does X have ?`, `who is "
                                       "the best friend of X ?`): head {h} puts {v:.0%} of the answer row's attention "
                                       "on the true fact.",
+    ("decoder", "story"): "The first lecture's story (`alex has a friend called john . he is 46 years of age . alex "
+                          "has a best friend named mary . she is 48 years young . … how old is the best friend of "
+                          "alex ? the age of his best friend is`): head {h} puts {v:.0%} of the answer row's "
+                          "attention on the number that answers it.",
+    ("decoder", "story bridge"): "The story's first hop: head {h} puts {v:.0%} of the two-hop answer row's attention "
+                                 "on the best friend's name (`mary` in `alex has a best friend named mary`).",
     ("decoder", "induction"): "Induction: on a repeated random sequence, head {h} attends from each token of the second "
                               "copy to the token after its first occurrence ({v:.0%} on average).",
     ("decoder", "previous-token"): "Previous-token head: {h} puts {v:.0%} of each row on the token just before it — "
@@ -140,6 +156,8 @@ def _accuracy(tasks: dict, task: str) -> float:
     if task == "retrieval one-hop" and "kinds" in tasks.get("retrieval", {}):
         kinds = [k for name, k in tasks["retrieval"]["kinds"].items() if name in ONE_HOP]
         return sum(k["accuracy"] * k["n"] for k in kinds) / max(1, sum(k["n"] for k in kinds))
+    if task == "story bridge":  # the two-hop question the bridge serves
+        return tasks.get("story", {}).get("kinds", {}).get("best", {}).get("accuracy", 0.0)
     return tasks.get({"previous-token": "induction", "retrieval one-hop": "retrieval"}.get(task, task), {}).get(
         "accuracy", 1.0)
 
@@ -197,8 +215,10 @@ def _signal_lines(t: dict) -> list[str]:
         tasks = ", ".join(t.get("hint_tasks") or ("retrieval",))
         out.append(f"- Attention hint ({tasks}): for the first {t['hint_steps']} steps the loss also asked one head "
                    "per task — the model's pick, whichever was closest over the batch — to put weight on each "
-                   f"answer's source token (weight {t['hint']} falling linearly to 0; two-hop bridges never "
-                   "hinted; `retrieval-owner`: from each fact's value token to the name the fact is about); after "
+                   f"answer's source token (weight {t['hint']} falling linearly to 0; "
+                   + ("`retrieval-bridge` / `story-bridge`: from each two-hop answer's row to the best friend's name, "
+                      "in the lower layers" if "bridge" in tasks else "two-hop bridges never hinted")
+                   + "; `retrieval-owner`: from each fact's value token to the name the fact is about); after "
                    "that the plain loss alone. The heads named below are measured on held-out text, not assigned.")
     return out
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from itertools import islice
 from random import Random
 
-from . import tasks_language, tasks_retrieval, tasks_sequences
+from . import tasks_language, tasks_retrieval, tasks_sequences, tasks_story
 from .tasks_base import SPECIAL_TOKENS, Example
 
 TASKS = {
@@ -25,6 +25,7 @@ TASKS = {
     "agreement": tasks_language.agreement,
     "brackets": tasks_sequences.brackets,
     "translation": tasks_language.translation,
+    "story": tasks_story.story,
 }
 TASK_OBJECTIVES = {  # the objectives each task can be posed in; the first is the default
     "retrieval": ("causal", "masked"),
@@ -32,6 +33,7 @@ TASK_OBJECTIVES = {  # the objectives each task can be posed in; the first is th
     "agreement": ("causal", "masked"),
     "brackets": ("masked",),
     "translation": ("seq2seq",),
+    "story": ("causal",),
 }
 MODELS = {  # bundled model -> (objective, task mixture weights)
     "decoder": ("causal", {"retrieval": 0.5, "induction": 0.25, "agreement": 0.25}),
@@ -42,10 +44,13 @@ SPLITS = ("train", "eval")
 EVAL_BUCKETS = 10  # one text in ten belongs to the eval split
 
 
-def vocabulary() -> list[str]:
-    """Every token the generators can produce: the six specials (ids 0..5), then all words sorted."""
+def vocabulary(story: bool = True) -> list[str]:
+    """Every token the generators can produce: the six specials (ids 0..5), the first corpus's words sorted
+    (ids 6..185, as in the bundled checkpoints' tokenizer.json), then the story's new words sorted (ids 186..;
+    `story=False`: without them)."""
     words = set(tasks_retrieval.WORDS) | set(tasks_language.WORDS) | set(tasks_sequences.WORDS)
-    return list(SPECIAL_TOKENS) + sorted(words - set(SPECIAL_TOKENS))
+    base = list(SPECIAL_TOKENS) + sorted(words - set(SPECIAL_TOKENS))
+    return base + (sorted(set(tasks_story.WORDS) - set(base)) if story else [])
 
 
 def split_of(example: Example) -> str:

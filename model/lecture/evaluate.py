@@ -5,6 +5,9 @@ decoder  argmax of the logits at p − 1 equals tokens[p] for each answer positi
 encoder  input `masked_tokens`, argmax at each [MASK]ed answer position;
 encdec   greedy decoding from [BOS] until [EOS] or the context ends; exact match of tgt_tokens[1:]
          ([EOS] included).
+
+A decoder whose vocabulary holds the story's words and whose context holds its longest story is also
+scored on n // 2 held-out stories of the first lecture ("story", tasks_story.py), scored like retrieval.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from itertools import islice
 
 import torch
 
-from .corpus import model_stream
+from .corpus import model_stream, stream
+from .tasks_story import STORY_LEN
+from .tasks_story import WORDS as STORY_WORDS
 
 BATCH = 100
 
@@ -87,9 +92,11 @@ def evaluate(lm, n: int = 200, seed: int = 0, *, detail: bool = False) -> dict:
     vocab = _vocab(lm)
     pad = vocab["[PAD]"]
     examples = list(islice(model_stream(kind, seed, split="eval"), n))
+    if kind == "decoder" and set(STORY_WORDS) <= set(vocab) and lm.cfg.max_len > STORY_LEN:
+        examples += list(islice(stream("story", seed, split="eval"), max(1, n // 2)))
     model = lm.model.eval()
     hits: list[list[bool]] = []
-    for i in range(0, n, BATCH):
+    for i in range(0, len(examples), BATCH):
         hits += SCORERS[kind](model, vocab, examples[i : i + BATCH], pad)
     groups: dict[str, list] = defaultdict(list)
     kinds: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))

@@ -39,7 +39,7 @@ from model.tokenizer import HFTokenizer
 from model.transformer import build_model
 
 from .batches import IGNORE, Bank, Batcher, denser
-from .corpus import model_stream
+from .corpus import model_stream, vocabulary
 from .resume import load_state, save_state
 from .tasks_base import MAX_LEN
 from .tokenizer import build_tokenizer
@@ -69,7 +69,7 @@ class Recipe:
     one_hop: int = 0  # curriculum: retrieval is one-hop only in the chunks that start before this step
 
 
-_SHARED = dict(vocab_size=186, d_model=128, n_heads=4, n_layers=4, max_len=MAX_LEN, norm="pre", mlp="gelu")
+_SHARED = dict(vocab_size=len(vocabulary()), d_model=128, n_heads=4, n_layers=4, max_len=MAX_LEN, norm="pre", mlp="gelu")
 RECIPES = {
     # Decoder and encoder: same size, same positions, same corpus texts — only the mask and the head differ.
     "lecture-decoder": Recipe("decoder", ModelConfig(arch="decoder", positional="rope", **_SHARED), steps=2500),
@@ -106,7 +106,7 @@ def hint_loss(patterns: list[torch.Tensor], hint: torch.Tensor, halves: tuple = 
     task, averaged over the tasks in the batch.
 
     A hint, not a wiring: the model picks the head (per task, the one already closest over the batch), and
-    the bridge facts of two-hop questions are not hinted. One head for a task's whole batch, not the best
+    the bridge facts of two-hop questions are hinted only as tasks of their own ("-bridge"). One head for a task's whole batch, not the best
     head per example, which several heads each locked on a different candidate would satisfy without
     choosing. Task numbers in `halves` are the first half of a lookup ("retrieval-owner", "induction-prev":
     see `Batcher._hints`): their head comes from the lower half of the layers and, when there are such
@@ -155,6 +155,18 @@ def batches_from(recipe: Recipe, start: int = 0):
         k, skip = k + 1, 0
 
 
+def grow_vocab(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """`state` from a checkpoint of a smaller vocabulary, for `model`: every tensor whose first dimension
+    is the vocabulary keeps its rows (the old ids, which `vocabulary()` keeps as a prefix) and takes
+    `model`'s own initial rows for the new words."""
+    out = dict(state)
+    for k, v in model.state_dict().items():
+        old = state.get(k)
+        if old is not None and old.shape != v.shape and old.shape[1:] == v.shape[1:] and old.shape[0] < v.shape[0]:
+            out[k] = torch.cat([old, v[old.shape[0]:].clone()])  # [V_old + new, ...]
+    return out
+
+
 def freeze_mlps(model: torch.nn.Module, frozen: bool) -> None:
     for name, p in model.named_parameters():
         if ".mlp." in name:
@@ -181,7 +193,7 @@ def train(recipe: Recipe, *, progress: bool = True, on_eval=None, log=None, out:
     torch.manual_seed(recipe.seed)
     model = build_model(recipe.cfg)
     if recipe.init:
-        model.load_state_dict(upcycle(model, load_folder(recipe.init)[0].state_dict()))
+        model.load_state_dict(upcycle(model, grow_vocab(model, load_folder(recipe.init)[0].state_dict())))
     if recipe.attn_only > 0:
         with torch.no_grad():
             for blk in model.modules():
@@ -198,7 +210,7 @@ def train(recipe: Recipe, *, progress: bool = True, on_eval=None, log=None, out:
         first, before, losses, curve = info["step"], info["seconds"], info["losses"], info["curve"]
     start = time.perf_counter() - before
     batches = batches_from(recipe, first)
-    halves = tuple(i for i, t in enumerate(recipe.hint_tasks) if t.endswith(("-owner", "-asker", "-prev")))
+    halves = tuple(i for i, t in enumerate(recipe.hint_tasks) if t.endswith(("-owner", "-asker", "-prev", "-bridge")))
     stop = min(until or recipe.steps, recipe.steps)
     bar = tqdm(range(first, stop), desc=recipe.corpus, disable=not progress, mininterval=2.0)
     for step in bar:

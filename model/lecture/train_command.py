@@ -20,7 +20,8 @@ from .train import RECIPES, save, train
 
 
 def curve_point(metrics: dict) -> dict:
-    """One learning-curve point: accuracy per task, and retrieval's one- and two-hop kinds apart."""
+    """One learning-curve point: accuracy per task, retrieval's one- and two-hop kinds apart, and the
+    lecture story's two-hop question ("story best friend")."""
     point = {t: round(m["accuracy"], 4) for t, m in metrics["tasks"].items()}
     kinds = metrics["tasks"].get("retrieval", {}).get("kinds", {})
     for name, test in (("retrieval one-hop", lambda k: not k.startswith("friend_")),
@@ -28,6 +29,8 @@ def curve_point(metrics: dict) -> dict:
         rows = [m for k, m in kinds.items() if test(k)]
         if rows:
             point[name] = round(sum(m["accuracy"] * m["n"] for m in rows) / sum(m["n"] for m in rows), 4)
+    if "best" in metrics["tasks"].get("story", {}).get("kinds", {}):
+        point["story best friend"] = round(metrics["tasks"]["story"]["kinds"]["best"]["accuracy"], 4)
     return point
 
 

@@ -31,6 +31,9 @@ def test_walk_reproduces_the_models_logits(lm):
 @pytest.mark.parametrize("change", [
     {"norm": "post"}, {"norm": "peri"}, {"norm_type": "rmsnorm"}, {"mlp": "swiglu"}, {"qk_norm": True},
     {"positional": "rope"}, {"positional": "alibi"}, {"positional": "sinusoidal"}, {"sliding_window": 3},
+    {"norm": "parallel", "positional": "rope", "rotary_dim": 8}, {"mlp": "geglu", "embed_scale": 8.0},
+    {"sliding_window": 3, "sliding_layers": (1,), "attn_softcap": 0.5, "logit_softcap": 2.0, "norm": "peri"},
+    {"head_dim": 24, "attn_scale": 0.2, "mlp": "relu", "lm_head_bias": True},
 ])
 def test_walk_stream_equals_the_forward_for_every_variant(change):
     torch.manual_seed(1)
@@ -39,7 +42,7 @@ def test_walk_stream_equals_the_forward_for_every_variant(change):
     with torch.no_grad():
         walked, steps = walk_stream(net, ids, 4)
         assert (walked - net(ids).logits).abs().max() <= 1e-5
-    assert len(steps) == 2 + 2 * (6 if change.get("norm") != "post" else 4) + 1
+    assert len(steps) == 2 + 2 * {"post": 4, "parallel": 5}.get(change.get("norm"), 6) + 1
 
 
 def test_residual_norms_are_the_models_own_vectors():

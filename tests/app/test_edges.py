@@ -90,7 +90,7 @@ def test_icons_are_material_names_never_emoji():
 def test_navigation_sections_keep_every_url_path():
     assert [p[2] for p in PAGES] == ["", "heatmaps", "masks", "scores", "rollout", "heads", "kv-cache", "backends",
                                      "step-by-step", "cross-attention", "positions", "generate", "long-inputs", "block",
-                                     "permutation", "routing", "vision"]
+                                     "permutation", "routing", "vision", "logit-lens", "patching"]
     grouped = [e for entries in sections().values() for e in entries]
     assert sorted(grouped) == sorted(PAGES) and len(grouped) == len(PAGES)  # each page in one section
     assert len(SECTIONS) >= 3 and all(len(v) <= 6 for v in SECTIONS.values())

@@ -9,7 +9,7 @@ from model.config import ModelConfig
         (dict(d_model=30, n_heads=4), "not divisible"),
         (dict(norm="middle"), "norm='middle'"),
         (dict(positional="xpos"), "positional='xpos'"),
-        (dict(mlp="relu"), "mlp='relu'"),
+        (dict(mlp="tanh"), "mlp='tanh'"),
         (dict(backend="triton"), "backend='triton'"),
         (dict(arch="rnn"), "arch='rnn'"),
         (dict(n_layers=0), "n_layers must be ≥ 1"),

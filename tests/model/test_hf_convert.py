@@ -11,14 +11,9 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from model.checkpoint import CheckpointError, load_weights  # noqa: E402
-from model.hf.convert import (  # noqa: E402
-    bert_config,
-    convert_bert,
-    convert_gpt2,
-    gpt2_config,
-    has_mlm_head,
-    supported_families,
-)
+from model.families import FAMILIES, supported_families  # noqa: E402
+from model.families.bert import bert_config, convert_bert, has_mlm_head  # noqa: E402
+from model.families.gpt2 import convert_gpt2, gpt2_config  # noqa: E402
 from model.transformer import build_model  # noqa: E402
 from tests.hf_fixtures import quiet_transformers  # noqa: E402
 
@@ -72,7 +67,7 @@ def test_gpt2_config_mapping():
 
 
 @pytest.mark.parametrize("bad, match", [
-    (dict(activation_function="relu"), "activation 'relu'"),
+    (dict(activation_function="silu"), "activation 'silu'"),
     (dict(scale_attn_by_inverse_layer_idx=True), "scale_attn_by_inverse_layer_idx"),
     (dict(n_head=5), "divisible"),
     (dict(n_layer=None), "lacks n_layer"),
@@ -155,7 +150,8 @@ def test_bert_config_mapping():
     assert (cfg.arch, cfg.norm, cfg.embed_norm, cfg.type_vocab_size, cfg.mlp) == ("encoder", "post", True, 3, "gelu")
     assert (cfg.max_len, cfg.hidden, cfg.norm_eps, cfg.output_head_kind) == (16, 20, 1e-12, "none")
     assert bert_config({**hf, "architectures": ["BertForMaskedLM"]}).output_head_kind == "mlm"
-    assert bert_config(hf, mlm=True).output_head_kind == "mlm"
+    assert bert_config(hf, ["cls.predictions.transform.dense.weight"]).output_head_kind == "mlm"
+    assert bert_config({**hf, "architectures": ["BertForMaskedLM"]}, []).output_head_kind == "none"  # names win
     with pytest.raises(CheckpointError, match="position_embedding_type='relative_key'"):
         bert_config({**hf, "position_embedding_type": "relative_key"})
     with pytest.raises(CheckpointError, match="is_decoder"):
@@ -165,7 +161,7 @@ def test_bert_config_mapping():
 def test_bert_mlm_converted_equals_transformers(bert_mlm):
     state = bert_mlm.state_dict()
     assert has_mlm_head(state) and any(k.startswith("bert.") for k in state)
-    cfg = bert_config(bert_mlm.config.to_dict(), mlm=True)
+    cfg = bert_config(bert_mlm.config.to_dict(), list(bert_mlm.state_dict()))
     ours_state = convert_bert(state, cfg)
     model = _ours(cfg, ours_state)
     assert set(model.state_dict()) - set(ours_state) == {"mlm.decoder.weight"}  # tied to embed.tok
@@ -187,7 +183,7 @@ def test_bert_base_unprefixed_pooler_ignored(bert_mlm):
     base = _perturbed(transformers.BertModel(bert_mlm.config))  # with a pooler
     state = base.state_dict()
     assert "pooler.dense.weight" in state and not has_mlm_head(state)
-    cfg = bert_config(base.config.to_dict(), mlm=False)
+    cfg = bert_config(base.config.to_dict(), list(state))
     model = _ours(cfg, convert_bert(state, cfg))
     assert model.mlm is None
     ids = _ids()
@@ -199,7 +195,7 @@ def test_bert_base_unprefixed_pooler_ignored(bert_mlm):
 
 
 def test_bert_gamma_beta_and_errors(bert_mlm):
-    cfg = bert_config(bert_mlm.config.to_dict(), mlm=True)
+    cfg = bert_config(bert_mlm.config.to_dict(), list(bert_mlm.state_dict()))
     state = {k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v
              for k, v in bert_mlm.state_dict().items()}
     convert_bert(state, cfg)  # old TF names accepted
@@ -215,6 +211,5 @@ def test_bert_gamma_beta_and_errors(bert_mlm):
         convert_bert(bert_mlm.state_dict(), cfg.replace(n_layers=3))
 
 
-def test_supported_families_named():
-    text = supported_families()
-    assert "gpt2" in text and "bert" in text
+def test_supported_families_named_in_full():
+    assert supported_families().split(", ") == list(FAMILIES) and "vit" in FAMILIES

@@ -18,11 +18,11 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from cli.main import main  # noqa: E402
+from model import parity as compare  # noqa: E402
 from model.checkpoint import CheckpointError  # noqa: E402
-from model.hf import compare  # noqa: E402
-from model.hf.compare import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS, compare_models, load_transformers  # noqa: E402
-from model.hf.llama import convert_llama, llama_config  # noqa: E402
+from model.families.llama import convert_llama, llama_config  # noqa: E402
 from model.hf.load import load_hf_folder  # noqa: E402
+from model.parity import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS, compare_models, load_transformers  # noqa: E402
 from tests import hf_fixtures as F  # noqa: E402
 
 pytest.importorskip("transformers")
@@ -139,13 +139,13 @@ def test_config_mapping_old_and_new_rope_fields():
 
 
 @pytest.mark.parametrize("bad, match", [
-    (dict(rope_scaling={"type": "linear", "factor": 2.0}), "rope_scaling=.* is not supported"),
-    (dict(rope_parameters={"rope_type": "llama3", "rope_theta": 1e4, "factor": 8.0}), "RoPE scaling"),
-    (dict(rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}), "RoPE scaling"),
+    (dict(rope_scaling={"type": "dynamic", "factor": 2.0}), "RoPE scaling 'dynamic' is not supported .*cached"),
+    (dict(rope_parameters={"rope_type": "llama3", "rope_theta": 1e4, "factor": 8.0}), r"missing \['high_freq_factor'"),
+    (dict(rope_parameters={"rope_type": "linear", "rope_theta": 1e4, "factor": 2.0, "beta": 1}), r"unknown \['beta'\]"),
+    (dict(rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.2}), "rotary_dim=1 must be even"),
     (dict(attention_bias=True), "attention_bias=true is not supported"),
     (dict(mlp_bias=True), "mlp_bias=true"),
     (dict(hidden_act="gelu"), "activation 'gelu'"),
-    (dict(head_dim=16), "head_dim=16"),
     (dict(num_key_value_heads=3), "n_kv_heads=3 must be ≥ 1 and divide n_heads=4"),
     (dict(model_type="qwen2", use_sliding_window=True, sliding_window=4), "qwen2: use_sliding_window"),
     (dict(intermediate_size=None), "lacks intermediate_size"),
@@ -183,14 +183,14 @@ def test_converter_checks_every_key(folders):
 # -- bad folders: one clear message each --------------------------------------------------------------------
 def test_bad_folders(folders, tmp_path):
     f = _copy(folders, "llama-mha-untied", tmp_path)
-    _edit_config(f, model_type="gemma")
-    with pytest.raises(CheckpointError, match="model_type 'gemma' is not supported; supported families: .*llama"):
+    _edit_config(f, model_type="falcon")
+    with pytest.raises(CheckpointError, match="model_type 'falcon' is not supported; supported families: .*llama"):
         load_hf_folder(f)
     _edit_config(f, model_type="llama", auto_map={"AutoModelForCausalLM": "modeling_x.X"})
     with pytest.raises(CheckpointError, match="auto_map / trust_remote_code.; attnlab never runs"):
         load_hf_folder(f)
     _edit_config(f, auto_map=None, rope_parameters={"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0})
-    with pytest.raises(CheckpointError, match="llama: rope_parameters .* RoPE scaling"):
+    with pytest.raises(CheckpointError, match="llama: RoPE scaling 'yarn' is not supported"):
         load_hf_folder(f)
     q = _copy(folders, "qwen2-mqa-bias", tmp_path)
     (q / "model.safetensors").unlink()

@@ -16,11 +16,11 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from cli.main import main  # noqa: E402
+from model import parity as compare  # noqa: E402
 from model.checkpoint import CheckpointError  # noqa: E402
-from model.hf import compare  # noqa: E402
-from model.hf.compare import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS, compare_models, load_transformers  # noqa: E402
 from model.hf.load import load_hf_folder  # noqa: E402
 from model.inputs import InputError  # noqa: E402
+from model.parity import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS, compare_models, load_transformers  # noqa: E402
 from model.registry import load  # noqa: E402
 from tests import hf_fixtures as F  # noqa: E402
 

@@ -7,21 +7,38 @@ import torch
 from model.hooks import capture, intervene, replace_with, zero_head
 from tests.model.helpers import tiny, tokens
 
-POINTS = ["hook_q", "hook_k", "hook_v", "hook_attn_scores", "hook_mask", "hook_pattern", "hook_z"]
+POINTS = ["hook_q", "hook_k", "hook_v", "hook_attn_scores", "hook_mask", "hook_pattern", "hook_z", "hook_result"]
 
 
 def golden(sites):
     return [f"{s}.{p}" for s in sites for p in POINTS]
 
 
+def block(b, cross=False, mlp=("hook_pre", "hook_post")):
+    """TransformerLens's names for one block `b` ('blocks.0'), in forward order."""
+    names = [f"{b}.hook_resid_pre", *golden([f"{b}.attn"]), f"{b}.hook_attn_out", f"{b}.hook_resid_mid"]
+    if cross:
+        names += [*golden([f"{b}.cross_attn"]), f"{b}.hook_cross_attn_out", f"{b}.hook_resid_mid_cross"]
+    return names + [f"{b}.mlp.{p}" for p in mlp] + [f"{b}.hook_mlp_out", f"{b}.hook_resid_post"]
+
+
 def test_golden_hook_names_per_architecture():
-    assert tiny("decoder", n_layers=2).hook_names() == golden(["blocks.0.attn", "blocks.1.attn"])
-    assert tiny("encoder", n_layers=1).hook_names() == golden(["blocks.0.attn"])
-    assert tiny("encdec", n_layers=1, n_dec_layers=2).hook_names() == golden([
-        "encoder.blocks.0.attn",
-        "decoder.blocks.0.attn", "decoder.blocks.0.cross_attn",
-        "decoder.blocks.1.attn", "decoder.blocks.1.cross_attn",
-    ])
+    assert tiny("decoder", n_layers=2).hook_names() == [
+        "hook_embed", "hook_pos_embed", *block("blocks.0"), *block("blocks.1"), "ln_final.hook_normalized"]
+    # post-norm (BERT): no final norm; rope: no position embedding; SwiGLU: the up projection's own hook
+    assert tiny("encoder", n_layers=1, norm="post").hook_names() == ["hook_embed", "hook_pos_embed",
+                                                                     *block("blocks.0")]
+    swiglu = ("hook_pre", "hook_pre_linear", "hook_post")
+    assert tiny("decoder", n_layers=1, positional="rope", mlp="swiglu", norm_type="rmsnorm").hook_names() == [
+        "hook_embed", *block("blocks.0", mlp=swiglu), "ln_final.hook_normalized"]
+    assert tiny("encdec", n_layers=1, n_dec_layers=2).hook_names() == [
+        "encoder.hook_embed", "encoder.hook_pos_embed", *block("encoder.blocks.0"), "encoder.ln_final.hook_normalized",
+        "decoder.hook_embed", "decoder.hook_pos_embed", *block("decoder.blocks.0", cross=True),
+        *block("decoder.blocks.1", cross=True), "decoder.ln_final.hook_normalized",
+    ]
+    moe = tiny("decoder", n_layers=1, mlp="moe", n_experts=4, top_k=2).hook_names()
+    assert moe[moe.index("blocks.0.hook_resid_mid") + 1:moe.index("blocks.0.hook_resid_post")] == [
+        "blocks.0.mlp.hook_router_logits", "blocks.0.mlp.hook_expert_choice", "blocks.0.hook_mlp_out"]
 
 
 def test_every_hook_fires_with_expected_shapes():

@@ -34,6 +34,7 @@ from model.lecture.samples import Sample, load_samples, validate_samples
 from model.lecture.tasks_language import ADJECTIVES, COPULA, LEXICON, NUMBER_OF, translate
 from model.lecture.tasks_retrieval import AGES, NAMES, PETS, solve_retrieval
 from model.lecture.tasks_sequences import CLOSER_OF, CLOSERS, OPENERS, solve_brackets, solve_induction
+from model.lecture.tasks_story import FIRST_LEN, solve_story
 from model.lecture.tokenizer import (
     build_tokenizer,
     unknown_words,
@@ -122,6 +123,8 @@ def test_lengths_fit_the_context(task, objective):
         assert e.tokens[0] == BOS
         if objective == "seq2seq":
             assert len(e.src_tokens) <= MAX_LEN and len(e.tgt_tokens) <= MAX_LEN
+        elif task == "story":  # the lecture's story: a decoder with --context 96
+            assert len(e.tokens) <= FIRST_LEN
         else:
             assert len(e.tokens) <= MAX_LEN - 1  # room for an appended [EOS]
 
@@ -167,6 +170,16 @@ def check_ground_truth(e: Example) -> None:
         same = NUMBER_OF[attractor] == NUMBER_OF[toks[s]]
         assert e.kind.endswith("-match") if same else e.kind.endswith("-attractor")
         assert solve_agreement_masked(e) == (toks[p], s)
+    elif e.task == "story":
+        (p,), (s,) = e.answer_positions, e.source_positions
+        assert p == len(toks) - 1 and toks[s] == toks[p] and toks[:p].count(toks[p]) == 1
+        assert solve_story(toks[:p]) == (toks[p], s)
+        if e.kind == "best":
+            (b,) = e.support_positions
+            assert toks[b - 4:b - 1] == ("a", "best", "friend") and toks[b - 6] == toks[p - 9]  # the owner asked about
+            assert toks[b + 2] in ("he", "she") and toks[b + 4] == toks[p]  # the pronoun's sentence: the age
+        else:
+            assert e.support_positions == ()
     elif e.task == "brackets":
         (p,), (s,) = e.answer_positions, e.source_positions
         assert toks[s] in OPENERS and toks[p] == CLOSER_OF[toks[s]] and s < p
@@ -265,9 +278,9 @@ def test_example_checks_its_fields():
 
 def test_vocabulary_is_fixed_and_covers_the_corpus():
     v = vocabulary()
-    assert len(v) == 186 and v == vocabulary()
+    assert len(v) == 322 and v == vocabulary() and v[:186] == vocabulary(story=False)
     assert tuple(v[:6]) == SPECIAL_TOKENS == ("[PAD]", "[UNK]", "[BOS]", "[EOS]", "[MASK]", "[SEP]")
-    assert v[6:] == sorted(v[6:]) and len(set(v)) == len(v)
+    assert v[6:186] == sorted(v[6:186]) and v[186:] == sorted(v[186:]) and len(set(v)) == len(v)
     seen = set()
     for e in decoder_examples(500, 9) + encoder_examples(500, 9) + encdec_examples(300, 9):
         seen |= set(e.tokens) | set(e.src_tokens)
@@ -279,7 +292,7 @@ def test_vocabulary_is_fixed_and_covers_the_corpus():
 
 def test_tokenizer_ids_and_round_trip(tok):
     assert [tok.token_to_id(t) for t in SPECIAL_TOKENS] == [0, 1, 2, 3, 4, 5]
-    assert tok.get_vocab_size() == 186
+    assert tok.get_vocab_size() == 322
     unk = tok.token_to_id("[UNK]")
     for e in decoder_examples(200, 2) + encoder_examples(200, 2) + encdec_examples(100, 2):
         enc = tok.encode(e.text)

@@ -8,7 +8,7 @@ import torch
 
 from model import memory
 from model.config import ModelConfig
-from model.hf.llama import llama_config
+from model.families.llama import llama_config
 from model.inputs import InputError
 from model.registry import RANDOM, random_model
 

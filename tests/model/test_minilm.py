@@ -12,8 +12,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import pytest  # noqa: E402
 
 from cli.main import main  # noqa: E402
-from model.hf.compare import TOL_ATTENTION, TOL_HIDDEN, compare_models, load_transformers  # noqa: E402
 from model.inputs import InputError  # noqa: E402
+from model.parity import TOL_ATTENTION, TOL_HIDDEN, compare_models, load_transformers  # noqa: E402
 from model.registry import load  # noqa: E402
 from tests.hf_fixtures import quiet_transformers  # noqa: E402
 

@@ -16,9 +16,9 @@ import torch  # noqa: E402
 
 from cli.main import main  # noqa: E402
 from model.checkpoint import CheckpointError  # noqa: E402
-from model.hf.compare import TOL_LOGITS, compare_models, load_transformers, within_tolerance  # noqa: E402
-from model.hf.llama import convert_llama, llama_config  # noqa: E402
+from model.families.llama import convert_llama, llama_config  # noqa: E402
 from model.hf.load import load_hf_folder  # noqa: E402
+from model.parity import TOL_LOGITS, compare_models, load_transformers, within_tolerance  # noqa: E402
 from tests import hf_fixtures as F  # noqa: E402
 
 pytest.importorskip("transformers")

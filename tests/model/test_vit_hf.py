@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from model.checkpoint import CheckpointError
-from model.hf.compare import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS, compare_hf, probe_image
+from model.parity import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS, compare_hf, probe_image
 from model.registry import load
 from tests.hf_fixtures import _perturb, quiet_transformers
 

@@ -9,14 +9,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import torch
-
 from model.checkpoint import CheckpointError
 from model.config import ModelConfig
-from model.hf.convert import _activation, _build, _Mapper, _require, _strip
+from model.families.common import Mapper, State, activation, build, require, strip
+from model.families.family import Family
 from model.images import ImagePrep, hf_prep
-
-State = dict[str, torch.Tensor]
 
 
 def _side(v, name: str) -> int:
@@ -32,16 +29,18 @@ def has_classifier(names) -> bool:
     return "classifier.weight" in names
 
 
-def vit_config(hf: dict, classes: bool) -> ModelConfig:
-    """A ViT config.json dict → ModelConfig (pre-LN, learned 1-D positions over [CLS] + patches)."""
-    _require(hf, "vit", "hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size",
+def vit_config(hf: dict, names=None) -> ModelConfig:
+    """A ViT config.json dict → ModelConfig (pre-LN, learned 1-D positions over [CLS] + patches); a classifier
+    when the tensor `names` hold one (None: unknown, no classifier)."""
+    classes = names is not None and has_classifier(names)
+    require(hf, "vit", "hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size",
              "image_size", "patch_size")
     n_classes = (len(hf.get("id2label") or {}) or int(hf.get("num_labels", 2))) if classes else 0
-    return _build(
+    return build(
         arch="vit", d_model=hf["hidden_size"], n_heads=hf["num_attention_heads"], n_layers=hf["num_hidden_layers"],
         d_mlp=hf["intermediate_size"], image_size=_side(hf["image_size"], "image_size"),
         patch_size=_side(hf["patch_size"], "patch_size"), n_channels=int(hf.get("num_channels", 3)),
-        n_classes=n_classes, positional="learned", norm="pre", mlp=_activation(hf.get("hidden_act", "gelu"), "vit"),
+        n_classes=n_classes, positional="learned", norm="pre", mlp=activation(hf.get("hidden_act", "gelu"), "vit"),
         bias=True, qkv_bias=bool(hf.get("qkv_bias", True)), norm_eps=float(hf.get("layer_norm_eps", 1e-12)),
     )
 
@@ -54,9 +53,9 @@ def class_names(hf: dict, n: int) -> tuple[str, ...]:
 
 def convert_vit(hf_state: State, cfg: ModelConfig) -> State:
     """ViTModel (unprefixed) or ViTForImageClassification (`vit.` prefix, `classifier.`) tensors → ours."""
-    s = _strip(hf_state, "vit.", "embeddings.cls_token")
+    s = strip(hf_state, "vit.", "embeddings.cls_token")
     D, H, C, P, N = cfg.d_model, cfg.hidden, cfg.n_channels, cfg.patch_size, cfg.n_patches
-    m = _Mapper(s, "vit")
+    m = Mapper(s, "vit")
     e = "embeddings."
     m.take(e + "cls_token", "embed.cls", (1, 1, D))
     m.take(e + "position_embeddings", "embed.pos", (1, 1 + N, D))
@@ -92,3 +91,8 @@ def read_prep(folder: Path, hf: dict, cfg: ModelConfig) -> ImagePrep:
     if prep.size != (cfg.image_size, cfg.image_size) and not prep.do_resize:
         raise CheckpointError(f"{path}: images of {prep.size} without resizing; the model reads {cfg.image_size}²")
     return prep
+
+
+FAMILY = Family(
+    "vit", "ViT: ViTModel and ViTForImageClassification checkpoints with preprocessor_config.json", vit_config,
+    convert_vit, lambda cfg: "ViTForImageClassification" if cfg.n_classes else "ViTModel", image_prep=read_prep)

@@ -1,6 +1,6 @@
 """Hugging Face Mixtral checkpoints: the mixture-of-experts parts. Pure functions.
 
-Mixtral is Mistral with each MLP replaced by a sparse MoE block (model/hf/llama.py converts the rest):
+Mixtral is Mistral with each MLP replaced by a sparse MoE block (model/families/llama.py converts the rest):
 a bias-free router `gate` [E, D], then softmax over every expert, top-k and the k weights renormalised —
 exactly model/moe.py's router — and SwiGLU experts without biases. Two layouts hold the experts:
 per expert `block_sparse_moe.experts.{e}.w1` (gate) / `w3` (up) / `w2` (down), as `save_pretrained` writes
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from model.checkpoint import CheckpointError
 from model.config import ModelConfig
-from model.hf.convert import _Mapper
+from model.families.common import Mapper
 
 
 def mixtral_fields(hf: dict) -> dict:
@@ -24,7 +24,7 @@ def mixtral_fields(hf: dict) -> dict:
                 router_aux_coef=float(hf.get("router_aux_loss_coef", 0.001)))
 
 
-def take_experts(m: _Mapper, h: str, b: str, cfg: ModelConfig) -> None:
+def take_experts(m: Mapper, h: str, b: str, cfg: ModelConfig) -> None:
     """Layer prefix `h` (e.g. 'layers.0.') of the HF state → our `b` ('blocks.0.') router and experts."""
     D, H, E = cfg.d_model, cfg.hidden, cfg.n_experts
     fused = h + "mlp.experts.gate_up_proj" in m.rest

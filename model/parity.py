@@ -1,13 +1,13 @@
-"""Ours against `transformers` on the same token ids (ViT: the same pixels): hidden states, logits, every attention
-pattern, and (decoders: GPT-2, Llama, Qwen2, Mistral, Mixtral) a greedy continuation; Mixtral's router logits too.
-fp32, CPU; `transformers` runs its eager attention."""
+"""Parity: ours against `transformers` on the same token ids (an image model: the same pixels): hidden states,
+logits, every attention pattern and (decoders) a greedy continuation; a mixture of experts' router logits too.
+fp32, CPU; `transformers` runs its eager attention, as the class the family's row names (model/families)."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from model.hf.llama import CLASSES
+from model.families import FAMILIES
 from model.inputs import InputError, Inputs
 from model.registry import load
 
@@ -15,8 +15,6 @@ TOL_HIDDEN = 1e-4  # last hidden states, absolute
 TOL_LOGITS = 1e-4
 TOL_ATTENTION = 1e-5  # every attention weight
 GREEDY_TOKENS = 20
-# family → the transformers class it is compared with (bert: BertModel or BertForMaskedLM)
-FAMILIES = {"gpt2": "GPT2LMHeadModel", "bert": "BertModel", **CLASSES, "vit": "ViTModel"}
 DEFAULT_TEXT = "The cat sat on the mat because the mat was warm."
 
 
@@ -44,12 +42,7 @@ def load_transformers(lm):
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
-    if lm.family == "bert":
-        cls = transformers.BertForMaskedLM if lm.cfg.output_head_kind == "mlm" else transformers.BertModel
-    elif lm.family == "vit":
-        cls = transformers.ViTForImageClassification if lm.cfg.n_classes else transformers.ViTModel
-    else:
-        cls = getattr(transformers, FAMILIES[lm.family])
+    cls = getattr(transformers, FAMILIES[lm.family].transformers_class(lm.cfg))
     model = cls.from_pretrained(folder, attn_implementation="eager", local_files_only=True, use_safetensors=True,
                                 dtype=torch.float32)
     return model.eval()
@@ -96,7 +89,7 @@ def compare_models(lm, hf, inputs, *, backend: str = "eager", greedy_tokens: int
         routers = max(_max_abs(run.capture.routers[f"blocks.{i}.mlp"][0].logits[0], r.reshape(-1, r.shape[-1]).numpy())
                       for i, r in enumerate(out.router_logits))  # HF: [B·T, E] per layer
     greedy = None
-    if lm.arch == "decoder":  # GPT-2, Llama, Qwen2, Mistral
+    if lm.arch == "decoder":
         greedy = greedy_equal(lm, hf, inputs.ids, greedy_tokens, backend)
     report = {"max_abs_logits": logits, "max_abs_hidden": _max_abs(run.hidden.numpy(), hf_hidden.numpy()),
               "max_abs_attention": attention, "greedy_equal": greedy, "n_layers": lm.cfg.n_layers,

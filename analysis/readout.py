@@ -1,0 +1,79 @@
+"""What lens, direct logit attribution and patching share: the stack whose residual stream predicts tokens, its
+final norm and unembedding, the answer as one token id, and a row (layer) index checked against the model."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from model.inputs import InputError
+
+MAX_ANSWER_CHARS = 100
+
+
+def readout(lm, need_linear: bool = False) -> tuple[nn.Module, nn.Module]:
+    """(stack, head): the stack whose blocks write the predicting residual stream, and the module mapping its
+    final-normed hidden state to logits. `need_linear`: the head must be a plain unembedding (no MLM head)."""
+    m = lm.model
+    if lm.arch == "decoder" and m.lm_head is not None:
+        return m, m.lm_head
+    if lm.arch == "encdec":
+        return m.decoder, m.decoder.lm_head
+    if lm.arch == "encoder" and m.mlm is not None and not need_linear:
+        return m, m.mlm
+    what = {"vit": "a vision transformer", "encoder": "an encoder"}.get(lm.arch, "this model")
+    head = "a linear unembedding" if need_linear else "a token head"
+    raise InputError(f"{lm.name} is {what} without {head}; pick a decoder (e.g. lecture-decoder)")
+
+
+def logits_of(stack: nn.Module, head: nn.Module, h: torch.Tensor) -> torch.Tensor:
+    """The logits of final-normed hidden states h, as the model computes them (a logit soft cap included)."""
+    logits = head(h)
+    cap = getattr(stack, "logit_softcap", None)
+    return logits if cap is None else torch.tanh(logits / cap) * cap
+
+
+def resid_names(stack: nn.Module) -> list[str]:
+    """The residual stream before each block and after the last: len(blocks) + 1 hook names."""
+    return [f"{b.site}.hook_resid_pre" for b in stack.blocks] + [f"{stack.blocks[-1].site}.hook_resid_post"]
+
+
+def row_labels(n_blocks: int) -> list[str]:
+    """'embed', then 'L0'..'L{n-1}': the stream after layer i (row i + 1)."""
+    return ["embed", *(f"L{i}" for i in range(n_blocks))]
+
+
+def check_row(layer: int | None, n_rows: int, what: str = "layer") -> int | None:
+    """`layer` when 0 ≤ layer < n_rows (negative counts from the end), else one line saying the range."""
+    if layer is None:
+        return None
+    i = layer + n_rows if layer < 0 else layer
+    if not 0 <= i < n_rows:
+        raise InputError(f"{what} {layer} is out of range: this model has {what}s 0–{n_rows - 1}")
+    return i
+
+
+def answer_id(lm, token: str | None, what: str = "answer") -> int:
+    """The id of `token` as one token: a word is read with its leading space when that is one token (as it
+    follows a space in a prompt), else as typed; several tokens or none is one line of error."""
+    if token is None or not token.strip() or len(token) > MAX_ANSWER_CHARS:
+        raise InputError(f"the {what} must be one token (1–{MAX_ANSWER_CHARS} characters), got {token!r}")
+    for cand in ([" " + token] if not token.startswith(" ") else []) + [token]:
+        i = lm.single_token_id(cand)
+        if i is not None:
+            return i
+    parts = lm.tokenizer.encode(token, add_special=False).labels
+    raise InputError(f"the {what} {token!r} is {len(parts)} tokens ({' · '.join(parts)}); choose a single token")
+
+
+def final_scale(stack: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """The final norm's divisor for residual vectors x [..., D] (LayerNorm: the centred std, RMSNorm: the rms),
+    [..., 1]: frozen, it makes the norm linear in x (TransformerLens's convention)."""
+    ln = stack.ln_f
+    if isinstance(ln, nn.LayerNorm):
+        xc = x - x.mean(-1, keepdim=True)
+        return (xc.pow(2).mean(-1, keepdim=True) + ln.eps).sqrt()
+    if isinstance(ln, nn.RMSNorm):
+        eps = ln.eps if ln.eps is not None else torch.finfo(x.dtype).eps
+        return (x.pow(2).mean(-1, keepdim=True) + eps).sqrt()
+    raise InputError("direct logit attribution needs a final LayerNorm or RMSNorm (a pre-norm model)")

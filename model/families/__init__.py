@@ -1,0 +1,40 @@
+"""The table of Hugging Face families we convert into our hooked model: one module per family, one row each.
+
+A row (`Family`) says how a `model_type`'s config.json becomes our ModelConfig, how its tensors become our
+state dict (every tensor consumed or knowingly ignored), its default special tokens and the transformers class
+that parity (model/parity.py) compares it with. Loading (model/hf/load.py), memory estimates (model/memory.py),
+the hub cache listing, parity and the docs (`attnlab families`) read this table; adding a family is one new
+module and one row below.
+"""
+
+from __future__ import annotations
+
+from model.families import (
+    bert,
+    gemma,
+    gemma2,
+    gpt2,
+    gpt_neox,
+    llama,
+    mistral,
+    mixtral,
+    opt,
+    phi,
+    phi3,
+    qwen2,
+    qwen3,
+    vit,
+)
+from model.families.family import Family, fixed
+
+__all__ = ["FAMILIES", "Family", "fixed", "supported_families"]
+
+ROWS = (gpt2.FAMILY, bert.FAMILY, llama.FAMILY, qwen2.FAMILY, mistral.FAMILY, mixtral.FAMILY, vit.FAMILY,
+        qwen3.FAMILY, gemma.FAMILY, gemma2.FAMILY, phi3.FAMILY, phi.FAMILY, gpt_neox.FAMILY, opt.FAMILY)
+FAMILIES: dict[str, Family] = {f.model_type: f for f in ROWS}
+
+
+def supported_families() -> str:
+    """Every supported model_type, in full (what a refusal lists)."""
+    return ", ".join(FAMILIES)
+

@@ -1,0 +1,115 @@
+"""Llama (LlamaForCausalLM) and the layout Qwen2, Mistral and Mixtral share → our ModelConfig and state dict.
+
+The three families share one layout: pre-RMSNorm decoder, rotate-half RoPE, SwiGLU MLP, no biases
+(Qwen2: biases on q, k, v only), grouped-query attention, tied or untied LM head; Mistral adds a
+sliding window, which becomes our decoder's own mask, MaskSpec("sliding_window"); Mixtral is Mistral with
+mixture-of-experts MLPs (model/families/mixtral_experts.py). transformers keeps
+key j visible to query i when i − W < j ≤ i (`kv_idx > q_idx - sliding_window`), exactly our
+`q − k < window`: the query and W − 1 earlier keys.
+
+RoPE: ours is rotate-half on [first half | second half] of each head, as in transformers, so the q and k
+rows are copied unpermuted. Every key is accounted for and every shape asserted; anything else is a
+CheckpointError naming the key. No `transformers` import here.
+"""
+
+from __future__ import annotations
+
+from model.checkpoint import CheckpointError
+from model.config import ModelConfig
+from model.families.common import Mapper, State, build, lm_head, require, strip
+from model.families.family import Family, fixed
+from model.families.mixtral_experts import mixtral_fields, take_experts
+from model.families.rope_params import rope_fields
+
+FAMILIES = ("llama", "qwen2", "mistral", "mixtral")  # the model_types this layout reads
+
+
+def decoder_fields(hf: dict, family: str, tied_default: bool = False, acts: tuple[str, ...] = ("silu",)) -> dict:
+    """The ModelConfig fields of the Llama layout (pre-RMSNorm, RoPE, gated MLP, no biases, GQA) from config.json;
+    a family module overrides what differs. Refuses what would change the maths."""
+    require(hf, family, "vocab_size", "hidden_size", "num_attention_heads", "num_hidden_layers",
+            "intermediate_size", "max_position_embeddings")
+    d, n_heads = hf["hidden_size"], hf["num_attention_heads"]
+    act = hf.get("hidden_activation") or hf.get("hidden_act") or acts[0]
+    if act not in acts:
+        raise CheckpointError(f"{family}: activation {act!r} is not supported (only {', '.join(map(repr, acts))})")
+    for key in ("attention_bias", "mlp_bias"):
+        if hf.get(key, False):
+            raise CheckpointError(f"{family}: {key}=true is not supported ({family} has no such biases)")
+    head_dim = hf.get("head_dim") or d // n_heads
+    return dict(
+        arch="decoder", vocab_size=hf["vocab_size"], d_model=d, n_heads=n_heads,
+        n_kv_heads=hf.get("num_key_value_heads") or n_heads, n_layers=hf["num_hidden_layers"],
+        d_mlp=hf["intermediate_size"], max_len=hf["max_position_embeddings"], positional="rope",
+        head_dim=head_dim if head_dim * n_heads != d else None, **rope_fields(hf, family, head_dim), norm="pre",
+        norm_type="rmsnorm", bias=False, mlp="swiglu", tie_embeddings=bool(hf.get("tie_word_embeddings", tied_default)),
+        output_head="lm", norm_eps=float(hf.get("rms_norm_eps", 1e-6)))
+
+
+def full_attention_only(hf: dict, family: str) -> None:
+    """Refuse a config whose layers use a sliding window (Qwen2/Qwen3's use_sliding_window, layer_types)."""
+    layer_types = hf.get("layer_types") or []
+    if hf.get("use_sliding_window", False) or any(t != "full_attention" for t in layer_types):
+        raise CheckpointError(f"{family}: use_sliding_window / sliding-attention layers are not supported "
+                              "(only full attention in every layer)")
+
+
+def llama_config(hf: dict, names=None) -> ModelConfig:
+    """A Llama / Qwen2 / Mistral / Mixtral config.json dict → ModelConfig; refuses what would change the maths."""
+    family = hf.get("model_type")
+    if family not in FAMILIES:
+        raise CheckpointError(f"model_type {family!r} is not one of {', '.join(FAMILIES)}")
+    fields = decoder_fields(hf, family)
+    if family in ("mistral", "mixtral"):
+        fields["sliding_window"] = hf.get("sliding_window")
+    elif family == "qwen2":
+        full_attention_only(hf, family)
+        fields["qkv_bias"] = True
+    if family == "mixtral":
+        fields.update(mixtral_fields(hf))
+    return build(**fields)
+
+
+def convert_llama(hf_state: State, cfg: ModelConfig, family: str = "llama") -> State:
+    """LlamaForCausalLM / Qwen2ForCausalLM / MistralForCausalLM / … (or their base models, without the `model.`
+    prefix) tensors → ours. q_proj, k_proj, v_proj are stacked into our fused qkv; Qwen3's q_norm / k_norm
+    (cfg.qk_norm) and Gemma 2's four norms per layer (cfg.norm "peri") are read too."""
+    s = strip(hf_state, "model.", "embed_tokens.weight")
+    D, H, V = cfg.d_model, cfg.hidden, cfg.vocab_size
+    d_q, d_kv = cfg.d_attn, cfg.kv_heads * cfg.d_head
+    norms = {"input_layernorm": "ln_attn", "post_attention_layernorm": "ln_mlp"}
+    if cfg.norm == "peri":  # sandwich: a norm before and after each sub-layer
+        norms = {"input_layernorm": "ln_attn", "post_attention_layernorm": "ln_attn_out",
+                 "pre_feedforward_layernorm": "ln_mlp", "post_feedforward_layernorm": "ln_mlp_out"}
+    m = Mapper(s, family)
+    m.take("embed_tokens.weight", "embed.tok.weight", (V, D))
+    for i in range(cfg.n_layers):
+        h, b = f"layers.{i}.", f"blocks.{i}."
+        for src, dst in norms.items():
+            m.take(h + src + ".weight", b + dst + ".weight", (D,))
+        a = h + "self_attn."
+        shapes = {"q_proj": d_q, "k_proj": d_kv, "v_proj": d_kv}
+        # rows [0:d_q] q, [d_q:d_q+d_kv] k, [d_q+d_kv:] v
+        m.fused_qkv([a + n for n in shapes], list(shapes.values()), b + "attn.qkv", D, bias=cfg.attn_bias)
+        if not cfg.attn_bias and any(a + n + ".bias" in m.rest for n in shapes):
+            raise CheckpointError(f"{family}: the checkpoint has attention biases ({a}q_proj.bias …) "
+                                  f"but {family} has none")
+        m.take(a + "o_proj.weight", b + "attn.out.weight", (D, d_q))
+        if cfg.qk_norm:  # Qwen3: RMSNorm over each head's q and k, before RoPE
+            m.take(a + "q_norm.weight", b + "attn.q_norm.weight", (cfg.d_head,))
+            m.take(a + "k_norm.weight", b + "attn.k_norm.weight", (cfg.d_head,))
+        if cfg.mlp == "moe":  # Mixtral: a router and n_experts SwiGLU experts (model/families/mixtral_experts.py)
+            take_experts(m, h, b, cfg)
+        else:
+            m.take(h + "mlp.gate_proj.weight", b + "mlp.gate.weight", (H, D))
+            m.take(h + "mlp.up_proj.weight", b + "mlp.up.weight", (H, D))
+            m.take(h + "mlp.down_proj.weight", b + "mlp.down.weight", (D, H))
+        m.ignore(a + "rotary_emb.inv_freq")  # old checkpoints saved the RoPE frequencies (recomputed here)
+    m.take("norm.weight", "ln_f.weight", (D,))
+    m.ignore("rotary_emb.inv_freq")
+    lm_head(m, hf_state, cfg, family)
+    return m.done()
+
+
+FAMILY = Family("llama", "Llama, TinyLlama, SmolLM and other LlamaForCausalLM checkpoints", llama_config, convert_llama,
+                fixed("LlamaForCausalLM"), {"bos": "<s>", "eos": "</s>"})

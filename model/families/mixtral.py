@@ -1,0 +1,8 @@
+"""Mixtral (MixtralForCausalLM): Mistral with mixture-of-experts MLPs (model/families/mixtral_experts.py)."""
+
+from model.families.family import Family, fixed
+from model.families.llama import convert_llama, llama_config
+
+FAMILY = Family("mixtral", "Mixtral and other MixtralForCausalLM mixture-of-experts checkpoints", llama_config,
+                lambda state, cfg: convert_llama(state, cfg, "mixtral"), fixed("MixtralForCausalLM"),
+                {"bos": "<s>", "eos": "</s>"})

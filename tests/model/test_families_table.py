@@ -1,0 +1,79 @@
+"""The family table (model/families): every row converts a tiny random checkpoint of its family, consuming every
+tensor (a stray one is refused by name) into a model that loads strictly; the refusal lists every family."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from model.checkpoint import CheckpointError, load_weights, read_config
+from model.families import FAMILIES, supported_families
+from model.hf.load import load_hf_folder, read_weights
+from model.transformer import build_model
+from tests import family_grid as G
+
+pytest.importorskip("transformers")
+
+
+def test_every_row_has_a_tiny_shape():
+    assert set(G.TINY) == set(FAMILIES)
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("families")
+    return {mt: G.make(root / mt, mt, cls, **conf) for mt, (cls, conf) in G.TINY.items()}
+
+
+@pytest.mark.parametrize("model_type", list(G.TINY))
+def test_row_consumes_every_tensor(folders, model_type):
+    row = FAMILIES[model_type]
+    hf, state = read_config(folders[model_type]), read_weights(folders[model_type])
+    cfg = row.config(hf, list(state))
+    ours = row.convert(state, cfg)
+    model = build_model(cfg)
+    load_weights(model, ours, model_type)  # every parameter of ours filled, nothing unknown
+    # Nothing is silently dropped: one more tensor of the family's own layout is refused by name.
+    stray = next(iter(state)).rsplit(".", 1)[0] + ".stray.weight"
+    with pytest.raises(CheckpointError, match=r"unexpected weights .*stray\.weight"):
+        row.convert({**state, stray: torch.zeros(2)}, cfg)
+    lm = load_hf_folder(folders[model_type])
+    assert lm.family == model_type and lm.reads_image == row.reads_image
+
+
+@pytest.mark.parametrize("model_type", list(G.TINY))
+def test_row_parity_eager(folders, model_type):
+    """Each row against its transformers class on the tiny shape (the families' own tests run the full grid)."""
+    if FAMILIES[model_type].reads_image:
+        from model.parity import compare_hf, within_tolerance
+
+        assert within_tolerance(compare_hf(str(folders[model_type])))
+        return
+    G.assert_parity(G.parity(folders[model_type], backends=("eager",)))
+
+
+def test_refusal_lists_every_family(tmp_path, capsys):
+    from cli.main import main
+
+    folder = tmp_path / "falcon"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "falcon"}))
+    with pytest.raises(CheckpointError) as e:
+        load_hf_folder(folder)
+    assert str(e.value).endswith(f"supported families: {supported_families()}")
+    assert main(["compare-hf", "--model", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert err.rstrip().endswith(", ".join(FAMILIES)) and all(mt in err for mt in FAMILIES)
+
+
+def test_docs_read_the_table(capsys):
+    from pathlib import Path
+
+    from cli.main import main
+
+    assert main(["families"]) == 0
+    out = capsys.readouterr().out
+    assert (Path(__file__).parents[2] / "docs" / "families.md").read_text() == out  # regenerate: attnlab families
+    assert [line.split("`")[1] for line in out.splitlines() if line.startswith("| `")] == list(FAMILIES)
