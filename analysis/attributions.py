@@ -2,13 +2,13 @@
 attention × gradient.
 
 y is the logit of `target_id` at output position q (a ViT: the class logit read from [CLS]). e_i [D] is the
-input embedding of token i: its token embedding before positions and token types are added (a ViT: patch i's
-projection, before [CLS] and positions are added) — the value of the `hook_embed` point.
+input embedding of token i: its token embedding before positions and token types are added (a ViT: [CLS] and
+each patch's projection, before positions) — the value of the model's `hook_embed` point.
 
   input_x_gradient      a_i = Σ_d e_id · ∂y/∂e_id                           (Shrikumar et al. 2016)
   integrated_gradients  a_i = Σ_d (e_id − b_id) · ∫₀¹ ∂y/∂e_id (b + α(e − b)) dα   (Sundararajan et al. 2017)
       baseline b: every token that is not special (BOS, EOS, PAD, MASK) replaced by [PAD], positions kept; the
-      zero embedding where the tokenizer has no [PAD], and for a ViT's patches. The integral is composite
+      zero embedding where the tokenizer has no [PAD]; a ViT: every patch's embedding zero, [CLS] kept. The integral is composite
       Gauss–Legendre: `steps` nodes in panels placed where y moves most along the path (found by forward runs
       alone; a trained model's y can jump by several logits within 1/800 of the path where a head switches
       keys); every node, the input (α = 1) and the baseline (α = 0) run as one batch: one forward, one
@@ -22,20 +22,17 @@ projection, before [CLS] and positions are added) — the value of the `hook_emb
       no rollout (Chefer et al.'s Ā in analysis/relevance.py is mean_h relu(∇A ⊙ A), rolled out).
 Encoder–decoder: `row` scores the target tokens and `source_row` the source tokens (both embeddings move
 together along the IG path; encoder self-attention and cross-attention edges credit source keys). A ViT's
-[CLS] embedding is a parameter, not an input: its input × gradient and IG are 0.
+[CLS] is kept in the baseline, so its IG is 0.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from analysis.relevance import attention_sites
-from model import hooks
 from model.inputs import InputError
 
 STEPS, MAX_STEPS, TOLERANCE = 64, 512, 0.01  # IG's gradient nodes: first try, most, completeness to reach
@@ -67,42 +64,16 @@ class Attribution:
 
 # -- the input embeddings ---------------------------------------------------------------------------------
 def embed_modules(lm) -> dict[str, torch.nn.Module]:
-    """{hook name: the module whose output is that input embedding}: one per stack that reads tokens."""
+    """{hook name: the embedding module whose `hook_embed` point that is}: one per stack that reads tokens."""
     m = lm.model
     if lm.arch == "encdec":
-        return {"encoder.hook_embed": m.encoder.embed.tok, "decoder.hook_embed": m.decoder.embed.tok}
-    return {"hook_embed": m.embed.proj if lm.reads_image else m.embed.tok}
-
-
-@contextmanager
-def embed_hooks(lm) -> Iterator[None]:
-    """Route each input embedding through the active capture as hook `NAME.hook_embed` (read or replaced by
-    interventions) where the model has no such hook point of its own: forward hooks on the shared model for the
-    block only; they act only inside a capture that names them, and the app runs one forward at a time."""
-    def route(name):
-        def fn(module, args, out):
-            cap = hooks.active()
-            return out if cap is None else cap.hook(name, out)
-        return fn
-
-    handles = [] if _native(lm) else [mod.register_forward_hook(route(name))
-                                      for name, mod in embed_modules(lm).items()]
-    try:
-        yield
-    finally:
-        for h in handles:
-            h.remove()
-
-
-def _native(lm) -> bool:
-    """True when the model itself names its `hook_embed` points (model.hooks, branch interp)."""
-    names = getattr(lm.model, "hook_names", None)
-    return callable(names) and any(n.endswith("hook_embed") for n in names())
+        return {"encoder.hook_embed": m.encoder.embed, "decoder.hook_embed": m.decoder.embed}
+    return {"hook_embed": m.embed}
 
 
 def _per_token(x: torch.Tensor) -> torch.Tensor:
-    """Σ over the embedding dimension: [B, T, D] -> [B, T]; a ViT's patches [B, D, g, g] -> [B, N]."""
-    return x.sum(1).flatten(1) if x.dim() == 4 else x.sum(-1)
+    """Σ over the embedding dimension: [B, T, D] -> [B, T]."""
+    return x.sum(-1)
 
 
 # -- forward (and backward) over embeddings on the path b + α(e − b) ------------------------------------
@@ -168,8 +139,13 @@ def _path(lm, inputs, position: int, target_id: int | None, alphas: torch.Tensor
 
     def path(x: torch.Tensor, name: str) -> torch.Tensor:
         e = x.detach()[:1]  # [1, ...]: every row of the expanded batch holds the same embedding
-        ids = base_ids[name]
-        b = torch.zeros_like(e) if ids is None else mods[name].weight[ids.to(e.device)].detach().to(e.dtype)
+        ids, emb = base_ids[name], mods[name]
+        if lm.reads_image:
+            b = torch.cat([e[:, :1], torch.zeros_like(e[:, 1:])], dim=1)  # [CLS] kept, every patch zero
+        elif ids is None:
+            b = torch.zeros_like(e)
+        else:  # the [PAD] rows, scaled as hook_embed is (Gemma's √d_model)
+            b = (emb.tok.weight[ids.to(e.device)] * getattr(emb, "scale", 1.0)).detach().to(e.dtype)
         embeds[name], bases[name] = e, b
         a = alphas.to(e.device, e.dtype).view(-1, *([1] * (x.dim() - 1)))  # [R, 1, ...]
         leaves[name] = (b + a * (e - b)).requires_grad_(grad)  # [R, ...]
@@ -178,9 +154,8 @@ def _path(lm, inputs, position: int, target_id: int | None, alphas: torch.Tensor
     was_training = lm.model.training
     lm.model.eval()
     try:
-        with embed_hooks(lm):
-            out = lm.forward(inputs.expand(len(alphas)), interventions={**(interventions or {}),
-                             **{name: path for name in mods}}, records=False, grad=grad)
+        out = lm.forward(inputs.expand(len(alphas)), interventions={**(interventions or {}),
+                         **{name: path for name in mods}}, records=False, grad=grad)
         logits = _logit_at(lm, out.logits, pos)  # [R, V]
         tid = int(logits[-1].argmax()) if target_id is None else int(target_id)
         if not 0 <= tid < logits.shape[-1]:
@@ -197,13 +172,11 @@ def _path(lm, inputs, position: int, target_id: int | None, alphas: torch.Tensor
 
 
 def _rows(lm, per: dict[str, torch.Tensor]) -> tuple[np.ndarray, np.ndarray | None]:
-    """(target-side row, source row or None) from per-hook [T] scores; a ViT's row gets [CLS] = 0 first."""
+    """(target-side row, source row or None) from per-hook [T] scores."""
     as_np = {n: v.detach().double().cpu().numpy() for n, v in per.items()}
     if lm.arch == "encdec":
         return as_np["decoder.hook_embed"], as_np["encoder.hook_embed"]
-    row = as_np["hook_embed"]
-    n_patches = lm.cfg.grid ** 2 if lm.reads_image else None
-    return (np.concatenate([[0.0], row]) if len(row) == n_patches else row), None
+    return as_np["hook_embed"], None
 
 
 def input_x_gradient(lm, inputs, position: int = -1, target_id: int | None = None,
