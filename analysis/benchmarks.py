@@ -105,6 +105,11 @@ class Browser:
     NOTE = "note"
     FLOOR = "floor"  # bench/floor_page.py (one small Plotly chart alone): {WARM, WARM_TIMES}; None in quick mode
     FLOOR_PLAIN = "floor_plain"  # the same page with one line of text instead: Streamlit's own start, no chart
+    NAVIGATION = "navigation"  # bench/navigation.py: [{PAGE (title), FIRST_VISIT, REVISIT, SHOWN, ERRORS}]
+    NAV_QUERY = "navigation_query"  # the query the walk opened the app with
+    FIRST_VISIT = "first_visit_s"  # sidebar click → the page's first chart, first visit in the session
+    REVISIT = "revisit_s"  # the same on the second walk through the sidebar
+    SHOWN = "shown"  # "chart", or "plain" for a page drawn without a chart
 
 
 class ClassLoad:

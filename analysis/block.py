@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from model.generate import sampling_probs as model_sampling_probs
 from model.inputs import Inputs
 from model.masks import as_spec
 
@@ -66,14 +67,8 @@ class BlockWalk:
 def sampling_probs(logits, temperature: float, top_k: int | None) -> np.ndarray:
     """The next-token distribution [V] as Generate draws from it: softmax(logits / temperature) over the top-k
     logits (temperature 0 is greedy: the plain softmax, from which the top token is taken)."""
-    x = np.asarray(logits, dtype=np.float64)
-    if temperature > 0:
-        x = x / temperature
-        if top_k is not None and 0 < top_k < x.size:
-            kth = np.sort(x)[-top_k]
-            x = np.where(x < kth, -np.inf, x)
-    e = np.exp(x - x.max())
-    return e / e.sum()
+    x = torch.from_numpy(np.asarray(logits, dtype=np.float64))  # [V]
+    return model_sampling_probs(x, temperature, top_k).numpy()
 
 
 def _vec(x: torch.Tensor, t: int) -> np.ndarray:

@@ -206,7 +206,7 @@ def _judge_steps(gen: dict, base: float = TOL_CACHE) -> dict:
     (base·max(1, max|logits|) over all steps) and the same token; `passed` when every step passes."""
     tol = max((scaled_tolerance(base, s["scale"]) for s in gen["steps"]), default=base)
     steps = [s | {"passed": s["max_abs_logits"] <= tol and s["same_token"]} for s in gen["steps"]]
-    return gen | {"steps": steps, "tolerance": tol,
+    return gen | {"steps": steps, "tolerance": tol, "tolerance_base": base,
                   "passed": all(s["passed"] for s in steps) and gen["same_length"]}
 
 
@@ -224,11 +224,31 @@ def check_greedy_cache(lm, inputs, n_new: int = GREEDY_TOKENS, backend: str = CA
 def generation_steps(lm, inputs, n_new: int, backend: str = CACHE_BACKEND) -> dict:
     """The KV-cache page's generation: `check_greedy_cache`'s detail for `n_new` tokens under `backend`,
     with an error when the prompt leaves no room for a new token (there is nothing to show)."""
-    gen = check_greedy_cache(lm, inputs, n_new, backend).detail
+    return _shown(check_greedy_cache(lm, inputs, n_new, backend).detail, lm.cfg.max_len)
+
+
+def first_steps(greedy: dict, n_new: int) -> dict:
+    """generation_steps(lm, inputs, n_new) from `check_greedy_cache`'s detail of the same inputs and backend
+    with n_new or more tokens: its first n_new steps judged again, without generating again (greedy
+    generation's first steps do not depend on how many follow, and both stop at the same full context)."""
+    if not greedy:
+        return _shown(greedy, 0)
+    T0, n = greedy["prompt_len"], n_new
+    a, b = greedy["cached_ids"][:T0 + n], greedy["uncached_ids"][:T0 + n]
+    steps = [{k: v for k, v in s.items() if k != "passed"} for s in greedy["steps"][:n]]
+    gen = greedy | {"cached_ids": a, "uncached_ids": b, "steps": steps, "same_length": len(a) == len(b),
+                    "n_different": int(sum(x != y for x, y in zip(a, b)) + abs(len(a) - len(b))),
+                    "max_abs_logits": max((s["max_abs_logits"] for s in steps), default=0.0),
+                    "cached": greedy["cached"][:n], "uncached": greedy["uncached"][:n]}
+    return _shown(_judge_steps(gen, greedy["tolerance_base"]), T0)
+
+
+def _shown(gen: dict, context: int) -> dict:
+    """`gen`, or the error that there is nothing to show: an encoder's (empty) or a full context's (no steps)."""
     if not gen:
         raise ValueError("an encoder has no KV cache; pick a decoder or an encoder–decoder")
     if not gen["steps"]:
-        raise ValueError(f"the prompt already fills the model's context ({lm.cfg.max_len} tokens); shorten it")
+        raise ValueError(f"the prompt already fills the model's context ({context} tokens); shorten it")
     return gen
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from model import hooks
+from model.generate import sampling_probs
 
 TOP_K = 5
 
@@ -58,17 +59,6 @@ class GenTrace:
         return r.mean(1) if head is None else r[:, head]
 
 
-def _sampling_probs(logits: torch.Tensor, temperature: float, top_k: int | None) -> torch.Tensor:
-    """The distribution the next token is drawn from (greedy: the plain softmax): [V]."""
-    x = logits.float()
-    if temperature > 0:
-        x = x / temperature
-        if top_k is not None and top_k < x.shape[-1]:
-            kth = torch.topk(x, top_k).values[-1]
-            x = x.masked_fill(x < kth, float("-inf"))
-    return torch.softmax(x, dim=-1)
-
-
 @torch.no_grad()
 def generation_trace(lm, inputs, n_new: int, temperature: float = 0.0, top_k: int | None = None,
                      seed: int | None = None, backend: str = "eager", use_cache: bool = True) -> GenTrace:
@@ -99,7 +89,7 @@ def generation_trace(lm, inputs, n_new: int, temperature: float = 0.0, top_k: in
         rows[site], kinds[site], layers[site] = out, first.attn_type, first.layer
     tops, top_p, chosen = [], np.zeros((n_steps, TOP_K)), np.zeros(n_steps)
     for s, lg in enumerate(step_logits):
-        p = _sampling_probs(lg[0], temperature, top_k)
+        p = sampling_probs(lg[0], temperature, top_k)  # [V]
         pv, pi = p.topk(min(TOP_K, p.shape[-1]))
         tops.append([lm.label(i) for i in pi.tolist()])
         top_p[s, : len(pv)] = pv.float().cpu().numpy()

@@ -83,7 +83,7 @@ def gradient_relevance(lm, inputs, position: int = -1, target_id: int | None = N
     `interventions` (model.hooks) apply to the run; a pattern replaced by a constant has no gradient
     and counts as Ā = 0 (write x·0 + value to keep ∇A).
     """
-    sites = attention_sites(lm.model)
+    sites = lm.attention_sites() if hasattr(lm, "attention_sites") else attention_sites(lm.model)  # a view: its own
     t = inputs.ids.shape[1]
     pos = position + t if position < 0 else position
     if not 0 <= pos < t:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.softmax import masked_softmax
+from model.softmax import masked_softmax, shifted_exp
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def explain_weight(steps: Steps, i: int, j: int) -> dict:
     (shifted by the row max for stability) and the share of key j."""
     row = steps.masked[i]
     vis = np.isfinite(row)
-    ex = np.where(vis, np.exp(row - np.max(row[vis])) if vis.any() else 0.0, 0.0)
+    ex = shifted_exp(np.where(vis, row, 0.0), vis)  # [k], 0 where masked
     total = float(ex.sum())
     return {"row": i, "col": j, "visible": vis, "scores": steps.scaled[i], "exp": ex, "total": total,
             "weight": float(steps.weights[i, j]), "masked": not bool(vis[j])}

@@ -175,3 +175,32 @@ def position_similarity(lm) -> np.ndarray:
     p = p / np.clip(np.linalg.norm(p, axis=-1, keepdims=True), 1e-12, None)
     rows, cols = lm.patch_grid
     return (p @ p.T).reshape(-1, rows, cols)  # [N, N] -> [N, rows, cols]
+
+
+def distance_trend(distance: np.ndarray) -> dict:
+    """What mean attention distance [L, H] does with depth: per layer the mean and the range over heads, and
+    the last layer's mean over the first's (`ratio`)."""
+    d = np.asarray(distance, dtype=np.float64)
+    means = d.mean(1)
+    return {"layer_mean": means, "layer_min": d.min(1), "layer_max": d.max(1),
+            "ratio": float(means[-1] / max(means[0], 1e-12))}
+
+
+def uniform_distance(grid, patch_size: int) -> float:
+    """The mean attention distance of a head that spreads its attention evenly over every patch (pixels): the
+    value a head shows when it does not look near or far."""
+    rows, cols = (grid, grid) if isinstance(grid, int) else grid
+    r, c = np.divmod(np.arange(rows * cols), cols)  # [N] each
+    return float(patch_size * np.hypot(r[:, None] - r[None], c[:, None] - c[None]).mean())
+
+
+def grid_correlation(similarity: np.ndarray, grid) -> float:
+    """Pearson correlation, over all pairs of different patches, between the cosine similarity of their position
+    embeddings (`similarity` [N, rows, cols]) and minus their distance on the patch grid: near 1 when nearby
+    patches have similar embeddings (a learned 2-D layout), near 0 when the embeddings show no grid."""
+    rows, cols = (grid, grid) if isinstance(grid, int) else grid
+    r, c = np.divmod(np.arange(rows * cols), cols)  # [N] each
+    dist = np.hypot(r[:, None] - r[None], c[:, None] - c[None])  # [N, N] in patches
+    sim = np.asarray(similarity, dtype=np.float64).reshape(rows * cols, rows * cols)  # [N, rows, cols] -> [N, N]
+    off = ~np.eye(rows * cols, dtype=bool)
+    return float(np.corrcoef(sim[off], -dist[off])[0, 1])

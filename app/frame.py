@@ -13,16 +13,18 @@ import streamlit as st
 
 from app import state
 from app.navigation import icon_of
-from app.url_state import URL, begin_run, end_run, kept, select, sync_url, toggle
+from app.url_state import URL, begin_run, end_run, kept, reset_positions, select, sync_url, toggle
 from model.checkpoint import CheckpointError
-from model.inputs import InputError
+from model.inputs import InputError, OverContextError
+from model.transformer import ContextLengthError
 
 log = logging.getLogger("attnlab.app")
 PRESENT_CSS = """<style>
 html { font-size: 19px; }
 [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.15rem; }
 h1 { font-size: 2.6rem !important; }
-</style>"""
+[data-testid="stSidebarNav"] * { font-size: 0.84rem !important; }
+</style>"""  # the sidebar's page names keep their usual size: larger, the longest were cut
 
 
 # -- errors ------------------------------------------------------------------------------------------------
@@ -57,12 +59,51 @@ def error_message(e: BaseException) -> tuple[str, str]:
                      "Try a shorter text, another model, or reload the page.")
 
 
+def ordinary(e: BaseException) -> bool:
+    """An error of the input, not of the program (empty text, text past the context, a bad model folder, a busy
+    server): the server logs one line for it, no traceback."""
+    return isinstance(e, (InputError, ContextLengthError, CheckpointError, state.BusyError))
+
+
 def show_error(e: BaseException) -> None:
-    """The exception as a warning or error box on the page; the traceback goes to the server log."""
+    """The exception as a warning or error box on the page; the server log gets one line for an ordinary input
+    error and the traceback for anything else."""
     level, msg = error_message(e)
-    log.warning("page error: %s", "".join(traceback.format_exception(e)))
+    if ordinary(e):
+        log.warning("input refused: %s: %s", type(e).__name__, " ".join(str(e).split())[:300])
+    else:
+        log.warning("page error: %s", "".join(traceback.format_exception(e)))
     (st.warning if level == "warning" else st.error)(msg, icon=":material/warning:" if level == "warning"
                                                       else ":material/error:")
+    if isinstance(e, OverContextError):
+        offer_first_tokens(e)
+
+
+TEXT_KEYS = {"text": "text", "target text": "text", "source text": "src"}  # what the model read -> its text box
+
+
+def offer_first_tokens(e: OverContextError) -> None:
+    """Beside the refusal of an over-long text in the sidebar's box: a button that keeps its first tokens (as
+    many as the refusing model reads). Nothing when the box's text is not the one refused."""
+    key = TEXT_KEYS.get(e.what)
+    text = st.session_state.get(key) if key else None
+    if not text or not e.model:
+        return
+    try:
+        cut = state.first_tokens(e.model, text, key == "src", e.limit)
+    except Exception:  # noqa: BLE001 — the offer is optional; the refusal above already says what is wrong
+        return
+    if cut and cut != text:
+        st.button(f"Keep the first {e.limit:,} tokens", key="keep_first_tokens", on_click=_keep_text,
+                  args=(key, cut), icon=":material/content_cut:",
+                  help=f"Cut the text after the last whole token that fits: {len(cut):,} of {len(text):,} characters.")
+
+
+def _keep_text(key: str, text: str) -> None:
+    ss = st.session_state
+    ss[key], ss["preset"] = text, "custom"
+    kept().update({key: text, "preset": "custom"})
+    reset_positions()
 
 
 @contextmanager

@@ -1,6 +1,7 @@
 """The inputs every page reads: the model (bundled, random or a local folder), the preset, the text (and the
 source text of an encoder–decoder) and the backend, drawn in the sidebar and shared by every page through the
-URL; `require_arch` for a page that needs a kind of model (it runs its own model, the session keeps its choice)."""
+URL; `require` for a page that needs a capability of the model (it says so, or runs its own model and the session
+keeps its choice); `lacks` for one section of a page."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from app.frame import presenting
 from app.presets import Preset, presets
 from app.url_state import URL, URL_DONE, kept, remember, reset_positions, select, url_active
 from model.config import BACKENDS
+from model.families import FAMILIES
+from model.inputs import InputError
+from model.memory import fmt_gb
 from model.registry import bundled_names, default_model, model_choices
 
 FOLDER = "local folder…"
@@ -134,27 +138,36 @@ def inputs(where=None) -> Inputs:
     if ss.get("model") not in options:
         ss["model"] = default_model()
     where.selectbox("Model", options, key="model", on_change=_on_model_change,
-                    help="Bundled lecture models, MiniLM (installed), seeded random models, or a local folder "
-                         "(an attnlab or Hugging Face model folder with config.json and safetensors weights).")
+                    help="Bundled lecture models, MiniLM (installed), seeded random models, models in the local "
+                         "Hugging Face cache, or a local folder (an attnlab or Hugging Face model folder with "
+                         "config.json and safetensors weights) or a hub id (downloaded when this server may).")
     if ss["model"] == FOLDER:
         ss.setdefault("folder", kept().get("folder", ""))
-        where.text_input("Model folder", key="folder", placeholder="/path/to/model-folder",
+        where.text_input("Model folder or hub id", key="folder", placeholder="/path/to/model-folder or org/name",
                          on_change=_on_model_change)
     name = _model_name()
     remember("model", ss["model"], name)
     if ss["model"] == FOLDER:
         remember("folder", ss.get("folder", ""))
     if not name:
-        where.info("Type the path of a model folder.")
+        where.info("Type the path of a model folder, or a hub id.")
         st.stop()
+    if state.needs_download(name):
+        _download(name, where)
     ps = presets(name)
     ids = [p.id for p in ps] + ["custom"]
     titles = {p.id: p.title for p in ps} | {"custom": "(your own text)"}
     if ss.get("preset") not in ids:
         ss["preset"] = "custom"
     where.selectbox("Preset", ids, key="preset", format_func=lambda i: titles.get(i, i), on_change=_on_preset_change)
-    arch = _arch(name)
-    if arch == "encdec":
+    info = _info(name)
+    if info:
+        where.caption(f"Runs as: **{info.get('mode', 'converted')}**" + (f" ({info['family']})" if info.get("family")
+                                                                          and info["family"] != "attnlab" else ""),
+                      help="converted: our own hooked model (q, k, backends, the KV cache, interventions). "
+                           "transformers view: transformers runs a family we do not convert; attention weights only.")
+    arch = info.get("arch", "")
+    if info.get("can", {}).get("reads_source"):
         ss.setdefault("src", "")
         where.text_area("Source text (encoder input)", key="src", height=80, on_change=_on_text_change)
         where.text_area("Target text (decoder input)", key="text", height=80, on_change=_on_text_change)
@@ -163,7 +176,7 @@ def inputs(where=None) -> Inputs:
     backend = select("Backend", BACKENDS, "backend", "eager", where=where, show=not presenting(),
                      help="eager materialises the attention matrix; sdpa/flash run the fused kernel and the "
                           "app recomputes the pattern exactly from q and k.")
-    text, src = ss.get("text", ""), (ss.get("src") or None) if arch == "encdec" else None
+    text, src = ss.get("text", ""), (ss.get("src") or None) if info.get("can", {}).get("reads_source") else None
     remember("text", text)
     remember("src", ss.get("src", ""))
     remember("preset", ss["preset"])
@@ -178,15 +191,58 @@ def inputs(where=None) -> Inputs:
     return Inputs(name, text, src, backend, preset, arch)
 
 
-def _arch(name: str) -> str:
+def _download(name: str, where) -> None:
+    """A hub id typed into the model box: download it with a progress bar when this server may (app/state.py
+    hub_refusal), else say how an administrator adds a model; the page stops when nothing can be loaded."""
+    refusal = state.hub_refusal()
+    if refusal:
+        where.info(refusal, icon=":material/cloud_off:")
+        st.stop()
+    bar = where.progress(0.0, text=f"Downloading {name} from the Hugging Face hub…")
+
+    def step(i: int, n: int, file: str, size: int) -> None:
+        bar.progress(i / n, text=f"Downloading {name}: {file} ({fmt_gb(size)}), file {i + 1} of {n}")
+
     try:
-        return state.model_info(name)["arch"]
+        state.pull(name, on_file=step)
+    except InputError as e:
+        bar.empty()
+        where.error(str(e))
+        st.stop()
+    bar.empty()
+
+
+def _info(name: str) -> dict:
+    """The model's describe() (its kind, mode and capabilities), or {} when it does not load (the page shows why)."""
+    try:
+        return state.model_info(name)
     except Exception:  # noqa: BLE001 — the page shows the loading error when it captures
-        return "encdec" if name.endswith("encdec") else "decoder"
+        return {}
 
 
-# -- a page that needs a kind of model -------------------------------------------------------------------------
+# -- a page that needs a capability of the model -----------------------------------------------------------------
 KINDS = {"decoder": "a decoder", "encoder": "an encoder", "encdec": "an encoder–decoder"}
+# what only a converted family gives (a transformers view returns attention weights and logits, nothing else)
+CONVERTED_ONLY = ("has_qk", "has_cache", "generates", "interventions", "masks", "internals", "relevance")
+
+
+def converted_families() -> str:
+    return ", ".join(FAMILIES)
+
+
+def needs_converted(name: str, why: str) -> str:
+    """The one line a page (or a section) shows for a transformers view that cannot do what it needs."""
+    return (f"This {why}: it needs a converted family ({converted_families()}); **{name}** runs as a transformers "
+            "view, which gives attention weights only.")
+
+
+def lacks(name: str, cap: str, why: str) -> bool:
+    """True (and the one line, as a caption) when the model lacks capability `cap` for a section of a page."""
+    can = _info(name).get("can", {})
+    if can.get(cap, True):
+        return False
+    st.caption(needs_converted(name, why) if not can.get("converted", True) else f"{name} cannot: this {why}.")
+    return True
 
 
 def default_for(archs: tuple[str, ...]) -> str:
@@ -197,20 +253,36 @@ def default_for(archs: tuple[str, ...]) -> str:
     return f"random-{archs[0]}"
 
 
-def require_arch(archs: tuple[str, ...], why: str) -> Inputs:
-    """inputs() when the session's model is one of `archs`. Otherwise this page alone runs the default model of
-    that kind (a bundled lecture model when present) on its first preset, and says so: the session keeps its
-    model (the sidebar, the URL and every other page still use it)."""
+def require(caps: tuple[str, ...], why: str, kinds: tuple[str, ...] = ("decoder",)) -> Inputs:
+    """inputs() when the session's model has every capability in `caps` (model.describe()["can"]). A
+    transformers view that lacks only what a converted family gives gets one line naming those families, and
+    the page stops. Otherwise this page alone runs the default model of `kinds` (a bundled lecture model when
+    present) on its first preset, and says so: the session keeps its model (the sidebar, the URL and every
+    other page still use it)."""
     inp = inputs()
-    if inp.arch in archs:
+    can = _info(inp.model).get("can", {})
+    missing = [c for c in caps if not can.get(c, True)]  # nothing known (it did not load): the page says why
+    if not missing:
         return inp
-    own = default_for(archs)
+    if not can.get("converted", True) and all(c in CONVERTED_ONLY for c in missing):
+        st.info(needs_converted(inp.model, f"page {why}"), icon=":material/info:")
+        st.stop()
+    own = default_for(kinds)
     ps = presets(own)
     p = ps[0] if ps else None
-    arch = _arch(own)
-    want = " or ".join(KINDS[a] for a in archs)
+    info = _info(own)
+    want = " or ".join(KINDS[a] for a in kinds)
     st.info(f"This page {why}; the session's model **{inp.model}** is {KINDS.get(inp.arch, inp.arch)}, so this "
             f"page alone uses **{own}**" + (f" on its sample “{p.title}”" if p else "") + f". The other pages keep "
             f"**{inp.model}**; to use your own text here, pick {want} in the sidebar.", icon=":material/swap_horiz:")
-    return Inputs(own, p.text if p else "", (p.src_text if p else None) if arch == "encdec" else None,
-                  inp.backend, p, arch)
+    reads_source = info.get("can", {}).get("reads_source", False)
+    return Inputs(own, p.text if p else "", (p.src_text if p else None) if reads_source else None,
+                  inp.backend, p, info.get("arch", ""))
+
+
+ARCH_CAPS = {("decoder",): ("next_token",), ("encdec",): ("reads_source",), ("decoder", "encdec"): ("generates",)}
+
+
+def require_arch(archs: tuple[str, ...], why: str) -> Inputs:
+    """require() by the kinds of model a page was written for (the capability each kind stands for)."""
+    return require(ARCH_CAPS.get(tuple(archs), ()), why, archs)

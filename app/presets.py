@@ -23,6 +23,8 @@ class Preset:
     query_index: int | None = None
     source_index: int | None = None
     alignment: tuple = ()  # (target index, source index) pairs of a translation sample
+    query_word: str | None = None  # the query named by its token, for a text whose indices differ per tokenizer
+    source_word: str | None = None  # likewise the source token
 
 
 GENERIC = [
@@ -39,7 +41,7 @@ GENERIC_ENCDEC = [
 ]
 GENERIC_ENCODER = [
     Preset("minilm-it", "What does 'it' refer to?", "The animal didn't cross the street because it was too tired.",
-           "look for a head where 'it' attends to 'animal'"),
+           "look for a head where 'it' attends to 'animal'", query_word="it", source_word="animal"),
     *GENERIC[::2],
 ]
 
@@ -51,9 +53,10 @@ def presets(model_name: str) -> list[Preset]:
     """Lecture samples for the bundled models (sample_texts/lecture.json), generic texts otherwise."""
     if model_name.startswith("lecture-"):
         try:
-            got = [Preset(s.id, s.title, s.text, s.note, s.src_text, s.answer, s.query_index, s.source_index,
-                          tuple(s.alignment))
-                   for s in load_samples(SAMPLES_OF.get(model_name, model_name))]
+            owner = SAMPLES_OF.get(model_name, model_name)
+            got = [Preset(s.id, s.title, s.text, s.note if owner == model_name else borrowed_note(s.note, owner, model_name),
+                          s.src_text, s.answer, s.query_index, s.source_index, tuple(s.alignment))
+                   for s in load_samples(owner)]
             if got:
                 return got
         except Exception as e:  # noqa: BLE001 — samples are optional; fall back to generic texts
@@ -65,11 +68,19 @@ def presets(model_name: str) -> list[Preset]:
     return GENERIC
 
 
+def borrowed_note(note: str, owner: str, model_name: str) -> str:
+    """A sample's note shown for another model: its numbers (heads, shares) are the owner's, said so."""
+    return (f"{note} (A sample of {owner}'s tasks: the heads and shares named here are {owner}'s; {model_name} was "
+            f"upcycled from it and attends and answers in its own way — see its card.)")
+
+
 def default_query(cap, preset: Preset | None) -> int:
     """The row a lecturer asks about: the preset's query token, else the [MASK] or the last token."""
     t = len(cap.tokens)
     if preset is not None and preset.query_index is not None and 0 <= preset.query_index < t:
         return int(preset.query_index)
+    if preset is not None and (i := word_index(cap.tokens, preset.query_word)) is not None:
+        return i
     if "[MASK]" in cap.tokens:
         return cap.tokens.index("[MASK]")
     return t - 1
@@ -79,7 +90,15 @@ def source_index(cap, preset: Preset | None) -> int | None:
     """The preset's ground-truth source token (what its query token should look at), if it names one."""
     if preset is not None and preset.source_index is not None and 0 <= preset.source_index < len(cap.tokens):
         return int(preset.source_index)
-    return None
+    return None if preset is None else word_index(cap.tokens, preset.source_word)
+
+
+def word_index(tokens, word: str | None) -> int | None:
+    """The first token that is `word` (case and surrounding spaces aside), or None (no such token: this
+    tokenizer splits the word)."""
+    if word is None:
+        return None
+    return next((i for i, t in enumerate(tokens) if str(t).strip().lower() == word.lower()), None)
 
 
 NOTE_HEAD = re.compile(r"\bhead (\d+)\.(\d+)\b")  # "head 2.1" in a note: layer 2, head 1

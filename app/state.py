@@ -27,8 +27,9 @@ from analysis import attributions as attributions_
 from analysis import block as block_
 from analysis import block_variants as variants_
 from analysis import dla as dla_
-from analysis import faithfulness as faithfulness_
+from analysis import faithfulness_store as kept_
 from analysis import faithfulness_why as why_
+from analysis import flash_tiling as flash_tiling_
 from analysis import flow as flow_
 from analysis import image_runs as images_
 from analysis import lens as lens_
@@ -38,13 +39,20 @@ from analysis import vision as vision_
 from analysis.benchmarks import DEFAULT_PATH, read_benchmarks
 from analysis.relevance import gradient_relevance
 from app import longinput, token_strip
+from model import hub
 from model.device import cuda_available, dtype_name, resolve
 from model.lecture.shapes import shape_images
 from model.loaded import LoadedModel
 from model.registry import ROOT, bundled_card, load, model_roots
+from model.registry import resolve as where_is
 
 BUSY_WAIT_S = float(os.environ.get("ATTNLAB_BUSY_WAIT_S", "20"))
 BENCH_FILE = ROOT / DEFAULT_PATH  # the latest `attnlab bench` JSON
+HUB_MAX_BYTES = int(float(os.environ.get("ATTNLAB_HUB_MAX_GB", "4")) * 1e9)  # the largest download the app starts
+LOCAL_ADDRESSES = ("127.0.0.1", "localhost", "::1")
+REFUSAL = ("This server does not download models from the Hugging Face hub (it is shared). An administrator adds "
+           "one with `attnlab pull ID` on the server (it then appears in the model list), or restarts the app with "
+           "`attnlab app --allow-hub`.")
 
 
 class BusyError(RuntimeError):
@@ -102,6 +110,36 @@ def model(name: str) -> LoadedModel:
     return _load(name.strip(), *run_settings())
 
 
+# -- hub ids typed into the model box ----------------------------------------------------------------
+def hub_refusal() -> str | None:
+    """None when this server may download hub ids typed into the model box: it was started with `attnlab app
+    --allow-hub` (ATTNLAB_ALLOW_HUB=1), or it listens only on this machine (`attnlab app`'s default) and was not
+    started with --no-hub (ATTNLAB_ALLOW_HUB=0, a class server behind a proxy). Otherwise the line that says how
+    an administrator adds a model."""
+    allow = os.environ.get("ATTNLAB_ALLOW_HUB", "")
+    if allow in ("0", "1"):
+        return None if allow == "1" else REFUSAL
+    try:
+        address = st.get_option("server.address")
+    except Exception:  # noqa: BLE001 — no Streamlit config: treat the address as public
+        address = None
+    return None if address in LOCAL_ADDRESSES else REFUSAL
+
+
+def needs_download(name: str) -> bool:
+    """True for a hub id that is not in the local Hugging Face cache yet."""
+    try:
+        return where_is(name.strip())[0] == "hub"
+    except Exception:  # noqa: BLE001 — not a model name at all: the page says so when it loads
+        return False
+
+
+def pull(name: str, on_file=None):
+    """model.hub.pull for the app: bounded by HUB_MAX_BYTES, one download at a time (another waits 1 s, then
+    gets a one-line "retry"), config, tokenizer and safetensors files only, never repository code."""
+    return hub.pull(name.strip(), max_bytes=HUB_MAX_BYTES, progress=False, on_file=on_file, wait=1.0)
+
+
 # -- the one pattern of a cached entry point ---------------------------------------------------------
 def _cached(call: Callable, fn: Callable, entries: int, spinner: str | bool):
     """st.cache_data over `call(run, ...)`; the entry point passes run = run_settings() first, so a result
@@ -141,6 +179,7 @@ def on_text(fn: Callable, entries: int = 16, spinner: str | bool = False):
 model_info = on_model(LoadedModel.describe)
 token_id = on_model(LoadedModel.single_token_id, entries=64)
 model_card = st.cache_data(max_entries=16, show_spinner=False)(bundled_card)
+first_tokens = on_model(LoadedModel.first_tokens, entries=8)  # (name, text, source, limit) -> the start that fits
 capture = on_text(LoadedModel.capture, entries=48)  # (name, text, src, backend, mask) -> CapturedRun
 
 
@@ -171,12 +210,25 @@ flow = _cached(_flow, flow_.attention_flow, 32, False)
 kv_cache_check = on_text(checks.check_kv_cache, spinner="Running the cache checks of `attnlab check`…")
 greedy_cache_check = on_text(checks.check_greedy_cache, spinner="Generating with and without the cache…")
 backend_check = on_text(checks.check_backend, spinner="Comparing the backends as `attnlab check` does…")
-cache_generation = on_text(checks.generation_steps, spinner="Generating with and without the cache…")
+_cache_generation = on_text(checks.generation_steps, spinner="Generating with and without the cache…")
+
+
+def cache_generation(name: str, text: str, src: str | None, n_new: int, backend: str) -> dict:
+    """The KV-cache page's generation (analysis.checks.generation_steps): the first steps of the greedy check's
+    own generation when it ran the same backend that far (one generation on a first visit, not two)."""
+    if backend == checks.CACHE_BACKEND and 1 <= n_new <= checks.GREEDY_TOKENS:
+        return checks.first_steps(greedy_cache_check(name, text, src).detail, n_new)
+    return _cache_generation(name, text, src, n_new, backend)
+
+
+cache_generation.clear = _cache_generation.clear
 output_scale = on_text(backends.output_scale)
 pattern_recovery = on_text(backends.pattern_recovery)  # (name, text, src, backend)
 prefix_stability = on_text(kv_cache.prefix_stability, spinner="Running every prefix of the text…")
 generation_trace = on_text(generation.generation_trace, entries=32, spinner="Generating…")
 position_table = on_model(positions.position_table, entries=8, spinner="Reading the position embeddings…")
+# (name, text, src, site, head, block_q, block_k) -> (analysis.flash_tiling.Tiling, the model's own output of the head)
+flash_tiling = on_text(flash_tiling_.head_tiling, entries=16)
 
 
 @st.cache_data(max_entries=8, show_spinner="Timing the kernels on this machine…")
@@ -190,8 +242,11 @@ def attention_timings(lengths: tuple[int, ...], n_heads: int, d_head: int, repea
 
 @st.cache_data(ttl=300, show_spinner=False)
 def benchmark_results() -> dict | None:
-    """The latest `attnlab bench` JSON (docs/benchmarks.json), or None; plus docs/benchmarks.md's text."""
+    """The latest `attnlab bench` JSON (docs/benchmarks.json), or None; plus docs/benchmarks.md's text. Its
+    "path" is the file's place in the repository, never the server's folders (a page shows it to students)."""
     out = read_benchmarks(BENCH_FILE)
+    if out is not None:
+        out["path"] = DEFAULT_PATH
     md = BENCH_FILE.with_suffix(".md")
     if md.is_file():
         out = (out or {"path": None, "machine": None, "rows": []}) | {"markdown": md.read_text(encoding="utf-8")}
@@ -226,8 +281,9 @@ norm_leak = on_text(variants_.norm_leak, entries=32)  # (name, text, src, change
 
 # -- judging explanations and vocabularies (Rollout page, token strips) --------------------------------------
 vocabulary = on_model(token_strip.vocabulary)  # (name) -> {"name", "size", "unk_id", "scope"}
-# (name, n, seed, ablation=False) -> the report of `attnlab faithfulness` (its "methods": top-1 per method)
-faithfulness = on_model(faithfulness_.faithfulness, entries=8,
+# (name, n, seed, ablation=False) -> the report of `attnlab faithfulness` (its "methods": top-1 per method), kept on
+# disk per weights and examples (analysis.faithfulness_store): computed once per model, not on each first visit
+faithfulness = on_model(kept_.kept_faithfulness, entries=8,
                         spinner="Scoring each method on held-out lecture examples (`attnlab faithfulness`)…")
 ranking_reasons = on_model(why_.reasons_for, entries=8)  # (name, n, seed) -> the numbers behind the ranking
 

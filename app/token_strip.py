@@ -14,12 +14,10 @@ ENGLISH_MODEL = "minilm"  # the installed model whose vocabulary covers English
 def vocabulary(lm) -> dict:
     """What a page says about `lm`'s vocabulary: {"name", "size", "unk_id" (the tokenizer's unknown-token id,
     None for a tokenizer without one, e.g. bytes, which reads every text), "scope" (a phrase)}."""
-    tok = getattr(lm.tokenizer, "tok", None)  # a `tokenizers` Tokenizer (HFTokenizer), else None
-    unk = getattr(getattr(tok, "model", None), "unk_token", None)
     size = int(lm.tokenizer.vocab_size)
     scope = (f"a vocabulary of {size} tokens, the words of the generated lecture corpus" if lm.source == "bundled"
              else f"a vocabulary of {size:,} tokens")
-    return {"name": lm.name, "size": size, "unk_id": tok.token_to_id(unk) if unk else None, "scope": scope}
+    return {"name": lm.name, "size": size, "unk_id": getattr(lm.tokenizer, "unk_id", None), "scope": scope}
 
 
 def unknown_positions(ids, vocab: dict) -> list[int]:

@@ -5,6 +5,8 @@
 * widget → repainted chart: one change of a widget (layer, head, query token, preset, matrix kind, backend, the
   chart's own head/layer buttons) → Streamlit idle again and the watched chart's visible data changed, plus two
   animation frames. "Changed" compares a hash of the visible traces' data (`gd.data`) before and after.
+* in-app navigation (bench/navigation.py): a sidebar click → the page's first chart, every page of the
+  navigation, first visit and revisit, in one session on a warm server.
 
 Medians of `repeats` (the first change of each widget warms its caches and is not counted), with the load
 average before and after each measurement. Playwright drives /usr/bin/chromium (`executable_path`), never a
@@ -223,6 +225,10 @@ def cold_first_chart(p, page_name: str, query: str, log: Path) -> float:
     return dt
 
 
+NAV_QUERY = "model=lecture-decoder"  # the in-app walk: the bundled decoder on its first preset
+NAV_QUICK = ["Heatmaps", "KV cache"]  # quick mode walks these two (and back to Explore)
+
+
 def run_browser(quick: bool = False, repeats: int = 5, progress: Callable[[str], None] | None = None,
                 browser=None) -> dict:
     """The browser section of the benchmark JSON: one row per (page, case). `browser`: an open chromium to use
@@ -230,6 +236,8 @@ def run_browser(quick: bool = False, repeats: int = 5, progress: Callable[[str],
     if browser is not None and not quick:
         raise ValueError("cold first charts launch their own browser: pass `browser` in quick mode only")
     say = progress or (lambda msg: None)
+    from bench.navigation import navigation_times  # it imports this module's helpers
+
     rows, t0 = [], time.perf_counter()
     pages = [QUICK[0]] if quick else list(PAGES)
     cases = CASES[:1] if quick else CASES
@@ -255,6 +263,14 @@ def run_browser(quick: bool = False, repeats: int = 5, progress: Callable[[str],
                            Browser.ERRORS: [f"{type(e).__name__}: {str(e)[:300]}"], Browser.LOAD_END: _load()}
                 row[Browser.CASE] = label
                 rows.append(row)
+        nav = None
+        with streamlit_server(Path(tmp) / "nav.log") as srv:  # sidebar click → chart, every page, twice
+            b = browser or launch(p)
+            try:
+                nav = navigation_times(b, srv["url"], NAV_QUERY, NAV_QUICK if quick else None, progress=say)
+            finally:
+                if b is not browser:
+                    b.close()
         floor = plain = None
         if not quick:
             b = launch(p)
@@ -266,5 +282,5 @@ def run_browser(quick: bool = False, repeats: int = 5, progress: Callable[[str],
             finally:
                 b.close()
     return {Browser.ROWS: rows, Browser.REPEATS: repeats, Browser.QUICK: quick, Browser.FLOOR: floor,
-            Browser.FLOOR_PLAIN: plain,
+            Browser.FLOOR_PLAIN: plain, Browser.NAVIGATION: nav, Browser.NAV_QUERY: NAV_QUERY,
             Browser.WALL: round(time.perf_counter() - t0, 1)}

@@ -17,11 +17,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from analysis.benchmarks import Payload
+from app.navigation import PAGES as NAV_PAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "random-long-decoder"
-PAGES = ("explore", "heatmaps", "masks", "scores", "rollout", "heads", "backends", "kv_cache", "generate",
-         "long_input", "vision")
 # Pages that read another kind of model: measured with it, at its default input (their payload does not grow with T)
 OWN_MODEL = {"vision": ("vit_model", "lecture-vit")}
 NOT_MEASURED = {
@@ -32,7 +31,11 @@ NOT_MEASURED = {
     "routing": "mixture-of-experts models only: with the payload model (no experts) it shows lecture-moe on its "
                "sample, tokens × experts per layer, independent of T",
     "step_by_step": "a fixed toy example, independent of T",
+    "patching": "one run per patched layer and position (O(layers × T) forward passes): a compute study at T = 4,096, "
+                "not a payload",
 }
+# every page of the navigation (app/navigation.py, the one table of pages) not said above, in navigation order
+PAGES = tuple(Path(f).stem for f, *_ in NAV_PAGES if Path(f).stem not in NOT_MEASURED)
 TIMEOUT_S = 1800.0
 
 

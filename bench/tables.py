@@ -59,6 +59,14 @@ def browser_markdown(section: dict) -> list[str]:
         lines += ["", f"Streamlit's own floor: the same page with one line of text instead of the chart shows it in "
                       f"{_fmt(plain[Browser.WARM])} s (warm, median): what any Streamlit page costs in this browser "
                       f"before it draws anything."]
+    nav = section.get(Browser.NAVIGATION)
+    if nav:
+        lines += ["", f"In-app navigation (`{section.get(Browser.NAV_QUERY, '')}`, one session on a warm server): "
+                      "a click on the page's link in the sidebar → its first chart painted (a page without a "
+                      "chart: drawn), seconds.", "", "| page | first visit | revisit |", "|---|---|---|"]
+        lines += [f"| {r[Browser.PAGE]}{' (no chart)' if r.get(Browser.SHOWN) == 'plain' else ''} | "
+                  f"{_fmt(r.get(Browser.FIRST_VISIT))} | {_fmt(r.get(Browser.REVISIT))} |" for r in nav]
+        errs += [f"- navigation to {r[Browser.PAGE]}: {e[:200]}" for r in nav for e in r[Browser.ERRORS]]
     return lines + ([""] + errs if errs else []) + [""]
 
 

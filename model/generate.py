@@ -10,16 +10,24 @@ from model.cache import KVCache
 from model.inputs import Inputs
 
 
+def sampling_probs(logits: torch.Tensor, temperature: float, top_k: int | None) -> torch.Tensor:
+    """The distribution the next token is drawn from, over the last axis of `logits` ([..., V], computed in
+    float32 or wider): softmax(logits / temperature) over the top-k logits (ties at the k-th kept); temperature 0
+    is greedy, drawn from the plain softmax by taking its top token."""
+    x = logits if logits.dtype == torch.float64 else logits.float()
+    if temperature > 0:
+        x = x / temperature
+        if top_k is not None and 0 < top_k < x.shape[-1]:
+            kth = torch.topk(x, top_k, dim=-1).values[..., -1:]  # [..., 1]
+            x = x.masked_fill(x < kth, float("-inf"))
+    return torch.softmax(x, dim=-1)
+
+
 def next_token(logits: torch.Tensor, temperature: float, top_k: int | None, gen: torch.Generator | None) -> torch.Tensor:
-    """Pick ids [B] from last-position logits [B, V]: argmax at temperature 0, else sample."""
+    """Pick ids [B] from last-position logits [B, V]: argmax at temperature 0, else a draw from sampling_probs."""
     if temperature <= 0:
         return logits.argmax(dim=-1)
-    logits = logits.float() / temperature
-    if top_k is not None and top_k < logits.shape[-1]:
-        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # [B, 1]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    probs = torch.softmax(logits, dim=-1)
-    return torch.multinomial(probs, 1, generator=gen)[:, 0]
+    return torch.multinomial(sampling_probs(logits, temperature, top_k), 1, generator=gen)[:, 0]
 
 
 @torch.no_grad()

@@ -15,6 +15,15 @@ class InputError(ValueError):
     """Bad user input; the message says what is wrong and what the limit is."""
 
 
+class OverContextError(InputError):
+    """A text of more tokens than the model reads: `what` (text, source text, target text), its token count,
+    the limit and the model's name (when known), so that a page can offer to keep the first tokens."""
+
+    def __init__(self, message: str, what: str, n_tokens: int, limit: int, model: str | None = None):
+        super().__init__(message)
+        self.what, self.n_tokens, self.limit, self.model = what, n_tokens, limit, model
+
+
 def validate_text(text: str | None, what: str = "text") -> str:
     """Return `text` if usable; raise InputError for empty, too long or control characters."""
     if text is None or not text.strip():
@@ -31,7 +40,8 @@ def validate_text(text: str | None, what: str = "text") -> str:
 
 def check_tokens(n_tokens: int, max_len: int, what: str = "text") -> None:
     if n_tokens > max_len:
-        raise InputError(f"the {what} is {n_tokens:,} tokens long; this model's context is {max_len:,} tokens")
+        raise OverContextError(f"the {what} is {n_tokens:,} tokens long; this model's context is {max_len:,} tokens",
+                               what, n_tokens, max_len)
     if n_tokens == 0:
         raise InputError(f"the {what} gave no tokens")
 

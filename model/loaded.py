@@ -16,7 +16,7 @@ from model.config import ModelConfig
 from model.device import dtype_name, is_half
 from model.generate import generate as _generate
 from model.images import ImagePrep
-from model.inputs import InputError, Inputs, check_generate, check_tokens, validate_text
+from model.inputs import InputError, Inputs, OverContextError, check_generate, check_tokens, validate_text
 from model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, pair_mask
 from model.patches import patch_labels
 from model.tokenizer import ByteTokenizer, Encoding, HFTokenizer
@@ -111,6 +111,20 @@ class LoadedModel:
         """True when the model can run step by step with a KV cache (it has causal self-attention)."""
         return self.arch not in ("encoder", "vit")
 
+    # -- what the pages may ask of it (a transformers view, model/view, answers the same keys) -----------
+    converted = True  # our own hooked model (not a transformers view)
+    mode = "converted"
+    has_qk = True  # records keep q and k: scores, the neuron view, the query–key view
+    has_interventions = True
+
+    @property
+    def capabilities(self) -> dict[str, bool]:
+        """What a page may ask of this model, by name (the same keys as model.view.ViewModel.capabilities)."""
+        return {"converted": True, "has_qk": True, "has_cache": self.has_cache, "generates": self.has_cache,
+                "interventions": True, "masks": True, "internals": True, "relevance": True,
+                "reads_source": self.reads_source, "reads_image": self.reads_image, "has_logits": self.has_logits,
+                "causal": self.arch in ("decoder", "encdec"), "next_token": self.arch == "decoder"}
+
     # -- images (a ViT) ----------------------------------------------------------------------------
     @property
     def reads_image(self) -> bool:
@@ -172,7 +186,8 @@ class LoadedModel:
     def describe(self) -> dict:
         """info() plus what a page needs to know: whether it predicts tokens, and the card's plain fields."""
         card = {k: v for k, v in (self.card or {}).items() if isinstance(v, (str, int, float, list, dict))}
-        return self.info() | {"has_logits": self.has_logits, "card": card, "full_context": self.cfg.max_len}
+        return self.info() | {"has_logits": self.has_logits, "card": card, "full_context": self.cfg.max_len,
+                              "mode": self.mode, "can": self.capabilities}
 
     # -- tokens ------------------------------------------------------------------------------------
     def encode(self, text: str, src_text: str | None = None, pair: str | None = None) -> Inputs:
@@ -202,11 +217,29 @@ class LoadedModel:
             validate_text(text, what)
         enc = tok.encode(text, pair=pair) if pair is not None else tok.encode(text)
         if len(enc.ids) > self.context and self.context < self.cfg.max_len:
-            raise InputError(f"the {what} is {len(enc.ids):,} tokens long; the CPU limit of {self.name} is "
-                             f"{self.context:,} tokens (a run on a CUDA GPU, --device cuda, reads up to "
-                             f"{self.cfg.max_len:,})")
-        check_tokens(len(enc.ids), self.context, what)
+            raise OverContextError(f"the {what} is {len(enc.ids):,} tokens long; the CPU limit of {self.name} is "
+                                   f"{self.context:,} tokens (a run on a CUDA GPU, --device cuda, reads up to "
+                                   f"{self.cfg.max_len:,})", what, len(enc.ids), self.context, self.name)
+        try:
+            check_tokens(len(enc.ids), self.context, what)
+        except OverContextError as e:
+            e.model = self.name
+            raise
         return enc
+
+    def first_tokens(self, text: str, source: bool = False, limit: int | None = None) -> str:
+        """The longest start of `text` that fits the context (or `limit` tokens, if fewer), cut where a token
+        ends (`source`: as an encoder–decoder's source text); `text` itself when it fits."""
+        tok = (self.src_tokenizer or self.tokenizer) if source else self.tokenizer
+        most = min(self.context, limit or self.context)
+        enc = tok.encode(text)
+        if len(enc.ids) <= most:
+            return text
+        ends = [b for (_, b), s in zip(enc.offsets, enc.special) if not s]
+        k = min(len(ends), max(most - sum(enc.special), 0))  # [BOS], [CLS], [SEP] … come with any text
+        while k > 0 and len(tok.encode(text[:ends[k - 1]]).ids) > most:
+            k -= 1  # a cut inside a word can make more tokens than it keeps: step back
+        return text[:ends[k - 1]] if k else ""
 
     def label(self, i: int) -> str:
         """A token's label; a ViT's class name."""

@@ -34,8 +34,8 @@ from model.checkpoint import CheckpointError, read_config
 from model.config import BACKENDS, ModelConfig
 from model.device import dtype_name
 from model.families import FAMILIES
+from model.hf import load as hf_load  # a module: model/hf/load.py → model/view and model/hub import this one
 from model.hf.cache import read_header
-from model.hf.load import model_family
 from model.inputs import InputError
 from model.transformer import build_model
 
@@ -190,7 +190,7 @@ def folder_config(folder: str | Path) -> ModelConfig:
             return ModelConfig.from_dict(meta["attnlab"])
         except (TypeError, ValueError) as e:
             raise CheckpointError(f"{folder}/config.json: {e}") from None
-    return FAMILIES[model_family(meta, folder)].config(meta, tensor_names(folder))
+    return FAMILIES[hf_load.model_family(meta, folder)].config(meta, tensor_names(folder))
 
 
 def tensor_names(folder: Path) -> list[str] | None:

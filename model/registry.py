@@ -148,7 +148,8 @@ def _with_template(tok: HFTokenizer, template: dict) -> HFTokenizer:
 
 def resolve(name_or_path: str) -> tuple[str, Path | None]:
     """('random'|'bundled'|'minilm'|'folder'|'cached'|'hub', folder): a repo id found in the local Hugging Face
-    cache (offline, read-only) is 'cached'; any other repo id is 'hub'."""
+    cache (offline, read-only) is 'cached'; any other repo id ("org/name", or a bare "name" as transformers
+    resolves it) is 'hub' (model/hub.py says in one line when it cannot be fetched)."""
     if name_or_path in RANDOM:
         return "random", None
     if name_or_path in bundled_names("all"):
@@ -168,8 +169,10 @@ def resolve(name_or_path: str) -> tuple[str, Path | None]:
         cached = resolve_cached(name_or_path)
         if cached is not None:
             return "cached", cached
-        if "/" in name_or_path:
-            return "hub", None
+        return "hub", None
+    if name_or_path.startswith(("/", ".", "~")) or (os.sep in name_or_path and not REPO_ID.fullmatch(name_or_path)):
+        raise InputError(f"the folder {name_or_path} does not exist; give a model folder with config.json, or a name "
+                         f"({', '.join(known_names())})")
     raise InputError(f"unknown model {name_or_path!r}; known: {', '.join(known_names())}, or a model folder")
 
 
@@ -215,7 +218,8 @@ def load(name_or_path: str, dtype: torch.dtype | None = None, device: str | None
     if where == "folder" and roots is not None:
         check_root(folder, roots)
     if where == "hub" and roots is not None:
-        raise InputError("the app loads hub models only by an administrator's folder; give a local folder")
+        raise InputError(f"{name_or_path!r} is not in this server's Hugging Face cache; the administrator adds it with "
+                         f"`attnlab pull {name_or_path}` (or starts the app with --allow-hub)")
     if where == "random":
         lm = random_model(name_or_path)
     elif where == "bundled":

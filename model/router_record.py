@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from model.softmax import masked_softmax
+
 
 @dataclass
 class RouterRecord:
@@ -35,9 +37,7 @@ class RouterRecord:
 
     def probs(self, batch: int = 0) -> np.ndarray:
         """Router softmax over every expert: float32 [T, n_experts]."""
-        z = self.logits[batch].astype(np.float64)
-        z = np.exp(z - z.max(-1, keepdims=True))
-        return (z / z.sum(-1, keepdims=True)).astype(np.float32)
+        return masked_softmax(self.logits[batch].astype(np.float64)).astype(np.float32)  # [T, n_experts]
 
     def gates(self, batch: int = 0) -> np.ndarray:
         """The weight each token gives each expert: float32 [T, n_experts], zero for experts not chosen."""

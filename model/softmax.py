@@ -12,6 +12,14 @@ def masked_softmax(x, mask=None, axis: int = -1) -> np.ndarray:
 
     x must be finite where the mask allows attention (pass the mask separately, never −inf baked in).
     """
+    e = shifted_exp(x, mask, axis)
+    s = e.sum(axis, keepdims=True)
+    return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
+
+
+def shifted_exp(x, mask=None, axis: int = -1) -> np.ndarray:
+    """exp(x − max x) along `axis`, 0 where `mask` is False: the numerators of masked_softmax (the row max
+    subtracted for stability; a fully masked row gives zeros)."""
     x = np.asarray(x)
     if not np.issubdtype(x.dtype, np.floating):
         x = x.astype(np.float64)
@@ -23,9 +31,7 @@ def masked_softmax(x, mask=None, axis: int = -1) -> np.ndarray:
         raise ValueError("scores must be finite where the mask allows attention")
     m = x.max(axis, keepdims=True)
     m = np.where(np.isfinite(m), m, 0)  # fully masked row: exp(−inf − 0) = 0
-    e = np.exp(x - m)
-    s = e.sum(axis, keepdims=True)
-    return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
+    return np.exp(x - m)
 
 
 def masked_softmax_torch(scores: torch.Tensor, mask: torch.Tensor | None = None, *,

@@ -123,6 +123,12 @@ class HFTokenizer:
         return t
 
     @property
+    def unk_id(self) -> int | None:
+        """The id every word outside the vocabulary becomes, or None (a tokenizer that reads every text)."""
+        unk = getattr(self.tok.model, "unk_token", None)
+        return self.tok.token_to_id(unk) if unk else None
+
+    @property
     def _byte_level(self) -> bool:
         return "ByteLevel" in repr(self.tok.decoder)
 

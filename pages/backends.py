@@ -11,8 +11,9 @@ from app.downloads import downloads
 from app.figures.grids import delta_grid
 from app.figures.lines import scaling
 from app.figures.matrix import matrix_heatmap
+from app.flash_view import flash_section
 from app.frame import chart, page, presenting
-from app.inputs import inputs
+from app.inputs import require
 from app.url_state import select, slider
 from app.verdicts import scale_note, verdict_banner, verdict_table
 from model.captured import GROUP_LABELS
@@ -42,7 +43,7 @@ def model_shape(name: str) -> tuple[int, int]:
     return int(info["heads"]), int(info["d_model"]) // int(info["heads"])
 
 with page("Backends", "Do eager, sdpa and flash compute the same attention — and what does each cost?", icon="⚙"):
-    inp = inputs()
+    inp = require(("internals",), "compares our attention backends (eager, sdpa, flash)")
     present = presenting()
     dev = device_summary()
 
@@ -169,11 +170,11 @@ with page("Backends", "Do eager, sdpa and flash compute the same attention — a
     qt, kt = cap_f.group_tokens(group)
     mask = cap_f.mask_of(group)
     recomputed, stored = cap_f.records[site].pattern(head), cap_e.records[site].pattern(head)
-    side = dict(mask=mask, present=present, height=480, max_ticks=24)
+    side = dict(mask=mask, present=present, height=560, max_ticks=40)  # the same size, every token up to 40
     a, b, c = st.columns(3, gap="small")
     with a:
-        chart(matrix_heatmap(recomputed, qt, kt, title=f"{fused}: recomputed from q, k", showscale=False,
-                             zrange=(0.0, 1.0), **side), key="be-recomputed", name="recomputed")
+        chart(matrix_heatmap(recomputed, qt, kt, title=f"{fused}: recomputed from q, k", zrange=(0.0, 1.0), **side),
+              key="be-recomputed", name="recomputed")
     with b:
         chart(matrix_heatmap(stored, qt, kt, title="eager: stored weights", zrange=(0.0, 1.0), **side),
               key="be-eager", name="eager")
@@ -185,6 +186,8 @@ with page("Backends", "Do eager, sdpa and flash compute the same attention — a
               key="be-diff", name="diff")
     st.caption(f"{site}, head {head}: kernel {cap_f.records[site].kernel}. Long inputs stay cheap: a capture that "
                "would exceed a few million weights keeps q and k only, and large matrices are pooled for display.")
+
+    flash_section(inp, present)  # topic 11: the tiled computation, step by step
 
     downloads("backends", csv=live_df,
               json_obj={"model": inp.model, "text": inp.text, "src_text": inp.src, "device": dev, "checks": rows,

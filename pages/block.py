@@ -13,7 +13,7 @@ from app.downloads import downloads
 from app.figures.block import leak_bars, per_layer, stage_vectors, stream_norms
 from app.figures.style import md
 from app.frame import chart, options, page, presenting
-from app.inputs import require_arch
+from app.inputs import require
 from app.token_strip import predictions_table, token_strip
 from app.url_state import select, slider, token_select
 
@@ -32,7 +32,7 @@ def exact(v: float) -> str:
 
 with page("Block", "What does each part of a transformer block do to one token, with the model's real numbers?",
           icon="▤"):
-    inp = require_arch(("decoder",), "walks a decoder's own path to its next-token prediction")
+    inp = require(("next_token", "internals"), "walks a decoder's own path to its next-token prediction")
     present = presenting()
     run = inp.capture()
     tokens, T = run.tokens, len(run.tokens)

@@ -11,7 +11,7 @@ from app.figures.mosaic import mosaic
 from app.figures.rows import generation_matrix, head_rows
 from app.figures.style import md
 from app.frame import chart, page, presenting
-from app.inputs import require_arch
+from app.inputs import lacks, require
 from app.token_strip import token_strip, unknown_note, unknown_positions
 from app.url_state import select, slider
 
@@ -23,7 +23,7 @@ def head_name(h: int) -> str:
 
 
 with page("Cross-attention", "Which source words does each target word read?", icon="⇄"):
-    inp = require_arch(("encdec",), "shows an encoder–decoder's cross-attention")
+    inp = require(("reads_source",), "shows an encoder–decoder's cross-attention", ("encdec",))
     present = presenting()
     cap = inp.capture()
     cross, dec = cap.matrices("cross"), cap.matrices("decoder")  # [L, H, T, S], [L, H, T, T]
@@ -75,43 +75,45 @@ with page("Cross-attention", "Which source words does each target word read?", i
 
     # -- generation replay ----------------------------------------------------------------------------------
     st.subheader("Replay: writing the target one token at a time")
-    c1, c2, c3 = st.columns(3)
-    n_new = slider("Tokens to generate", 1, 40, "x_n", 16, where=c1)
-    start = select("Start from", ["source", "prefix"], "x_start", "source", where=c2,
-                   format_func={"source": "the source only (an empty target)",
-                                "prefix": "the target text above as a prefix"}.get)
-    prompt = "" if start == "source" else inp.text
-    tr = state.generation_trace(inp.model, prompt, inp.src, n_new, 0.0, None, None, inp.backend)
-    step = slider("Step", 0, tr.n_steps - 1, "x_step", 0, where=c3, help="Which generated token to look at.")
-    cross_sites = [s for s in tr.sites if tr.kinds[s] == "cross"]
-    site = cross_sites[min(layer, len(cross_sites) - 1)]
-    new_tok = tr.tokens[tr.prompt_len + step]
-    q = tr.query_position(step)
-    st.markdown(f"Step **{step}**: the decoder reads position {q} ({md(tr.tokens[q])}) and writes "
-                f"**{md(new_tok)}** (p = {tr.chosen_prob[step]:.3f}). Greedy decoding, layer {layer}.")
-    token_strip(tr.tokens[: tr.prompt_len + step + 1], query=q,
-                label="target so far (the query token outlined; the last token is the one just written)")
-    row = tr.rows[site][step]  # [H, S]; row.mean(0) [S] shades the source below
-    token_strip(tr.src_tokens, row.mean(0), label=f"source, shaded by layer {layer}'s cross-attention from the "
-                "query token (mean of heads)")
-    a, b = st.columns([2, 3], gap="medium")
-    with a:
-        chart(head_rows(row, tr.src_tokens, present=present,
-                        title=f"step {step}: cross-attention of each head over the source"),
-              key="x-step", name="replay-step")
-    with b:
-        chart(generation_matrix(tr.step_matrix(site, None if head == HEADS_MEAN else head), tr.tokens,
-                                tr.prompt_len, k_tokens=tr.src_tokens, present=present, current=step,
-                                title=f"all steps: source tokens read while writing ({head_name(head)}, "
-                                      f"layer {layer}) — ▶ replays them"),
-              key="x-replay", name="replay")
-    if inp.preset is not None and inp.preset.src_text and start == "source":
-        st.caption(f"Reference translation of this sample: “{inp.preset.text}”. Generated: "
-                   f"“{' '.join(tr.new_tokens)}”.")
+    tr = site = None
+    if not lacks(inp.model, "generates", "replay generates with our KV cache"):
+        c1, c2, c3 = st.columns(3)
+        n_new = slider("Tokens to generate", 1, 40, "x_n", 16, where=c1)
+        start = select("Start from", ["source", "prefix"], "x_start", "source", where=c2,
+                       format_func={"source": "the source only (an empty target)",
+                                    "prefix": "the target text above as a prefix"}.get)
+        prompt = "" if start == "source" else inp.text
+        tr = state.generation_trace(inp.model, prompt, inp.src, n_new, 0.0, None, None, inp.backend)
+        step = slider("Step", 0, tr.n_steps - 1, "x_step", 0, where=c3, help="Which generated token to look at.")
+        cross_sites = [s for s in tr.sites if tr.kinds[s] == "cross"]
+        site = cross_sites[min(layer, len(cross_sites) - 1)]
+        new_tok = tr.tokens[tr.prompt_len + step]
+        q = tr.query_position(step)
+        st.markdown(f"Step **{step}**: the decoder reads position {q} ({md(tr.tokens[q])}) and writes "
+                    f"**{md(new_tok)}** (p = {tr.chosen_prob[step]:.3f}). Greedy decoding, layer {layer}.")
+        token_strip(tr.tokens[: tr.prompt_len + step + 1], query=q,
+                    label="target so far (the query token outlined; the last token is the one just written)")
+        row = tr.rows[site][step]  # [H, S]; row.mean(0) [S] shades the source below
+        token_strip(tr.src_tokens, row.mean(0), label=f"source, shaded by layer {layer}'s cross-attention from the "
+                    "query token (mean of heads)")
+        a, b = st.columns([2, 3], gap="medium")
+        with a:
+            chart(head_rows(row, tr.src_tokens, present=present,
+                            title=f"step {step}: cross-attention of each head over the source"),
+                  key="x-step", name="replay-step")
+        with b:
+            chart(generation_matrix(tr.step_matrix(site, None if head == HEADS_MEAN else head), tr.tokens,
+                                    tr.prompt_len, k_tokens=tr.src_tokens, present=present, current=step,
+                                    title=f"all steps: source tokens read while writing ({head_name(head)}, "
+                                          f"layer {layer}) — ▶ replays them"),
+                  key="x-replay", name="replay")
+        if inp.preset is not None and inp.preset.src_text and start == "source":
+            st.caption(f"Reference translation of this sample: “{inp.preset.text}”. Generated: "
+                       f"“{' '.join(tr.new_tokens)}”.")
 
     downloads("cross-attention", csv=matrix_csv(pick(cross), tgt_t, src_t),
-              npz={"cross": cross, "decoder_self": dec, "replay_cross": tr.rows[site], "src_tokens": src_t,
-                   "tgt_tokens": tgt_t},
+              npz={"cross": cross, "decoder_self": dec, "src_tokens": src_t, "tgt_tokens": tgt_t,
+                   **({"replay_cross": tr.rows[site]} if tr else {})},
               json_obj={"model": inp.model, "src_text": inp.src, "text": inp.text, "layer": layer, "head": head,
-                        "src_tokens": src_t, "tgt_tokens": tgt_t, "alignment": align, "generated": tr.new_tokens,
-                        "replay_probs": tr.chosen_prob})
+                        "src_tokens": src_t, "tgt_tokens": tgt_t, "alignment": align,
+                        "generated": tr.new_tokens if tr else None, "replay_probs": tr.chosen_prob if tr else None})

@@ -9,7 +9,7 @@ from app.downloads import downloads
 from app.figures.rows import generation_matrix, head_rows
 from app.figures.style import esc, md
 from app.frame import chart, options, page, presenting
-from app.inputs import require_arch
+from app.inputs import require
 from app.token_strip import predictions_table, token_strip, unknown_note, unknown_positions
 from app.url_state import select, slider
 
@@ -22,7 +22,7 @@ def head_name(h: int) -> str:
 
 
 with page("Generate", "What does each new token look at while it is being written?", icon="✍"):
-    inp = require_arch(("decoder", "encdec"), "generates text (it needs a decoder or an encoder–decoder)")
+    inp = require(("generates",), "generates text (it needs a decoder or an encoder–decoder)", ("decoder", "encdec"))
     present = presenting()
     with options():
         c1, c2, c3, c4 = st.columns(4)

@@ -10,7 +10,7 @@ from app.downloads import downloads
 from app.figures.grids import grid_heatmap
 from app.figures.qk import qk_scatter
 from app.frame import chart, options, page, presenting
-from app.inputs import inputs
+from app.inputs import inputs, lacks
 from app.presets import default_query, presets
 from app.token_strip import predictions_table
 from app.url_state import index, select, toggle, token_select
@@ -61,7 +61,9 @@ with page("Heads", "What does each head do — and does the model need it?"):
               key=f"grid-{s}", name=f"{stat}-{s}")
 
     st.subheader("Switch a head off")
-    if not state.model_info(inp.model)["has_logits"]:
+    if lacks(inp.model, "interventions", "section switches heads off inside the model"):
+        pass
+    elif not state.model_info(inp.model)["has_logits"]:
         st.info(f"{inp.model} has no prediction head, so there is no prediction to change. Pick a lecture model.")
     else:
         sites = list(cap.records)
@@ -96,26 +98,27 @@ with page("Heads", "What does each head do — and does the model need it?"):
             st.caption(f"Most needed: {names[worst[0]]}, head {worst[1]} (Δp = {grid[worst]:+.3f}).")
 
     st.subheader("Queries and keys of one head")
-    batch = [("your text" if inp.preset is None else inp.preset.title, inp.text, inp.src)]
-    for p in presets(inp.model):
-        if len(batch) < QK_INPUTS and p.text != inp.text:
-            batch.append((p.title, p.text, (p.src_text or inp.src) if inp.src is not None else None))
-    c1, c2, c3 = st.columns(3)
-    qk_sites = list(cap.records)
-    qk_site = select("Attention site", qk_sites, "qk_site", qk_sites[-1], where=c1)
-    qk_head = index("Head", cap.n_heads, "qk_head", 0, where=c2)
-    aligned = toggle("Align keys to queries", "qk_align", True, where=c3,
-                     help="AttentionViz: shift every key by one vector and rescale q and k so the two clouds overlap; "
-                          "every softmax row stays the same.")
-    runs = [state.capture(inp.model, t, s, inp.backend) for _, t, s in batch]
-    points = qk_points(runs, qk_site, qk_head, [name for name, _, _ in batch], normalise=aligned)
-    chart(qk_scatter(points, present=present, title=f"{qk_site}, head {qk_head}: queries and keys of "
-                                                    f"{len(batch)} inputs (PCA)"), key="qk", name="qk-view")
-    st.caption("Each dot is one token of one input (repeated tokens are separate dots): its query or key vector "
-               "for this head — after positions, RoPE and QK-norm, exactly what is dotted — projected with the "
-               "principal components of all of them together. A query lies near the keys it scores highly when "
-               "keys are aligned. Inputs: the current text and the model's sample texts.")
-    downloads("heads-qk", csv=pd.DataFrame(qk_table(points)))
+    if not lacks(inp.model, "has_qk", "view plots each head's q and k vectors"):
+        batch = [("your text" if inp.preset is None else inp.preset.title, inp.text, inp.src)]
+        for p in presets(inp.model):
+            if len(batch) < QK_INPUTS and p.text != inp.text:
+                batch.append((p.title, p.text, (p.src_text or inp.src) if inp.src is not None else None))
+        c1, c2, c3 = st.columns(3)
+        qk_sites = list(cap.records)
+        qk_site = select("Attention site", qk_sites, "qk_site", qk_sites[-1], where=c1)
+        qk_head = index("Head", cap.n_heads, "qk_head", 0, where=c2)
+        aligned = toggle("Align keys to queries", "qk_align", True, where=c3,
+                         help="AttentionViz: shift every key by one vector and rescale q and k so the two clouds overlap; "
+                              "every softmax row stays the same.")
+        runs = [state.capture(inp.model, t, s, inp.backend) for _, t, s in batch]
+        points = qk_points(runs, qk_site, qk_head, [name for name, _, _ in batch], normalise=aligned)
+        chart(qk_scatter(points, present=present, title=f"{qk_site}, head {qk_head}: queries and keys of "
+                                                        f"{len(batch)} inputs (PCA)"), key="qk", name="qk-view")
+        st.caption("Each dot is one token of one input (repeated tokens are separate dots): its query or key vector "
+                   "for this head — after positions, RoPE and QK-norm, exactly what is dotted — projected with the "
+                   "principal components of all of them together. A query lies near the keys it scores highly when "
+                   "keys are aligned. Inputs: the current text and the model's sample texts.")
+        downloads("heads-qk", csv=pd.DataFrame(qk_table(points)))
 
     downloads("heads", csv=df, json_obj={"model": inp.model, "text": inp.text, "period": period,
                                          "heads": df.to_dict("records")})

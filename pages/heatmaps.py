@@ -1,20 +1,20 @@
 """Heatmaps (/heatmaps): every layer × head at once, one head up close, and the head view."""
 
-import numpy as np
 import streamlit as st
 
 from analysis.pooling import window
 from analysis.rollout import fuse_heads
 from analysis.stepwise import neuron_view
+from app import state
 from app.downloads import downloads, matrix_csv
-from app.figures.grids import number_grid
+from app.figures.grids import neuron_grid
 from app.figures.head_view import head_view
 from app.figures.matrix import MAX_SIDE, matrix_heatmap
 from app.figures.mosaic import mosaic
 from app.figures.style import md
 from app.figures.switcher import head_switcher, switch_layers
 from app.frame import chart, guard, options, page, presenting, switch_caption
-from app.inputs import inputs
+from app.inputs import inputs, lacks
 from app.presets import default_query, source_index
 from app.url_state import group_select, index, range_slider, select, sync_url, toggle, token_select
 from model.captured import GROUP_LABELS
@@ -80,16 +80,15 @@ def close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present):
                                  k_offset=zk[0], max_side=10**6, index_ticks=present), key="zoom", name="zoom")
 
         nv = None
-        if fuse == "none":  # one score of this head, dimension by dimension, from the record itself
+        if fuse == "none" and not lacks(inp.model, "has_qk", "neuron view reads q and k"):  # one score of this head, dimension by dimension, from the record itself
             st.markdown(f"**One score, neuron by neuron** — layer {layer}, head {head}, "
                         f"query {query} · {md(qt[query])}")
             rec = cap.layer_records(group)[layer]
             best = int(rec.pattern(head, (query, query + 1, 0, rec.k_len))[0].argmax())
             key = token_select("Key token", kt, "nv_key", best, help="Default: the key this query attends to most.")
             nv = neuron_view(rec, head, query, key)
-            dims = [f"d{i}" for i in range(nv["d_head"])]
-            chart(number_grid(np.stack([nv["q"], nv["k"], nv["product"]]), ["q", "k", "q⊙k"], dims,
-                              present=present, title=f"q (query {query}), k (key {key}) and q⊙k"),
+            chart(neuron_grid(nv["q"], nv["k"], nv["product"], present=present,
+                              title=f"q (query {query}), k (key {key}) and q⊙k"),
                   key="neuron", name=f"neuron-L{layer}H{head}-q{query}-k{key}")
             bias = f" + bias {nv['bias']:.4f}" if nv["bias"] else ""
             root = f"1/√{nv['d_head']} = " if abs(nv["scale"] * nv["d_head"] ** 0.5 - 1) < 1e-6 else ""
@@ -97,7 +96,7 @@ def close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present):
                         f" → scaled score **{nv['scaled']:.4f}** → weight **{nv['weight']:.4f}**"
                         + (" (masked: this key is hidden from the query)" if nv["masked"]
                            else " (softmax over the query's row)"))
-        else:
+        elif fuse != "none":
             st.caption("The neuron view (q, k and q⊙k of one query/key pair) needs one head: choose 'every head'.")
         downloads(f"{group}-{kind}-L{layer}H{head}", csv=matrix_csv(m, qt, kt),
                   npz={"matrices": shown, "mask": cap.mask_of(group), "q_tokens": qt, "k_tokens": kt},
@@ -115,7 +114,8 @@ with page("Heatmaps", "Which heads look where? Every layer and head at once, the
     with options():
         c1, c2, c3 = st.columns(3) if len(groups) > 1 else (None, *st.columns(2))
         group = group_select(groups, where=c1)
-        kind = select("Matrix", list(KINDS), "kind", "pattern", where=c2, format_func=KINDS.get)
+        kinds = list(KINDS) if state.model_info(inp.model)["can"]["has_qk"] else ["pattern"]  # a view: weights only
+        kind = select("Matrix", kinds, "kind", "pattern", where=c2, format_func=KINDS.get)
         fuse = select("Heads", list(FUSE), "fuse", "none", where=c3, format_func=FUSE.get)
     qt, kt = cap.group_tokens(group)
     stack = cap.matrices(group, kind)  # [L, H, q, k]

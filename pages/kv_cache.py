@@ -13,7 +13,7 @@ from app.figures.bars import step_deltas
 from app.figures.lines import cache_cost, tiny_lines
 from app.figures.matrix import chunk_lines, matrix_heatmap
 from app.frame import chart, options, page, presenting
-from app.inputs import require_arch
+from app.inputs import require
 from app.token_strip import token_strip, unknown_note, unknown_positions
 from app.url_state import select, slider
 from app.verdicts import scale_note, verdict_banner, verdict_table
@@ -22,7 +22,8 @@ GROUPS = {"self": "self-attention", "cross": "cross-attention (target → source
 
 with page("KV cache", "Why may a decoder keep the keys and values of earlier tokens — and does the cache change "
                       "anything?", icon="♻"):
-    inp = require_arch(("decoder", "encdec"), "needs a model that generates (a decoder or an encoder–decoder)")
+    inp = require(("has_cache",), "needs a model that generates (a decoder or an encoder–decoder)",
+                  ("decoder", "encdec"))
     present = presenting()
     info = state.model_info(inp.model)
     with options():
@@ -91,11 +92,11 @@ with page("KV cache", "Why may a decoder keep the keys and values of earlier tok
     stitched, full = sti["sites"][site]["stitched"][head], sti["sites"][site]["full"][head]
     mask = None if group == "cross" else cap.mask_of(cap.target_group)
     diff = stitched - full
-    side = dict(height=480, max_ticks=24, present=present)
+    side = dict(height=560, max_ticks=40, present=present)  # three charts the same size, every token labelled up to 40
     a, b, c = st.columns(3, gap="small")
     with a:
         fig = matrix_heatmap(stitched, qt, kt, mask=mask, title="stitched from the cached steps",
-                             showscale=False, zrange=(0.0, 1.0), **side)
+                             zrange=(0.0, 1.0), **side)
         chart(chunk_lines(fig, sti["bounds"], len(kt)), key="kv-stitched", name="kv-stitched")
     with b:
         chart(matrix_heatmap(full, qt, kt, mask=mask, title="one uncached pass", zrange=(0.0, 1.0), **side),

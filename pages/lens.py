@@ -10,11 +10,11 @@ from app.downloads import downloads
 from app.figures.interp import answer_curve, lens_grid, value_grid
 from app.figures.style import md
 from app.frame import chart, guard, page, presenting
-from app.inputs import require_arch
+from app.inputs import require
 from app.interp_examples import matching
 
 with page("Logit lens", "What would the model predict if it stopped after each layer?"):
-    inp = require_arch(("decoder", "encdec", "encoder"), "reads the residual stream through a token head")
+    inp = require(("internals",), "reads the residual stream through a token head")
     present = presenting()
     st.markdown(
         "Each block adds its attention and MLP outputs to the **residual stream**. The logit lens reads the stream "

@@ -8,7 +8,7 @@ from app import state
 from app.downloads import downloads, matrix_csv
 from app.figures.overview import overview_heatmap, payload_bytes, window_heatmap
 from app.frame import chart, options, page, presenting
-from app.inputs import FOLDER, URL_TEXT_LIMIT
+from app.inputs import FOLDER, URL_TEXT_LIMIT, needs_converted
 from app.url_state import URL, index, select, url_active
 from model.registry import model_choices
 
@@ -54,6 +54,9 @@ with page("Long inputs", "What does one head do across thousands of tokens? The 
             st.info("Type the path of a model folder.")
             st.stop()
     info = state.model_info(name)
+    if not info["can"]["internals"]:
+        st.info(needs_converted(name, "page runs the fused kernel (sdpa) and keeps q and k"), icon=":material/info:")
+        st.stop()
     context = int(info["context"])
     full = int(info.get("full_context", context))
     more = f" (the CPU limit; a CUDA GPU run reads {full:,})" if full > context else ""

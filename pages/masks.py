@@ -11,7 +11,7 @@ from app.figures.grids import grid_heatmap
 from app.figures.matrix import matrix_heatmap
 from app.figures.panels import panel_grid, panel_layers, run_panels
 from app.frame import chart, guard, options, page, presenting, switch_caption
-from app.inputs import inputs
+from app.inputs import require
 from app.presets import presets
 from app.url_state import index, select, slider
 from model.registry import bundled_names
@@ -33,13 +33,13 @@ PANEL = {"max_side": 256, "png_cells": 128 * 128}
 
 
 with page("Masks", "What changes when the same text and weights run under a different mask?"):
-    inp = inputs()
+    inp = require(("masks",), "runs the same weights under another mask")
     present = presenting()
-    own = state.model_info(inp.model)["arch"]
-    base = "bidirectional" if own == "encoder" else "causal"
+    can = state.model_info(inp.model)["can"]
+    base = "causal" if can["causal"] else "bidirectional"
     other = "causal" if base == "bidirectional" else "bidirectional"
     cap_a = inp.capture()
-    group = "decoder" if own == "encdec" else "self"
+    group = "decoder" if can["reads_source"] else "self"
     t = len(cap_a.group_tokens(group)[0])
     with options():
         c1, c2, c3, c4 = st.columns(4)

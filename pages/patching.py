@@ -11,7 +11,7 @@ from app.downloads import downloads
 from app.figures.interp import value_grid
 from app.figures.style import md
 from app.frame import chart, page, presenting
-from app.inputs import inputs
+from app.inputs import require
 from app.interp_examples import EXAMPLES, matching
 from app.url_state import index, select
 
@@ -23,7 +23,7 @@ def _label(i: int, tok: str) -> str:
 
 
 with page("Activation patching", "Which activations does the answer actually depend on?"):
-    inp = inputs()
+    inp = require(("internals",), "patches activations inside the model")
     present = presenting()
     st.markdown(
         "Two prompts of the same length differ in one detail, so the model answers differently: the **clean** prompt "

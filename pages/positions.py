@@ -13,7 +13,7 @@ from app.figures.grids import table_heatmap
 from app.figures.lines import curves
 from app.figures.mosaic import mosaic
 from app.frame import chart, page, presenting
-from app.inputs import inputs
+from app.inputs import require
 from app.url_state import select, slider
 
 SCHEMES = {"sinusoidal": "Sinusoidal", "learned": "Learned", "rope": "RoPE", "alibi": "ALiBi"}
@@ -45,7 +45,7 @@ def rope_scaling_section(freqs: dict, name: str, present: bool) -> None:
 
 
 with page("Positions", "Attention itself ignores order. How does the model know where each token is?", icon="⌖"):
-    inp = inputs()
+    inp = require(("internals",), "reads the model's position embeddings")
     present = presenting()
     info = state.model_info(inp.model)
     own = info["positional"]

@@ -14,7 +14,7 @@ from app.figures.matrix import matrix_heatmap
 from app.figures.rows import method_rows
 from app.figures.style import esc
 from app.frame import chart, guard, options, page, presenting
-from app.inputs import inputs
+from app.inputs import inputs, lacks
 from app.presets import default_query, source_index
 from app.token_strip import token_strip, unknown_note, unknown_positions
 from app.url_state import select, slider, token_select
@@ -117,7 +117,7 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
                 rows["flow"] = state.flow(inp.model, inp.text, inp.src, inp.backend, tgt_group, q, residual)
         else:
             notes["flow"] = f"Flow needs T ≤ {FLOW_MAX} tokens (exact max-flow per token); this text has {t}."
-    if info["has_logits"]:
+    if info["has_logits"] and not lacks(inp.model, "relevance", "gradient relevance runs our model's backward pass"):
         with guard():
             rel = state.relevance(inp.model, inp.text, inp.src, q, answer_id if target == "answer" else None)
             rows["relevance"] = rel.row
@@ -136,7 +136,7 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
                     notes["ig"] = (f" Baseline: {at.baseline}; {at.steps} steps. Logit {at.logit:.3f} at the input, "
                                    f"{at.baseline_logit:.3f} at the baseline; the scores sum to {at.total:.3f}, off "
                                    f"from the difference by {at.completeness_error:.2%}.")
-    else:
+    elif not info["has_logits"]:
         notes["relevance"] = f"{inp.model} has no prediction head, so there is no logit to explain."
 
     title_tok = esc(tokens[q])

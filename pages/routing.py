@@ -12,13 +12,26 @@ from app.figures.routing import class_share, entropy_lines, gate_heatmap, load_b
 from app.figures.style import md
 from app.frame import chart, options, page, presenting
 from app.inputs import Inputs, inputs
-from app.presets import presets
+from app.presets import default_query, presets
 from app.token_strip import predictions_table, token_strip
 from app.url_state import index, select, toggle, token_select
 from model.registry import bundled_names
 
 MOE_MODEL = "lecture-moe"  # the page's own model when the session's has no experts
 SPECIALISATION_N = 300  # held-out lecture examples routed for the specialisation table
+
+
+def answered_preset(model: str, backend: str):
+    """The first sample `model` answers right (its top prediction at the sample's query row is the answer), else
+    the first sample: the page's demo should not open on a wrong answer."""
+    ps = presets(model)
+    for p in ps:
+        if p.answer:
+            cap = state.capture(model, p.text, None, backend)
+            q = default_query(cap, p)
+            if cap.top_tokens is not None and cap.top_tokens[q][0].strip() == p.answer.strip():
+                return p
+    return ps[0]
 
 
 def moe_inputs() -> Inputs:
@@ -31,7 +44,7 @@ def moe_inputs() -> Inputs:
                 "there is no router to show. Pick a model with experts (a Mixtral folder, or lecture-moe).",
                 icon=":material/info:")
         st.stop()
-    p = presets(MOE_MODEL)[0]
+    p = answered_preset(MOE_MODEL, inp.backend)
     st.info(f"**{inp.model}** has no mixture-of-experts layers (every token goes through the same MLP), so this "
             f"page alone uses **{MOE_MODEL}** on its sample “{p.title}”. The other pages keep **{inp.model}**; "
             f"to route your own text, pick {MOE_MODEL} (or a Mixtral folder) in the sidebar.",
@@ -50,7 +63,9 @@ with page("Routing", "Which experts does each token go to — and what changes w
         layer = index("Layer", L, "rt_layer", 0, where=c1)
         t = token_select("Token", tokens, "query", T - 1, where=c2, help="The token to force to another expert.")
         first = int(r.choice[layer, t, 0])
-        expert = select("Send it to expert", list(range(E)), "rt_expert", (first + 1) % E, where=c3,
+        chosen = {int(e) for e in r.choice[layer, t]}  # the token's top-k now: forcing one of them changes little
+        expert = select("Send it to expert", list(range(E)), "rt_expert",
+                        next((e for e in range(E) if e not in chosen), (first + 1) % E), where=c3,
                         format_func=lambda e: f"E{e}" + (" (its first choice now)" if e == first else ""))
     token_strip(tokens, query=t, label="the token to force is outlined")
     st.markdown(f"**{inp.model}**: {L} layers, {E} experts per layer, each token goes to the top {r.top_k} "

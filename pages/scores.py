@@ -11,13 +11,13 @@ from app.figures.lines import lines
 from app.figures.matrix import matrix_heatmap
 from app.figures.switcher import head_switcher, switch_layers
 from app.frame import chart, options, page, presenting, switch_caption
-from app.inputs import inputs
+from app.inputs import require
 from app.url_state import group_select, index, slider, toggle
 
 TAUS = np.round(np.geomspace(0.1, 10, 13), 3)
 
 with page("Score scales", "Why divide by √d_k? What happens to the softmax when the scores grow?"):
-    inp = inputs()
+    inp = require(("has_qk",), "rescales the raw scores q·kᵀ")
     cap = inp.capture()
     present = presenting()
     groups = cap.groups()

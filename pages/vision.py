@@ -30,6 +30,7 @@ from app.figures.style import md
 from app.frame import chart, guard, options, page, presenting
 from app.inputs import BACKENDS
 from app.url_state import index, select, slider, toggle, token_select
+from app.vision_captions import aspect_note, distance_caption, position_caption
 from model.images import MAX_IMAGE_BYTES, decode_image
 from model.inputs import InputError
 from model.registry import model_choices
@@ -80,6 +81,9 @@ with page("Vision", "Where does a Vision Transformer look — and is it where th
                      "choose a generated sample.", icon=":material/error:")
             st.stop()
         image_name = f"upload {up.name}"
+        note = aspect_note(image.shape, (info["image_size"], info["image_size"]))
+        if note:
+            st.info(note, icon=":material/aspect_ratio:")
     view = state.image_view(name, image)  # uint8 [h, w, 3]: what the model reads
     run = state.image_capture(name, view, backend)
     region = vision.patch_region(sample.mask, grid) if sample is not None else None
@@ -96,9 +100,10 @@ with page("Vision", "Where does a Vision Transformer look — and is it where th
                      column_config={"probability": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0,
                                                                                    format="%.3f")})
         if sample is not None:
-            right = "right" if pred[0][0] == sample.label_name else "wrong"
-            st.markdown(f"Answer: **{md(sample.label_name)}** ({right}). {md(sample.description, 120)}; the cyan "
-                        "outline is the object that decides the label.")
+            verdict = ("the model's top class is correct" if pred[0][0] == sample.label_name
+                       else f"the model's top class ({md(pred[0][0])}) is wrong")
+            st.markdown(f"True label: **{md(sample.label_name)}**: {verdict}. {md(sample.description, 120)}; the "
+                        "cyan outline is the object that decides the label.")
 
     st.subheader("Where it looks")
     classes = state.image_classes(name)
@@ -153,13 +158,12 @@ with page("Vision", "Where does a Vision Transformer look — and is it where th
     with c1:
         chart(distance_figure(distance, present=present, title="Mean attention distance per head"),
               key="distance", name="vision-distance")
-        st.caption("How far (in pixels) each head looks from a patch, weighted by its attention (Dosovitskiy et "
-                   "al., fig. 7): early layers mix near and far heads, later ones look far.")
+        st.caption(distance_caption(distance, patch, grid))
     with c2, guard():
-        chart(position_similarity_figure(state.position_similarity(name), present=present,
-                                         title="Position embeddings: cosine similarity"),
+        sim = state.position_similarity(name)  # [N, rows, cols]
+        chart(position_similarity_figure(sim, present=present, title="Position embeddings: cosine similarity"),
               key="positions", name="vision-positions")
-        st.caption("Tile (r, c) shows how similar patch r,c's position embedding is to every other patch's.")
+        st.caption(position_caption(sim, grid))
 
     st.subheader("Queries and keys of one head")
     batch = ([] if sample is not None else [(image_name, view)]) + [(f"sample {i}: {s.label_name}", s.image)

@@ -119,3 +119,18 @@ def delta_grid(z, rows, cols, tolerance: float, *, title: str = "", present: boo
     fig.update_yaxes(tickmode="array", tickvals=y, ticktext=[esc(r, 40) for r in rows], autorange="reversed",
                      showgrid=False)
     return apply_layout(fig, title, present, int(max(240, 90 + 40 * z.shape[0])), meta={"shape": list(z.shape)})
+
+
+def neuron_grid(q, k, product, *, title: str = "", present: bool = False, per_row: int = 8) -> go.Figure:
+    """q, k and q⊙k of one query–key pair ([d_head] each) as a number grid wrapped to `per_row` dimensions a
+    row, so every number fits its cell on a projector: rows "q d0–7", "k d0–7", "q⊙k d0–7", "q d8–15", …;
+    column j of a row is dimension (row's first) + j. Three plain rows when d_head ≤ per_row or does not
+    divide by it."""
+    vecs = np.stack([q, k, product]).astype(np.float64)  # [3, d]
+    d = vecs.shape[1]
+    if d <= per_row or d % per_row:
+        return number_grid(vecs, ["q", "k", "q⊙k"], [f"d{i}" for i in range(d)], title=title, present=present)
+    chunks = d // per_row
+    m = vecs.reshape(3, chunks, per_row).transpose(1, 0, 2).reshape(3 * chunks, per_row)  # [3, d] -> [3·chunks, per_row]
+    rows = [f"{n} d{c * per_row}–{(c + 1) * per_row - 1}" for c in range(chunks) for n in ("q", "k", "q⊙k")]
+    return number_grid(m, rows, [f"+{j}" for j in range(per_row)], title=title, present=present)

@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app.figures.style import FLOOR, HEAD_COLORS, apply_layout, log_floor
+from app.figures.style import FLOOR, HEAD_COLORS, apply_layout, log_floor, log_ticks
 
 BACKEND_COLORS = {"eager": "#d62728", "sdpa": "#1f77b4", "flash": "#2ca02c"}
 
@@ -91,6 +91,8 @@ def scaling(rows, *, title: str = "", present: bool = False, time_key: str = "ms
         fig.add_trace(go.Scatter(x=[r["T"] for r in rs], y=[r["matrix_bytes"] * mem_scale for r in rs],
                                  name="one H×T×T float32 matrix", mode="lines",
                                  line={"color": "#888", "dash": "dot", "width": 2}), 1, 2)
-    fig.update_xaxes(type="log", title="sequence length T", dtick="D2")
-    fig.update_yaxes(type="log", dtick="D2")
+    fig.update_xaxes(type="log", title="sequence length T", **log_ticks([r["T"] for r in rows]))
+    for col in (1, 2):  # each panel's own ticks, every one labelled with its number
+        fig.update_yaxes(type="log", row=1, col=col, **log_ticks([y for t in fig.data if t.xaxis == ("x" if col == 1
+                                                                 else f"x{col}") for y in t.y]))
     return apply_layout(fig, title, present, 400, legend={"orientation": "h", "y": -0.3})

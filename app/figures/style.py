@@ -73,6 +73,27 @@ def apply_layout(fig: go.Figure, title: str, present: bool, height: int | None =
     return fig
 
 
+def log_ticks(values) -> dict:
+    """Ticks of a log axis over `values`, each labelled with its whole number ("0.002", "500", "2k"), never the
+    bare digit Plotly writes at minor ticks: powers of ten, plus 2× and 5× when the values span under two
+    decades. A dict for update_xaxes/update_yaxes."""
+    v = np.asarray([x for x in np.ravel(np.asarray(values, dtype=object)) if x is not None], dtype=np.float64)
+    v = v[np.isfinite(v) & (v > 0)]
+    if not v.size:
+        return {}
+    lo, hi = int(np.floor(np.log10(v.min()))), int(np.ceil(np.log10(v.max())))
+    steps = (1,) if np.log10(v.max() / v.min()) > 2 else (1, 2, 5)
+    ticks = [m * 10.0 ** e for e in range(lo, hi + 1) for m in steps if v.min() / 1.5 <= m * 10.0 ** e <= v.max() * 1.5]
+    return {"tickmode": "array", "tickvals": ticks, "ticktext": [_tick(t) for t in ticks]}
+
+
+def _tick(x: float) -> str:
+    for unit, div in (("M", 1e6), ("k", 1e3)):
+        if x >= div:
+            return f"{x / div:g}{unit}"
+    return f"{x:g}"
+
+
 def log_floor(v) -> np.ndarray:
     """|Δ| values for a log axis: exact zeros raised to FLOOR."""
     return np.maximum(np.asarray(v, dtype=np.float64), FLOOR)

@@ -14,8 +14,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def add_parser(sub) -> None:
     p = sub.add_parser("app", help="start the web app")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8501)
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 for every interface, "
+                        "better behind a reverse proxy)")
+    p.add_argument("--port", type=int, default=8501, help="port to listen on (default 8501)")
+    hub = p.add_mutually_exclusive_group()
+    hub.add_argument("--allow-hub", action="store_true",
+                     help="let users download hub models from the model box even on a public --host (a server on "
+                          "127.0.0.1, the default, may unless --no-hub)")
+    hub.add_argument("--no-hub", action="store_true",
+                     help="never download hub models from the model box (a class server on 127.0.0.1 behind a proxy)")
     add_device_args(p)
     p.set_defaults(run=run)
 
@@ -23,13 +31,15 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     """Check the arguments, then replace this process with `streamlit run app/main.py`. The device and dtype
     reach the app as ATTNLAB_DEVICE / ATTNLAB_DTYPE (read by app/state.py), resolved here first so that
-    cuda without a GPU fails now, as one line."""
+    cuda without a GPU fails now, as one line; --allow-hub / --no-hub as ATTNLAB_ALLOW_HUB=1 / 0."""
     if not 0 < args.port < 65536:
         raise UsageError(f"--port must be 1..65535, got {args.port}")
     from model.device import dtype_name
 
     device, dtype = run_settings(args)
     env = os.environ | {"ATTNLAB_DEVICE": device, "ATTNLAB_DTYPE": dtype_name(dtype)}
+    if args.allow_hub or args.no_hub:
+        env["ATTNLAB_ALLOW_HUB"] = "1" if args.allow_hub else "0"
     cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"),
            "--server.address", args.host, "--server.port", str(args.port), "--server.headless", "true"]
     os.chdir(ROOT)  # .streamlit/config.toml is read from the working directory

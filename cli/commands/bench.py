@@ -21,6 +21,8 @@ from cli.commands.common import add_device_args, run_settings
 from cli.errors import UsageError
 
 BENCH_MODELS = ("gpt2-small", "lecture-decoder")
+# --models names as the other commands name models (random-*: seeded random weights) -> the benchmark's own
+ALIASES = {"random-gpt2-small": "gpt2-small"}
 
 
 def add_parser(sub) -> None:
@@ -30,7 +32,9 @@ def add_parser(sub) -> None:
     p.add_argument("--out", default=None, help="JSON file to write (implies --json)")
     p.add_argument("--docs", default=None, help="also rewrite this markdown file (docs/benchmarks.md) with the table")
     p.add_argument("--lengths", default=None, help="comma-separated sequence lengths (default 128,512,1024,2048,4096)")
-    p.add_argument("--models", default="gpt2-small,lecture-decoder", help="comma-separated: gpt2-small, lecture-decoder")
+    p.add_argument("--models", default="random-gpt2-small,lecture-decoder",
+                   help="comma-separated: random-gpt2-small (GPT-2-small's shape, seeded random weights; reported as "
+                        "gpt2-small), lecture-decoder (default: both)")
     p.add_argument("--repeats", type=int, default=5, help="timed repeats per mode (median reported; default 5)")
     p.add_argument("--warmup", type=int, default=1, help="untimed warm-up rounds (default 1)")
     p.add_argument("--max-mem-gb", type=float, default=None,
@@ -79,10 +83,10 @@ def run(args) -> int:
         raise UsageError("every length must be ≥ 2")
     if args.repeats < 5:
         print(f"attnlab bench: note: --repeats {args.repeats} < 5 (the issue asks for medians of ≥ 5)", file=sys.stderr)
-    models = tuple(m.strip() for m in args.models.split(",") if m.strip())
+    models = tuple(ALIASES.get(m, m) for m in (m.strip() for m in args.models.split(",")) if m)
     unknown = [m for m in models if m not in BENCH_MODELS]
     if unknown:
-        raise UsageError(f"unknown benchmark model {unknown[0]!r}; use gpt2-small and/or lecture-decoder")
+        raise UsageError(f"unknown benchmark model {unknown[0]!r}; use random-gpt2-small and/or lecture-decoder")
     want_json = args.json or args.out is not None
     to_stdout = want_json and args.out is None
 

@@ -58,11 +58,55 @@ def default_texts(lm) -> tuple[str, str | None]:
 
 
 def resolve_texts(lm, text, src_text) -> tuple[str, str | None]:
+    """(text, source text) to run: the model's defaults for what was not given (an encoder–decoder given only
+    --src-text: an empty target prefix). --src-text on a model without a source is refused."""
+    if src_text is not None and lm.arch != "encdec":
+        from cli.errors import UsageError
+
+        raise UsageError(f"--src-text is the source of an encoder–decoder; {lm.name} is a{'n' if lm.arch[0] in 'ae' else ''} "
+                         f"{lm.arch} and reads --text only")
     if text is None and src_text is None:
         return default_texts(lm)
     if lm.arch == "encdec":
         return text or "", src_text
     return text, src_text
+
+
+def add_image_arg(p) -> None:
+    """--image FILE: the PNG or JPEG a vision model reads (default: a generated shape image)."""
+    p.add_argument("--image", default=None, metavar="FILE",
+                   help="vision models: a PNG or JPEG to read (default: the first held-out shape image)")
+
+
+def model_inputs(lm, args):
+    """The Inputs a command runs: a vision model's --image (else the sample image), else --text/--src-text
+    (else the model's default text). --image on a text model, or --text on a vision model, is refused."""
+    from cli.errors import UsageError
+
+    image = getattr(args, "image", None)
+    if lm.reads_image:
+        if args.text is not None or args.src_text is not None:
+            raise UsageError(f"{lm.name} is a vision transformer: give --image FILE, not --text")
+        return lm.encode_image(sample_image() if image is None else read_image(image))
+    if image is not None:
+        raise UsageError(f"--image is for vision models; {lm.name} reads text (--text)")
+    return lm.encode(*resolve_texts(lm, args.text, args.src_text))
+
+
+def read_image(path: str):
+    """uint8 [H, W, 3] of the PNG/JPEG at `path` (model.images.decode_image's limits); one line when it is
+    missing, unreadable or not such an image."""
+    from cli.errors import UsageError
+    from model.images import MAX_IMAGE_BYTES, decode_image
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_IMAGE_BYTES + 1)  # one byte over the limit is enough to refuse it
+    except FileNotFoundError:
+        raise UsageError(f"--image: no such file {path}") from None
+    except OSError as e:
+        raise UsageError(f"--image: cannot read {path}: {e.strerror}") from None
+    return decode_image(data)
 
 
 def sample_image():

@@ -10,7 +10,9 @@ def add_parser(sub) -> None:
     p.add_argument("--model", required=True, help="a lecture model name (see `attnlab models`) or its folder")
     p.add_argument("--n", type=int, default=200, help="number of fresh held-out examples (default 200)")
     p.add_argument("--seed", type=int, default=0, help="seed of the held-out examples (default 0)")
-    p.add_argument("--detail", action="store_true", help="also per example kind and exact-match rates")
+    p.add_argument("--detail", action="store_true",
+                   help="also the answers scored, the share of examples with every answer right, and both per "
+                        "example kind")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(run=run)
 
@@ -34,9 +36,25 @@ def run(args) -> int:
     if args.json:
         print_json(report)
     else:
-        for task, m in report["tasks"].items():
-            print(f"{task:<12} n={m['n']:<5} accuracy={m['accuracy']:.1%}")
+        print(text_report(report))
     return 0
+
+
+def text_report(report: dict) -> str:
+    """The report as lines: per task the examples, the accuracy over answer tokens (an example may hold
+    several answers) and, with --detail, the answers scored, the exact-match share and the same per kind."""
+    lines = []
+    for task, m in report["tasks"].items():
+        lines.append(_line(task, m))
+        lines += [_line(f"  {kind}", k) for kind, k in m.get("kinds", {}).items()]
+    return "\n".join(lines)
+
+
+def _line(name: str, m: dict) -> str:
+    out = f"{name:<14} examples={m['n']:<5} accuracy={m['accuracy']:.1%} of answers"
+    if "answers" in m:
+        out += f" (answers={m['answers']}, every answer right in {m['exact']:.1%} of examples)"
+    return out
 
 
 def _run_images(lm, args) -> int:

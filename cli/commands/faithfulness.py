@@ -14,6 +14,8 @@ def add_parser(sub) -> None:
     p.add_argument("--n", type=int, default=100, help="number of eval examples (default 100)")
     p.add_argument("--seed", type=int, default=0, help="seed of the example draw (default 0)")
     p.add_argument("--no-ablation", action="store_true", help="skip the head ablation")
+    p.add_argument("--image", default=None, metavar="FILE",
+                   help="vision models: not scored here (a file has no known object outline); see the message")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(run=run)
 
@@ -25,6 +27,14 @@ def run(args) -> int:
     if not 1 <= args.n <= MAX_EXAMPLES:
         raise InputError(f"--n must be between 1 and {MAX_EXAMPLES}, got {args.n}")
     lm = load_model(args.model)
+    if args.image is not None:
+        from cli.errors import UsageError
+
+        raise UsageError("faithfulness scores generated shape images, whose red object's pixels are known; an image "
+                         "file has no such outline to score against. For one image's maps use `attnlab capture "
+                         f"--model {args.model} --image FILE` (patterns) or the app's Vision page (rollout, "
+                         "gradient rollout)" if lm.reads_image else f"--image is for vision models; {args.model} "
+                         "reads text")
     if lm.reads_image:
         return _run_images(lm, args)
     report = faithfulness(lm, n=args.n, seed=args.seed, ablation=not args.no_ablation)

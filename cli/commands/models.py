@@ -17,14 +17,16 @@ def available_models() -> list[dict]:
     out = []
     for name in known_names():
         try:
-            out.append(load(name).info())
+            lm = load(name)
+            out.append(lm.info() | {"mode": lm.mode})  # "converted" or "transformers view"
         except Exception as e:  # noqa: BLE001 — list what fails too, with the reason
             out.append({"name": name, "error": str(e)})
     return out
 
 
 def cached_models() -> list[dict]:
-    """The supported models in the local Hugging Face cache (offline, read-only), without loading them."""
+    """The loadable models in the local Hugging Face cache (offline, read-only), without loading them; each says
+    how it runs ("converted", or "transformers view" for a family without a converter)."""
     from model.hf.cache import list_cached
 
     return [m.to_dict() for m in list_cached()]
@@ -40,8 +42,9 @@ def run(args) -> int:
                 print(f"{m['name']:<18} unavailable: {m['error']}")
             else:
                 moe = f" experts={m['experts']['n']} top-{m['experts']['top_k']}" if m.get("experts") else ""
-                print(f"{m['name']:<18} {m['kind']:<16} layers={m['layers']} heads={m['heads']} context={m['context']}"
+                print(f"{m['name']:<18} {m['kind']:<16} {m['mode']:<10} layers={m['layers']} heads={m['heads']} context={m['context']}"
                       + moe)
         for m in cached:
-            print(f"{m['repo_id']:<18} in the Hugging Face cache: {m['family']}, {(m['n_params'] or 0) / 1e6:.0f} M parameters")
+            print(f"{m['repo_id']:<18} in the Hugging Face cache: {m['family']}, {m['mode']}, "
+                  f"{(m['n_params'] or 0) / 1e6:.0f} M parameters")
     return 0

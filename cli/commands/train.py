@@ -19,6 +19,12 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from cli.errors import UsageError
+
+    for name in ("steps", "batch", "save_every", "eval_every"):
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
     if args.model == VIT:
         return _train_vit(args)
     from model.lecture.train_command import run as train_run

@@ -1,4 +1,4 @@
-"""The supported models already in the local Hugging Face cache — offline and read-only.
+"""The models attnlab can load that are already in the local Hugging Face cache — offline and read-only.
 
 The hub cache (huggingface_hub's layout) holds one folder per repository:
 
@@ -6,8 +6,9 @@ The hub cache (huggingface_hub's layout) holds one folder per repository:
     {root}/models--{org}--{name}/snapshots/{rev}/...   files, as symlinks into ../../blobs/{hash}
     {root}/models--{org}--{name}/blobs/{hash}          the bytes
 
-An entry is listed when its snapshot (refs/main's, else the only one) has a config.json whose model_type is
-one of our families (model/families FAMILIES) and does not ask for the checkpoint's own code, and
+An entry is listed when its snapshot (refs/main's, else the only one) has a config.json that names a model_type
+and does not ask for the checkpoint's own code (a family we convert runs "converted", any other as a
+"transformers view", model/view), and
 safetensors weights (model.safetensors, or model.safetensors.index.json and every shard it names). Pickle-only
 entries are not listed (the loader refuses them). Nothing is downloaded, written or unpickled; a file is
 read only when its real path lies inside the cache root (a blob symlink is allowed, a link that escapes the
@@ -42,13 +43,20 @@ class CachedModel:
     repo_id: str  # "org/name" (or "name" for the few repositories without an organisation)
     folder: Path  # the snapshot folder: what registry.load / load_hf_folder reads
     revision: str  # the snapshot's folder name (a commit hash)
-    family: str  # gpt2 | bert | llama | qwen2 | mistral | vit
+    family: str  # config.json's model_type: gpt2 | bert | llama | … (converted), or any other (a view)
     n_params: int | None  # parameters in the safetensors files (None when a header cannot be read)
     size_bytes: int  # bytes on disk of the snapshot's files (each blob once)
     has_tokenizer: bool  # tokenizer.json, vocab.txt or vocab.json present (the loader needs one)
+    mode: str = "converted"  # how it runs: "converted" (our model) or "transformers view"
 
     def to_dict(self) -> dict:
         return asdict(self) | {"folder": str(self.folder)}
+
+
+def has_converter(cfg: dict) -> bool:
+    """True when config.json's model_type is a family converted into our model (model/families FAMILIES);
+    any other runs as a transformers view (model/view). The one place that decides."""
+    return cfg.get("model_type") in FAMILIES
 
 
 def cache_root() -> Path:
@@ -151,7 +159,7 @@ def _inspect(repo_dir: Path, repo_id: str, root_real: Path) -> CachedModel | Non
     if not isinstance(cfg, dict):
         return None
     family = cfg.get("model_type")
-    if family not in FAMILIES or cfg.get("auto_map") or cfg.get("trust_remote_code"):
+    if not isinstance(family, str) or not REV.match(family) or cfg.get("auto_map") or cfg.get("trust_remote_code"):
         return None
     weights = _weight_files(snap, root_real)
     if not weights:
@@ -159,7 +167,8 @@ def _inspect(repo_dir: Path, repo_id: str, root_real: Path) -> CachedModel | Non
     counts = [_count_params(w) for w in weights]
     n_params = None if any(c is None for c in counts) else sum(counts)
     return CachedModel(repo_id, snap, snap.name, family, n_params, _size(snap, root_real),
-                       any(_inside(snap / f, root_real) is not None for f in TOKENIZER_FILES))
+                       any(_inside(snap / f, root_real) is not None for f in TOKENIZER_FILES),
+                       "converted" if has_converter(cfg) else "transformers view")
 
 
 def _read_json(path: Path, root_real: Path):
@@ -206,6 +215,11 @@ def read_header(path: Path) -> dict | None:
     except (OSError, json.JSONDecodeError, UnicodeDecodeError):
         return None
     return header if isinstance(header, dict) else None
+
+
+def count_params(path: Path) -> int | None:
+    """Parameters in one safetensors file (the shapes in its header), or None when it cannot be read."""
+    return _count_params(path)
 
 
 def _count_params(path: Path) -> int | None:

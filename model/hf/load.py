@@ -1,23 +1,24 @@
 """Load a Hugging Face folder (or a hub id, when online) into a LoadedModel.
 
 Safetensors only: a `pytorch_model.bin` is a pickle and unpickling can run arbitrary code, so it is
-refused with instructions, never opened. `trust_remote_code` is never set: only the families in
-model/families (FAMILIES) load, through our own code.
+refused with instructions, never opened. `trust_remote_code` is never set: the families in model/families
+(FAMILIES) load through our own code; any other runs as a transformers view (model/view), transformers' own
+classes only.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import torch
 
+from model import hub, view  # view: `from model import` (model/view/loaded.py imports this module)
 from model.checkpoint import CheckpointError, load_state, load_weights, read_config
 from model.config import ModelConfig
 from model.families import FAMILIES, supported_families
 from model.families.common import State
-from model.inputs import InputError
+from model.hf.cache import has_converter
 from model.loaded import LoadedModel
 from model.tokenizer import HFTokenizer
 from model.transformer import build_model
@@ -27,11 +28,14 @@ CONVERT_HINT = (
     "convert it once on a machine you trust: `python -c \"from transformers import AutoModel; "
     "AutoModel.from_pretrained('FOLDER').save_pretrained('FOLDER', safe_serialization=True)\"` "
     "(or use the hub's safetensors conversion)")
-HUB_PATTERNS = ["*.json", "*.safetensors", "*.txt"]  # config, weights, tokenizer (vocab.json, merges.txt, vocab.txt)
+
+
 def load_hf_folder(folder: str | Path, name: str | None = None, source: str | None = None) -> LoadedModel:
     """A local Hugging Face folder (config.json, model.safetensors, tokenizer files) → LoadedModel."""
     folder = check_folder(folder)
     hf = read_config(folder)
+    if hf.get("model_type") and not has_converter(hf):  # no converter: transformers runs it (a view)
+        return view.load_view(folder, hf, name, source)
     family = model_family(hf, folder)
     state = read_weights(folder)
     model, cfg = build_converted(family, hf, state, str(folder))
@@ -44,18 +48,9 @@ def load_hf_folder(folder: str | Path, name: str | None = None, source: str | No
     return LoadedModel(name or str(folder), model, tok, cfg, source or str(folder), family=family, card=card)
 
 
-def load_hub(repo_id: str) -> LoadedModel:
-    """Download config, safetensors and tokenizer files of a hub model (online only), then load the folder."""
-
-    if not hub_allowed():
-        raise InputError(f"{repo_id!r} looks like a hub id, but HF_HUB_OFFLINE is set; give a local folder instead")
-    try:
-        from huggingface_hub import snapshot_download
-
-        path = snapshot_download(repo_id, allow_patterns=HUB_PATTERNS)
-    except Exception as e:  # noqa: BLE001 — network, missing repo, auth: one clear message
-        raise InputError(f"could not download {repo_id!r} from the Hugging Face hub: {type(e).__name__}: {e}") from None
-    return load_hf_folder(path, name=repo_id, source=f"hub:{repo_id}")
+def load_hub(repo_id: str, revision: str | None = None, max_bytes: int | None = None) -> LoadedModel:
+    """Download config, safetensors and tokenizer files of a hub model (model/hub.py), then load the folder."""
+    return load_hf_folder(hub.pull(repo_id, revision, max_bytes=max_bytes), name=repo_id, source=f"hub:{repo_id}")
 
 
 # -- steps ----------------------------------------------------------------------------------------------
@@ -166,9 +161,5 @@ def _specials(folder: Path, family: str) -> dict[str, str]:
                 v = v.get("content")
             if isinstance(v, str):
                 found[ours] = v
-    return {**FAMILIES[family].specials, **found}
+    return {**(FAMILIES[family].specials if family in FAMILIES else {}), **found}  # a view: the folder's own
 
-
-def hub_allowed() -> bool:
-    """Hub ids are tried only when the machine is online and HF_HUB_OFFLINE is not set."""
-    return os.environ.get("HF_HUB_OFFLINE", "0") in ("0", "")

@@ -64,3 +64,17 @@ def test_an_encoder_has_no_cache():
         K.cached_chunks(enc, inp)
     with pytest.raises(ValueError, match="no KV cache"):
         generation_steps(enc, inp, 2)
+
+
+def test_first_steps_of_the_greedy_check_equal_a_generation_of_that_length(dec, encdec):
+    from analysis.checks import GREEDY_TOKENS, first_steps
+
+    for lm, inp in ((dec, dec.encode("The cat sat")), (encdec, encdec.encode("", "a b c"))):
+        greedy = check_greedy_cache(lm, inp).detail
+        for n in (1, 7, GREEDY_TOKENS):
+            assert first_steps(greedy, n) == generation_steps(lm, inp, n)
+    full = dec.encode("x" * (dec.cfg.max_len - 1))  # with [BOS]: the context is full, no step
+    with pytest.raises(ValueError, match="fills the model's context"):
+        first_steps(check_greedy_cache(dec, full).detail, 5)
+    with pytest.raises(ValueError, match="encoder has no KV cache"):
+        first_steps({}, 5)

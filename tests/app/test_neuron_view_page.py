@@ -12,8 +12,11 @@ def test_neuron_view_matches_the_record():
     at = open_page("heatmaps", model="random-decoder", text=text, layer=1, head=2, query=9, nv_key=4)
     ok(at)
     rec = load("random-decoder").run(text)["blocks.1.attn"]
-    z = z_of(titled(at, "q (query 9), k (key 4) and q⊙k")["data"][0])  # [3, d_head]
-    assert z.shape == (3, 16)
+    fig = titled(at, "q (query 9), k (key 4) and q⊙k")
+    z = z_of(fig["data"][0])  # wrapped to 8 dimensions a row, so every number fits its cell: [2·3, 8]
+    assert z.shape == (6, 8) and list(fig["layout"]["yaxis"]["ticktext"][:4]) == ["q d0–7", "k d0–7", "q⊙k d0–7",
+                                                                                   "q d8–15"]
+    z = z.reshape(2, 3, 8).transpose(1, 0, 2).reshape(3, 16)  # [chunks, 3, 8] -> [3, d_head]
     np.testing.assert_allclose(z[0], rec.q[0, 2, 9], atol=1e-6)
     np.testing.assert_allclose(z[1], rec.k[0, 2, 4], atol=1e-6)
     np.testing.assert_allclose(z[2], z[0] * z[1], atol=1e-6)

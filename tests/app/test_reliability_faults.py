@@ -16,6 +16,7 @@ import pytest
 from app import state
 from model.checkpoint import save_folder
 from model.config import ModelConfig
+from model.families import supported_families
 from model.registry import BUNDLED_DIR
 from model.transformer import build_model
 from tests.app.conftest import open_page, specs, titled, z_of
@@ -91,7 +92,8 @@ def _faults(root: Path, outside: Path) -> dict[str, tuple[str, str] | str]:
         "bad-json": f"{LOADED}{root}/bad-json/config.json is not valid JSON (Expecting property name enclosed in "
                     f"double quotes){FIX}",
         "bad-config": f"{LOADED}{root}/bad-config/config.json: d_model=32 is not divisible by n_heads=3{FIX}",
-        "no-attnlab": f"{LOADED}{root}/no-attnlab: model_type None is not supported; supported families: gpt2 (",
+        "no-attnlab": f"{LOADED}{root}/no-attnlab: model_type None is not supported; supported families: "
+                      f"{supported_families()}{FIX}",
         "shapes": f"{LOADED}{root}/shapes: embed.tok.weight has shape (186, 32), the config needs (200, 32){FIX}",
         "layers": f"{LOADED}{root}/layers: weights do not match the config (missing ['blocks.1.attn.qkv.weight', "
                   f"'blocks.1.attn.qkv.bias', 'blocks.1.attn.out.weight'], unexpected []){FIX}",

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from analysis.routing import force_expert_run, route_text
-from app.presets import presets
+from app.presets import default_query, presets
 from model.registry import load
 from tests.app.conftest import arr, ok, open_page, titled, z_of
 
@@ -30,7 +30,20 @@ def test_a_dense_model_gets_lecture_moe_and_says_so(lm):
     assert any("lecture-decoder** has no mixture-of-experts layers" in i.value and "lecture-moe" in i.value
                for i in at.info)
     assert at.session_state["model"] == "lecture-decoder"  # the session keeps its model
-    r, _ = route_text(lm, lm.encode(_text(0)))
+    right = []  # the samples lecture-moe answers right: the demo opens on the first of them
+    for p in presets(MODEL):
+        run = lm.run(p.text)
+        right.append(p.answer is not None and run.top_tokens[default_query(run, p)][0].strip() == p.answer.strip())
+    assert any(right)
+    demo = presets(MODEL)[right.index(True)]
+    assert any(f"“{demo.title}”" in i.value for i in at.info)
+    r, _ = route_text(lm, lm.encode(demo.text))
+    t = len(r.tokens) - 1
+    expert = int(at.query_params["rt_expert"])  # the default: an expert outside the token's top-k
+    assert expert not in set(r.choice[0, t].tolist())
+    before, after = at.dataframe[1].value, at.dataframe[2].value
+    assert not np.allclose(before["probability"], after["probability"])  # forcing changes the prediction
+    assert "lecture-decoder's tasks" in demo.note and "lecture-moe was upcycled" in demo.note
     fig = titled(at, "Layer 0: router weight per token and expert")
     np.testing.assert_allclose(z_of(fig["data"][0]), r.gates[0], atol=1e-6)
     assert list(fig["layout"]["xaxis"]["ticktext"]) == ["E0", "E1", "E2", "E3"]

@@ -101,3 +101,22 @@ def test_view_targets_judge_the_browser_and_class_sections():
     assert got["errors + mixed results under 30 sessions"][:2] == (0, True)
     assert got["server memory after warm-up under 30 sessions"][:2] == (0.68, True)
     assert all(t["passed"] is None for t in view_targets({}))
+
+
+NAV = [{Browser.PAGE: "Heatmaps", Browser.FIRST_VISIT: 0.8, Browser.REVISIT: 0.4, Browser.SHOWN: "chart",
+        Browser.ERRORS: []},
+       {Browser.PAGE: "Rollout & attribution", Browser.FIRST_VISIT: 2.3, Browser.REVISIT: 0.9,
+        Browser.SHOWN: "chart", Browser.ERRORS: ["revisit_s: TimeoutError: x"]}]
+
+
+def test_navigation_table_and_target():
+    from bench.view_targets import view_targets
+
+    section = SECTION | {Browser.NAVIGATION: NAV, Browser.NAV_QUERY: "model=lecture-decoder"}
+    lines = browser_markdown(section)
+    assert "| Heatmaps | 0.800 | 0.400 |" in lines and "| Rollout & attribution | 2.300 | 0.900 |" in lines
+    assert "- navigation to Rollout & attribution: revisit_s: TimeoutError: x" in lines
+    (t,) = [t for t in view_targets({Top.BROWSER: section}) if t["name"].startswith("sidebar click")]
+    assert t["measured"] == 2.3 and t["passed"] is False and t["note"] == "slowest: Rollout & attribution"
+    (t,) = [t for t in view_targets({Top.BROWSER: SECTION}) if t["name"].startswith("sidebar click")]
+    assert t["measured"] is None and t["passed"] is None

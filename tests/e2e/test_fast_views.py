@@ -61,6 +61,10 @@ def test_browser_benchmark_quick_mode_runs_without_errors(browser):
     assert row["errors"] == [], row["errors"]
     assert row["page"] == "heatmaps" and row["warm_first_chart_s"] > 0
     assert row["widgets"]["head"]["median_s"] > 0 and len(row["widgets"]["head"]["times_s"]) == 3
+    nav = out["navigation"]  # quick mode walks two pages of the sidebar, twice
+    assert [r["page"] for r in nav] == ["Heatmaps", "KV cache"], nav
+    assert all(r["errors"] == [] and r["shown"] == "chart" and r["first_visit_s"] > 0 and r["revisit_s"] > 0
+               for r in nav), nav
 
 
 def test_a_quick_class_sees_only_its_own_tokens(browser):

@@ -1,6 +1,6 @@
 """model/hf/cache.py on a fake Hugging Face cache built in tmp_path: real tiny save_pretrained folders laid out
-as snapshots/{rev}/ symlinks into ../../blobs/, next to entries that must be skipped (an unsupported family,
-a pickle-only entry, remote code, a dangling link, links escaping the root, odd names) — nothing downloaded."""
+as snapshots/{rev}/ symlinks into ../../blobs/, an unconverted family (listed: it runs as a transformers view),
+next to entries that must be skipped (a pickle-only entry, remote code, a dangling link, links escaping the root, odd names) — nothing downloaded."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def hub(tmp_path_factory):
 
     llama_cfg = json.loads((llama / "config.json").read_text())
     weights = (llama / "model.safetensors").read_bytes()
-    add_repo(root, "acme/t5-small", {"config.json": json.dumps({"model_type": "t5"}).encode(),
+    add_repo(root, "acme/pegasus-tiny", {"config.json": json.dumps({"model_type": "pegasus"}).encode(),
                                      "model.safetensors": weights})
     add_repo(root, "acme/pickle-only", {"config.json": llama / "config.json", "pytorch_model.bin": b"\x80\x04junk"})
     add_repo(root, "acme/remote-code", {"config.json": json.dumps(llama_cfg | {"auto_map": {"x": "y"}}).encode(),
@@ -107,9 +107,10 @@ def hub(tmp_path_factory):
 def test_lists_supported_entries_only_sorted(hub):
     root, _, _ = hub
     found = cache.list_cached(root)
-    assert [r.repo_id for r in found] == ["acme/qwen2-sharded", "acme/tiny-llama", "solo"]
-    assert [r.family for r in found] == ["qwen2", "llama", "llama"]
-    assert all(r.has_tokenizer for r in found)
+    assert [r.repo_id for r in found] == ["acme/pegasus-tiny", "acme/qwen2-sharded", "acme/tiny-llama", "solo"]
+    assert [r.family for r in found] == ["pegasus", "qwen2", "llama", "llama"]
+    assert [r.mode for r in found] == ["transformers view", "converted", "converted", "converted"]
+    assert [r.has_tokenizer for r in found] == [False, True, True, True]
     assert all(isinstance(r.to_dict()["folder"], str) for r in found)
 
 
@@ -133,7 +134,7 @@ def test_resolve_cached_and_the_folder_loads(hub):
     root, _, d = hub
     assert cache.resolve_cached("acme/qwen2-sharded", root) == d["qwen"][1]
     assert cache.resolve_cached("solo", root) == d["solo"][1]
-    for skipped in ("acme/t5-small", "acme/pickle-only", "acme/remote-code", "acme/dangling", "acme/escape-weights",
+    for skipped in ("acme/pickle-only", "acme/remote-code", "acme/dangling", "acme/escape-weights",
                     "acme/escape-config", "acme/escape-snapshot", "acme/two-snaps", "acme/bad-json",
                     "acme/bad-index", "acme/missing", "../etc", "a/b/c", ""):
         assert cache.resolve_cached(skipped, root) is None, skipped
@@ -150,7 +151,7 @@ def test_root_from_environment(hub, monkeypatch, tmp_path):
     assert cache.cache_root() == tmp_path / ".cache" / "huggingface" / "hub"
     assert cache.list_cached() == []  # no cache at all: an empty list
     monkeypatch.setenv("HF_HOME", str(root.parent))
-    assert cache.cache_root() == root and len(cache.list_cached()) == 3
+    assert cache.cache_root() == root and len(cache.list_cached()) == 4
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "nowhere"))
     assert cache.list_cached() == [] and cache.resolve_cached("acme/tiny-llama") is None
     monkeypatch.setenv("HF_HUB_CACHE", str(root))
@@ -173,7 +174,7 @@ def test_reads_nothing_outside_the_root(hub, monkeypatch):
 
     monkeypatch.setattr("builtins.open", spy_open)
     monkeypatch.setattr(Path, "read_text", spy_read)
-    assert len(cache.list_cached(root)) == 3
+    assert len(cache.list_cached(root)) == 4
     real_root = root.resolve()
     assert opened and all(real_root in p.parents for p in opened)
     assert not any(outside.resolve() in p.parents for p in opened)

@@ -1,0 +1,100 @@
+"""What a folder must hold for a transformers view, and the transformers class that runs it.
+
+Never `trust_remote_code`: a config with auto_map is refused before transformers reads it. Safetensors only:
+a folder with pickle weights alone is refused without opening them. Only classes transformers itself ships
+(named by config.json's `architectures`, else picked by the config's kind) are built.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from model.checkpoint import CheckpointError
+from model.hf.cache import count_params
+from model.memory import FIT_SHARE, available_bytes, fmt_gb
+
+SLACK = 1.05  # a config may describe at most this many times the parameters the weights hold (tied copies aside)
+PICKLE_HINT = "convert the weights to model.safetensors on a machine you trust"
+HEADS = {"decoder": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "encoder": "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
+         "encdec": "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES"}  # the head a kind runs with, by model_type
+
+
+def check_view_folder(folder: Path, hf: dict) -> None:
+    """Refuse (CheckpointError, one line) repository code and folders without safetensors weights."""
+    if hf.get("auto_map") or hf.get("trust_remote_code"):
+        raise CheckpointError(f"{folder}: config.json asks for the checkpoint's own Python code (auto_map); "
+                              "attnlab never runs code shipped with a checkpoint")
+    if (folder / "model.safetensors").is_file():
+        return
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            shards = set(json.loads(index.read_text())["weight_map"].values())
+        except (json.JSONDecodeError, KeyError, AttributeError, TypeError, UnicodeDecodeError):
+            raise CheckpointError(f"{index} is not a valid safetensors index") from None
+        bad = [s for s in shards if Path(str(s)).name != s or not str(s).endswith(".safetensors")
+               or not (folder / s).is_file()]
+        if bad:
+            raise CheckpointError(f"{index} names {sorted(map(str, bad))[0]!r}, not a safetensors file in the folder")
+        return
+    pickles = sorted(p.name for p in folder.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".ckpt"))
+    if pickles:
+        raise CheckpointError(f"{folder} has only {pickles[0]}, a pickle file; it is not loaded because unpickling "
+                              f"can run arbitrary code ({PICKLE_HINT})")
+    raise CheckpointError(f"{folder} has no model.safetensors")
+
+
+def kind_of(config) -> str:
+    """'encdec', 'decoder' (causal self-attention) or 'encoder' (bidirectional), from the transformers config."""
+    from transformers.models.auto import modeling_auto as auto
+
+    if getattr(config, "is_encoder_decoder", False):
+        return "encdec"
+    archs = getattr(config, "architectures", None) or []
+    if any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs) or getattr(config, "is_decoder", False):
+        return "decoder"
+    mt = config.model_type
+    causal, masked = auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    return "decoder" if mt in causal and mt not in masked else "encoder"
+
+
+def model_class(config, kind: str):
+    """The transformers class to run: the first of config.architectures that transformers has for this config's
+    model_type, else the kind's head (causal LM, masked LM, seq2seq LM), else the bare model."""
+    import transformers
+    from transformers.models.auto import modeling_auto as auto
+
+    for name in getattr(config, "architectures", None) or []:
+        cls = getattr(transformers, name, None)
+        if isinstance(cls, type) and getattr(cls, "config_class", None) is type(config):  # the config's own class
+            return cls
+    head = getattr(auto, HEADS[kind]).get(config.model_type)
+    cls = getattr(transformers, head, None) if isinstance(head, str) else None
+    return cls if cls is not None else transformers.AutoModel
+
+
+def stored_params(folder: Path) -> int | None:
+    """Parameters in the folder's safetensors files (their headers), or None when one cannot be read."""
+    files = sorted(folder.glob("*.safetensors"))
+    counts = [count_params(f) for f in files]
+    return None if not files or any(c is None for c in counts) else sum(counts)
+
+
+def check_size(folder: Path, cls, config) -> int:
+    """The parameters `cls(config)` has, counted without memory (on the meta device). Refuses (CheckpointError)
+    a config that describes a bigger model than the weights hold (transformers would fill the rest with random
+    numbers) or one whose float32 weights would not fit in the free memory."""
+    with torch.device("meta"):
+        n = sum(p.numel() for p in cls(config).parameters())
+    stored = stored_params(folder)
+    if stored is not None and n > stored * SLACK + 10_000:
+        raise CheckpointError(f"{folder}: config.json describes {n:,} parameters of {cls.__name__} but the weights "
+                              f"hold {stored:,}: they do not match model_type {config.model_type!r}")
+    free = available_bytes()
+    if free is not None and 4 * n > free * FIT_SHARE:
+        raise CheckpointError(f"{folder}: {n:,} parameters need {fmt_gb(4 * n)} in float32; this machine has "
+                              f"{fmt_gb(free)} free")
+    return n

@@ -1,0 +1,52 @@
+"""The faithfulness report is computed once per weights and examples, kept on disk and read back."""
+
+import json
+from unittest import mock
+
+import pytest
+import torch
+
+from analysis import faithfulness as faithfulness_
+from analysis.faithfulness_store import kept_faithfulness, weights_hash
+from model.registry import load
+
+
+def test_kept_report_equals_fresh_and_is_read_back(tmp_path):
+    lm = load("random-decoder")
+    first = kept_faithfulness(lm, 6, 0, folder=tmp_path)
+    assert first == json.loads(json.dumps(faithfulness_.faithfulness(lm, 6, 0, ablation=False)))
+    assert len(list(tmp_path.glob("*.json"))) == 1
+    again = load("random-decoder")  # another load of the same weights (a restarted server)
+    with mock.patch.object(faithfulness_, "faithfulness", side_effect=AssertionError("recomputed")):
+        assert kept_faithfulness(again, 6, 0, folder=tmp_path) == first
+    kept_faithfulness(lm, 7, 0, folder=tmp_path)  # other examples: another report
+    assert len(list(tmp_path.glob("*.json"))) == 2
+
+
+def test_other_weights_are_scored_again(tmp_path):
+    lm = load("random-decoder")
+    kept_faithfulness(lm, 5, 1, folder=tmp_path)
+    h = weights_hash(lm.model)
+    with torch.no_grad():
+        next(lm.model.parameters()).view(-1)[0] += 1e-3  # one weight changed (a retrained checkpoint)
+    assert weights_hash(lm.model) != h
+    calls = []
+    real = faithfulness_.faithfulness
+    with mock.patch.object(faithfulness_, "faithfulness", side_effect=lambda *a, **k: calls.append(1) or real(*a, **k)):
+        kept_faithfulness(lm, 5, 1, folder=tmp_path)
+    assert calls == [1] and len(list(tmp_path.glob("*.json"))) == 2
+
+
+def test_unwritable_folder_still_reports(tmp_path):
+    lm = load("random-decoder")
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    report = kept_faithfulness(lm, 4, 0, folder=blocker / "sub")
+    assert report["n_examples"] == 4 and set(report["methods"]) == set(faithfulness_.METHODS)
+
+
+@pytest.mark.parametrize("n", [0])
+def test_bad_n_is_refused(tmp_path, n):
+    from model.inputs import InputError
+    with pytest.raises(InputError):
+        kept_faithfulness(load("random-decoder"), n, 0, folder=tmp_path)

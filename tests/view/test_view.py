@@ -1,0 +1,177 @@
+"""A transformers view of families attnlab does not convert: its attention is transformers' own, exactly."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+import model
+from model.checkpoint import CheckpointError
+from model.inputs import InputError
+from model.view import MODE, ViewModel
+from tests.view.fixtures import FAMILIES, hf_attentions, make_view_model
+
+TEXT, SRC = "the cat sat on the mat because the mat was warm", "a dog ran in the park"
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("view")
+    return {f: make_view_model(f, root / f, seed=i) for i, f in enumerate(FAMILIES)}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_attention_is_transformers_own(folders, family):
+    lm = model.load(str(folders[family]))
+    assert isinstance(lm, ViewModel) and lm.family == family and lm.info()["mode"] == MODE
+    run = lm.run(TEXT, SRC if lm.reads_source else None)
+    ref = hf_attentions(folders[family], run.ids, run.src_ids)
+    for group, sites in run.groups().items():
+        key = "self" if group == "self" else group
+        assert len(sites) == len(ref[key])
+        for i, site in enumerate(sites):
+            want = ref[key][i][0].numpy()  # [H, q, k]
+            got = run.records[site].pattern()
+            assert got.shape == want.shape
+            assert np.array_equal(got, want), f"{family} {site}"
+            np.testing.assert_allclose(got.sum(-1), 1.0, atol=1e-5)
+    assert run.n_heads == lm.cfg.n_heads
+    stacks = {r.stack for r in run.records.values()}
+    assert stacks == ({"encoder", "decoder"} if lm.reads_source else {lm.arch})
+
+
+def test_ids_are_the_tokenizers_and_kinds(folders):
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(folders["gptj"] / "tokenizer.json"))
+    lm = model.load(str(folders["gptj"]))
+    assert lm.encode(TEXT).ids[0].tolist() == tok.encode(TEXT).ids
+    assert model.load(str(folders["mobilebert"])).arch == "encoder"
+    enc = model.load(str(folders["pegasus"]))
+    inp = enc.encode("the cat", SRC)
+    assert inp.ids[0].tolist()[0] == 0  # the decoder's start token (decoder_start_token_id)
+    assert inp.src_ids[0].tolist() == tok.encode(SRC).ids
+
+
+def test_weights_only_and_what_it_cannot_do(folders):
+    lm = model.load(str(folders["gptj"]))
+    run = lm.run(TEXT)
+    rec = run.records["blocks.1.attn"]
+    assert rec.q is None and rec.k is None and rec.lazy is False
+    with pytest.raises(InputError, match="weights only"):
+        rec.scores(0)
+    with pytest.raises(InputError, match="weights only"):
+        run.matrices("self", "scores")
+    mask = run.mask_of("self")
+    assert mask.shape == (len(run.tokens),) * 2 and not mask[0, 1] and mask[1, 0]
+    np.testing.assert_array_equal(run.matrices("self")[:, :, ~mask], 0.0)  # causal: nothing above the diagonal
+    can = lm.describe()["can"]
+    assert not can["has_qk"] and not can["has_cache"] and not can["converted"] and can["has_logits"]
+    for call in (lambda: lm.run(TEXT, backend="sdpa"), lambda: lm.run(TEXT, mask=("bidirectional",)),
+                 lambda: lm.generate(TEXT), lambda: lm.forward(lm.encode(TEXT), interventions={"x": 1})):
+        with pytest.raises(InputError, match="converted family|own mask"):
+            call()
+    assert pickle.loads(pickle.dumps(run)).records["blocks.1.attn"].pattern(2).shape == mask.shape
+    assert run.top_tokens is not None and len(run.top_tokens) == len(run.tokens)
+
+
+def test_head_statistics_and_rollout_read_it(folders):
+    from analysis.head_runs import head_table
+    from analysis.rollout import attention_rollout
+
+    lm = model.load(str(folders["bloom"]))
+    df, period = head_table(lm, lm.encode(TEXT))
+    assert len(df) == lm.cfg.n_layers * lm.cfg.n_heads and df["induction"].notna().all()
+    r = attention_rollout(lm.run(TEXT).matrices("self"), 0.5, "mean", 0.0)
+    np.testing.assert_allclose(r.sum(-1), 1.0, atol=1e-5)
+    enc = model.load(str(folders["pegasus"]))
+    df, _ = head_table(enc, enc.encode("the cat", SRC))
+    assert set(df["stack"]) == {"encoder", "decoder", "cross"}
+
+
+def test_refuses_pickles_and_repository_code(tmp_path, folders):
+    pickled = tmp_path / "pickled"
+    pickled.mkdir()
+    cfg = json.loads((folders["gptj"] / "config.json").read_text())
+    (pickled / "config.json").write_text(json.dumps(cfg))
+    torch.save({}, pickled / "pytorch_model.bin")
+    with pytest.raises(CheckpointError, match="pickle"):
+        model.load(str(pickled))
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    (remote / "config.json").write_text(json.dumps(cfg | {"auto_map": {"AutoModel": "modeling_x.X"}}))
+    with pytest.raises(CheckpointError, match="own Python code"):
+        model.load(str(remote))
+
+
+def test_refuses_weights_transformers_would_fill_at_random(tmp_path, folders):
+    from safetensors.torch import load_file, save_file
+
+    f = tmp_path / "gptj"
+    f.mkdir()
+    for p in folders["gptj"].iterdir():
+        (f / p.name).write_bytes(p.read_bytes())
+    state = load_file(str(f / "model.safetensors"))
+    del state["transformer.ln_f.bias"]  # 32 of ~30k parameters: the sizes agree, the names do not
+    save_file(state, str(f / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match=r"weights do not match model_type 'gptj': 1 weights of GPTJForCausalLM "
+                                              r"are missing or of another shape \(e.g. transformer.ln_f.bias\)"):
+        model.load(str(f))
+
+
+def test_context_and_empty_text(folders):
+    lm = model.load(str(folders["gpt_bigcode"]))
+    assert lm.context == 48
+    with pytest.raises(InputError, match="empty"):
+        lm.run("   ")
+    with pytest.raises(InputError):
+        lm.run("the cat " * 40)
+    with pytest.raises(InputError, match="source text"):
+        model.load(str(folders["pegasus"])).run("the cat")
+
+
+def test_notebook_views(folders):
+    from app.notebook import show
+
+    for fam in ("gptj", "pegasus"):
+        lm = model.load(str(folders[fam]))
+        run = lm.run(TEXT, SRC if lm.reads_source else None)
+        for view in ("heads", "head", "headview", "rollout", "tokens"):
+            fig = show(run, view)
+            assert fig.data, f"{fam} {view}"
+
+
+def test_a_view_of_a_converted_family_agrees_with_our_model(tmp_path):
+    """The same GPT-2 weights as our converted model and as a transformers view: the same weights per head and
+    the same gradient relevance (the view's gradients flow through transformers' own attention weights)."""
+    from analysis.relevance import gradient_relevance
+    from model.checkpoint import read_config
+    from model.view import load_view
+    from tests.hf_fixtures import build
+
+    folder = build("gpt2", "gpt2-3heads-bpe", tmp_path)
+    ours, view = model.load(str(folder)), load_view(folder, read_config(folder))
+    assert ours.mode == "converted" and view.mode == MODE
+    a, b = ours.run(TEXT), view.run(TEXT)
+    assert a.ids == b.ids and list(a.records) == list(b.records)
+    for site in a.records:
+        np.testing.assert_allclose(b.records[site].pattern(), a.records[site].pattern(), atol=2e-6)
+    np.testing.assert_allclose(b.top_probs, a.top_probs, atol=2e-5)
+    for pos in (3, -1):
+        ra, rb = gradient_relevance(ours, ours.encode(TEXT), pos), gradient_relevance(view, view.encode(TEXT), pos)
+        assert ra.target_id == rb.target_id
+        np.testing.assert_allclose(rb.matrix, ra.matrix, atol=1e-5)
+        assert rb.matrix[0, 1:].sum() == 0 and rb.row.max() > 0
+
+
+def test_relevance_of_an_unconverted_encoder_decoder(folders):
+    from analysis.relevance import gradient_relevance
+
+    lm = model.load(str(folders["pegasus"]))
+    rel = gradient_relevance(lm, lm.encode("the cat", SRC), -1)
+    n_src = len(lm.encode("the cat", SRC).src_tokens)
+    assert rel.source_row.shape == (n_src,) and rel.source_row.sum() > 0 and rel.matrix.shape == (3, 3)
