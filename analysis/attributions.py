@@ -71,6 +71,12 @@ def embed_modules(lm) -> dict[str, torch.nn.Module]:
     return {"hook_embed": m.embed}
 
 
+def has_embed_hook(lm) -> bool:
+    """True when the model has `hook_embed` points (our own modules; not a Hugging Face model read as it is)."""
+    names = getattr(lm.model, "hook_names", None)
+    return callable(names) and any(n.endswith("hook_embed") for n in names())
+
+
 def _per_token(x: torch.Tensor) -> torch.Tensor:
     """Σ over the embedding dimension: [B, T, D] -> [B, T]."""
     return x.sum(-1)
@@ -134,6 +140,9 @@ def _path(lm, inputs, position: int, target_id: int | None, alphas: torch.Tensor
           grad: bool = True) -> _Path:
     """y at embeddings b + α_r (e − b), one batch row per α_r, and (grad) ∂y_r/∂z_r: one forward and backward."""
     pos = _check_position(lm, inputs, position)
+    if not has_embed_hook(lm):
+        raise InputError(f"{lm.name} has no hook_embed point: input × gradient and integrated gradients need a "
+                         "converted model")
     base_ids, mods = baseline_ids(lm, inputs), embed_modules(lm)
     embeds, bases, leaves = {}, {}, {}
 

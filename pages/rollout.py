@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis.attributions import METHODS as GRADIENT_METHODS
+from analysis.attributions import has_embed_hook
 from analysis.faithfulness_why import explain
 from analysis.flow import MAX_TOKENS as FLOW_MAX
 from analysis.rollout import attention_rollout, cross_rollout, fuse_heads
@@ -126,8 +127,12 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
                 src_rows["relevance"] = rel.source_row
                 matrices["relevance (source side)"] = (rel.source_matrix, tokens, cap.src_tokens)
             notes["relevance-target"] = f"explains the logit of “{state.model(inp.model).label(rel.target_id)}”"
+        embeds = has_embed_hook(state.model(inp.model))
+        if not embeds:
+            st.caption(f"{inp.model} is read as it is, without a hook on its input embeddings: input × gradient "
+                       "and integrated gradients need a converted model.")
         with guard():
-            for m in GRADIENT_METHODS:
+            for m in (GRADIENT_METHODS if embeds else ["attention_x_gradient"]):
                 at = state.attribution(inp.model, inp.text, inp.src, m, q, answer_id if target == "answer" else None)
                 rows[m] = at.row
                 if encdec and at.source_row is not None:
