@@ -19,6 +19,9 @@ Methods (A_l [H, q, k] the self-attention of layer l; C_l the cross-attention; m
   rollout     analysis.rollout.attention_rollout(A)[q]   (encdec: cross_rollout(...).source[q])
   flow        analysis.flow.attention_flow(A, q), only where T ≤ 64; not defined for encdec
   relevance   analysis.relevance.gradient_relevance for the correct answer's logit (encdec: source_row)
+  input_x_gradient, integrated_gradients, attention_x_gradient   analysis.attributions for the same logit
+              (encdec: source_row); the report's "integrated_gradients" gives the baseline, and each example's
+              steps and completeness error.
 top1 = hits / n, n = examples the method scored.
 
 Head ablation: for every attention site and head, that head's pattern is zeroed
@@ -38,6 +41,7 @@ import numpy as np
 import torch
 
 from analysis.ablation import ablation_deltas
+from analysis.attributions import attention_x_gradient, input_x_gradient, integrated_gradients
 from analysis.flow import MAX_TOKENS, attention_flow
 from analysis.head_runs import collect_patterns
 from analysis.relevance import attention_sites, gradient_relevance
@@ -45,7 +49,10 @@ from analysis.rollout import attention_rollout, cross_rollout
 from model.inputs import InputError, Inputs
 from model.lecture import SPECIAL_TOKENS, Example, decoder_examples, encdec_examples, encoder_examples
 
-METHODS = ("last_layer", "head_mean", "rollout", "flow", "relevance")
+METHODS = ("last_layer", "head_mean", "rollout", "flow", "relevance", "input_x_gradient", "integrated_gradients",
+           "attention_x_gradient")
+GRADIENT_METHODS = {"input_x_gradient": input_x_gradient, "integrated_gradients": integrated_gradients,
+                    "attention_x_gradient": attention_x_gradient}  # analysis.attributions
 MAX_EXAMPLES = 5000
 EXAMPLES = {"decoder": decoder_examples, "encoder": encoder_examples, "encdec": encdec_examples}
 
@@ -155,8 +162,10 @@ def clean_patterns(lm, case: Case, interventions: Interventions = None) -> dict[
     return collect_patterns(lm.forward(case.inputs, interventions=_for_case(interventions, case)).capture)
 
 
-def method_scores(lm, case: Case, methods=METHODS, interventions: Interventions = None) -> dict[str, np.ndarray]:
-    """Each method's score over the ranked positions' axis (target tokens, or source tokens for encdec)."""
+def method_scores(lm, case: Case, methods=METHODS, interventions: Interventions = None,
+                  details: dict | None = None) -> dict[str, np.ndarray]:
+    """Each method's score over the ranked positions' axis (target tokens, or source tokens for encdec).
+    `details` (a dict) receives each gradient method's analysis.attributions.Attribution."""
     unknown = set(methods) - set(METHODS)
     if unknown:
         raise ValueError(f"unknown methods {sorted(unknown)}; choose from {METHODS}")
@@ -182,6 +191,12 @@ def method_scores(lm, case: Case, methods=METHODS, interventions: Interventions 
     if "relevance" in methods:
         rel = gradient_relevance(lm, case.inputs, q, case.answer_id, interventions=_for_case(interventions, case))
         out["relevance"] = rel.source_row if lm.arch == "encdec" else rel.row
+    for m in methods:
+        if m in GRADIENT_METHODS:
+            a = GRADIENT_METHODS[m](lm, case.inputs, q, case.answer_id, interventions=_for_case(interventions, case))
+            out[m] = a.source_row if lm.arch == "encdec" else a.row
+            if details is not None:
+                details[m] = a
     return out
 
 
@@ -228,13 +243,16 @@ def faithfulness(lm, n: int = 100, seed: int = 0, *, examples: list[Example] | N
     tasks: dict[str, dict[str, list]] = {}
     jobs = head_jobs(lm)
     deltas = np.zeros(len(jobs))
-    probs, correct = [], []
+    probs, correct, ig = [], [], []
     for case in cases:
         task = tasks.setdefault(case.example.task if case.example is not None else "", {m: [] for m in methods})
-        for m, s in method_scores(lm, case, methods, interventions).items():
+        details = {}
+        for m, s in method_scores(lm, case, methods, interventions, details).items():
             hit = top1(s, case.candidates) in case.sources
             hits[m].append(hit)
             task[m].append(hit)
+        if "integrated_gradients" in details:
+            ig.append(details["integrated_gradients"])
         p, ok = answer_probability(lm, case)
         probs.append(p)
         correct.append(ok)
@@ -250,7 +268,16 @@ def faithfulness(lm, n: int = 100, seed: int = 0, *, examples: list[Example] | N
         "methods": {m: {"top1": float(np.mean(h)) if h else 0.0, "n": len(h)} for m, h in hits.items()},
         "ablation": [{"site": s, "head": h, "delta_p": float(d)} for (s, h), d in zip(jobs, deltas)]
         if ablation else [],
+        **({"integrated_gradients": ig_report(ig)} if ig else {}),
     }
+
+
+def ig_report(ig: list) -> dict:
+    """Integrated gradients' baseline and, per example, its steps, y(input), y(baseline) and completeness error."""
+    errors = [a.completeness_error for a in ig]
+    return {"baseline": ig[0].baseline, "max_error": float(max(errors)), "mean_error": float(np.mean(errors)),
+            "examples": [{"steps": a.steps, "logit": a.logit, "baseline_logit": a.baseline_logit,
+                          "completeness_error": a.completeness_error} for a in ig]}
 
 
 def chance(case: Case) -> float:

@@ -7,6 +7,9 @@ mask is known. Each method gives a map over the patch grid for the [CLS] token (
   rollout       rollout_map(run, "mean", discard=0)
   grad_rollout  grad_rollout_map for the correct class
   relevance     relevance_map (Chefer et al. 2021) for the correct class
+  input_x_gradient, integrated_gradients, attention_x_gradient   analysis.attributions for the correct class's
+                logit, each patch's score (signed; the mass counts the positive part). "integrated_gradients" in
+                the report: its baseline (zero patch embeddings), and per image its steps and completeness error.
 The region is the share of each patch inside the mask. Per method: `pointing` = share of images whose top patch
 touches the region (the pointing game), `mass` = mean share of the map's mass inside the region. Chance: a
 uniformly random patch touches the region with probability `chance.pointing`; a uniform map puts `chance.mass`
@@ -17,10 +20,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from analysis.attributions import attention_x_gradient, input_x_gradient, integrated_gradients
+from analysis.faithfulness import ig_report
 from analysis.vision import (
     grad_rollout_map,
     patch_map_cls,
     patch_region,
+    patch_scores,
     pointing_hit,
     region_share,
     relevance_map,
@@ -29,7 +35,8 @@ from analysis.vision import (
 from model.inputs import InputError
 from model.lecture.shapes import CLASSES, shape_images
 
-METHODS = ("last_layer", "head_mean", "rollout", "grad_rollout", "relevance")
+METHODS = ("last_layer", "head_mean", "rollout", "grad_rollout", "relevance", "input_x_gradient",
+           "integrated_gradients", "attention_x_gradient")
 MAX_IMAGES = 2000
 
 
@@ -43,7 +50,7 @@ def image_faithfulness(lm, n: int = 100, seed: int = 0) -> dict:
     grid = lm.patch_grid
     hits = {m: [] for m in METHODS}
     mass = {m: [] for m in METHODS}
-    heads, right, area, touch = [], [], [], []
+    heads, right, area, touch, igs = [], [], [], [], []
     for ex in shape_images(n, seed, "eval"):
         inp = lm.encode_image(ex.image)
         run = lm.capture(inp)
@@ -52,6 +59,10 @@ def image_faithfulness(lm, n: int = 100, seed: int = 0) -> dict:
         maps = {"last_layer": patch_map_cls(run, len(a) - 1, None), "head_mean": a.mean((0, 1)).reshape(grid),
                 "rollout": rollout_map(run), "grad_rollout": grad_rollout_map(lm, inp, ex.label),
                 "relevance": relevance_map(lm, inp, ex.label)}
+        igs.append(integrated_gradients(lm, inp, 0, ex.label))
+        maps["input_x_gradient"] = patch_scores(input_x_gradient(lm, inp, 0, ex.label).row)
+        maps["integrated_gradients"] = patch_scores(igs[-1].row)
+        maps["attention_x_gradient"] = patch_scores(attention_x_gradient(lm, inp, 0, ex.label).row)
         for m, map_ in maps.items():
             hits[m].append(pointing_hit(map_, region))
             mass[m].append(region_share(map_, region))
@@ -66,4 +77,5 @@ def image_faithfulness(lm, n: int = 100, seed: int = 0) -> dict:
             "chance": {"pointing": float(np.mean(touch)), "mass": float(np.mean(area))},
             "methods": {m: {"pointing": float(np.mean(hits[m])), "mass": float(np.mean(mass[m])), "n": n}
                         for m in METHODS},
-            "heads": [{"layer": i, "head": j, "mass": v} for v, i, j in ranked]}
+            "heads": [{"layer": i, "head": j, "mass": v} for v, i, j in ranked],
+            "integrated_gradients": ig_report(igs)}

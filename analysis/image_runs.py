@@ -7,11 +7,15 @@ import numpy as np
 from PIL import Image
 
 from analysis import vision
+from analysis.attributions import attribute
 from model.captured import CapturedRun
 from model.images import RESAMPLE
 from model.inputs import InputError
 
-MAP_KINDS = ("attention", "rollout", "gradient rollout", "relevance")  # from a run: the first two
+MAP_KINDS = ("attention", "rollout", "gradient rollout", "relevance", "input × gradient", "integrated gradients",
+             "attention × gradient")  # from a run: the first two
+ATTRIBUTIONS = {"input × gradient": "input_x_gradient", "integrated gradients": "integrated_gradients",
+                "attention × gradient": "attention_x_gradient"}  # map kind -> analysis.attributions method
 FUSIONS = ("mean", "max", "min")
 
 
@@ -58,12 +62,15 @@ def run_map(run: CapturedRun, kind: str, *, layer: int = 0, head: int | None = N
 
 
 def gradient_map(lm, image: np.ndarray, kind: str, target: int | None = None, discard: float = 0.0) -> np.ndarray:
-    """A map that needs a backward pass for class `target` (None = predicted): 'gradient rollout' or 'relevance'."""
+    """A map that needs a backward pass for class `target` (None = predicted): 'gradient rollout', 'relevance' or
+    one of ATTRIBUTIONS (analysis.attributions, each patch's score)."""
     inputs = lm.encode_image(model_view(lm, image))
     if kind == "gradient rollout":
         return vision.grad_rollout_map(lm, inputs, target, discard)
     if kind == "relevance":
         return vision.relevance_map(lm, inputs, target)
+    if kind in ATTRIBUTIONS:
+        return vision.patch_scores(attribute(lm, inputs, ATTRIBUTIONS[kind], 0, target).row)
     raise ValueError(f"unknown map kind {kind!r}; one of {', '.join(MAP_KINDS)}")
 
 

@@ -31,6 +31,11 @@ def _on_grid(row: np.ndarray) -> np.ndarray:
     return np.asarray(row[1:], dtype=np.float64).reshape(_grid(len(row)))  # [N] -> [rows, cols]
 
 
+def patch_scores(row: np.ndarray) -> np.ndarray:
+    """A [T] score row over [CLS] + patches → the patches' scores as [rows, cols]."""
+    return _on_grid(row)
+
+
 def patch_map_cls(run, layer: int, head: int | None, query: int = 0) -> np.ndarray:
     """Attention of token `query` (0 = CLS, 1 + p = patch p) to every patch at `layer`, one head or the mean
     over heads (None): [rows, cols]. The weight on [CLS] itself is left out (the map does not sum to 1)."""

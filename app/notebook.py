@@ -8,6 +8,7 @@
     show(run, "headview", layer=0)         # BertViz-style lines from the query token (the Heatmaps page)
     show(run, "rollout")                   # the rollout matrix (the Rollout page's "As matrices")
     show(run, "tokens")                    # where the query token looks, head mean per layer (the Explore page)
+    attributions(model.load("lecture-decoder"), "the cat sat on the mat")  # seven methods' rows (the Rollout page)
     open("heads.html", "w").write(to_html(show(run, "heads")))   # one self-contained file, works offline
 
 Each view calls the same app/figures builder with the same arguments as its page, with the page's defaults
@@ -24,6 +25,10 @@ import logging
 import numpy as np
 import plotly.graph_objects as go
 
+from analysis.attributions import attribute
+from analysis.flow import MAX_TOKENS as FLOW_MAX
+from analysis.flow import attention_flow
+from analysis.relevance import gradient_relevance
 from analysis.rollout import attention_rollout, cross_rollout, fuse_heads
 from app.figures.head_view import head_view
 from app.figures.matrix import matrix_heatmap
@@ -171,3 +176,32 @@ def _tokens(run, group, layer, head, query=None, present=False, **_):
     return method_rows({f"layer {i}": np.asarray(per_layer[i]) for i in range(len(per_layer))}, kt,
                        title=f"Where does token {q} ({esc(qt[q])}) look? Head mean per layer",
                        present=present, exclude=q if group != "cross" else None)
+
+
+GRADIENT_LABELS = {"input_x_gradient": "input × gradient", "integrated_gradients": "integrated gradients",
+                   "attention_x_gradient": "attention × gradient"}  # as on pages/rollout.py
+
+
+def attributions(lm, text: str, query: int | None = None, src: str | None = None, target_id: int | None = None,
+                 present: bool = False) -> go.Figure:
+    """The Rollout page's "Which tokens matter" rows for `text` on `lm` (a LoadedModel with a prediction head), at
+    the page's defaults: last-layer attention, rollout, flow (T ≤ 64, one self-attention stack), gradient relevance
+    and the three gradient attributions (analysis.attributions) for the logit of `target_id` (None: predicted)."""
+    inputs = lm.encode(text, src)
+    run = lm.run(inputs=inputs)
+    group = "decoder" if run.has_source else "self"
+    tokens = run.group_tokens(group)[0]
+    q = _query(run, tokens, group, query)
+    dec = run.matrices(group)  # [L, H, T, T]
+    rows = {"last-layer attention": fuse_heads(dec[-1], "mean")[q]}
+    if run.has_source:
+        rows["rollout"] = cross_rollout(run.matrices("encoder"), dec, run.matrices("cross")).target[q]
+    else:
+        rows["rollout"] = attention_rollout(dec)[q]
+        if len(tokens) <= FLOW_MAX:
+            rows["flow"] = attention_flow(dec.astype(np.float64), q)
+    rows["gradient relevance"] = gradient_relevance(lm, inputs, q, target_id).row
+    for m, label in GRADIENT_LABELS.items():
+        rows[label] = attribute(lm, inputs, m, q, target_id).row
+    return method_rows(rows, tokens, present=present, exclude=q,
+                       title=f"Which tokens matter for token {q} ({esc(tokens[q])})?")

@@ -23,10 +23,12 @@ import streamlit as st
 import torch
 
 from analysis import ablation, backends, checks, generation, head_runs, kv_cache, permutation, positions
+from analysis import attributions as attributions_
 from analysis import block as block_
 from analysis import block_variants as variants_
 from analysis import dla as dla_
 from analysis import faithfulness_store as kept_
+from analysis import faithfulness_why as why_
 from analysis import flash_tiling as flash_tiling_
 from analysis import flow as flow_
 from analysis import image_runs as images_
@@ -183,6 +185,7 @@ capture = on_text(LoadedModel.capture, entries=48)  # (name, text, src, backend,
 
 # -- attribution and heads ---------------------------------------------------------------------------
 relevance = on_text(gradient_relevance, entries=32)  # (name, text, src, position, target_id)
+attribution = on_text(attributions_.attribute, entries=48)  # (name, text, src, method, position, target_id)
 head_table = on_text(head_runs.head_table)  # (name, text, src, backend) -> (DataFrame, period)
 ablate = on_text(ablation.ablate_head, entries=64)  # (name, text, src, site, head, position, target_id, backend)
 ablation_sweep = on_text(ablation.head_sweep)  # (name, text, src, position, target_id, backend)
@@ -282,6 +285,7 @@ vocabulary = on_model(token_strip.vocabulary)  # (name) -> {"name", "size", "unk
 # disk per weights and examples (analysis.faithfulness_store): computed once per model, not on each first visit
 faithfulness = on_model(kept_.kept_faithfulness, entries=8,
                         spinner="Scoring each method on held-out lecture examples (`attnlab faithfulness`)…")
+ranking_reasons = on_model(why_.reasons_for, entries=8)  # (name, n, seed) -> the numbers behind the ranking
 
 
 # -- mixture of experts (the Routing page) ---------------------------------------------------------------

@@ -1,9 +1,12 @@
-"""Rollout & attribution (/rollout): which input tokens matter for one output token, by four methods."""
+"""Rollout & attribution (/rollout): which input tokens matter for one output token, by seven methods."""
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
+from analysis.attributions import METHODS as GRADIENT_METHODS
+from analysis.attributions import has_embed_hook
+from analysis.faithfulness_why import explain
 from analysis.flow import MAX_TOKENS as FLOW_MAX
 from analysis.rollout import attention_rollout, cross_rollout, fuse_heads
 from app import state
@@ -29,14 +32,29 @@ ASSUMES = {
     "relevance": "Gradient-weighted relevance (Chefer, Gur & Wolf 2021): attention weighted by its gradient for "
                  "the chosen logit (positive part, head mean), accumulated over layers. Class-specific: it "
                  "explains this prediction, not attention in general.",
+    "input_x_gradient": "Input × gradient (Shrikumar et al. 2016): each token's input embedding times the logit's "
+                        "gradient with respect to it, summed over the embedding. A first-order, local estimate: "
+                        "it assumes the logit is linear around this input.",
+    "integrated_gradients": "Integrated gradients (Sundararajan et al. 2017): the logit's gradient averaged along "
+                            "the straight path from a baseline to the input, times the embedding's change. The "
+                            "scores add up to logit(input) − logit(baseline) (completeness); it assumes the baseline "
+                            "means “no information”.",
+    "attention_x_gradient": "Attention × gradient: every attention weight times the logit's gradient with respect "
+                            "to it, summed over layers, heads and query rows per key token — a first-order "
+                            "estimate of how much the logit falls when every edge into the token is cut. Signed, "
+                            "with no rollout (unlike gradient relevance).",
 }
-LABELS = {"attention": "last-layer attention", "rollout": "rollout", "flow": "flow", "relevance": "gradient relevance"}
+LABELS = {"attention": "last-layer attention", "rollout": "rollout", "flow": "flow", "relevance": "gradient relevance",
+          "input_x_gradient": "input × gradient", "integrated_gradients": "integrated gradients",
+          "attention_x_gradient": "attention × gradient"}
 BENCH_LABELS = {"last_layer": "last-layer attention", "head_mean": "attention, mean of every layer and head",
-                "rollout": "rollout", "flow": "flow", "relevance": "gradient relevance"}  # `attnlab faithfulness`
+                "rollout": "rollout", "flow": "flow", "relevance": "gradient relevance",
+                "input_x_gradient": "input × gradient", "integrated_gradients": "integrated gradients",
+                "attention_x_gradient": "attention × gradient"}  # `attnlab faithfulness`
 FAITH_SEED = 0
 
 with page("Rollout & attribution", "Which input tokens does the model use for this output? "
-          "Attention weights are not explanations — compare four ways to trace them."):
+          "Attention weights are not explanations — compare seven ways to trace them."):
     inp = inputs()
     cap = inp.capture()
     present = presenting()
@@ -109,6 +127,20 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
                 src_rows["relevance"] = rel.source_row
                 matrices["relevance (source side)"] = (rel.source_matrix, tokens, cap.src_tokens)
             notes["relevance-target"] = f"explains the logit of “{state.model(inp.model).label(rel.target_id)}”"
+        embeds = has_embed_hook(state.model(inp.model))
+        if not embeds:
+            st.caption(f"{inp.model} is read as it is, without a hook on its input embeddings: input × gradient "
+                       "and integrated gradients need a converted model.")
+        with guard():
+            for m in (GRADIENT_METHODS if embeds else ["attention_x_gradient"]):
+                at = state.attribution(inp.model, inp.text, inp.src, m, q, answer_id if target == "answer" else None)
+                rows[m] = at.row
+                if encdec and at.source_row is not None:
+                    src_rows[m] = at.source_row
+                if at.steps is not None:
+                    notes["ig"] = (f" Baseline: {at.baseline}; {at.steps} steps. Logit {at.logit:.3f} at the input, "
+                                   f"{at.baseline_logit:.3f} at the baseline; the scores sum to {at.total:.3f}, off "
+                                   f"from the difference by {at.completeness_error:.2%}.")
     elif not info["has_logits"]:
         notes["relevance"] = f"{inp.model} has no prediction head, so there is no logit to explain."
 
@@ -133,7 +165,8 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
                         **({"finds the source": "✓" if top == src_idx else "✗"} if src_idx is not None else {})})
         token_strip(tokens, v, query=q, source=src_idx, label=LABELS[k], unknown=unknown)
         st.caption(ASSUMES[k] + (f" Here it {notes['relevance-target']}." if k == "relevance" and
-                                 "relevance-target" in notes else ""))
+                                 "relevance-target" in notes else "")
+                   + (notes["ig"] if k == "integrated_gradients" and "ig" in notes else ""))
     st.dataframe(pd.DataFrame(summary), hide_index=True)
     st.caption("Top token: the highest-scoring input token other than the query itself. "
                + ("The red dotted box / underline marks the preset's ground-truth source token." if src_idx is not None
@@ -155,6 +188,17 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
                    f"{bench['chance']:.3f}. The model itself gets {bench['accuracy']:.0%} of the answers right. "
                    f"The same numbers as `attnlab faithfulness --model {inp.model} --n {n_ex} "
                    f"--seed {FAITH_SEED} --json`.")
+        if "integrated_gradients" in bench:
+            ig = bench["integrated_gradients"]
+            st.caption(f"Integrated gradients over these examples: baseline {ig['baseline']}; steps "
+                       f"{min(e['steps'] for e in ig['examples'])}–{max(e['steps'] for e in ig['examples'])}; "
+                       f"completeness off by {ig['mean_error']:.2%} on average, {ig['max_error']:.2%} at most.")
+        with guard():
+            reasons = state.ranking_reasons(inp.model, n_ex, FAITH_SEED)
+        if reasons is not None:
+            st.markdown("**Why the ranking comes out this way on this model**")
+            for line in explain(reasons, bench["methods"], BENCH_LABELS):
+                st.markdown(f"- {line}")
     elif info["source"] != "bundled":
         st.caption(f"Only for the bundled lecture models: their held-out examples have known answer sources, and "
                    f"{inp.model} was not trained on those tasks, so there is nothing to score it against.")

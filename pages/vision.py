@@ -6,7 +6,15 @@ import pandas as pd
 import streamlit as st
 
 from analysis import vision
-from analysis.image_runs import FUSIONS, MAP_KINDS, head_maps, prediction, region_report, run_map
+from analysis.image_runs import (
+    ATTRIBUTIONS,
+    FUSIONS,
+    MAP_KINDS,
+    head_maps,
+    prediction,
+    region_report,
+    run_map,
+)
 from analysis.qk_view import qk_points, qk_table
 from app import state
 from app.downloads import downloads
@@ -32,7 +40,11 @@ SOURCES = {"sample": "a generated sample", "upload": "an upload"}
 MAP_HELP = {"attention": "one layer's attention from the chosen token (one head or the mean)",
             "rollout": "attention multiplied through the layers (heads fused; the lowest weights discarded)",
             "gradient rollout": "rollout of each pattern weighted by its gradient for the class",
-            "relevance": "Chefer et al.'s gradient relevance of each patch for the class"}
+            "relevance": "Chefer et al.'s gradient relevance of each patch for the class",
+            "input × gradient": "each patch's embedding times the class logit's gradient (signed)",
+            "integrated gradients": "gradients averaged from all-zero patch embeddings to the image, times the "
+                                    "embeddings (signed; they sum to the logit's change)",
+            "attention × gradient": "every attention weight times its gradient for the class, summed per key patch"}
 
 with page("Vision", "Where does a Vision Transformer look — and is it where the answer is?"):
     present = presenting()
@@ -113,11 +125,13 @@ with page("Vision", "Where does a Vision Transformer look — and is it where th
     maps = {"attention": run_map(run, "attention", layer=layer, head=None if head == "mean" else head, query=query),
             "rollout": run_map(run, "rollout", fusion=fusion, discard=discard),
             "gradient rollout": state.image_gradient_map(name, view, "gradient rollout", tid, discard),
-            "relevance": state.image_gradient_map(name, view, "relevance", tid, 0.0)}
+            "relevance": state.image_gradient_map(name, view, "relevance", tid, 0.0),
+            **{k: state.image_gradient_map(name, view, k, tid, 0.0) for k in ATTRIBUTIONS}}
     what = {"attention": f"layer {layer}, {'mean of the heads' if head == 'mean' else f'head {head}'}, from "
                          f"{run.tokens[query]}", "rollout": f"rollout ({fusion} fusion, discard {discard:.2f})",
             "gradient rollout": f"gradient rollout (discard {discard:.2f}, class {target})",
-            "relevance": f"relevance (class {target})"}[kind]
+            "relevance": f"relevance (class {target})",
+            **{k: f"{k} (class {target})" for k in ATTRIBUTIONS}}[kind]
     chart(overlay_figure(view, maps[kind], present=present, outline=region, query=query - 1 if query > 0 and
                          kind == "attention" else None, title=what), key="overlay", name="vision-map")
     if region is not None:
@@ -168,7 +182,7 @@ with page("Vision", "Where does a Vision Transformer look — and is it where th
 
     grid_df = pd.DataFrame(maps[kind], index=[f"row {r}" for r in range(grid[0])],
                            columns=[f"col {c}" for c in range(grid[1])])
-    downloads("vision", csv=grid_df.to_csv(index_label=kind), npz={**{k.replace(" ", "_"): m for k, m in maps.items()},
+    downloads("vision", csv=grid_df.to_csv(index_label=kind), npz={**{ATTRIBUTIONS.get(k, k.replace(" ", "_")): m for k, m in maps.items()},
                                                                    "heads": per_head, "distance": distance},
               json_obj={"model": name, "image": image_name, "prediction": pred, "map": kind, "layer": layer,
                         "head": head, "query": run.tokens[query], "fusion": fusion, "discard": discard,

@@ -1,4 +1,5 @@
-"""`attnlab faithfulness`: do attention, rollout, flow and relevance point at the answer's source?"""
+"""`attnlab faithfulness`: do attention, rollout, flow, relevance and the gradient attributions point at the answer's
+source?"""
 
 from __future__ import annotations
 
@@ -44,11 +45,12 @@ def run(args) -> int:
           f"p(answer) {report['p_answer']:.3f}, accuracy {report['accuracy']:.3f}, "
           f"chance top-1 {report['chance']:.3f}")
     tasks = list(report["by_task"])
-    print(f"  {'method':<12} {'top-1':>6} {'n':>5}" + "".join(f" {t[:11]:>11}" for t in tasks))
+    print(f"  {'method':<21} {'top-1':>6} {'n':>5}" + "".join(f" {t[:11]:>11}" for t in tasks))
     for name, m in report["methods"].items():
         per = "".join(f" {report['by_task'][t][name]['top1']:>11.3f}" if name in report["by_task"][t]
                       else f" {'-':>11}" for t in tasks)
-        print(f"  {name:<12} {m['top1']:>6.3f} {m['n']:>5}{per}")
+        print(f"  {name:<21} {m['top1']:>6.3f} {m['n']:>5}{per}")
+    _print_ig(report)
     if report["ablation"]:
         print("heads with the largest effect when zeroed (Δp of the correct answer):")
         for r in top_heads(report, 5):
@@ -67,10 +69,19 @@ def _run_images(lm, args) -> int:
     c = report["chance"]
     print(f"{report['model']} ({report['arch']}), {report['n_examples']} images, seed {report['seed']}: "
           f"accuracy {report['accuracy']:.3f}; chance pointing {c['pointing']:.3f}, mass {c['mass']:.3f}")
-    print(f"  {'method':<13} {'pointing':>8} {'mass':>6}")
+    print(f"  {'method':<21} {'pointing':>8} {'mass':>6}")
     for name, m in report["methods"].items():
-        print(f"  {name:<13} {m['pointing']:>8.3f} {m['mass']:>6.3f}")
+        print(f"  {name:<21} {m['pointing']:>8.3f} {m['mass']:>6.3f}")
+    _print_ig(report)
     print("heads whose [CLS] attention puts the most mass on the red object:")
     for h in report["heads"][:5]:
         print(f"  layer {h['layer']} head {h['head']}: {h['mass']:.3f}")
     return 0
+
+
+def _print_ig(report: dict) -> None:
+    ig = report.get("integrated_gradients")
+    if ig:
+        steps = [e["steps"] for e in ig["examples"]]
+        print(f"integrated gradients: baseline {ig['baseline']}, {min(steps)}–{max(steps)} steps; completeness off "
+              f"by {ig['mean_error']:.2%} on average, {ig['max_error']:.2%} at most (per example: --json)")

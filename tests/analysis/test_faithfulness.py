@@ -8,6 +8,7 @@ import torch
 
 from analysis.ablation import ablation_deltas
 from analysis.faithfulness import (
+    GRADIENT_METHODS,
     METHODS,
     faithfulness,
     head_jobs,
@@ -98,7 +99,8 @@ def test_attention_known_to_point_at_the_source_gives_top1_one(models):
     lm = models["decoder"]
     sites = [m.site for m in attention_sites(lm.model)]
     report = faithfulness(lm, n=6, seed=2, ablation=False, interventions=lambda c: one_hot_query_rows(c, sites))
-    assert {m: r["top1"] for m, r in report["methods"].items()} == {m: 1.0 for m in METHODS}
+    attention = [m for m in METHODS if m not in GRADIENT_METHODS]  # the gradient methods score embeddings, whose
+    assert {m: report["methods"][m]["top1"] for m in attention} == {m: 1.0 for m in attention}  # path is not forced
     assert report["ablation"] == []
     # without the intervention the random model is far from perfect
     plain = faithfulness(lm, n=6, seed=2, ablation=False)

@@ -237,3 +237,16 @@ def test_notebook_runs_and_shows_the_figures(tmp_path, monkeypatch):
     text = json.dumps([o for o in outputs]).lower()
     assert "cdn" not in text and "<script" not in text
     assert "plotly.js inline" in printed
+
+
+def test_attributions_are_the_rollout_pages_rows():
+    from app.notebook import attributions
+
+    lm = load("random-decoder")
+    at = open_page("rollout", model="random-decoder", text=TEXT)
+    ok(at)
+    page = titled(at, "Which tokens matter for token")
+    fig = attributions(lm, TEXT)
+    assert list(fig.data[0].y) == list(page["data"][0]["y"])[:len(fig.data[0].y)] and len(fig.data[0].y) == 7
+    np.testing.assert_allclose(np.asarray(fig.data[0].customdata, dtype=np.float64),
+                               z_of({"z": page["data"][0]["customdata"]}), rtol=1e-4, atol=1e-6)

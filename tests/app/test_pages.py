@@ -171,14 +171,15 @@ def test_scores_sqrt_dk_switch_and_temperature():
 
 
 # -- Rollout ----------------------------------------------------------------------------------------------
-def test_rollout_default_four_methods():
-    at = open_page("rollout")
+def test_rollout_default_seven_methods():
+    at = open_page("rollout", timeout=600)  # the held-out table runs integrated gradients on 40 examples
     ok(at)
     fig = titled(at, "Which tokens matter")
-    assert fig["data"][0]["y"] == ["last-layer attention", "rollout", "flow", "gradient relevance"]
+    assert fig["data"][0]["y"] == ["last-layer attention", "rollout", "flow", "gradient relevance",
+                                   "input × gradient", "integrated gradients", "attention × gradient"]
     z = z_of(fig["data"][0])
-    assert z.shape[0] == 4 and np.nanmax(z) <= 1 + 1e-9
-    assert len(at.dataframe[0].value) == 4
+    assert z.shape[0] == 7 and np.nanmax(z) <= 1 + 1e-9
+    assert len(at.dataframe[0].value) == 7
 
 
 def test_rollout_options_change_the_rows():
@@ -201,7 +202,7 @@ def test_rollout_encoder_decoder_has_source_rows():
     at = open_page("rollout", model="random-encdec", text="le chat", src="the cat")
     ok(at)
     assert titled(at, "on the source side")["data"][0]["y"] == ["last-layer attention", "rollout",
-                                                                 "gradient relevance"]
+                                                                 "gradient relevance", "input × gradient", "integrated gradients", "attention × gradient"]
 
 
 # -- Heads ------------------------------------------------------------------------------------------------

@@ -65,7 +65,9 @@ def test_explore_rollout_and_heads_read_the_weights(gptj):
     from analysis.rollout import attention_rollout
 
     fig = titled(at, "Which tokens matter")
-    assert fig["data"][0]["y"] == ["last-layer attention", "rollout", "flow", "gradient relevance"]
+    assert fig["data"][0]["y"] == ["last-layer attention", "rollout", "flow", "gradient relevance",
+                                   "attention × gradient"]  # no hook_embed in a model read as it is
+    assert any("without a hook on its input embeddings" in c.value for c in at.caption)
     lm = model.load(gptj)
     r = attention_rollout(lm.run(TEXT).matrices("self"), 0.5, "mean", 0.0)[-1]  # the last token's row
     row, keep = z_of(fig["data"][0])[1], np.arange(len(r)) != len(r) - 1  # scaled to its largest other weight

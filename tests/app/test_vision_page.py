@@ -58,7 +58,8 @@ def test_default_view_draws_the_sample_and_cls_attention(vit):
     assert list(pred["class"]) == list(run.top_tokens[0])
     np.testing.assert_allclose(pred["probability"], run.top_probs[0], rtol=1e-6)
     report = at.dataframe[1].value
-    assert list(report["map"]) == ["attention", "rollout", "gradient rollout", "relevance"]
+    assert list(report["map"]) == ["attention", "rollout", "gradient rollout", "relevance", "input × gradient",
+                                   "integrated gradients", "attention × gradient"]
     region = vision.patch_region(s.mask, (8, 8))
     assert report["share inside"].iloc[1] == pytest.approx(vision.region_share(vision.rollout_map(run), region))
     assert report["chance"].iloc[0] == pytest.approx(region.mean())
@@ -134,7 +135,8 @@ def test_exports_hold_the_maps(vit, monkeypatch):
     np.testing.assert_allclose(got["json_obj"]["maps"]["rollout"], want)
     assert got["json_obj"]["map"] == "rollout" and got["json_obj"]["prediction"][0][0] == run.top_tokens[0][0]
     assert [r["map"] for r in got["json_obj"]["region_share"]] == ["attention", "rollout", "gradient rollout",
-                                                                     "relevance"]
+                                                                     "relevance", "input × gradient",
+                                                                     "integrated gradients", "attention × gradient"]
     lines = got["csv"].splitlines()
     assert len(lines) == 9 and lines[0].startswith("rollout,col 0") and lines[1].startswith("row 0,")
     assert float(lines[1].split(",")[1]) == pytest.approx(want[0, 0])
@@ -193,3 +195,23 @@ def test_payload_is_under_two_megabytes():
 def titled_or_none(at, text: str):
     found = [s for s in specs(at) if text in (s["layout"].get("title", {}).get("text") or "")]
     return found[0] if found else None
+
+
+@pytest.mark.parametrize("kind, method", [("input × gradient", "input_x_gradient"),
+                                          ("integrated gradients", "integrated_gradients"),
+                                          ("attention × gradient", "attention_x_gradient")])
+def test_gradient_attribution_maps_and_their_region_rows(vit, kind, method):
+    from analysis.attributions import attribute
+
+    at = open_page("vision", v_map=kind, v_target="cross")
+    ok(at)
+    s = _sample()
+    a = attribute(vit, vit.encode_image(s.image), method, 0, 3)
+    want = vision.patch_scores(a.row)
+    np.testing.assert_allclose(_overlay(at), want, atol=1e-5)
+    report = at.dataframe[1].value.set_index("map")
+    region = vision.patch_region(s.mask, (8, 8))
+    assert report.loc[kind, "share inside"] == pytest.approx(vision.region_share(want, region), abs=1e-5)
+    assert report.loc[kind, "top patch inside"] == vision.pointing_hit(want, region)
+    if method == "integrated_gradients":
+        assert a.completeness_error <= 0.01 and a.baseline == "every patch's embedding zero"

@@ -29,7 +29,11 @@ def test_faithfulness_json_keys_and_chance(capsys):
     rc, out, _ = run_cli(capsys, "faithfulness", "--model", "lecture-vit", "--n", "6", "--seed", "2", "--json")
     r = json.loads(out)
     assert rc == 0 and r["arch"] == "vit" and r["n_examples"] == 6
-    assert set(r["methods"]) == {"last_layer", "head_mean", "rollout", "grad_rollout", "relevance"}
+    assert set(r["methods"]) == {"last_layer", "head_mean", "rollout", "grad_rollout", "relevance", "input_x_gradient",
+                                 "integrated_gradients", "attention_x_gradient"}
+    ig = r["integrated_gradients"]
+    assert ig["baseline"] == "every patch's embedding zero" and len(ig["examples"]) == 6
+    assert ig["max_error"] <= 0.01 and all(e["completeness_error"] <= 0.01 for e in ig["examples"])
     for m in r["methods"].values():
         assert set(m) == {"pointing", "mass", "n"} and 0 <= m["pointing"] <= 1 and 0 <= m["mass"] <= 1
     regions = [patch_region(ex.mask, (8, 8)) for ex in shape_images(6, 2, "eval")]

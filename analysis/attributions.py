@@ -1,0 +1,313 @@
+"""Gradient attributions of one logit to the input tokens: input × gradient, integrated gradients and
+attention × gradient.
+
+y is the logit of `target_id` at output position q (a ViT: the class logit read from [CLS]). e_i [D] is the
+input embedding of token i: its token embedding before positions and token types are added (a ViT: [CLS] and
+each patch's projection, before positions) — the value of the model's `hook_embed` point.
+
+  input_x_gradient      a_i = Σ_d e_id · ∂y/∂e_id                           (Shrikumar et al. 2016)
+  integrated_gradients  a_i = Σ_d (e_id − b_id) · ∫₀¹ ∂y/∂e_id (b + α(e − b)) dα   (Sundararajan et al. 2017)
+      baseline b: every token that is not special (BOS, EOS, PAD, MASK) replaced by [PAD], positions kept; the
+      zero embedding where the tokenizer has no [PAD]; a ViT: every patch's embedding zero, [CLS] kept. The integral is composite
+      Gauss–Legendre: `steps` nodes in panels placed where y moves most along the path (found by forward runs
+      alone; a trained model's y can jump by several logits within 1/800 of the path where a head switches
+      keys); every node, the input (α = 1) and the baseline (α = 0) run as one batch: one forward, one
+      backward. By default 64 nodes, doubled (at most 512) while completeness is off by more than 1 %.
+      Completeness: Σ_i a_i = y(e) − y(b) up to the quadrature error; `completeness_error` =
+      |Σ_i a_i − (y(e) − y(b))| / |y(e) − y(b)|.
+  attention_x_gradient  a_k = Σ_sites Σ_h Σ_i A_h[i, k] · ∂y/∂A_h[i, k]
+      every attention edge i → k of every site (self- and cross-attention, every layer and head) weighted by
+      the gradient of y with respect to its weight and credited to its key token k: the first-order (Taylor)
+      estimate of how much y falls when every edge into k is cut. Signed; no head mean, no positive part and
+      no rollout (Chefer et al.'s Ā in analysis/relevance.py is mean_h relu(∇A ⊙ A), rolled out).
+Encoder–decoder: `row` scores the target tokens and `source_row` the source tokens (both embeddings move
+together along the IG path; encoder self-attention and cross-attention edges credit source keys). A ViT's
+[CLS] is kept in the baseline, so its IG is 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from analysis.relevance import attention_sites
+from model.inputs import InputError
+
+STEPS, MAX_STEPS, TOLERANCE = 64, 512, 0.01  # IG's gradient nodes: first try, most, completeness to reach
+PER_PANEL = 4  # Gauss–Legendre nodes per panel
+SCAN, REFINE, SCAN_SUB, UNIFORM = 32, 4, 8, 0.5  # where the panels go (panels())
+
+
+@dataclass
+class Attribution:
+    """One method's scores for one logit. row [T] over the (target-side) tokens, source_row [S] (encoder–
+    decoder), target_id and logit y(e) at `position`. Integrated gradients also: steps, baseline_logit y(b),
+    completeness_error (module docstring)."""
+
+    row: np.ndarray
+    target_id: int
+    logit: float
+    position: int
+    source_row: np.ndarray | None = None
+    steps: int | None = None
+    baseline_logit: float | None = None
+    completeness_error: float | None = None
+    baseline: str | None = None
+
+    @property
+    def total(self) -> float:
+        """Σ of every token's attribution (target and source side)."""
+        return float(self.row.sum() + (0.0 if self.source_row is None else self.source_row.sum()))
+
+
+# -- the input embeddings ---------------------------------------------------------------------------------
+def embed_modules(lm) -> dict[str, torch.nn.Module]:
+    """{hook name: the embedding module whose `hook_embed` point that is}: one per stack that reads tokens."""
+    m = lm.model
+    if lm.arch == "encdec":
+        return {"encoder.hook_embed": m.encoder.embed, "decoder.hook_embed": m.decoder.embed}
+    return {"hook_embed": m.embed}
+
+
+def has_embed_hook(lm) -> bool:
+    """True when the model has `hook_embed` points (our own modules; not a Hugging Face model read as it is)."""
+    names = getattr(lm.model, "hook_names", None)
+    return callable(names) and any(n.endswith("hook_embed") for n in names())
+
+
+def _per_token(x: torch.Tensor) -> torch.Tensor:
+    """Σ over the embedding dimension: [B, T, D] -> [B, T]."""
+    return x.sum(-1)
+
+
+# -- forward (and backward) over embeddings on the path b + α(e − b) ------------------------------------
+@dataclass
+class _Path:
+    embeds: dict[str, torch.Tensor]  # name -> e [1, ...] (the input embedding)
+    bases: dict[str, torch.Tensor]  # name -> b [1, ...] (the baseline embedding)
+    grads: dict[str, torch.Tensor] | None  # name -> ∂y_r/∂z_r [R, ...], z_r = b + α_r (e − b); None without grad
+    y: torch.Tensor  # [R] the logit at each α
+    target_id: int
+    position: int
+
+
+def _check_position(lm, inputs, position: int) -> int:
+    if lm.reads_image:
+        return 0
+    t = inputs.ids.shape[1]
+    pos = position + t if position < 0 else position
+    if not 0 <= pos < t:
+        raise InputError(f"position {position} is outside the {t} input tokens")
+    return pos
+
+
+def _logit_at(lm, logits: torch.Tensor | None, pos: int) -> torch.Tensor:
+    """[R, V] logits at the output position (a ViT: [R, classes] read from [CLS])."""
+    if logits is None:
+        raise InputError(f"{lm.name} has no prediction head; a gradient attribution needs a logit to explain")
+    return logits if lm.reads_image else logits[:, pos]
+
+
+def baseline_ids(lm, inputs) -> dict[str, torch.Tensor | None]:
+    """Per hook, the token ids of the baseline [1, T]: every token that is not special (BOS, EOS, PAD, MASK)
+    replaced by [PAD]; None = the zero embedding (a ViT's patches, or a tokenizer without [PAD])."""
+    def base(ids, tok):
+        if tok is None or tok.pad_id is None:
+            return None
+        special = [i for i in (tok.bos_id, tok.eos_id, tok.pad_id, tok.mask_id) if i is not None]
+        return torch.where(torch.isin(ids, torch.tensor(special)), ids, torch.full_like(ids, tok.pad_id))
+
+    if lm.reads_image:
+        return {"hook_embed": None}
+    if lm.arch == "encdec":
+        return {"encoder.hook_embed": base(inputs.src_ids[:1], lm.src_tokenizer or lm.tokenizer),
+                "decoder.hook_embed": base(inputs.ids[:1], lm.tokenizer)}
+    return {"hook_embed": base(inputs.ids[:1], lm.tokenizer)}
+
+
+def baseline_name(lm, inputs) -> str:
+    """The baseline in words, as shown beside integrated gradients."""
+    if lm.reads_image:
+        return "every patch's embedding zero"
+    ids = baseline_ids(lm, inputs)
+    return ("every token's embedding zero" if all(v is None for v in ids.values())
+            else "every non-special token replaced by [PAD]")
+
+
+def _path(lm, inputs, position: int, target_id: int | None, alphas: torch.Tensor, interventions=None,
+          grad: bool = True) -> _Path:
+    """y at embeddings b + α_r (e − b), one batch row per α_r, and (grad) ∂y_r/∂z_r: one forward and backward."""
+    pos = _check_position(lm, inputs, position)
+    if not has_embed_hook(lm):
+        raise InputError(f"{lm.name} has no hook_embed point: input × gradient and integrated gradients need a "
+                         "converted model")
+    base_ids, mods = baseline_ids(lm, inputs), embed_modules(lm)
+    embeds, bases, leaves = {}, {}, {}
+
+    def path(x: torch.Tensor, name: str) -> torch.Tensor:
+        e = x.detach()[:1]  # [1, ...]: every row of the expanded batch holds the same embedding
+        ids, emb = base_ids[name], mods[name]
+        if lm.reads_image:
+            b = torch.cat([e[:, :1], torch.zeros_like(e[:, 1:])], dim=1)  # [CLS] kept, every patch zero
+        elif ids is None:
+            b = torch.zeros_like(e)
+        else:  # the [PAD] rows, scaled as hook_embed is (Gemma's √d_model)
+            b = (emb.tok.weight[ids.to(e.device)] * getattr(emb, "scale", 1.0)).detach().to(e.dtype)
+        embeds[name], bases[name] = e, b
+        a = alphas.to(e.device, e.dtype).view(-1, *([1] * (x.dim() - 1)))  # [R, 1, ...]
+        leaves[name] = (b + a * (e - b)).requires_grad_(grad)  # [R, ...]
+        return leaves[name]
+
+    was_training = lm.model.training
+    lm.model.eval()
+    try:
+        out = lm.forward(inputs.expand(len(alphas)), interventions={**(interventions or {}),
+                         **{name: path for name in mods}}, records=False, grad=grad)
+        logits = _logit_at(lm, out.logits, pos)  # [R, V]
+        tid = int(logits[-1].argmax()) if target_id is None else int(target_id)
+        if not 0 <= tid < logits.shape[-1]:
+            raise InputError(f"target id {tid} is outside 0..{logits.shape[-1] - 1}")
+        y = logits[:, tid]  # [R]
+        grads = None
+        if grad:
+            names = list(leaves)
+            got = torch.autograd.grad(y.sum(), [leaves[n] for n in names], allow_unused=True)
+            grads = {n: torch.zeros_like(leaves[n]) if g is None else g for n, g in zip(names, got)}
+    finally:
+        lm.model.train(was_training)
+    return _Path(embeds, bases, grads, y.detach(), tid, pos)
+
+
+def _rows(lm, per: dict[str, torch.Tensor]) -> tuple[np.ndarray, np.ndarray | None]:
+    """(target-side row, source row or None) from per-hook [T] scores."""
+    as_np = {n: v.detach().double().cpu().numpy() for n, v in per.items()}
+    if lm.arch == "encdec":
+        return as_np["decoder.hook_embed"], as_np["encoder.hook_embed"]
+    return as_np["hook_embed"], None
+
+
+def input_x_gradient(lm, inputs, position: int = -1, target_id: int | None = None,
+                     interventions=None) -> Attribution:
+    """Σ_d e_id · ∂y/∂e_id per token (module docstring). target_id None = the predicted token or class."""
+    p = _path(lm, inputs, position, target_id, torch.ones(1, dtype=torch.float64), interventions)
+    per = {n: _per_token(p.embeds[n] * p.grads[n])[0] for n in p.embeds}  # [T] per hook
+    target, source = _rows(lm, per)
+    return Attribution(target, p.target_id, float(p.y[0]), p.position, source)
+
+
+# -- integrated gradients ---------------------------------------------------------------------------------
+def quadrature(bounds: np.ndarray, per_panel: int) -> tuple[np.ndarray, np.ndarray]:
+    """Composite Gauss–Legendre on the panels [bounds[j], bounds[j+1]]: nodes α and weights w, ∫ f ≈ Σ w f(α)."""
+    x, w = np.polynomial.legendre.leggauss(per_panel)
+    lo, width = bounds[:-1, None], np.diff(bounds)[:, None]  # [P, 1]
+    return (lo + (x + 1) / 2 * width).ravel(), (w / 2 * width).ravel()  # [P, m] -> [P · m]
+
+
+def scan(lm, inputs, pos: int, tid: int, interventions=None) -> tuple[np.ndarray, np.ndarray]:
+    """(α, y(α)) by forward runs only: SCAN + 1 even points, then the REFINE intervals where y moves most cut
+    into SCAN_SUB, twice (the finest step 1 / (SCAN · SCAN_SUB²))."""
+    a = np.linspace(0.0, 1.0, SCAN + 1)
+    y = _path(lm, inputs, pos, tid, torch.tensor(a), interventions, grad=False).y.double().cpu().numpy()
+    for _ in range(2):
+        top = np.argsort(-np.abs(np.diff(y)))[:REFINE]
+        new = np.concatenate([np.linspace(a[k], a[k + 1], SCAN_SUB + 1)[1:-1] for k in top])
+        y_new = _path(lm, inputs, pos, tid, torch.tensor(new), interventions, grad=False).y.double().cpu().numpy()
+        a, y = np.concatenate([a, new]), np.concatenate([y, y_new])
+        order = np.argsort(a)
+        a, y = a[order], y[order]
+    return a, y
+
+
+def panels(a: np.ndarray, y: np.ndarray, n_panels: int) -> np.ndarray:
+    """Panel bounds on [0, 1] holding equal shares of |Δy| + UNIFORM · (its mean rate) · Δα over the scan."""
+    d = np.abs(np.diff(y))
+    d = d + UNIFORM * d.sum() * np.diff(a) + 1e-12  # [len(a) − 1]
+    share = np.concatenate([[0.0], np.cumsum(d)]) / d.sum()
+    return np.interp(np.linspace(0, 1, n_panels + 1), share, a)
+
+
+def integrated_gradients(lm, inputs, position: int = -1, target_id: int | None = None, steps: int | None = None,
+                         interventions=None) -> Attribution:
+    """Integrated gradients from the baseline (module docstring), with y(e), y(b) and completeness. steps None:
+    STEPS nodes, doubled (up to MAX_STEPS) while the completeness error is above TOLERANCE."""
+    if steps is not None and (not PER_PANEL <= steps <= MAX_STEPS or steps % PER_PANEL):
+        raise InputError(f"integrated gradients takes a multiple of {PER_PANEL} steps from {PER_PANEL} to "
+                         f"{MAX_STEPS}, not {steps}")
+    pos = _check_position(lm, inputs, position)
+    if target_id is None:
+        target_id = _path(lm, inputs, pos, None, torch.ones(1, dtype=torch.float64), interventions, False).target_id
+    a, y = scan(lm, inputs, pos, target_id, interventions)
+    n = steps or STEPS
+    while True:
+        ig = _integrate(lm, inputs, pos, target_id, panels(a, y, n // PER_PANEL), interventions)
+        if steps is not None or ig.completeness_error <= TOLERANCE or 2 * n > MAX_STEPS:
+            return ig
+        n *= 2
+
+
+def _integrate(lm, inputs, pos: int, tid: int, bounds: np.ndarray, interventions) -> Attribution:
+    nodes, weights = quadrature(bounds, PER_PANEL)
+    steps = len(nodes)
+    alphas = torch.tensor(np.concatenate([nodes, [1.0, 0.0]]))  # [steps + 2]: the nodes, the input, the baseline
+    p = _path(lm, inputs, pos, tid, alphas, interventions)
+    w = torch.tensor(weights)
+    per = {}
+    for n, e in p.embeds.items():
+        g = p.grads[n][:steps].double()  # [steps, ...]
+        mean_grad = (w.view(-1, *([1] * (g.dim() - 1))) * g).sum(0, keepdim=True)  # [1, ...]: ∫₀¹ ∇y dα
+        per[n] = _per_token((e - p.bases[n]).double() * mean_grad)[0]
+    target, source = _rows(lm, per)
+    y_x, y_b = float(p.y[steps]), float(p.y[steps + 1])
+    ig = Attribution(target, p.target_id, y_x, p.position, source, steps=steps, baseline_logit=y_b,
+                     baseline=baseline_name(lm, inputs))
+    ig.completeness_error = abs(ig.total - (y_x - y_b)) / max(abs(y_x - y_b), 1e-12)
+    return ig
+
+
+# -- attention × gradient --------------------------------------------------------------------------------
+def attention_x_gradient(lm, inputs, position: int = -1, target_id: int | None = None,
+                         interventions=None) -> Attribution:
+    """Σ over sites, heads and query rows of A ⊙ ∂y/∂A, per key token (module docstring)."""
+    pos = _check_position(lm, inputs, position)
+    sites = attention_sites(lm.model)
+    was_training = lm.model.training
+    lm.model.eval()
+    try:
+        out = lm.forward(inputs, names="*.hook_pattern", interventions=interventions, records=False, grad=True)
+        logits = _logit_at(lm, out.logits, pos)[0]  # [V]
+        tid = int(logits.argmax()) if target_id is None else int(target_id)
+        if not 0 <= tid < logits.shape[-1]:
+            raise InputError(f"target id {tid} is outside 0..{logits.shape[-1] - 1}")
+        pats = [out.capture.tensors[f"{m.site}.hook_pattern"][0] for m in sites]  # each [1, H, q, k]
+        live = [i for i, a in enumerate(pats) if a.requires_grad]
+        got = torch.autograd.grad(logits[tid], [pats[i] for i in live], allow_unused=True) if live else ()
+        logit = float(logits[tid].detach())
+    finally:
+        lm.model.train(was_training)
+    grads = dict(zip(live, got))
+    t = inputs.ids.shape[1]
+    row = np.zeros(t)
+    source = np.zeros(inputs.src_ids.shape[1]) if lm.arch == "encdec" else None
+    for i, (m, a) in enumerate(zip(sites, pats)):
+        g = grads.get(i)
+        if g is None:  # a pattern replaced by a constant has no gradient
+            continue
+        per_key = (a * g).sum(dim=(0, 1, 2)).detach().double().cpu().numpy()  # [1, H, q, k] -> [k]
+        if m.cross or m.stack == "encoder" and lm.arch == "encdec":
+            source += per_key
+        else:
+            row += per_key
+    return Attribution(row, tid, logit, pos, source)
+
+
+METHODS = {"input_x_gradient": input_x_gradient, "integrated_gradients": integrated_gradients,
+           "attention_x_gradient": attention_x_gradient}
+
+
+def attribute(lm, inputs, method: str, position: int = -1, target_id: int | None = None) -> Attribution:
+    """One of METHODS by name (the app's cached entry point)."""
+    if method not in METHODS:
+        raise ValueError(f"unknown attribution {method!r}; choose from {', '.join(METHODS)}")
+    return METHODS[method](lm, inputs, position, target_id)
