@@ -72,9 +72,11 @@ class Tiling:
 
 
 def tiled_attention(q, k, v, mask=None, scale: float | None = None, block_q: int = 16,
-                    block_k: int = 16) -> Tiling:
+                    block_k: int = 16, softcap: float | None = None, bias=None) -> Tiling:
     """Tiled attention of one head: q [T, d], k and v [S, d], mask bool [T, S] (True = may attend), scale
-    (default 1/√d). Computed in float64; the reference is masked_softmax over the whole matrix."""
+    (default 1/√d), an optional soft-cap (Gemma 2: cap·tanh(s/cap) on the scaled scores) and additive bias [T, S]
+    (ALiBi, T5), both applied tile by tile as FlashAttention-2 does. Computed in float64; the reference is
+    masked_softmax over the whole matrix."""
     q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
     T, d = q.shape
     S = k.shape[0]
@@ -82,6 +84,14 @@ def tiled_attention(q, k, v, mask=None, scale: float | None = None, block_q: int
         raise ValueError("block sizes must be at least 1")
     scale = 1.0 / np.sqrt(d) if scale is None else float(scale)
     mask = np.ones((T, S), bool) if mask is None else np.asarray(mask, bool)
+    bias = None if bias is None else np.asarray(bias, dtype=np.float64)  # [T, S]
+
+    def score(rows: slice, cols: slice) -> np.ndarray:  # [rows, cols] pre-softmax scores, before the mask
+        x = scale * q[rows] @ k[cols].T
+        if softcap is not None:
+            x = softcap * np.tanh(x / softcap)
+        return x if bias is None else x + bias[rows, cols]
+
     out = np.zeros((T, d))
     steps, skipped = [], []
     for r0 in range(0, T, block_q):
@@ -95,7 +105,7 @@ def tiled_attention(q, k, v, mask=None, scale: float | None = None, block_q: int
             if not vis.any():
                 skipped.append(((r0, r1), (c0, c1)))
                 continue
-            s = np.where(vis, scale * q[r0:r1] @ k[c0:c1].T, -np.inf)  # [bq, bk], only this tile
+            s = np.where(vis, score(slice(r0, r1), slice(c0, c1)), -np.inf)  # [bq, bk], only this tile
             bmax = s.max(1)
             m_new = np.maximum(m, bmax)
             ref = np.where(np.isfinite(m_new), m_new, 0.0)  # a row with nothing visible yet keeps l = 0, acc = 0
@@ -106,7 +116,7 @@ def tiled_attention(q, k, v, mask=None, scale: float | None = None, block_q: int
             steps.append(TileStep((r0, r1), (c0, c1), s, bmax, m, m_new, alpha, lsum, l_new))
             m, lsum = m_new, l_new
         out[r0:r1] = np.divide(acc, lsum[:, None], out=np.zeros_like(acc), where=lsum[:, None] > 0)
-    ref = masked_softmax(scale * q @ k.T, mask) @ v  # [T, S] @ [S, d]: the full matrix, for the check only
+    ref = masked_softmax(score(slice(None), slice(None)), mask) @ v  # [T, S] @ [S, d]: the full matrix, check only
     return Tiling(T, S, d, block_q, block_k, steps, skipped, out, ref)
 
 
@@ -120,9 +130,7 @@ def head_tiling(lm, inputs, site: str, head: int, block_q: int = 16, block_k: in
     v = cap.tensor(f"{site}.hook_v")[0, head // group].float().cpu().numpy()  # [S, d_head]
     z = cap.tensor(f"{site}.hook_z")[0, head].float().cpu().numpy()  # [T, d_head]
     mask = rec.mask_for()  # [T, S]
-    bias = None if rec.bias is None else rec.bias[head]
-    if bias is not None or getattr(rec, "softcap", None) is not None:
-        raise ValueError("this head adds a positional bias (ALiBi) or soft-caps its scores; the step-by-step "
-                         "shows plain scaled q·k scores")
-    tiling = tiled_attention(rec.q[0, head], rec.k[0, head // group], v, mask, rec.scale, block_q, block_k)
+    bias = None if rec.bias is None else rec.bias[head]  # [T, S]: ALiBi's or T5's positional bias
+    tiling = tiled_attention(rec.q[0, head], rec.k[0, head // group], v, mask, rec.scale, block_q, block_k,
+                             softcap=getattr(rec, "softcap", None), bias=bias)
     return tiling, z

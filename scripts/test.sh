@@ -5,6 +5,7 @@ cd "$(dirname "$0")/.."
 missing=""
 command -v chromium >/dev/null 2>&1 || missing+=" chromium"
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=" nginx"  # tests/e2e/test_replicas.py
+command -v pdftotext >/dev/null 2>&1 || missing+=" poppler-utils"  # tests/app/test_tour_handout.py reads the PDF
 if [ -n "$missing" ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q >/dev/null

@@ -51,3 +51,21 @@ def test_a_real_head_matches_the_model_and_never_forms_the_matrix(decoder):
 def test_bad_blocks_are_refused():
     with pytest.raises(ValueError, match="at least 1"):
         tiled_attention(np.ones((2, 2)), np.ones((2, 2)), np.ones((2, 2)), block_q=0)
+
+
+@pytest.mark.parametrize("kw", [dict(positional="alibi"), dict(positional="rope", attn_softcap=2.0)])
+def test_biased_and_soft_capped_heads_tile_exactly(kw):
+    """ALiBi's bias and Gemma 2's soft-cap are applied tile by tile (FlashAttention-2 does both): the tiled output
+    equals the model's own head output."""
+    import torch
+
+    from model.config import ModelConfig
+    from model.loaded import LoadedModel
+    from model.tokenizer import ByteTokenizer
+    from model.transformer import build_model
+
+    cfg = ModelConfig(arch="decoder", vocab_size=260, d_model=32, n_heads=4, n_layers=2, max_len=64, **kw)
+    torch.manual_seed(3)
+    lm = LoadedModel("tiny", build_model(cfg).eval(), ByteTokenizer(add_bos=True), cfg, "random")
+    t, z = head_tiling(lm, lm.encode("attention, tile by tile"), "blocks.1.attn", 3, block_q=5, block_k=7)
+    assert t.max_abs_diff <= 1e-9 and np.abs(t.output - z).max() <= 1e-5
