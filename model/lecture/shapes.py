@@ -16,7 +16,8 @@ CLASSES = ("square", "circle", "triangle", "cross")
 RED = (220, 30, 30)
 DISTRACTORS = {"green": (40, 170, 70), "blue": (50, 90, 230), "yellow": (230, 200, 40), "white": (235, 235, 235)}
 BACKGROUND = (25, 25, 35)
-SIZES = (8, 13)  # a shape's bounding box side, min..max−1 pixels
+SIZES = (8, 13)  # a shape's bounding box side, min..max−1 pixels (at IMAGE_SIZE; scaled with the canvas)
+MIN_SIZE = 2 * 3 + 1  # the smallest canvas: two 3-pixel shapes and the free pixel between them
 EVAL_BUCKETS = 8
 SPLITS = ("train", "eval")
 
@@ -66,12 +67,22 @@ def _place(rng: np.random.Generator, sizes: list[int], size: int) -> list[tuple[
     return [(y, x) for y, x, _ in boxes]
 
 
+def shape_sizes(size: int) -> tuple[int, int]:
+    """A shape's box side on a `size`-pixel canvas, min..max−1: SIZES scaled with the canvas, at least 3 pixels,
+    small enough that two shapes always fit side by side."""
+    if size < MIN_SIZE:
+        raise ValueError(f"generated shapes need a canvas of at least {MIN_SIZE} pixels, not {size}")
+    lo = min(max(3, SIZES[0] * size // IMAGE_SIZE), (size - 1) // 2)
+    return lo, max(lo + 1, min(SIZES[1] * size // IMAGE_SIZE, (size - 1) // 2 + 1))
+
+
 def draw(rng: np.random.Generator, size: int = IMAGE_SIZE) -> ShapeImage:
     """One canvas: 2–5 shapes, the first red; distractors in the other colours, any shape."""
-    while True:
+    sizes_range = shape_sizes(size)
+    while True:  # ends: two shapes of at most (size − 1) // 2 pixels always fit
         n = int(rng.integers(2, 6))
         kinds = [CLASSES[int(i)] for i in rng.integers(0, len(CLASSES), n)]
-        sizes = [int(s) for s in rng.integers(*SIZES, n)]
+        sizes = [int(s) for s in rng.integers(*sizes_range, n)]
         corners = _place(rng, sizes, size)
         if corners is not None:
             break
