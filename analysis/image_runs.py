@@ -44,20 +44,20 @@ def prediction(run: CapturedRun) -> list[tuple[str, float]]:
     return [(str(n), float(p)) for n, p in zip(run.top_tokens[0], run.top_probs[0])]
 
 
-def head_maps(run: CapturedRun, layer: int, query: int = 0) -> np.ndarray:
+def head_maps(run: CapturedRun, layer: int, query: int = 0, prefix: int = 1) -> np.ndarray:
     """Attention from token `query` to the patches for every head of `layer`: [H, rows, cols]."""
-    return np.stack([vision.patch_map_cls(run, layer, h, query) for h in range(run.n_heads)])
+    return np.stack([vision.patch_map_cls(run, layer, h, query, prefix) for h in range(run.n_heads)])
 
 
 def run_map(run: CapturedRun, kind: str, *, layer: int = 0, head: int | None = None, query: int = 0,
-            fusion: str = "mean", discard: float = 0.0) -> np.ndarray:
+            fusion: str = "mean", discard: float = 0.0, prefix: int = 1) -> np.ndarray:
     """A map read from the run alone: 'attention' (token `query` at `layer`, one head or the mean) or 'rollout'."""
     if kind == "attention":
-        return vision.patch_map_cls(run, layer, head, query)
+        return vision.patch_map_cls(run, layer, head, query, prefix)
     if kind == "rollout":
         if fusion not in FUSIONS:
             raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}")
-        return vision.rollout_map(run, fusion, discard)
+        return vision.rollout_map(run, fusion, discard, prefix)
     raise ValueError(f"{kind!r} needs the model's gradients: use gradient_map")
 
 
@@ -70,7 +70,7 @@ def gradient_map(lm, image: np.ndarray, kind: str, target: int | None = None, di
     if kind == "relevance":
         return vision.relevance_map(lm, inputs, target)
     if kind in ATTRIBUTIONS:
-        return vision.patch_scores(attribute(lm, inputs, ATTRIBUTIONS[kind], 0, target).row)
+        return vision.patch_scores(attribute(lm, inputs, ATTRIBUTIONS[kind], 0, target).row, lm.cfg.n_prefix)
     raise ValueError(f"unknown map kind {kind!r}; one of {', '.join(MAP_KINDS)}")
 
 

@@ -1,6 +1,6 @@
 """Attention on images (a ViT): maps over the patch grid from a CapturedRun or the model, and how much of a
 map falls in a known region. numpy in, numpy out; grids are [rows, cols], patches in row-major order after
-[CLS] (token 1 + r·cols + c).
+the prefix tokens ([CLS], and DeiT's [DIST]: `prefix` = cfg.n_prefix), token prefix + r·cols + c.
 
 Rollout follows Gildenblat's vit-explain: heads fused (mean/max/min), the lowest `discard` share of each
 layer's fused weights zeroed (never a weight on [CLS]'s column), Â = rownorm((A + I) / 2), R = Â_L ··· Â_1;
@@ -19,26 +19,27 @@ from model.inputs import InputError
 Grid = tuple[int, int]
 
 
-def _grid(n_tokens: int) -> Grid:
-    g = int(round((n_tokens - 1) ** 0.5))
-    if g * g != n_tokens - 1:
-        raise ValueError(f"{n_tokens} tokens are not [CLS] + a square grid of patches")
+def _grid(n_tokens: int, prefix: int = 1) -> Grid:
+    g = int(round(max(n_tokens - prefix, 0) ** 0.5))
+    if g < 1 or g * g != n_tokens - prefix:
+        raise ValueError(f"{n_tokens} tokens are not {prefix} prefix token(s) + a square grid of patches")
     return g, g
 
 
-def _on_grid(row: np.ndarray) -> np.ndarray:
-    """A [T] row over [CLS] + patches → its patches as [rows, cols]."""
-    return np.asarray(row[1:], dtype=np.float64).reshape(_grid(len(row)))  # [N] -> [rows, cols]
+def _on_grid(row: np.ndarray, prefix: int = 1) -> np.ndarray:
+    """A [T] row over the prefix tokens + patches → its patches as [rows, cols]."""
+    return np.asarray(row[prefix:], dtype=np.float64).reshape(_grid(len(row), prefix))  # [N] -> [rows, cols]
 
 
-def patch_scores(row: np.ndarray) -> np.ndarray:
-    """A [T] score row over [CLS] + patches → the patches' scores as [rows, cols]."""
-    return _on_grid(row)
+def patch_scores(row: np.ndarray, prefix: int = 1) -> np.ndarray:
+    """A [T] score row over the prefix tokens + patches → the patches' scores as [rows, cols]."""
+    return _on_grid(row, prefix)
 
 
-def patch_map_cls(run, layer: int, head: int | None, query: int = 0) -> np.ndarray:
-    """Attention of token `query` (0 = CLS, 1 + p = patch p) to every patch at `layer`, one head or the mean
-    over heads (None): [rows, cols]. The weight on [CLS] itself is left out (the map does not sum to 1)."""
+def patch_map_cls(run, layer: int, head: int | None, query: int = 0, prefix: int = 1) -> np.ndarray:
+    """Attention of token `query` (0 = CLS, prefix + p = patch p) to every patch at `layer`, one head or the
+    mean over heads (None): [rows, cols]. The weights on the prefix tokens are left out (the map does not sum
+    to 1)."""
     recs = run.layer_records("self")
     if not 0 <= layer < len(recs):
         raise InputError(f"layer {layer} is outside 0..{len(recs) - 1}")
@@ -49,7 +50,7 @@ def patch_map_cls(run, layer: int, head: int | None, query: int = 0) -> np.ndarr
         raise InputError(f"head {head} is outside 0..{rec.n_heads - 1}")
     a = rec.pattern(head)  # [q, k] or [H, q, k]
     row = a[query] if head is not None else a[:, query].mean(0)  # [k]
-    return _on_grid(row)
+    return _on_grid(row, prefix)
 
 
 def discard_flat(a: np.ndarray, share: float) -> np.ndarray:
@@ -80,10 +81,10 @@ def rollout_matrix(fused_layers, discard: float = 0.0) -> np.ndarray:
     return r
 
 
-def rollout_map(run, fusion: str = "mean", discard: float = 0.0) -> np.ndarray:
+def rollout_map(run, fusion: str = "mean", discard: float = 0.0, prefix: int = 1) -> np.ndarray:
     """Attention rollout's [CLS] row over the patches: [rows, cols] (vit-explain semantics)."""
     fused = fuse_heads(run.matrices("self"), fusion)  # [L, H, T, T] -> [L, T, T]
-    return _on_grid(rollout_matrix(fused, discard)[0])
+    return _on_grid(rollout_matrix(fused, discard)[0], prefix)
 
 
 def grad_rollout_map(lm, inputs, target: int | None = None, discard: float = 0.0) -> np.ndarray:
@@ -100,7 +101,7 @@ def grad_rollout_map(lm, inputs, target: int | None = None, discard: float = 0.0
         grads = torch.autograd.grad(logits[tid], pats)
     finally:
         lm.model.train(was_training)
-    return _on_grid(grad_rollout_matrix(pats, grads, discard)[0])
+    return _on_grid(grad_rollout_matrix(pats, grads, discard)[0], lm.cfg.n_prefix)
 
 
 def grad_rollout_matrix(patterns, grads, discard: float = 0.0) -> np.ndarray:
@@ -113,13 +114,15 @@ def relevance_map(lm, inputs, target: int | None = None) -> np.ndarray:
     [CLS] (None = the predicted class): [rows, cols]."""
     if not lm.reads_image:
         raise InputError(f"{lm.name} reads text; relevance maps on a patch grid need a ViT")
+    if not lm.cfg.n_classes:
+        raise InputError(f"{lm.name} has no image classifier; this map needs a ViT with classes")
     if target is not None:
         _check_target(int(target), lm.cfg.n_classes)
-    return _on_grid(gradient_relevance(lm, inputs, position=0, target_id=target).row)
+    return _on_grid(gradient_relevance(lm, inputs, position=0, target_id=target).row, lm.cfg.n_prefix)
 
 
 def _class_logits(lm, logits) -> torch.Tensor:
-    if not lm.reads_image or logits is None:
+    if not lm.reads_image or logits is None or not lm.cfg.n_classes:
         raise InputError(f"{lm.name} has no image classifier; this map needs a ViT with classes")
     return logits[0]  # [classes]
 
@@ -154,14 +157,14 @@ def pointing_hit(map_: np.ndarray, region: np.ndarray) -> bool:
 
 
 # -- the ViT paper's pictures ----------------------------------------------------------------------------
-def mean_attention_distance(run, grid, patch_size: int) -> np.ndarray:
+def mean_attention_distance(run, grid, patch_size: int, prefix: int = 1) -> np.ndarray:
     """Per layer and head, the attention-weighted distance in pixels between a patch query and the patches it
-    attends to, averaged over patch queries (Dosovitskiy et al. 2021, fig. 7; [CLS] left out on both sides,
+    attends to, averaged over patch queries (Dosovitskiy et al. 2021, fig. 7; the `prefix` tokens left out on both sides,
     each query's weights on patches renormalised): [L, H]."""
     rows, cols = (grid, grid) if isinstance(grid, int) else grid
     r, c = np.divmod(np.arange(rows * cols), cols)  # [N] each
     dist = patch_size * np.hypot(r[:, None] - r[None], c[:, None] - c[None])  # [N, N] pixels
-    a = run.matrices("self")[:, :, 1:, 1:].astype(np.float64)  # [L, H, N, N] patches only
+    a = run.matrices("self")[:, :, prefix:, prefix:].astype(np.float64)  # [L, H, N, N] patches only
     a = a / np.clip(a.sum(-1, keepdims=True), 1e-12, None)
     return (a * dist).sum(-1).mean(-1)  # [L, H]
 
@@ -171,7 +174,7 @@ def position_similarity(lm) -> np.ndarray:
     pos = lm.model.embed.positions() if lm.reads_image else None
     if pos is None:
         raise InputError(f"{lm.name} has no patch position embeddings")
-    p = pos[1:].detach().double().cpu().numpy()  # [N, D] patches only
+    p = pos[lm.cfg.n_prefix:].detach().double().cpu().numpy()  # [N, D] patches only
     p = p / np.clip(np.linalg.norm(p, axis=-1, keepdims=True), 1e-12, None)
     rows, cols = lm.patch_grid
     return (p @ p.T).reshape(-1, rows, cols)  # [N, N] -> [N, rows, cols]

@@ -177,7 +177,8 @@ class LoadedModel:
             return {"name": self.name, "source": self.source, "family": self.family, "arch": c.arch,
                     "kind": ARCH_NAMES[c.arch], "layers": c.n_layers, "heads": c.n_heads, "d_model": c.d_model,
                     "context": c.max_len, "classes": c.n_classes, "image_size": c.image_size,
-                    "patch_size": c.patch_size, "positional": c.positional, "norm": c.norm}
+                    "patch_size": c.patch_size, "positional": c.positional, "norm": c.norm,
+                    "prefix": c.n_prefix}
         return {"name": self.name, "source": self.source, "family": self.family, "arch": c.arch,
                 "kind": ARCH_NAMES[c.arch], "layers": c.n_layers if c.arch != "encdec" else [c.n_layers, c.dec_layers],
                 "heads": c.n_heads, "d_model": c.d_model, "context": self.context, "vocab": c.vocab_size,

@@ -33,6 +33,7 @@ from app.url_state import index, select, slider, toggle, token_select
 from app.vision_captions import aspect_note, distance_caption, position_caption
 from model.images import MAX_IMAGE_BYTES, decode_image
 from model.inputs import InputError
+from model.lecture.shapes import MIN_SIZE
 from model.registry import model_choices
 
 N_SAMPLES = 6  # generated images per seed: the sample picker's choices and the query–key view's batch
@@ -58,6 +59,11 @@ with page("Vision", "Where does a Vision Transformer look — and is it where th
     info = state.model_info(name)
     n_layers, n_heads, patch = info["layers"], info["heads"], info["patch_size"]
     grid = (info["image_size"] // patch, info["image_size"] // patch)
+    prefix, has_head = info.get("prefix", 1), bool(info["classes"])  # tokens before the patches; a classifier?
+    if info["image_size"] < MIN_SIZE:
+        st.info(f"{name} reads {info['image_size']} px images; generated samples need at least {MIN_SIZE} px, so "
+                "this page has nothing to show for it.", icon=":material/aspect_ratio:")
+        st.stop()
 
     source = select("Image", list(SOURCES), "v_source", "sample", horizontal=True, format_func=SOURCES.get)
     sample = None
@@ -94,21 +100,26 @@ with page("Vision", "Where does a Vision Transformer look — and is it where th
                            title=f"The image as {name} reads it: {grid[0]}×{grid[1]} patches of {patch} px"),
               key="image", name="vision-image")
     with c2:
-        pred = prediction(run)
-        st.markdown("**Prediction**")
-        st.dataframe(pd.DataFrame(pred, columns=["class", "probability"]), hide_index=True,
-                     column_config={"probability": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0,
-                                                                                   format="%.3f")})
+        pred = prediction(run) if has_head else None
+        if pred is None:
+            st.markdown(f"**No prediction**: {md(name)} has no classification head, so the page shows its attention "
+                        "alone (maps from the run, mean attention distance, position embeddings); gradient maps need "
+                        "a class.")
+        else:
+            st.markdown("**Prediction**")
+            st.dataframe(pd.DataFrame(pred, columns=["class", "probability"]), hide_index=True, column_config={
+                "probability": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="%.3f")})
         if sample is not None:
-            verdict = ("the model's top class is correct" if pred[0][0] == sample.label_name
-                       else f"the model's top class ({md(pred[0][0])}) is wrong")
-            st.markdown(f"True label: **{md(sample.label_name)}**: {verdict}. {md(sample.description, 120)}; the "
+            verdict = ("" if pred is None else ": the model's top class is correct" if pred[0][0] == sample.label_name
+                       else f": the model's top class ({md(pred[0][0])}) is wrong")
+            st.markdown(f"True label: **{md(sample.label_name)}**{verdict}. {md(sample.description, 120)}; the "
                         "cyan outline is the object that decides the label.")
 
     st.subheader("Where it looks")
     classes = state.image_classes(name)
     with options("Maps"):
-        kind = select("Map", MAP_KINDS, "v_map", "attention", horizontal=True, help=" · ".join(
+        kinds = MAP_KINDS if has_head else MAP_KINDS[:2]  # gradient maps need a class
+        kind = select("Map", kinds, "v_map", "attention", horizontal=True, help=" · ".join(
             f"{k}: {v}" for k, v in MAP_HELP.items()))
         c1, c2, c3 = st.columns(3)
         layer = index("Layer", n_layers, "v_layer", 0, where=c1)  # layer 0: where lecture-vit picks the red object (its card)
@@ -120,20 +131,23 @@ with page("Vision", "Where does a Vision Transformer look — and is it where th
         fusion = select("Head fusion (rollout)", FUSIONS, "v_fusion", "mean", where=c1, horizontal=True)
         discard = slider("Discard ratio (rollouts)", 0.0, 0.95, "v_discard", 0.0, step=0.05, where=c2,
                          help="The lowest share of each layer's weights set to 0 before the rollout (vit-explain).")
-        target = select("Class explained (gradients)", ["predicted", *classes], "v_target", "predicted", where=c3)
+        target = select("Class explained (gradients)", ["predicted", *classes], "v_target", "predicted", where=c3,
+                        show=has_head)
     tid = None if target == "predicted" else classes.index(target)
-    maps = {"attention": run_map(run, "attention", layer=layer, head=None if head == "mean" else head, query=query),
-            "rollout": run_map(run, "rollout", fusion=fusion, discard=discard),
-            "gradient rollout": state.image_gradient_map(name, view, "gradient rollout", tid, discard),
-            "relevance": state.image_gradient_map(name, view, "relevance", tid, 0.0),
-            **{k: state.image_gradient_map(name, view, k, tid, 0.0) for k in ATTRIBUTIONS}}
+    maps = {"attention": run_map(run, "attention", layer=layer, head=None if head == "mean" else head, query=query,
+                                 prefix=prefix),
+            "rollout": run_map(run, "rollout", fusion=fusion, discard=discard, prefix=prefix)}
+    if has_head:
+        maps |= {"gradient rollout": state.image_gradient_map(name, view, "gradient rollout", tid, discard),
+                 "relevance": state.image_gradient_map(name, view, "relevance", tid, 0.0),
+                 **{k: state.image_gradient_map(name, view, k, tid, 0.0) for k in ATTRIBUTIONS}}
     what = {"attention": f"layer {layer}, {'mean of the heads' if head == 'mean' else f'head {head}'}, from "
                          f"{run.tokens[query]}", "rollout": f"rollout ({fusion} fusion, discard {discard:.2f})",
             "gradient rollout": f"gradient rollout (discard {discard:.2f}, class {target})",
             "relevance": f"relevance (class {target})",
             **{k: f"{k} (class {target})" for k in ATTRIBUTIONS}}[kind]
-    chart(overlay_figure(view, maps[kind], present=present, outline=region, query=query - 1 if query > 0 and
-                         kind == "attention" else None, title=what), key="overlay", name="vision-map")
+    chart(overlay_figure(view, maps[kind], present=present, outline=region, query=query - prefix if query >= prefix
+                         and kind == "attention" else None, title=what), key="overlay", name="vision-map")
     if region is not None:
         report = region_report(maps, region)
         share = next(r for r in report if r["map"] == kind)
@@ -147,13 +161,13 @@ with page("Vision", "Where does a Vision Transformer look — and is it where th
         st.caption("An upload has no known answer region: the outline and the shares are shown for the samples.")
 
     st.subheader(f"Every head of layer {layer}")
-    per_head = head_maps(run, layer, query)  # [H, rows, cols]
+    per_head = head_maps(run, layer, query, prefix)  # [H, rows, cols]
     chart(overlay_mosaic(view, per_head, [f"head {h}" for h in range(n_heads)], present=present, outline=region,
                          title=f"Attention from {run.tokens[query]} at layer {layer} (each head scaled to its max)"),
           key="mosaic", name="vision-heads")
 
     st.subheader("The ViT paper's two pictures")
-    distance = vision.mean_attention_distance(run, grid, patch)  # [L, H] pixels
+    distance = vision.mean_attention_distance(run, grid, patch, prefix)  # [L, H] pixels
     c1, c2 = st.columns(2)
     with c1:
         chart(distance_figure(distance, present=present, title="Mean attention distance per head"),
