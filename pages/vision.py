@@ -53,10 +53,15 @@ with page("Vision", "Where does a Vision Transformer look — and is it where th
     if not choices:
         st.info("No image model is installed here (the bundled lecture-vit is missing).")
         st.stop()
+    folder = st.query_params.get("vit_model")  # a bookmarked folder (checked against the allowed roots on load)
+    choices = choices + [folder] if folder and folder not in choices else choices
     name = select("Image model", choices, "vit_model", choices[0], where=st.sidebar,
                   help="Vision Transformers only; the other pages use the text model.")
     backend = select("Backend", BACKENDS, "backend", "eager", where=st.sidebar, show=not present)
     info = state.model_info(name)
+    if info["arch"] != "vit":
+        st.error(f"{md(name)} reads text, not images: choose a Vision Transformer.", icon=":material/error:")
+        st.stop()
     n_layers, n_heads, patch = info["layers"], info["heads"], info["patch_size"]
     grid = (info["image_size"] // patch, info["image_size"] // patch)
     prefix, has_head = info.get("prefix", 1), bool(info["classes"])  # tokens before the patches; a classifier?
