@@ -63,9 +63,11 @@ def test_deit_page_maps_skip_both_prefix_tokens(folders):
     assert len(report) == 7  # every map kind, gradient maps included
     dist = titled(at, "Mean attention distance")
     np.testing.assert_allclose(arr(dist["data"][0]["y"]), vision.mean_attention_distance(run, (4, 4), 4, 2)[:, 0])
-    pos = titled(at, "Position embeddings")
-    assert z_of(pos["data"][0]).shape[0] % 4 == 3 or z_of(pos["data"][0]).size > 0
-    at.query_params["v_map"] = "rollout"
+    z = z_of(titled(at, "Position embeddings")["data"][0])  # tile (r, c): patch r,c's similarities, NaN gutters
+    assert z.shape == (4 * 5 - 1, 4 * 5 - 1)
+    sim = vision.position_similarity(lm)  # [16, 4, 4]: the patches' embeddings, [CLS] and [DIST] left out
+    np.testing.assert_allclose(z[5:9, 10:14], sim[1 * 4 + 2], atol=1e-6)
+    assert z[5 + 1, 10 + 2] == pytest.approx(1.0, abs=1e-5)  # patch 1,2 with itself
     at = open_page("vision", vit_model=folders["deit"], v_map="rollout")
     ok(at)
     np.testing.assert_allclose(_overlay(at), vision.rollout_map(run, prefix=2), atol=1e-6)
