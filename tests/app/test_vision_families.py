@@ -25,7 +25,7 @@ def root(tmp_path_factory):
 def folders(root, monkeypatch):
     monkeypatch.setenv("ATTNLAB_MODEL_ROOTS", str(root))  # the app loads folders under its allowed roots only
     out = {}
-    for mt in ("deit", "clip_vision_model"):
+    for mt in ("deit", "clip", "clip_vision_model"):
         cls, conf = G.TINY[mt]
         out[mt] = str(root / mt if (root / mt).is_dir() else G.make(root / mt, mt, cls, **conf))
     return out
@@ -73,11 +73,12 @@ def test_deit_page_maps_skip_both_prefix_tokens(folders):
     np.testing.assert_allclose(_overlay(at), vision.rollout_map(run, prefix=2), atol=1e-6)
 
 
-def test_clip_vision_tower_shows_attention_without_a_prediction(folders):
-    at = open_page("vision", vit_model=folders["clip_vision_model"])
+@pytest.mark.parametrize("mt", ["clip_vision_model", "clip"])  # CLIPVisionModel, and CLIPModel's vision tower
+def test_clip_vision_tower_shows_attention_without_a_prediction(folders, mt):
+    at = open_page("vision", vit_model=folders[mt])
     ok(at)
     assert any("has no classification head" in m.value for m in at.markdown)
-    lm = registry.load(folders["clip_vision_model"])
+    lm = registry.load(folders[mt])
     assert lm.cfg.n_classes == 0 and lm.cfg.n_prefix == 1
     run = image_capture(lm, shape_images(6, 0, "eval", 16)[0].image)
     np.testing.assert_allclose(_overlay(at), vision.patch_map_cls(run, 0, None, 0), atol=1e-6)
