@@ -89,3 +89,11 @@ def test_clip_vision_tower_shows_attention_without_a_prediction(folders, mt):
     dist = titled(at, "Mean attention distance")
     np.testing.assert_allclose(arr(dist["data"][1]["y"]), vision.mean_attention_distance(run, (4, 4), 4)[:, 1])
     assert titled(at, "Position embeddings")
+
+
+def test_a_bookmarked_text_model_or_missing_folder_is_one_line():
+    at = open_page("vision", vit_model="lecture-decoder")
+    assert not at.exception and [e.value for e in at.error] == [
+        "`lecture-decoder` reads text, not images: choose a Vision Transformer."]
+    at = open_page("vision", vit_model="/nonexistent/x")
+    assert not at.exception and len(at.error) == 1 and "does not exist" in at.error[0].value
