@@ -228,3 +228,20 @@ def test_the_real_english_step_says_in_one_line_when_smollm2_is_missing(monkeypa
     assert view.narrative == f"SmolLM2-135M is not installed on this machine (`{INSTALL}`): this step needs its weights."
     assert "\n" not in view.narrative and view.numbers == {"installed": False}
     assert view.fig.layout.annotations[0].text == view.narrative.replace("`", "")
+
+
+@pytest.mark.parametrize("k, script", [(15, "heatmaps"), (16, "lens"), (17, "patching")])
+def test_the_new_steps_links_open_the_same_view(k, script):
+    """The link's URL state opens the step's page on the tour's model, input and head (SmolLM2 if installed)."""
+    if k == 15 and smollm2_file() is None:
+        pytest.skip("smollm2 is not installed")
+    view = STEPS[k - 1].build(False)
+    at = open_page(script, **view.params)
+    ok(at)
+    for key, v in view.params.items():
+        assert at.query_params[key] == str(v), key
+    text = narrative(at)
+    if k == 16:
+        assert f"{view.numbers['probabilities'][-1]:.4f} at the output" in text
+    if k == 17:
+        assert f"**{view.numbers['ld_clean']:+.3f}**" in text
