@@ -1,4 +1,4 @@
-"""Tour (/tour): the lecture in fourteen steps. Each step opens the view that shows its topic, built now from
+"""Tour (/tour): the lecture in seventeen steps. Each step opens the view that shows its topic, built now from
 the model it uses, with two or three sentences written from the numbers on screen and the one thing to look at
 marked on the figure. Previous / Next, a step picker and `?step=N` in the URL; a link opens the same view on its
 own page; the whole tour downloads as an offline HTML handout."""
@@ -41,7 +41,7 @@ def handout() -> bytes:
     return handout_html(views()).encode("utf-8")
 
 
-with page("Lecture tour", "The lecture in fourteen steps: each view with its model, its input and what to look at."):
+with page("Lecture tour", "The lecture in seventeen steps: each view with its model, its input and what to look at."):
     present = presenting()
     st.html(TOUR_CSS + (PRESENT_TOUR_CSS if present else ""))
     raw = st.query_params.get("step") if url_active() else None
@@ -74,5 +74,5 @@ with page("Lecture tour", "The lecture in fourteen steps: each view with its mod
     if not present:
         st.download_button("Download the tour as an HTML handout", handout, file_name="attnlab-tour.html",
                            mime="text/html", icon=":material/download:", on_click="ignore",
-                           help="All fourteen steps with their figures (plotly.js inside: opens offline) — or run "
+                           help="All seventeen steps with their figures (plotly.js inside: opens offline) — or run "
                                 "`attnlab handout --pdf tour.pdf`.")

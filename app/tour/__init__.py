@@ -3,7 +3,7 @@ time from the model it shows (app/tour/core.py says what a step is)."""
 
 from __future__ import annotations
 
-from app.tour import compute, look, parts, running, seeing
+from app.tour import beyond, compute, look, parts, running, seeing
 from app.tour.core import Step, View
 
 STEPS = [
@@ -21,6 +21,9 @@ STEPS = [
     Step(12, "Attention as explanation: what, not why", "rollout", look.explanation),
     Step(13, "Vision Transformer: patches, CLS and rollout", "vision", seeing.vit),
     Step(14, "Mixture of experts: a router picks the MLPs", "routing", seeing.moe),
+    Step(15, "Real English: SmolLM2 finds the indirect object", "heatmaps", beyond.real_english),
+    Step(16, "Logit lens: when the answer appears", "logit-lens", beyond.logit_lens),
+    Step(17, "Activation patching: what the answer depends on", "patching", beyond.patching),
 ]
 
 __all__ = ["STEPS", "Step", "View", "step_of"]

@@ -1,5 +1,5 @@
 """The tour's handout: one HTML file that needs no network (plotly.js inside, every step's title, narrative,
-numbers and figure JSON), written by `attnlab handout`, and its PDF printed by chromium with all fourteen
+numbers and figure JSON), written by `attnlab handout`, and its PDF printed by chromium with all seventeen
 steps' titles in it."""
 
 from __future__ import annotations

@@ -11,15 +11,19 @@ import pytest
 from analysis import checks, positions, vision
 from analysis.block import block_walk
 from analysis.image_runs import image_capture, model_view, region_report, run_map
+from analysis.lens import logit_lens
+from analysis.patching import activation_patching
 from analysis.permutation import permutation_study
 from analysis.relevance import gradient_relevance
 from analysis.rollout import attention_rollout, fuse_heads
 from analysis.routing import route_text
 from analysis.scores import counterfactual_softmax
 from analysis.stepwise import QUIZ_SCORES
+from app.interp_examples import RETRIEVAL
 from app.presets import presets
 from app.tour import STEPS, step_of
 from app.tour.handout import embedded_figures, handout_html, views
+from model.gguf.smollm2 import INSTALL, smollm2_file
 from model.lecture.shapes import shape_images
 from model.registry import load
 from tests.app.conftest import ok, open_page, specs
@@ -135,6 +139,28 @@ def expected(k: int, dec) -> list[str]:
         r, _ = route_text(moe, moe.encode(sample("lecture-moe", "decoder-retrieval-2").text))
         e = int(np.argmax(r.load[0]))
         return [f"expert E{e} takes **{pct(r.load[0, e])}**", f"**{r.entropy[0].mean():.2f}** bits"]
+    if k == 15:
+        if smollm2_file() is None:  # the optional wheel: the step says so in one line
+            return [f"SmolLM2-135M is not installed on this machine (`{INSTALL}`)"]
+        lm, p = load("smollm2"), sample("smollm2", "smollm2-ioi")
+        g = run(lm, p).matrices("self")[:, :, p.query_index, p.source_index]  # [L, H]: the last row on " Mary"
+        layer, head = np.unravel_index(np.argmax(g), g.shape)
+        prob = logit_lens(lm, p.text, p.answer).answer_probs[-1, -1]
+        return [f"head **{layer}.{head}** puts the most weight", f"**{pct(g.max())}**", f"p = **{prob:.2f}**",
+                f"all {g.size} heads"]
+    if k == 16:
+        p = sample("lecture-decoder", "decoder-retrieval-2")
+        lens = logit_lens(dec, p.text, p.answer)
+        probs = lens.answer_probs[:, -1]  # [R]: p(answer) at the last position
+        first = int(np.flatnonzero(lens.top_ids[:, -1, 0] == dec.single_token_id(p.answer))[0])
+        return [f"after **{lens.rows[first]}** (p = **{probs[first]:.3f}**)",
+                ", ".join(f"{r} {v:.2f}" for r, v in zip(lens.rows, probs))]
+    if k == 17:
+        ex = RETRIEVAL
+        pt = activation_patching(dec, ex.clean, ex.corrupt, ex.answer, ex.wrong)
+        layer, head = np.unravel_index(np.argmax(pt.heads), pt.heads.shape)
+        return [f"from **{pt.ld_clean:+.2f}** to **{pt.ld_corrupt:+.2f}**",
+                f"head **{layer}.{head}** restores **{pct(pt.heads.max())}**", "(`garo` → `hildo`)"]
     raise AssertionError(k)
 
 
@@ -175,14 +201,14 @@ def test_bad_step_values_fall_back_to_step_one_with_a_note(raw):
 
 
 def test_previous_and_next_walk_the_steps():
-    at = open_page("tour", step=13)
+    at = open_page("tour", step=N - 1)
     at.button(key="tour_next").click().run()
     ok(at)
-    assert at.subheader[0].value.startswith(f"Step 14 of {N}:") and at.query_params["step"] == "14"
+    assert at.subheader[0].value.startswith(f"Step {N} of {N}:") and at.query_params["step"] == str(N)
     assert at.button(key="tour_next").disabled
     at.button(key="tour_prev").click().run()
     at.button(key="tour_prev").click().run()
-    assert at.subheader[0].value.startswith(f"Step 12 of {N}:") and at.query_params["step"] == "12"
+    assert at.subheader[0].value.startswith(f"Step {N - 2} of {N}:") and at.query_params["step"] == str(N - 2)
     at.selectbox(key="step").set_value(1).run()
     assert at.button(key="tour_prev").disabled and at.query_params["step"] == "1"
 
@@ -192,3 +218,30 @@ def test_presentation_mode_keeps_the_link_and_hides_the_download():
     ok(at)
     assert "present=1" in narrative(at) and not at.get("download_button")
     assert specs(at)[0]["layout"]["height"] == 460
+
+
+def test_the_real_english_step_says_in_one_line_when_smollm2_is_missing(monkeypatch):
+    from app.tour import beyond
+
+    monkeypatch.setattr(beyond, "smollm2_file", lambda: None)
+    view = beyond.real_english(False)
+    assert view.narrative == f"SmolLM2-135M is not installed on this machine (`{INSTALL}`): this step needs its weights."
+    assert "\n" not in view.narrative and view.numbers == {"installed": False}
+    assert view.fig.layout.annotations[0].text == view.narrative.replace("`", "")
+
+
+@pytest.mark.parametrize("k, script", [(15, "heatmaps"), (16, "lens"), (17, "patching")])
+def test_the_new_steps_links_open_the_same_view(k, script):
+    """The link's URL state opens the step's page on the tour's model, input and head (SmolLM2 if installed)."""
+    if k == 15 and smollm2_file() is None:
+        pytest.skip("smollm2 is not installed")
+    view = STEPS[k - 1].build(False)
+    at = open_page(script, **view.params)
+    ok(at)
+    for key, v in view.params.items():
+        assert at.query_params[key] == str(v), key
+    text = narrative(at)
+    if k == 16:
+        assert f"{view.numbers['probabilities'][-1]:.4f} at the output" in text
+    if k == 17:
+        assert f"**{view.numbers['ld_clean']:+.3f}**" in text

@@ -12,7 +12,7 @@ from tests.e2e.conftest import ARTIFACTS
 from tests.e2e.test_browser_mech import clean, open_page, painted, wait_idle
 
 N = len(STEPS)
-KIND = {3: "scatter", 8: "bar", 10: "bar"}  # the chart kind each step paints (heatmap otherwise)
+KIND = {3: "scatter", 8: "bar", 10: "bar", 16: "scatter"}  # the chart kind each step paints (heatmap otherwise)
 
 
 def heading(page, k: int):
