@@ -215,7 +215,7 @@ def test_remote_code_config_refused(folders, tmp_path, extra):
 def test_missing_path_and_file(tmp_path):
     with pytest.raises(CheckpointError, match="does not exist"):
         load_hf_folder(tmp_path / "nope")
-    with pytest.raises(InputError, match="unknown model"):
+    with pytest.raises(InputError, match=r"the folder .*nope does not exist; give a model folder with config.json, or a name \(lecture-decoder, "):
         load(str(tmp_path / "nope"))
     file = tmp_path / "model.safetensors"
     file.write_bytes(b"x")
