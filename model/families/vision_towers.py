@@ -20,7 +20,7 @@ from pathlib import Path
 from model.checkpoint import CheckpointError
 from model.config import ModelConfig
 from model.families.common import Mapper, State, build, require, strip
-from model.families.vit import _side, class_names
+from model.families.vit import _side, class_names, map_vit_encoder
 from model.images import ImagePrep, hf_prep
 
 FAMILIES = ("deit", "clip", "clip_vision_model")
@@ -78,7 +78,7 @@ def vision_config(hf: dict, family: str, heads: str = "none") -> ModelConfig:
 def convert_deit(hf_state: State, cfg: ModelConfig) -> State:
     """DeiTModel (unprefixed) or DeiTForImageClassification(WithTeacher) (`deit.` prefix) tensors → ours."""
     s = strip(hf_state, "deit.", "embeddings.cls_token")
-    D, H, C, P, N = cfg.d_model, cfg.hidden, cfg.n_channels, cfg.patch_size, cfg.n_patches
+    D, C, P, N = cfg.d_model, cfg.n_channels, cfg.patch_size, cfg.n_patches
     m = Mapper(s, "deit")
     e = "embeddings."
     m.take(e + "cls_token", "embed.cls", (1, 1, D))
@@ -87,17 +87,7 @@ def convert_deit(hf_state: State, cfg: ModelConfig) -> State:
     m.take(e + "patch_embeddings.projection.weight", "embed.proj.weight", (D, C, P, P))
     m.take(e + "patch_embeddings.projection.bias", "embed.proj.bias", (D,))
     m.ignore(e + "mask_token")  # masked image modelling only
-    for i in range(cfg.n_layers):
-        h, b = f"encoder.layer.{i}.", f"blocks.{i}."
-        qkv = [h + f"attention.attention.{n}" for n in ("query", "key", "value")]
-        m.fused_qkv(qkv, [D, D, D], b + "attn.qkv", D, bias=cfg.attn_bias)  # rows q | k | v
-        m.linear(h + "attention.output.dense", b + "attn.out", (D, D))
-        m.norm(h + "layernorm_before", b + "ln_attn", D)
-        m.linear(h + "intermediate.dense", b + "mlp.up", (H, D))
-        m.linear(h + "output.dense", b + "mlp.down", (D, H))
-        m.norm(h + "layernorm_after", b + "ln_mlp", D)
-    m.norm("layernorm", "ln_f", D)
-    m.ignore_prefix("pooler.")  # DeiTModel's pooler: not part of our model
+    map_vit_encoder(m, cfg)
     if cfg.distill_head:
         m.linear("cls_classifier", "head", (cfg.n_classes, D))
         m.linear("distillation_classifier", "head_dist", (cfg.n_classes, D))

@@ -51,17 +51,9 @@ def class_names(hf: dict, n: int) -> tuple[str, ...]:
     return tuple(labels.get(i, f"class_{i}") for i in range(n))
 
 
-def convert_vit(hf_state: State, cfg: ModelConfig) -> State:
-    """ViTModel (unprefixed) or ViTForImageClassification (`vit.` prefix, `classifier.`) tensors → ours."""
-    s = strip(hf_state, "vit.", "embeddings.cls_token")
-    D, H, C, P, N = cfg.d_model, cfg.hidden, cfg.n_channels, cfg.patch_size, cfg.n_patches
-    m = Mapper(s, "vit")
-    e = "embeddings."
-    m.take(e + "cls_token", "embed.cls", (1, 1, D))
-    m.take(e + "position_embeddings", "embed.pos", (1, 1 + N, D))
-    m.take(e + "patch_embeddings.projection.weight", "embed.proj.weight", (D, C, P, P))
-    m.take(e + "patch_embeddings.projection.bias", "embed.proj.bias", (D,))
-    m.ignore(e + "mask_token")  # masked image modelling only
+def map_vit_encoder(m, cfg: ModelConfig) -> None:
+    """The encoder layers, the final LayerNorm and the pooler (left out) of ViT and DeiT, which name them alike."""
+    D, H = cfg.d_model, cfg.hidden
     for i in range(cfg.n_layers):
         h, b = f"encoder.layer.{i}.", f"blocks.{i}."
         qkv = [h + f"attention.attention.{n}" for n in ("query", "key", "value")]
@@ -72,7 +64,21 @@ def convert_vit(hf_state: State, cfg: ModelConfig) -> State:
         m.linear(h + "output.dense", b + "mlp.down", (D, H))
         m.norm(h + "layernorm_after", b + "ln_mlp", D)
     m.norm("layernorm", "ln_f", D)
-    m.ignore_prefix("pooler.")  # ViTModel's pooler: not part of our model
+    m.ignore_prefix("pooler.")  # the pooler: not part of our model
+
+
+def convert_vit(hf_state: State, cfg: ModelConfig) -> State:
+    """ViTModel (unprefixed) or ViTForImageClassification (`vit.` prefix, `classifier.`) tensors → ours."""
+    s = strip(hf_state, "vit.", "embeddings.cls_token")
+    D, C, P, N = cfg.d_model, cfg.n_channels, cfg.patch_size, cfg.n_patches
+    m = Mapper(s, "vit")
+    e = "embeddings."
+    m.take(e + "cls_token", "embed.cls", (1, 1, D))
+    m.take(e + "position_embeddings", "embed.pos", (1, 1 + N, D))
+    m.take(e + "patch_embeddings.projection.weight", "embed.proj.weight", (D, C, P, P))
+    m.take(e + "patch_embeddings.projection.bias", "embed.proj.bias", (D,))
+    m.ignore(e + "mask_token")  # masked image modelling only
+    map_vit_encoder(m, cfg)
     if cfg.n_classes:
         m.linear("classifier", "head", (cfg.n_classes, D))
     return m.done()
