@@ -90,8 +90,8 @@ def test_page_payloads_rows_and_failures():
     rows, _ = page_payloads([5000, 8], pages=("heads",))  # over the context: an error row, the rest measured
     assert [(r["page"], r["T"], r["bytes"] is None) for r in rows] == [("heads", 8, False), ("heads", 5000, True)]
     assert "context of 4096 tokens" in rows[1]["error"]
-    bad = page_payload("explore", 16, model="no-such-model", text="abc")
-    assert bad["bytes"] is None and "Unknown model" in bad["error"]
+    bad = page_payload("explore", 16, model="no such model", text="abc")  # not a name, a folder or a hub id
+    assert bad["bytes"] is None and bad["error"].startswith("Unknown model 'no such model'; known: lecture-decoder")
 
 
 def test_images_are_counted_with_the_charts(tmp_path):

@@ -177,6 +177,6 @@ def test_check_folder_fits(folders, tmp_path):
     assert est["n_params"] == memory.n_params(memory.folder_config(folder))
     with pytest.raises(InputError, match=r"^this model needs about \d+ MB at 64 tokens in float32 but only 1 MB"):
         memory.check_folder_fits(folder, 64, available=1_000_000)
-    (tmp_path / "config.json").write_text('{"model_type": "t5"}')
+    (tmp_path / "config.json").write_text('{"model_type": "gptj"}')
     with pytest.raises(CheckpointError, match="not supported"):
         memory.folder_config(tmp_path)
