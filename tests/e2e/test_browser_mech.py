@@ -26,10 +26,11 @@ def frames(page, n: int = 2) -> None:
 
 def painted(page, key: str, kind: str = "heatmap") -> None:
     """Wait until the chart drawn with frame.chart(key=...) has real pixels (scrolled into view first)."""
-    box = page.locator(f".st-key-fig-{key}")
+    fresh = f'.st-key-fig-{key}:not([data-stale="true"])'  # a rerun's outgoing copy may linger a moment
+    box = page.locator(fresh)
     box.wait_for(state="attached", timeout=90_000)
     box.scroll_into_view_if_needed()
-    page.wait_for_selector(f".st-key-fig-{key} {PAINT[kind]}", state="attached", timeout=90_000)
+    page.wait_for_selector(f"{fresh} {PAINT[kind]}", state="attached", timeout=90_000)
     frames(page)
 
 
