@@ -1,0 +1,68 @@
+"""A stack's input: token embeddings with learned or sinusoidal positions (offset, scaled, factorised), and
+BERT's masked-LM head tied to them."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from model import hooks
+from model.config import ModelConfig
+from model.positions import sinusoidal_table
+
+
+class Embeddings(nn.Module):
+    """Token (× embed_scale) + position (+ token type) embeddings, optionally normalised (BERT), of width
+    d_embed projected to d_model when factorised (ALBERT, ELECTRA). Position p reads row p + pos_offset."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        e = cfg.d_embed or cfg.d_model
+        self.tok = nn.Embedding(cfg.vocab_size, e)
+        n_pos = cfg.max_len + cfg.pos_offset
+        if cfg.positional == "learned":
+            self.pos = nn.Embedding(n_pos, e)
+        elif cfg.positional == "sinusoidal":
+            self.register_buffer("sin_table", sinusoidal_table(n_pos, e), persistent=False)
+        self.types = nn.Embedding(cfg.type_vocab_size, e) if cfg.type_vocab_size else None
+        self.norm = nn.LayerNorm(e, eps=cfg.norm_eps) if cfg.embed_norm else nn.Identity()
+        self.project = nn.Linear(e, cfg.d_model) if cfg.d_embed else nn.Identity()
+        self.positional, self.offset, self.scale = cfg.positional, cfg.pos_offset, cfg.embed_scale  # scale: Gemma √d
+        self.site = ""  # the stack's name, set by name_sites()
+
+    @property
+    def hook_points(self) -> tuple[str, ...]:
+        return ("hook_embed", "hook_pos_embed") if self.positional in ("learned", "sinusoidal") else ("hook_embed",)
+
+    def forward(self, tokens, positions, token_type_ids=None):
+        cap = hooks.active()
+        x = self.tok(tokens)  # [B, T, E]
+        if self.scale != 1.0:
+            x = x * self.scale
+        if cap is not None:
+            x = cap.hook(hooks.point(self.site, "hook_embed"), x)
+        if self.positional in ("learned", "sinusoidal"):
+            p = self.pos(positions + self.offset) if self.positional == "learned" else \
+                self.sin_table[positions + self.offset]  # [T, E]
+            x = x + (p if cap is None else cap.hook(hooks.point(self.site, "hook_pos_embed"), p))
+        if self.types is not None:
+            tt = token_type_ids if token_type_ids is not None else torch.zeros_like(tokens)
+            x = x + self.types(tt)
+        return self.project(self.norm(x))  # [B, T, E] -> [B, T, D]
+
+
+class MLMHead(nn.Module):
+    """BERT's masked-LM head: dense → GELU → LayerNorm → tied decoder + bias (to the embedding width d_embed
+    when factorised: ALBERT, ELECTRA's generator)."""
+
+    def __init__(self, cfg: ModelConfig, embedding: nn.Embedding):
+        super().__init__()
+        e = cfg.d_embed or cfg.d_model
+        self.dense = nn.Linear(cfg.d_model, e)
+        self.act = nn.GELU(approximate="tanh" if cfg.mlp in ("gelu_tanh", "geglu") else "none")
+        self.norm = nn.LayerNorm(e, eps=cfg.norm_eps)
+        self.decoder = nn.Linear(e, cfg.vocab_size)
+        self.decoder.weight = embedding.weight
+
+    def forward(self, x):
+        return self.decoder(self.norm(self.act(self.dense(x))))

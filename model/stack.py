@@ -1,0 +1,180 @@
+"""One stack of blocks (embeddings → blocks → final norm) with its masks and position contexts, and the names
+of every hook point under a model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+
+from model import hooks
+from model.attention import Attention, AttnCtx
+from model.config import BACKENDS, ModelConfig
+from model.embeddings import Embeddings
+from model.hooks import BLOCK_HOOKS, CROSS_HOOKS, FINAL_HOOK, HOOK_POINTS
+from model.layers import MLP, Block
+from model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, as_spec, build_mask
+from model.moe import ROUTER_HOOKS, MoE
+from model.norms import make_norm
+from model.positions import alibi_bias, alibi_slopes
+from model.relative_bias import RelativeBias
+from model.rope import rope_cos_sin, rope_inv_freq
+
+
+class ContextLengthError(ValueError):
+    """The input is longer than the model's context."""
+
+
+@dataclass
+class ModelOutput:
+    logits: torch.Tensor | None  # [B, T, V] (None for an encoder without a head)
+    hidden: torch.Tensor  # [B, T, D] last hidden states (after the final norm, if any)
+
+
+class Stack(nn.Module):
+    """Embeddings → blocks → final norm; the base of Encoder and Decoder."""
+
+    stack_name = ""
+
+    def __init__(self, cfg: ModelConfig, n_layers: int, cross: bool, default_mask: MaskSpec,
+                 embed: nn.Module | None = None):
+        super().__init__()
+        self.cfg, self.default_mask = cfg, default_mask
+        self.embed = embed if embed is not None else Embeddings(cfg)
+        self.blocks = nn.ModuleList(Block(cfg, cross) for _ in range(n_layers))
+        self.ln_f = make_norm(cfg) if cfg.norm in ("pre", "peri", "parallel") else nn.Identity()
+        if cfg.positional == "alibi":
+            self.register_buffer("alibi_slopes", alibi_slopes(cfg.n_heads), persistent=False)
+        elif cfg.positional == "relative":  # T5: one bias table per stack, shared by its self-attention layers
+            self.rel_bias = RelativeBias(cfg.rel_buckets, cfg.rel_max_distance, cfg.n_heads,
+                                         bidirectional=default_mask is BIDIRECTIONAL)
+        # layers with the sliding window when only some have it (Gemma 2); the others see every earlier key
+        self.full_layers = () if cfg.sliding_layers is None else \
+            tuple(i for i in range(n_layers) if i not in cfg.sliding_layers)
+        for i, blk in enumerate(self.blocks):
+            for m in blk.modules():
+                if isinstance(m, (Attention, MoE)):
+                    m.stack, m.layer = self.stack_name, i
+
+    def run(self, tokens, *, mask=None, attention_mask=None, token_type_ids=None, cache=None, backend=None,
+            memory=None, memory_mask=None) -> torch.Tensor:
+        """Hidden states [B, T, D] after the final norm."""
+        cfg = self.cfg
+        backend = _backend(backend or cfg.backend)
+        B, T = tokens.shape
+        offset = len(cache) if cache is not None else 0
+        if offset + T > cfg.max_len:
+            raise ContextLengthError(
+                f"the input has {offset + T} tokens; this model's context is {cfg.max_len} tokens")
+        spec = as_spec(mask, self.default_mask)
+        if cache is not None and not spec.causal_like and offset + T > T:
+            raise ValueError(f"a KV cache needs a causal mask; got {spec.kind!r}")
+        device = tokens.device
+        pos = torch.arange(offset, offset + T, device=device)
+        x = self.embed(tokens, pos, token_type_ids)
+        ctxs = self.layer_ctxs(mask is None, spec, T, offset, attention_mask, backend, cache, pos)
+        cross_ctx = None
+        if memory is not None or (cache is not None and cache.cross):
+            S = memory.shape[1] if memory is not None else next(iter(cache.cross.values()))[0].shape[2]
+            cmask = build_mask(BIDIRECTIONAL, T, S, 0, memory_mask, device)
+            cross_ctx = AttnCtx(backend, cmask, q_offset=offset, cache=cache, memory=memory)
+        for blk, c in zip(self.blocks, ctxs):
+            x = blk(x, c, cross_ctx)
+        if cache is not None:
+            cache.advance(T)
+        return self.final_norm(x)
+
+    def final_norm(self, x: torch.Tensor) -> torch.Tensor:
+        """The final norm, with its hook (ln_final.hook_normalized) when the stack has one."""
+        x = self.ln_f(x)
+        cap = hooks.active()
+        if cap is not None and not isinstance(self.ln_f, nn.Identity):
+            x = cap.hook(hooks.point(self.site, FINAL_HOOK), x)
+        return x
+
+    def layer_ctxs(self, own: bool, spec, T, offset, attention_mask, backend, cache, pos) -> list[AttnCtx]:
+        """Each block's self-attention context: `spec` in every layer, except that the model's own mask (`own`)
+        is causal in the layers cfg.sliding_layers leaves out (Gemma 2's global layers)."""
+        ctx = self._self_ctx(spec, T, offset, attention_mask, backend, cache, pos)
+        if not (own and self.full_layers):
+            return [ctx] * len(self.blocks)
+        full = self._self_ctx(CAUSAL, T, offset, attention_mask, backend, cache, pos)
+        return [full if i in self.full_layers else ctx for i in range(len(self.blocks))]
+
+    def _self_ctx(self, spec, T, offset, attention_mask, backend, cache, pos) -> AttnCtx:
+        k_len = offset + T
+        device = pos.device
+        mask = build_mask(spec, T, k_len, offset, attention_mask, device)
+        bias = rope = None
+        if self.cfg.positional == "alibi":
+            bias = alibi_bias(self.alibi_slopes, pos, torch.arange(k_len, device=device))  # [H, T, k]
+        elif self.cfg.positional == "relative":
+            bias = self.rel_bias(pos, torch.arange(k_len, device=device))  # [H, T, k]
+        elif self.cfg.positional == "rope":
+            rope = rope_cos_sin(pos, rope_inv_freq(self.cfg, pos.device))  # float32 whatever the weights
+        square_causal = spec.kind == "causal" and offset == 0 and attention_mask is None
+        is_causal = backend != "eager" and square_causal and bias is None and mask is not None and T > 1
+        if is_causal:
+            mask = None  # SDPA's top-left causal equals bottom-right when q = k
+        return AttnCtx(backend, mask, is_causal, bias, rope, offset, cache)
+
+    def hook_names(self) -> list[str]:
+        """Every hook point of the model, in module order."""
+        return hook_names(self)
+
+    def blocks_ctx(self, T: int, backend: str | None = None, device=None) -> list[AttnCtx]:
+        """Each block's self-attention context in a plain run over T tokens (own mask, no cache, any batch): what
+        the blocks read when they run one at a time (activation patching starts runs at a chosen block)."""
+        pos = torch.arange(T, device=device)
+        return self.layer_ctxs(True, self.default_mask, T, 0, None, _backend(backend or self.cfg.backend), None, pos)
+
+
+def hook_names(root: nn.Module) -> list[str]:
+    """Every hook point under `root`, stack by stack in forward order."""
+    return [n for m in root.modules() if isinstance(m, Stack) for n in _stack_hooks(m)]
+
+
+def _stack_hooks(stack: Stack) -> list[str]:
+    names = [hooks.point(stack.site, p) for p in stack.embed.hook_points]
+    for blk in stack.blocks:
+        parallel = getattr(blk, "parallel", False)  # attention and MLP read the same x: no resid_mid
+        s, subs = blk.site, [(blk.attn, ("hook_attn_out",) if parallel else ("hook_attn_out", "hook_resid_mid"))]
+        if blk.has_cross:
+            subs.append((blk.cross_attn, CROSS_HOOKS))
+        names.append(f"{s}.{BLOCK_HOOKS[0]}")
+        for attn, after in subs:
+            names += [f"{attn.site}.{p}" for p in HOOK_POINTS] + [f"{s}.{p}" for p in after]
+        mlp = blk.mlp
+        names += [f"{mlp.site}.{p}" for p in (ROUTER_HOOKS if isinstance(mlp, MoE) else mlp.hook_points)]
+        names += [f"{s}.hook_mlp_out", f"{s}.hook_resid_post"]
+    if not isinstance(stack.ln_f, nn.Identity):
+        names.append(hooks.point(stack.site, FINAL_HOOK))
+    return names
+
+
+def _backend(backend: str) -> str:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}")
+    return backend
+
+
+def name_sites(root: nn.Module) -> None:
+    """Name every hooked module from its module path (e.g. 'decoder.blocks.1.cross_attn'); a stack's embeddings
+    take the stack's name; a MoE's experts stay unhooked."""
+    for name, m in root.named_modules():
+        if isinstance(m, (Attention, MoE, Block, Stack)):
+            m.site = name
+        if isinstance(m, Stack):
+            m.embed.site = name
+        if isinstance(m, MLP):
+            m.site = None if ".experts." in name or name.endswith(".shared") else name
+
+
+def init_weights(module: nn.Module) -> None:
+    """GPT-2 style: N(0, 0.02) weights, zero biases, unit norms."""
+    for m in module.modules():
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=0.02)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
