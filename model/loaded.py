@@ -18,7 +18,7 @@ from model.generate import generate as _generate
 from model.images import ImagePrep
 from model.inputs import InputError, Inputs, OverContextError, check_generate, check_tokens, validate_text
 from model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, pair_mask
-from model.patches import patch_labels
+from model.model_io import ImageIO, ModelIO
 from model.tokenizer import ByteTokenizer, Encoding, HFTokenizer
 from model.transformer import Decoder, Encoder, EncoderDecoder, ViT
 
@@ -39,7 +39,7 @@ class Forward:
 
 
 @dataclass
-class LoadedModel:
+class LoadedModel(ModelIO, ImageIO):
     name: str
     model: Decoder | Encoder | EncoderDecoder | ViT
     tokenizer: Tokenizer | None  # None for a ViT
@@ -53,16 +53,6 @@ class LoadedModel:
     image: ImagePrep | None = None  # a ViT's preprocessing and class names
 
     # -- device and precision --------------------------------------------------------------------------
-    @property
-    def device(self) -> str:
-        """Where the weights live: 'cpu' or 'cuda' (the first parameter's device type)."""
-        return next(self.model.parameters()).device.type
-
-    @property
-    def dtype(self) -> torch.dtype:
-        """The floating-point dtype the model computes in."""
-        return next(self.model.parameters()).dtype
-
     def to(self, device: str | None = None, dtype: torch.dtype | None = None) -> LoadedModel:
         """Move (and cast) the model in place; returns self. Casting float32 weights to a 16-bit dtype keeps
         a float32 copy on the same device as `reference`, the eager reference of the half-precision checks;
@@ -132,41 +122,6 @@ class LoadedModel:
         return self.arch == "vit"
 
     @property
-    def patch_grid(self) -> tuple[int, int]:
-        """(rows, cols) of patches."""
-        self._need_image()
-        return self.cfg.grid, self.cfg.grid
-
-    @property
-    def image_size(self) -> tuple[int, int]:
-        """The model's input (H, W) in pixels."""
-        self._need_image()
-        return self.cfg.image_size, self.cfg.image_size
-
-    @property
-    def class_names(self) -> list[str]:
-        """One name per class (class_0 … when the checkpoint names none)."""
-        self._need_image()
-        names = list(self.image.class_names) if self.image is not None else []
-        return names if len(names) == self.cfg.n_classes else [f"class_{i}" for i in range(self.cfg.n_classes)]
-
-    def encode_image(self, image) -> Inputs:
-        """uint8 [H, W, 3] → Inputs: pixels [1, C, H, W] resized and normalised by the model's preprocessing,
-        ids 0..N (0 = CLS), labels "CLS", "r,c"."""
-        self._need_image()
-        prep = self.image or ImagePrep(size=self.image_size)
-        pixels = prep.tensor(image)  # [1, C, H, W]
-        if tuple(pixels.shape[-2:]) != self.image_size:
-            raise InputError(f"the image is {pixels.shape[-1]}×{pixels.shape[-2]} pixels after preprocessing; "
-                             f"{self.name} reads {self.image_size[1]}×{self.image_size[0]}")
-        labels = patch_labels(self.cfg.grid, self.cfg.distill_token)  # "CLS" (, "DIST"), "r,c" …
-        return Inputs(torch.arange(self.cfg.max_len)[None], labels, pixels=pixels)
-
-    def _need_image(self) -> None:
-        if not self.reads_image:
-            raise InputError(f"{self.name} reads text, not images")
-
-    @property
     def reads_source(self) -> bool:
         """True when the model reads a source text (an encoder–decoder)."""
         return self.arch == "encdec"
@@ -206,10 +161,6 @@ class LoadedModel:
         tt = torch.tensor([enc.type_ids]) if enc.type_ids is not None and self.cfg.type_vocab_size else None
         return Inputs(_ids(enc), enc.labels, type_ids=tt)
 
-    def encode_reading(self, text: str) -> Inputs:
-        """`text` as the text the model reads: the source of an encoder–decoder (an empty target), else the text."""
-        return self.encode("", text) if self.arch == "encdec" else self.encode(text)
-
     def _encode(self, tok, text: str, what: str, pair: str | None = None, allow_empty: bool = False) -> Encoding:
         if text is None or not text.strip():
             if not allow_empty:
@@ -229,33 +180,11 @@ class LoadedModel:
             raise
         return enc
 
-    def first_tokens(self, text: str, source: bool = False, limit: int | None = None) -> str:
-        """The longest start of `text` that fits the context (or `limit` tokens, if fewer), cut where a token
-        ends (`source`: as an encoder–decoder's source text); `text` itself when it fits."""
-        tok = (self.src_tokenizer or self.tokenizer) if source else self.tokenizer
-        most = min(self.context, limit or self.context)
-        enc = tok.encode(text)
-        if len(enc.ids) <= most:
-            return text
-        ends = [b for (_, b), s in zip(enc.offsets, enc.special) if not s]
-        k = min(len(ends), max(most - sum(enc.special), 0))  # [BOS], [CLS], [SEP] … come with any text
-        while k > 0 and len(tok.encode(text[:ends[k - 1]]).ids) > most:
-            k -= 1  # a cut inside a word can make more tokens than it keeps: step back
-        return text[:ends[k - 1]] if k else ""
-
     def label(self, i: int) -> str:
         """A token's label; a ViT's class name."""
         if self.reads_image:
             return self.class_names[int(i)]
         return self.tokenizer.label(int(i))
-
-    def single_token_id(self, label: str) -> int | None:
-        """The id of `label` when it is exactly one (non-special) token, else None."""
-        if self.reads_image:
-            return None
-        enc = self.tokenizer.encode(label, add_special=False)
-        ids = [i for i, sp in zip(enc.ids, enc.special or [False] * len(enc.ids)) if not sp]
-        return ids[0] if len(ids) == 1 else None
 
     def mask_spec(self, choice: tuple, n_tokens: int) -> MaskSpec | None:
         """The self-attention MaskSpec of a mask choice ("kind", value), or None for the model's own."""

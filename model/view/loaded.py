@@ -18,6 +18,7 @@ from model.checkpoint import CheckpointError
 from model.device import dtype_name
 from model.hf import load as hf_load  # a module: model/hf/load.py dispatches to this one
 from model.inputs import InputError, Inputs, check_tokens, validate_text
+from model.model_io import ModelIO
 from model.tokenizer import HFTokenizer
 from model.view.config import ViewConfig
 from model.view.folder import check_size, check_view_folder, kind_of, model_class
@@ -64,7 +65,7 @@ class ViewForward:
 
 
 @dataclass
-class ViewModel:
+class ViewModel(ModelIO):
     name: str
     model: torch.nn.Module  # the transformers model, eager attention, eval mode
     tokenizer: HFTokenizer
@@ -106,14 +107,6 @@ class ViewModel:
                 "causal": self.arch != "encoder", "next_token": self.arch == "decoder"}
 
     # -- device and precision -------------------------------------------------------------------------
-    @property
-    def device(self) -> str:
-        return next(self.model.parameters()).device.type
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return next(self.model.parameters()).dtype
-
     def to(self, device: str | None = None, dtype: torch.dtype | None = None) -> ViewModel:
         self.model.to(device=device, dtype=dtype)
         return self
@@ -163,9 +156,6 @@ class ViewModel:
         enc = self._encode(validate_text(text), "text", pair)
         return Inputs(torch.tensor([enc.ids]), enc.labels)
 
-    def encode_reading(self, text: str) -> Inputs:
-        return self.encode("", text) if self.arch == "encdec" else self.encode(text)
-
     def _encode(self, text: str, what: str, pair: str | None = None):
         enc = self.tokenizer.encode(text, pair=pair) if pair is not None else self.tokenizer.encode(text)
         check_tokens(len(enc.ids), self.context, what)
@@ -173,11 +163,6 @@ class ViewModel:
 
     def label(self, i: int) -> str:
         return self.tokenizer.label(int(i))
-
-    def single_token_id(self, label: str) -> int | None:
-        enc = self.tokenizer.encode(label, add_special=False)
-        ids = [i for i, sp in zip(enc.ids, enc.special or [False] * len(enc.ids)) if not sp]
-        return ids[0] if len(ids) == 1 else None
 
     def mask_spec(self, choice: tuple, n_tokens: int):
         if choice and choice[0] != "default":
