@@ -89,6 +89,13 @@ def eager_attention(q, k, v, mask, bias, scale, site, cap, softcap=None):
     return torch.matmul(pattern, v), scores, pattern
 
 
+def flash_kernels(q) -> list:
+    """The kernels backend='flash' may run: flash alone on the CPU; on CUDA, whose flash kernel takes no explicit
+    mask, no float32 and not every head size, the next fused kernel and then the math one, in that order (the
+    record's kernel names the one that ran, `kernel_name`)."""
+    return [SDPBackend.FLASH_ATTENTION] + ([SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH] if q.is_cuda else [])
+
+
 def fused_attention(q, k, v, mask, bias, scale, is_causal, backend):
     """F.scaled_dot_product_attention; flash pinned for backend='flash'. Returns z [B, H, q, d]."""
     attn_mask = mask
@@ -96,10 +103,7 @@ def fused_attention(q, k, v, mask, bias, scale, is_causal, backend):
         b = bias[None].to(q.dtype)  # [1, H, q, k]
         attn_mask = b if mask is None else b.masked_fill(~mask, float("-inf"))
     if backend == "flash":
-        kernels = [SDPBackend.FLASH_ATTENTION]
-        if q.is_cuda and attn_mask is not None:  # CUDA flash takes no explicit mask
-            kernels.append(SDPBackend.EFFICIENT_ATTENTION)
-        with sdpa_kernel(kernels):
+        with sdpa_kernel(flash_kernels(q)):
             z = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale)
     else:
         z = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale)
@@ -116,8 +120,9 @@ def kernel_name(q, k, v, mask, bias, scale, is_causal, backend) -> str:
     attn_mask = mask if bias is None else bias[None].to(q.dtype)
     try:
         if backend == "flash":
-            choice = 1 if device == "cpu" or attn_mask is None else torch._fused_sdp_choice(
-                q, k, v, attn_mask, 0.0, is_causal, scale=scale)
+            with sdpa_kernel(flash_kernels(q)):
+                choice = 1 if device == "cpu" else torch._fused_sdp_choice(q, k, v, attn_mask, 0.0, is_causal,
+                                                                           scale=scale)
         else:
             choice = torch._fused_sdp_choice(q, k, v, attn_mask, 0.0, is_causal, scale=scale)
         name = _KERNELS.get(int(choice), str(choice))

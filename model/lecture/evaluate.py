@@ -34,21 +34,25 @@ def _vocab(lm) -> dict[str, int]:
     return tok.get_vocab(with_added_tokens=True)
 
 
-def _pad(rows: list[list[int]], pad: int) -> torch.Tensor:
+def _pad(rows: list[list[int]], pad: int, device: torch.device | str = "cpu") -> torch.Tensor:
     T = max(len(r) for r in rows)
-    return torch.tensor([r + [pad] * (T - len(r)) for r in rows], dtype=torch.long)
+    return torch.tensor([r + [pad] * (T - len(r)) for r in rows], dtype=torch.long, device=device)
+
+
+def _device(model) -> torch.device:
+    return next(model.parameters()).device
 
 
 @torch.no_grad()
 def _score_decoder(model, vocab, examples, pad) -> list[list[bool]]:
-    x = _pad([[vocab[t] for t in ex.tokens] for ex in examples], pad)
+    x = _pad([[vocab[t] for t in ex.tokens] for ex in examples], pad, _device(model))
     pred = model(x).logits.argmax(-1)  # [B, T]; right padding never reaches a causal row
     return [[int(pred[i, p - 1]) == vocab[ex.tokens[p]] for p in ex.answer_positions] for i, ex in enumerate(examples)]
 
 
 @torch.no_grad()
 def _score_encoder(model, vocab, examples, pad) -> list[list[bool]]:
-    x = _pad([[vocab[t] for t in ex.masked_tokens] for ex in examples], pad)
+    x = _pad([[vocab[t] for t in ex.masked_tokens] for ex in examples], pad, _device(model))
     pred = model(x, attention_mask=x != pad).logits.argmax(-1)
     return [[int(pred[i, p]) == vocab[ex.tokens[p]] for p in ex.answer_positions] for i, ex in enumerate(examples)]
 
@@ -57,8 +61,8 @@ def _score_encoder(model, vocab, examples, pad) -> list[list[bool]]:
 def greedy_translate(model, src: torch.Tensor, src_mask: torch.Tensor, bos: int, eos: int, max_len: int) -> list[list[int]]:
     """Batched greedy decoding; each row's ids after [BOS] up to and including its first [EOS]."""
     memory = model.encode(src, src_mask=src_mask)
-    ys = torch.full((src.shape[0], 1), bos, dtype=torch.long)
-    done = torch.zeros(src.shape[0], dtype=torch.bool)
+    ys = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)
+    done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
     while ys.shape[1] < max_len and not bool(done.all()):
         nxt = model.decode(ys, memory, src_mask=src_mask).logits[:, -1].argmax(-1)  # [B]
         nxt = nxt.masked_fill(done, eos)
@@ -71,7 +75,7 @@ def greedy_translate(model, src: torch.Tensor, src_mask: torch.Tensor, bos: int,
 
 
 def _score_encdec(model, vocab, examples, pad) -> list[list[bool]]:
-    src = _pad([[vocab[t] for t in ex.src_tokens] for ex in examples], pad)
+    src = _pad([[vocab[t] for t in ex.src_tokens] for ex in examples], pad, _device(model))
     hyp = greedy_translate(model, src, src != pad, vocab["[BOS]"], vocab["[EOS]"], model.cfg.max_len)
     return [[h == [vocab[t] for t in ex.tgt_tokens[1:]]] for h, ex in zip(hyp, examples)]
 

@@ -25,10 +25,10 @@ def save_state(out: str | Path, model: torch.nn.Module, opt: torch.optim.Optimiz
     folder = state_dir(out)
     folder.mkdir(parents=True, exist_ok=True)
     sd = opt.state_dict()
-    tensors = {f"model.{k}": v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+    tensors = {f"model.{k}": v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}
     for i, s in sd["state"].items():
         for k, v in s.items():
-            tensors[f"opt.{i}.{k}"] = (v if torch.is_tensor(v) else torch.tensor(v)).detach().clone().contiguous()
+            tensors[f"opt.{i}.{k}"] = (v if torch.is_tensor(v) else torch.tensor(v)).detach().to("cpu", copy=True).contiguous()
     save_file(tensors, str(folder / "state.safetensors"))
     meta = {**info, "param_groups": sd["param_groups"]}
     tmp = folder / "state.json.tmp"

@@ -184,9 +184,9 @@ class Result:
 
 
 def train(recipe: Recipe, *, progress: bool = True, on_eval=None, log=None, out: Path | None = None,
-          save_every: int = 0, resume: bool = False, until: int | None = None) -> Result:
-    """Run one recipe from scratch, or with `resume` from the state saved in `out`. `on_eval(step, model,
-    seconds)` is called every eval_every steps and at the end; a dict it returns joins the curve. With
+          save_every: int = 0, resume: bool = False, until: int | None = None, device: str = "cpu") -> Result:
+    """Run one recipe from scratch, or with `resume` from the state saved in `out`, on `device`. `on_eval(step,
+    model, seconds)` is called every eval_every steps and at the end; a dict it returns joins the curve. With
     `out` and `save_every`, the state is saved every save_every steps and at the end; `until` stops early."""
     from tqdm import tqdm
 
@@ -200,7 +200,7 @@ def train(recipe: Recipe, *, progress: bool = True, on_eval=None, log=None, out:
                 if hasattr(blk, "mlp") and hasattr(blk.mlp, "down"):
                     blk.mlp.down.weight.zero_()
                     blk.mlp.down.bias.zero_()
-    model.train()
+    model.to(device).train()
     opt = make_optimizer(model, recipe)
     losses: list[float] = []
     curve: list[dict] = []
@@ -215,7 +215,7 @@ def train(recipe: Recipe, *, progress: bool = True, on_eval=None, log=None, out:
     bar = tqdm(range(first, stop), desc=recipe.corpus, disable=not progress, mininterval=2.0)
     for step in bar:
         freeze_mlps(model, step < recipe.attn_only)
-        batch = next(batches)
+        batch = {k: v.to(device) for k, v in next(batches).items()}
         for g in opt.param_groups:
             g["lr"] = lr_at(step, recipe)
         if step < recipe.hint_steps and recipe.hint > 0 and len(batch["hint"]):
@@ -245,7 +245,7 @@ def train(recipe: Recipe, *, progress: bool = True, on_eval=None, log=None, out:
         if log is not None and (step + 1) % 100 == 0:
             log(f"step {step + 1} loss {sum(losses[-100:]) / 100:.4f} lr {lr_at(step, recipe):.2e} "
                 f"{time.perf_counter() - start:.0f}s")
-    return Result(model.eval(), recipe.cfg, losses, time.perf_counter() - start, stop, curve)
+    return Result(model.cpu().eval(), recipe.cfg, losses, time.perf_counter() - start, stop, curve)
 
 
 def save(model, cfg: ModelConfig, folder: Path, extra: dict | None = None) -> Path:

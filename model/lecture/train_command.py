@@ -59,6 +59,8 @@ def add_arguments(p: argparse.ArgumentParser, more_models: tuple[str, ...] = ())
     p.add_argument("--save-every", type=int, default=200, help="save the resumable state (OUT/resume/) this often")
     p.add_argument("--resume", action="store_true", help="continue from the state saved in the output folder")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: fastest on a busy 2-core machine)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where to train and evaluate "
+                   "(default cpu; the weights are saved as float32 on the CPU either way)")
     p.add_argument("--eval-n", type=int, default=400, help="held-out examples per evaluation")
     p.add_argument("--no-card", action="store_true", help="do not write README.md")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -66,6 +68,9 @@ def add_arguments(p: argparse.ArgumentParser, more_models: tuple[str, ...] = ())
 
 def run(args) -> int:
     torch.set_num_threads(max(1, args.threads))
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("attnlab train: --device cuda, but torch sees no CUDA GPU here", file=sys.stderr)
+        return 2
     recipe = RECIPES[args.model]
     names = ("steps", "batch", "lr", "seed", "warmup", "init", "questions", "mask_share", "hint", "hint_steps",
              "attn_only", "weight_decay", "eval_every", "one_hop")
@@ -88,14 +93,14 @@ def run(args) -> int:
                 "mix": recipe.mix, "init": recipe.init, "questions": recipe.questions,
                 "mask_share": recipe.mask_share, "hint": recipe.hint, "hint_steps": recipe.hint_steps,
                 "hint_tasks": list(recipe.hint_tasks), "attn_only": recipe.attn_only, "one_hop": recipe.one_hop,
-                "weight_decay": recipe.weight_decay}
+                "weight_decay": recipe.weight_decay, "device": args.device}
 
     state = state_dir(out) / "state.json"
     curve = json.loads(state.read_text())["curve"] if args.resume and state.is_file() else []
 
     def on_eval(step, model, seconds):
         save(model, recipe.cfg, out, extra={"training": training(step, seconds)})
-        lm = load_attnlab_folder(out, args.model, str(out))
+        lm = load_attnlab_folder(out, args.model, str(out)).to(args.device)
         metrics = evaluate(lm, args.eval_n, seed=EVAL_SEED, detail=True)
         point = curve_point(metrics)
         log(f"eval @ {step} ({seconds:.0f}s): " + json.dumps(point))
@@ -106,7 +111,7 @@ def run(args) -> int:
         return point
 
     res = train(recipe, progress=not args.quiet, on_eval=on_eval, log=log, out=out, save_every=args.save_every,
-                resume=args.resume)
+                resume=args.resume, device=args.device)
     log(f"done: {res.steps} steps in {res.seconds:.0f}s -> {out}")
     if not args.no_card:
         finalize(out, args.model)
