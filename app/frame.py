@@ -142,10 +142,15 @@ def page(title: str, question: str, *, icon: str = "") -> Iterator[None]:
         end_run()
 
 
-def switch_caption(layers, what: str, leaves: str) -> None:
-    """The caption under a chart whose own buttons switch heads (and layers) in the browser; none without them."""
+def switch_caption(layers, what: str, leaves: str | None = None) -> None:
+    """The caption under a chart whose own buttons switch heads (and layers) in the browser; none without them.
+    `leaves`: what the buttons leave as it is; None: the page follows them (app.chart_link)."""
     if layers:
         buttons = "The layer and head buttons" if len(layers) > 1 else "The head buttons"
+        if leaves is None:
+            st.caption(f"{buttons} on the chart switch {what} in the browser, instantly; the rest of the page, the "
+                       "Layer and Head choices above and the link then follow.")
+            return
         st.caption(f"{buttons} on the chart switch {what} in the browser, instantly; they are not kept in the link "
                    f"and leave {leaves} as they are (the Layer and Head choices above set those, and the link).")
 

@@ -6,6 +6,7 @@ from analysis.pooling import window
 from analysis.rollout import fuse_heads
 from analysis.stepwise import neuron_view
 from app import state
+from app.chart_link import anchor, link
 from app.downloads import downloads, matrix_csv
 from app.figures.grids import neuron_grid
 from app.figures.head_view import head_view
@@ -45,15 +46,17 @@ def close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present):
         left, right = (st.container(), st.container()) if present else st.columns([3, 2], gap="medium")
         name = f"layer {layer}, " + (f"head {head}" if fuse == "none" else FUSE[fuse])
         with left:
-            layers = switch_layers(n_layers, n_heads, *m.shape, layer) if fuse == "none" else None
-            if layers:  # the chart carries these layers' heads: its own buttons switch them in the browser
-                fig1 = head_switcher(shown, qt, kt, layer, head, layers, mask=vmask, kind=vkind, present=present,
+            al, ah = anchor("head", layer, head)  # after a press of the chart's own buttons: the head it was built on
+            layers = switch_layers(n_layers, n_heads, *m.shape, al) if fuse == "none" else None
+            if layers:  # the chart carries these layers' heads: its own buttons switch them, and the page follows
+                fig1 = head_switcher(shown, qt, kt, al, ah, layers, mask=vmask, kind=vkind, present=present,
                                      mark=(query, src), index_ticks=present)
+                chart(fig1, key="head", name="head-matrix")
+                link("head")
             else:
-                fig1 = matrix_heatmap(m, qt, kt, mask=vmask, kind=vkind, title=name, present=present,
-                                      pool=pool, mark=(query, src), index_ticks=present)
-            chart(fig1, key="head", name=f"head-{layer}-{head}")
-            switch_caption(layers, "it", "the head view and the neuron view")
+                chart(matrix_heatmap(m, qt, kt, mask=vmask, kind=vkind, title=name, present=present, pool=pool,
+                                     mark=(query, src), index_ticks=present), key="head", name=f"head-{layer}-{head}")
+            switch_caption(layers, "it")
             if big:
                 st.info(f"This {m.shape[0]}×{m.shape[1]} matrix is pooled ({pool}) to at most {MAX_SIDE} cells "
                         "per side; the zoom window below shows any region at full resolution.")
@@ -62,8 +65,10 @@ def close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present):
             pats = cap.matrices(group) if fuse == "none" else fuse_heads(cap.matrices(group), fuse)[:, None]  # [L, H or 1, q, k]
             hv_heads = select("Head view shows", ["selected", "all"], "hv", "selected", horizontal=True,
                               format_func=lambda v: "the selected head" if v == "selected" else "all heads")
+            one = hv_heads == "selected" and fuse == "none"
             fig2 = head_view(pats[layer], qt, kt, query, [head] if hv_heads == "selected" else heads,
-                             present=present, title=f"Head view: token {query} → keys (layer {layer})")
+                             present=present, title=f"Head view: token {query} → keys (layer {layer}"
+                             + (f", head {head})" if one else ")"))
             chart(fig2, key="headview", name="head-view")
             st.caption("Line strength = attention weight (of the pattern, whatever matrix is shown on the left).")
 

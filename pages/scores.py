@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis.scores import counterfactual_softmax, effective_keys, saturation, score_stats, score_steps_table
+from app.chart_link import anchor, link
 from app.downloads import downloads
 from app.figures.bars import score_boxes
 from app.figures.lines import lines
@@ -72,18 +73,21 @@ with page("Score scales", "Why divide by √d_k? What happens to the softmax whe
         def name(lyr, h):
             return f"layer {lyr}, head {h}: softmax({'QKᵀ/√d_k' if use_scale else 'QKᵀ'} / τ={tau:g})"
 
-        layers = switch_layers(len(sites), cap.n_heads, *shown.shape, layer)
+        al, ah = anchor("cf", layer, head)  # after a press of the chart's own buttons: the head it was built on
+        layers = switch_layers(len(sites), cap.n_heads, *shown.shape, al)
         if layers:  # every head of these layers under the same √d_k and τ: the chart's buttons switch them
             stack = np.full((len(sites), cap.n_heads) + shown.shape, np.nan, np.float32)  # [L, H, q, k]
             for lyr in layers:
                 r, m = cap.records[sites[lyr]], cap.records[sites[lyr]].mask_for()
                 c = counterfactual_softmax(r.raw_qk(), r.scale, tau=tau, mask=m, bias=r.bias, softcap=r.softcap)
                 stack[lyr] = np.where(m, c.scaled if use_scale else c.unscaled, np.nan)
-            fig = head_switcher(stack, qt, kt, layer, head, layers, zrange=(0, 1), present=present, name=name)
+            chart(head_switcher(stack, qt, kt, al, ah, layers, zrange=(0, 1), present=present, name=name),
+                  key="cf", name="counterfactual")
+            link("cf")
         else:
-            fig = matrix_heatmap(shown, qt, kt, mask=mask, zrange=(0, 1), present=present, title=name(layer, head))
-        chart(fig, key="cf", name="counterfactual")
-        switch_caption(layers, "it", "the entropy curve, the row counts, the box plot and the table")
+            chart(matrix_heatmap(shown, qt, kt, mask=mask, zrange=(0, 1), present=present, title=name(layer, head)),
+                  key="cf", name="counterfactual")
+        switch_caption(layers, "it")
     with right:
         sweep = {"with 1/√d_k": [], "without": []}
         for t in TAUS:

@@ -114,10 +114,11 @@ def _buttons(fig, pairs, layer, head, layers, n_heads, name, owners=None, lift: 
     top = (130 if layer_menu else 100) + lift
     plot_px = max(120, (fig.layout.height or 450) - top - (fig.layout.margin.b or 0))  # the plot area's height
     menus = [row | {"name": "head", "y": 1 + lift / plot_px, "visible": lyr == layer, "active": head,
-                    "buttons": [{"label": f"head {h}", "method": "update", "args": [{"visible": vis(lyr, h)}, show(lyr, h)]}
+                    "buttons": [{"label": f"head {h}", "name": f"{lyr},{h}", "method": "update",
+                                 "args": [{"visible": vis(lyr, h)}, show(lyr, h)]}
                                 for h in range(n_heads)]} for lyr in layers]
     menus += [row | {"name": "layer", "y": 1 + (lift + 34) / plot_px, "visible": h == head, "active": layers.index(layer),
-                     "buttons": [{"label": f"layer {lyr}", "method": "update",
+                     "buttons": [{"label": f"layer {lyr}", "name": f"{lyr},{h}", "method": "update",
                                   "args": [{"visible": vis(lyr, h)}, show(lyr, h)]} for lyr in layers]}
               for h in layer_menu]
     fig.update_layout(updatemenus=menus, margin={"t": top},
