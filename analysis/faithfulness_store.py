@@ -54,17 +54,34 @@ def report_key(lm, cases, methods, ablation: bool) -> str:
     return hashlib.sha256("/".join(parts).encode()).hexdigest()[:32]
 
 
+def report_path(lm, n: int = 40, seed: int = 0, *, methods=faithfulness_.METHODS, ablation: bool = False,
+                folder: Path | None = None) -> Path:
+    """Where the report of faithfulness(lm, n, seed, methods=…, ablation=…) is kept (it may not be there yet)."""
+    return _path(lm, faithfulness_.make_cases(lm, n, seed), methods, ablation, folder)
+
+
+def _path(lm, cases, methods, ablation: bool, folder: Path | None) -> Path:
+    return (folder or cache_dir() / "faithfulness") / f"{report_key(lm, cases, methods, ablation)}.json"
+
+
+def read_report(path: Path) -> dict | None:
+    """The report kept at `path`; None when there is none (or a torn file)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
 def kept_faithfulness(lm, n: int = 40, seed: int = 0, *, methods=faithfulness_.METHODS, ablation: bool = False,
                       folder: Path | None = None) -> dict:
     """faithfulness(lm, n, seed, methods=…, ablation=…), read from `folder` (default cache_dir()/faithfulness)
     when this model's weights and cases were scored before, else computed and written there. A folder that
     cannot be written costs the keeping, never the report."""
     cases = faithfulness_.make_cases(lm, n, seed)
-    path = (folder or cache_dir() / "faithfulness") / f"{report_key(lm, cases, methods, ablation)}.json"
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # not kept yet, or a torn file: compute it again
-        pass
+    path = _path(lm, cases, methods, ablation, folder)
+    report = read_report(path)
+    if report is not None:
+        return report
     report = faithfulness_.faithfulness(lm, n, seed, cases=cases, methods=methods, ablation=ablation)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -74,3 +91,20 @@ def kept_faithfulness(lm, n: int = 40, seed: int = 0, *, methods=faithfulness_.M
     except OSError:
         pass
     return report
+
+
+def joined(first: dict, second: dict | None) -> dict:
+    """One report of the methods of two reports over the same cases (`second`'s methods added in METHODS order,
+    its integrated-gradients details too); `first` as it is when `second` is None."""
+    if second is None:
+        return first
+    if (first["n_examples"], first["seed"], first["model"]) != (second["n_examples"], second["seed"],
+                                                                second["model"]):
+        raise ValueError("the two reports score different examples")
+    both = {**first["methods"], **second["methods"]}
+    tasks = {t: {**first["by_task"].get(t, {}), **second["by_task"].get(t, {})}
+             for t in {**first["by_task"], **second["by_task"]}}
+    order = [m for m in faithfulness_.METHODS if m in both]
+    return {**first, "methods": {m: both[m] for m in order},
+            "by_task": {t: {m: v[m] for m in faithfulness_.METHODS if m in v} for t, v in sorted(tasks.items())},
+            **{k: second[k] for k in ("integrated_gradients",) if k in second}}

@@ -285,6 +285,15 @@ vocabulary = on_model(token_strip.vocabulary)  # (name) -> {"name", "size", "unk
 # disk per weights and examples (analysis.faithfulness_store): computed once per model, not on each first visit
 faithfulness = on_model(kept_.kept_faithfulness, entries=8,
                         spinner="Scoring each method on held-out lecture examples (`attnlab faithfulness`)…")
+faithfulness_path = on_model(kept_.report_path, entries=16)  # (name, n, seed, methods=, ablation=) -> its file
+
+
+def kept_faithfulness(name: str, n: int, seed: int, **kw) -> dict | None:
+    """The faithfulness report kept on disk for (name, n, seed, methods=, ablation=); None when it is not there
+    (never computes: state.faithfulness does)."""
+    return kept_.read_report(faithfulness_path(name, n, seed, **kw))
+
+
 ranking_reasons = on_model(why_.reasons_for, entries=8)  # (name, n, seed) -> the numbers behind the ranking
 
 

@@ -15,6 +15,9 @@ from app.figures.matrix import matrix_heatmap
 from app.figures.rows import method_rows
 from app.figures.style import esc
 from app.frame import chart, guard, options, page, presenting
+from app.held_out import ask as ask_for_ig
+from app.held_out import held_out
+from app.held_out import table as held_out_table
 from app.inputs import inputs, lacks
 from app.presets import default_query, source_index
 from app.token_strip import token_strip, unknown_note, unknown_positions
@@ -178,11 +181,10 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
         n_ex = slider("Held-out examples", 20, 200, "faith_n", 40, step=10, show=not present,
                       help="Examples of the lecture tasks the model was not trained on, drawn with seed 0.")
         with guard():
-            bench = state.faithfulness(inp.model, n_ex, FAITH_SEED, ablation=False)
+            bench = held_out(inp.model, n_ex, FAITH_SEED)
     if bench is not None:
-        st.dataframe(pd.DataFrame([{"method": BENCH_LABELS.get(m, m), "attnlab name": m,
-                                    "top-1 agreement": v["top1"], "examples": v["n"]}
-                                   for m, v in bench["methods"].items()]), hide_index=True, key="faithfulness")
+        st.dataframe(held_out_table(bench, BENCH_LABELS), hide_index=True, key="faithfulness")
+        ask_for_ig(bench, n_ex)
         st.caption(f"Top-1 agreement: the share of {bench['n_examples']} held-out examples (seed {FAITH_SEED}) where "
                    "the method's top token is the answer's known source; a random ranking scores "
                    f"{bench['chance']:.3f}. The model itself gets {bench['accuracy']:.0%} of the answers right. "

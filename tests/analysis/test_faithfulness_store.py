@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from analysis import faithfulness as faithfulness_
-from analysis.faithfulness_store import kept_faithfulness, weights_hash
+from analysis.faithfulness_store import joined, kept_faithfulness, read_report, report_path, weights_hash
 from model.registry import load
 
 
@@ -50,3 +50,21 @@ def test_bad_n_is_refused(tmp_path, n):
     from model.inputs import InputError
     with pytest.raises(InputError):
         kept_faithfulness(load("random-decoder"), n, 0, folder=tmp_path)
+
+
+def test_two_kept_halves_join_into_the_full_report(tmp_path):
+    """Every method but integrated gradients, and integrated gradients alone, joined: the full report."""
+    lm = load("random-decoder")
+    ig = ("integrated_gradients",)
+    fast = tuple(m for m in faithfulness_.METHODS if m not in ig)
+    assert read_report(report_path(lm, 5, 0, methods=ig, folder=tmp_path)) is None  # nothing kept yet
+    first = kept_faithfulness(lm, 5, 0, methods=fast, folder=tmp_path)
+    assert "integrated_gradients" not in first["methods"] and "integrated_gradients" not in first
+    assert joined(first, None) is first
+    second = kept_faithfulness(lm, 5, 0, methods=ig, folder=tmp_path)
+    assert read_report(report_path(lm, 5, 0, methods=ig, folder=tmp_path)) == second
+    full = json.loads(json.dumps(faithfulness_.faithfulness(lm, 5, 0, ablation=False)))
+    both = joined(first, second)
+    assert list(both["methods"]) == list(full["methods"]) and both == full
+    with pytest.raises(ValueError, match="different examples"):
+        joined(first, kept_faithfulness(lm, 6, 0, methods=ig, folder=tmp_path))

@@ -15,3 +15,54 @@ def test_faithfulness_table_kept_across_server_restarts(tmp_path, monkeypatch):
     with mock.patch.object(faithfulness_, "faithfulness", side_effect=AssertionError("computed again")):
         assert state.faithfulness("random-decoder", 5, 0, ablation=False) == first
     state.faithfulness.clear()
+
+
+def test_rollout_first_visit_scores_integrated_gradients_only_when_asked(tmp_path, monkeypatch):
+    """A model's first visit scores every held-out method but integrated gradients (seconds); its row waits for
+    the button, which scores each example once; the next server reads the whole table back from disk."""
+    from analysis import faithfulness_store as kept_
+    from app.held_out import IG
+
+    from .conftest import ok, open_page
+
+    monkeypatch.setenv("ATTNLAB_CACHE_DIR", str(tmp_path))
+    calls = []
+    real = faithfulness_.GRADIENT_METHODS["integrated_gradients"]
+    monkeypatch.setitem(faithfulness_.GRADIENT_METHODS, "integrated_gradients",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+
+    def fresh_server():
+        for fn in (state.faithfulness, state.faithfulness_path, state.ranking_reasons):
+            fn.clear()
+
+    def table(at):
+        (t,) = [d.value for d in at.dataframe if "attnlab name" in d.value.columns]
+        return t.set_index("attnlab name")
+
+    fresh_server()
+    at = open_page("rollout", model="lecture-decoder", faith_n=20, timeout=600)
+    ok(at)
+    assert calls == []  # the first visit did not integrate a single held-out example
+    first = table(at)
+    assert list(first.index) == list(faithfulness_.METHODS) and first["top-1 agreement"].isna().tolist() == [
+        m == "integrated_gradients" for m in faithfulness_.METHODS]
+    assert [b.key for b in at.button if b.key == "faith_ig"] == ["faith_ig"]
+    assert any(c.value.startswith("Integrated gradients is not scored on these 20 examples yet") for c in at.caption)
+
+    at.button(key="faith_ig").click().run()
+    ok(at)
+    assert len(calls) == 20  # once per held-out example
+    after = table(at)
+    lm = state.model("lecture-decoder")
+    kept = kept_.read_report(kept_.report_path(lm, 20, 0, methods=IG))
+    assert after.loc["integrated_gradients", "top-1 agreement"] == kept["methods"]["integrated_gradients"]["top1"]
+    assert after.loc["integrated_gradients", "examples"] == 20
+    assert after.drop(index="integrated_gradients").equals(first.drop(index="integrated_gradients"))
+    assert any(c.value.startswith("Integrated gradients over these examples") for c in at.caption)
+    assert not [b for b in at.button if b.key == "faith_ig"]
+
+    fresh_server()  # a restarted server: the whole table, integrated gradients included, comes from disk
+    again = open_page("rollout", model="lecture-decoder", faith_n=20, timeout=600)
+    ok(again)
+    assert len(calls) == 20 and table(again).equals(after)
+    fresh_server()

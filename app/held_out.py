@@ -1,0 +1,52 @@
+"""Rollout's held-out table: how often each method's top token is an answer's known source, over examples the
+model was not trained on (analysis.faithfulness), kept on disk per model (analysis.faithfulness_store).
+
+Every method but integrated gradients takes seconds on a model's first visit. Integrated gradients integrates
+the gradient over 64–512 steps per example (about a minute for 40 examples on a CPU), so it is scored when the
+button asks for it, once per model: from then on its row is read from disk like the rest."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from analysis import faithfulness_store as kept_
+from analysis.faithfulness import METHODS
+from app import state
+
+IG = ("integrated_gradients",)
+FAST = tuple(m for m in METHODS if m not in IG)
+ASK = "faith_ig"  # the button's key: True in the run its press starts
+
+
+def held_out(name: str, n: int, seed: int) -> dict:
+    """The report of every method over `n` held-out examples: the full report when one is kept; else every
+    method but integrated gradients (computed, or read back), joined with integrated gradients' own report when
+    it is kept or the button asks for it now."""
+    full = state.kept_faithfulness(name, n, seed, ablation=False)
+    if full is not None:
+        return full
+    ig = state.kept_faithfulness(name, n, seed, methods=IG, ablation=False)
+    if ig is None and st.session_state.get(ASK):
+        ig = state.faithfulness(name, n, seed, methods=IG, ablation=False)
+    return kept_.joined(state.faithfulness(name, n, seed, methods=FAST, ablation=False), ig)
+
+
+def table(report: dict, labels: dict[str, str]) -> pd.DataFrame:
+    """One row per method of the benchmark, in its order; a method not scored yet has an empty row."""
+    scored = report["methods"]
+    methods = [m for m in METHODS if m in scored or m in IG]
+    return pd.DataFrame([{"method": labels.get(m, m), "attnlab name": m,
+                          "top-1 agreement": scored[m]["top1"] if m in scored else None,
+                          "examples": scored[m]["n"] if m in scored else None} for m in methods]
+                        ).astype({"top-1 agreement": "float64", "examples": "Int64"})  # whole counts, or empty
+
+
+def ask(report: dict, n: int) -> None:
+    """Under the table, while integrated gradients is not scored: what it costs, and the button that scores it."""
+    if IG[0] in report["methods"]:
+        return
+    st.caption(f"Integrated gradients is not scored on these {n} examples yet: it takes 64–512 forward and "
+               "backward passes per example (about a minute on a CPU), once per model; afterwards its row is "
+               "kept with the others.")
+    st.button("Score integrated gradients", key=ASK, icon=":material/functions:")
