@@ -22,6 +22,8 @@ STAT_HELP = {
     "induction": "to the token after the earlier copy (repeated sequence)",
 }
 
+SHORT = {"max_weight": "max weight", "mean_distance": "distance", "sink_mass": "sink", "diagonal_mass": "diagonal",
+         "prev_token": "previous", "duplicate_token": "duplicate"}  # table headers; the help names the statistic
 QK_INPUTS = 6  # inputs in the query–key view: the current text and the first sample texts
 
 with page("Heads", "What does each head do — and does the model need it?"):
@@ -33,10 +35,10 @@ with page("Heads", "What does each head do — and does the model need it?"):
 
     st.subheader("Head statistics")
     with options("Filter and sort"):
-        c1, c2, c3 = st.columns(3)
         labels = sorted(df["label"].unique())
-        chosen = c1.multiselect("Head types", labels, default=labels, key="labels")
+        chosen = st.multiselect("Head types", labels, default=labels, key="labels")  # full width: every pill whole
         stacks = sorted(df["stack"].unique())
+        c2, c3 = st.columns(2) if len(stacks) > 1 else (None, st.container())
         stack = select("Stack", ["all", *stacks], "stack", "all", where=c2, show=len(stacks) > 1)
         sort = select("Sort by", ["layer", *stats], "sort", "layer", where=c3)
     view = df[df["label"].isin(chosen)]
@@ -44,9 +46,12 @@ with page("Heads", "What does each head do — and does the model need it?"):
         view = view[view["stack"] == stack]
     view = view.sort_values(sort if sort != "layer" else ["stack", "layer", "head"], ascending=sort in ("layer",
                                                                                                        "entropy"))
-    cfg = {c: st.column_config.NumberColumn(c, help=STAT_HELP[c], format="%.3f") for c in stats}
-    st.dataframe(view, hide_index=True, column_config=cfg,
-                 column_order=["stack", "layer", "head", "label", *stats], height=min(640, 40 + 35 * max(1, len(view))))
+    cfg = {c: st.column_config.NumberColumn(SHORT.get(c, c), help=f"{c}: {STAT_HELP[c]}", format="%.3f")
+           for c in stats}
+    who = (["stack"] if len(stacks) > 1 else []) + ["layer", "head", "label"]
+    for part in (stats[:4], stats[4:]):  # two narrow tables, not one clipped wide one (whole at 1024 px)
+        st.dataframe(view, hide_index=True, column_config=cfg, column_order=[*who, *part],
+                     height=min(640, 40 + 35 * max(1, len(view))))
     st.caption(f"Duplicate-token and induction scores come from a random sequence repeated with period {period} "
                "(as TransformerLens' head detectors). Labels: first rule that fits — induction, duplicate-token, "
                "previous-token, broad/uniform, sink, self/diagonal — else mixed. Click a column header to sort.")

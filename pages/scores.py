@@ -17,6 +17,14 @@ from app.url_state import group_select, index, slider, toggle
 
 TAUS = np.round(np.geomspace(0.1, 10, 13), 3)
 
+
+def score_rows(stats: pd.DataFrame) -> pd.DataFrame:
+    """score_stats' one wide row per head as two narrow rows per head: q·kᵀ, then the scaled score."""
+    parts = [stats[["head", *(f"{p}_{k}" for k in ("mean", "std", "min", "max"))]].set_axis(
+        ["head", "mean", "std", "min", "max"], axis=1).assign(score=name) for p, name in
+        (("raw", "q·kᵀ"), ("scaled", "scaled score"))]
+    return pd.concat(parts).sort_values("head", kind="stable")[["head", "score", "mean", "std", "min", "max"]]
+
 with page("Score scales", "Why divide by √d_k? What happens to the softmax when the scores grow?"):
     inp = require(("has_qk",), "rescales the raw scores q·kᵀ")
     cap = inp.capture()
@@ -47,8 +55,10 @@ with page("Score scales", "Why divide by √d_k? What happens to the softmax whe
     table = stats.drop(columns=["site"]).assign(
         **{"saturated >0.9": sat[:, 0], "saturated >0.99": sat[:, 1],
            "effective keys (mean)": np.nanmean(eff, axis=-1)})
-    st.dataframe(table, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.3f")
-                                                        for c in table.columns if c != "head"})
+    fmt = {c: st.column_config.NumberColumn(format="%.3f") for c in ("mean", "std", "min", "max")}
+    st.dataframe(score_rows(stats), hide_index=True, column_config=fmt)  # narrow: whole at 1024 px too
+    st.dataframe(table[["head", "saturated >0.9", "saturated >0.99", "effective keys (mean)"]], hide_index=True,
+                 column_config={c: st.column_config.NumberColumn(format="%.3f") for c in table.columns[-3:]})
     st.caption("Effective keys = exp(entropy): 1 for a one-hot row, n for a uniform row over n keys. "
                "Saturated = share of rows whose largest weight exceeds 0.9 / 0.99 (almost no gradient to the rest).")
 

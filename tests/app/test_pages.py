@@ -155,7 +155,11 @@ def test_masks_other_kinds(kind, key, value):
 def test_scores_sqrt_dk_switch_and_temperature():
     at = open_page("scores", model="random-decoder", text="the scale of scores")
     ok(at)
-    assert len(at.dataframe[0].value) == _shape("random-decoder")[1]
+    n_heads = _shape("random-decoder")[1]
+    rows, soft = at.dataframe[0].value, at.dataframe[1].value  # two narrow tables (whole at 1024 px)
+    assert list(rows["head"]) == [h for h in range(n_heads) for _ in range(2)]
+    assert list(rows["score"]) == ["q·kᵀ", "scaled score"] * n_heads
+    assert list(soft["head"]) == list(range(n_heads)) and (soft["effective keys (mean)"] >= 1 - 1e-6).all()
     before = z_of(titled(at, "softmax(QKᵀ/√d_k")["data"][0])
     at.toggle(key="sqrt_dk").set_value(False).run()
     ok(at)

@@ -1,0 +1,62 @@
+"""Readable at a distance (issue 31), in Debian's chromium at 1400 and 1024 px: on Score scales and Heads every
+table shows all its columns (none scrolled off to the right), and every head-type pill on Heads is whole."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.browser import IDLE
+from tests.e2e.conftest import EXC
+
+# each table's grid: the width of its columns vs the width it is shown in (glide-data-grid's scroller)
+TABLES_JS = """() => [...document.querySelectorAll('[data-testid="stDataFrame"]')].map(d => {
+  const s = d.querySelector('.dvn-scroller');
+  return s ? {content: s.scrollWidth, shown: s.clientWidth} : null; })"""
+# each pill of a multiselect: its box inside the widget's box, its text not cut short
+PILLS_JS = """key => { const box = document.querySelector(`.st-key-${key} .react-aria-ComboBox [role="group"]`);
+  const outer = box.getBoundingClientRect();
+  return [...box.querySelectorAll('[data-tag]')].map(t => { const r = t.getBoundingClientRect(),
+    text = t.querySelector('[title]');
+    return {name: t.getAttribute('aria-label'), inside: r.left >= outer.left - 0.5 && r.right <= outer.right + 0.5,
+            whole: text.scrollWidth <= text.clientWidth}; }); }"""
+
+
+def open_at(browser, url: str, width: int):
+    ctx = browser.new_context(viewport={"width": width, "height": 1100})
+    ctx.set_default_timeout(120_000)
+    page = ctx.new_page()
+    page.errors = []
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page.goto(url)
+    page.wait_for_selector('[data-testid="stDataFrame"] .dvn-scroller', timeout=120_000)
+    page.wait_for_selector(IDLE, state="attached", timeout=120_000)
+    page.wait_for_timeout(500)  # the grids size their columns once drawn
+    return ctx, page
+
+
+def tables_whole(page, count: int) -> None:
+    tables = page.evaluate(TABLES_JS)
+    assert None not in tables and all(t["content"] <= t["shown"] + 1 for t in tables), tables
+    assert len(tables) == count, tables
+
+
+@pytest.mark.parametrize("width", [1400, 1024])
+def test_score_scales_tables_show_every_column(st_app, browser, width):
+    ctx, page = open_at(browser, f"{st_app['url']}/scores?model=lecture-decoder", width)
+    try:
+        tables_whole(page, 3)  # scores per head, the softmax per head, q·kᵀ → the scaled score
+        assert page.locator(EXC).count() == 0 and page.errors == []
+    finally:
+        ctx.close()
+
+
+@pytest.mark.parametrize("width", [1400, 1024])
+def test_heads_tables_and_type_pills_are_whole(st_app, browser, width):
+    ctx, page = open_at(browser, f"{st_app['url']}/heads?model=lecture-decoder", width)
+    try:
+        tables_whole(page, 4)  # two halves of the head statistics, then the two prediction tables
+        pills = page.evaluate(PILLS_JS, "labels")
+        assert len(pills) >= 3 and all(p["inside"] and p["whole"] for p in pills), pills
+        assert page.locator(EXC).count() == 0 and page.errors == []
+    finally:
+        ctx.close()
