@@ -72,32 +72,28 @@ with page("Routing", "Which experts does each token go to — and what changes w
                 f"(router softmax over all {E}, the top {r.top_k} renormalised to sum to 1).")
 
     # -- routing of the text ------------------------------------------------------------------------------
-    a, b = st.columns([3, 2], gap="medium")
-    with a:
-        chart(gate_heatmap(r.gates[layer], tokens, chosen=r.choice[layer], present=present,
-                           title=f"Layer {layer}: router weight per token and expert"), key="rt-gates",
-              name="routing-gates")
-    with b:
-        table = pd.DataFrame({"token": [f"{i} {tok}" for i, tok in enumerate(tokens)],
-                              **{f"choice {s + 1}": [f"E{e} ({w:.2f})" for e, w in zip(r.choice[layer, :, s],
-                                                                                    r.weights[layer, :, s])]
-                                 for s in range(r.top_k)},
-                              "entropy (bits)": r.entropy[layer]})
-        st.dataframe(table, hide_index=True, height=min(600, 38 + 35 * T),
-                     column_config={"entropy (bits)": st.column_config.NumberColumn(format="%.3f")})
-    a, b = st.columns(2, gap="medium")
-    with a:
-        chart(load_bars(r.load, r.uniform, present=present, title="Expert load per layer (this text)"),
-              key="rt-load", name="routing-load")
-        busiest = r.load.max(1)
-        st.caption(f"Uniform share {r.uniform:.3g}. Busiest expert per layer: "
-                   + ", ".join(f"layer {i}: E{int(r.load[i].argmax())} ({v:.0%})" for i, v in enumerate(busiest))
-                   + ". Training adds a load-balancing loss that pulls the load toward uniform.")
-    with b:
-        chart(entropy_lines(r.entropy, tokens, float(np.log2(E)),
-                            present=present, title="Router entropy per token"), key="rt-entropy",
-              name="routing-entropy")
-        st.caption("0 bits: the router is sure of one expert; log₂(experts) bits: it cannot tell them apart.")
+    # the heatmap, then its table below it (beside it, the table was cut at 1024 px)
+    chart(gate_heatmap(r.gates[layer], tokens, chosen=r.choice[layer], present=present,
+                       title=f"Layer {layer}: router weight per token and expert"), key="rt-gates",
+          name="routing-gates")
+    table = pd.DataFrame({"token": [f"{i} {tok}" for i, tok in enumerate(tokens)],
+                          **{f"choice {s + 1}": [f"E{e} ({w:.2f})" for e, w in zip(r.choice[layer, :, s],
+                                                                                r.weights[layer, :, s])]
+                             for s in range(r.top_k)},
+                          "entropy (bits)": r.entropy[layer]})
+    st.dataframe(table, hide_index=True, height=min(600, 38 + 35 * T),
+                 column_config={"entropy (bits)": st.column_config.NumberColumn(format="%.3f")})
+    # load and entropy one above the other (side by side, their axis labels ran together at 1024 px)
+    chart(load_bars(r.load, r.uniform, present=present, title="Expert load per layer (this text)"),
+          key="rt-load", name="routing-load")
+    busiest = r.load.max(1)
+    st.caption(f"Uniform share {r.uniform:.3g}. Busiest expert per layer: "
+               + ", ".join(f"layer {i}: E{int(r.load[i].argmax())} ({v:.0%})" for i, v in enumerate(busiest))
+               + ". Training adds a load-balancing loss that pulls the load toward uniform.")
+    chart(entropy_lines(r.entropy, tokens, float(np.log2(E)),
+                        present=present, title="Router entropy per token"), key="rt-entropy",
+          name="routing-entropy")
+    st.caption("0 bits: the router is sure of one expert; log₂(experts) bits: it cannot tell them apart.")
 
     # -- the intervention ---------------------------------------------------------------------------------------
     st.subheader(f"Force token {t} ({md(tokens[t])}) to E{expert} at layer {layer}")

@@ -35,6 +35,17 @@ def gate_heatmap(gates, tokens, *, chosen=None, title: str = "", present: bool =
     return apply_layout(fig, title, present, max(320, 22 * T + 120))
 
 
+LABELS = 24  # token labels on the entropy chart's axis, at most (every token has its hover)
+
+
+def level(x, y: float, name: str) -> go.Scatter:
+    """A dashed horizontal line at `y` across the x positions, named in the legend (a label on the plot would
+    sit on the bars or lines)."""
+    return go.Scatter(x=[x[0] - 0.5, x[-1] + 0.5], y=[y, y], mode="lines", name=name,
+                      line={"dash": "dash", "color": "#ff7f0e", "width": 2},
+                      hovertemplate=f"{name}<extra></extra>")
+
+
 def load_bars(load, uniform: float, *, title: str = "", present: bool = False) -> go.Figure:
     """Share of the token slots each expert received, per layer (one bar group per layer), and the uniform
     share as a dashed line."""
@@ -44,8 +55,7 @@ def load_bars(load, uniform: float, *, title: str = "", present: bool = False) -
     fig = go.Figure([go.Bar(x=x, y=a[:, e], name=f"E{e}", marker_color=HEAD_COLORS[e % len(HEAD_COLORS)],
                             hovertemplate=f"layer %{{x}} · E{e}<br>load %{{y:.3f}}<extra></extra>")
                      for e in range(E)])
-    fig.add_hline(y=uniform, line={"dash": "dash", "color": "#ff7f0e", "width": 2},
-                  annotation_text=f"uniform {uniform:.3g}", annotation_position="top left")
+    fig.add_trace(level(x, uniform, f"uniform {uniform:.3g}"))
     fig.update_xaxes(title="layer", tickmode="array", tickvals=x, ticktext=[str(i) for i in x])
     fig.update_yaxes(title="share of token slots", rangemode="tozero")
     return apply_layout(fig, title, present, 340, barmode="group")
@@ -61,11 +71,10 @@ def entropy_lines(entropy, tokens, max_bits: float, *, title: str = "", present:
                                 line={"color": HEAD_COLORS[layer % len(HEAD_COLORS)]},
                                 hovertemplate=f"layer {layer} · %{{x}} %{{text}}<br>%{{y:.3f}} bits<extra></extra>")
                      for layer in range(L)])
-    fig.add_hline(y=max_bits, line={"dash": "dash", "color": "#ff7f0e", "width": 2},
-                  annotation_text=f"uniform router: {max_bits:.3g} bits", annotation_position="top left")
-    step = max(1, T // 40)
+    fig.add_trace(level(x, max_bits, f"uniform: {max_bits:.3g} bits"))
+    step = -(-T // LABELS)  # ceil: at most LABELS upright labels, apart at 1024 px
     fig.update_xaxes(title="token", tickmode="array", tickvals=x[::step],
-                     ticktext=[f"{i} {t}" for i, t in zip(x, labels)][::step], tickangle=-60)
+                     ticktext=[f"{i} {t}" for i, t in zip(x, labels)][::step], tickangle=-90)  # upright: no overlap
     fig.update_yaxes(title="router entropy (bits)", range=[0, max_bits * 1.15])
     return apply_layout(fig, title, present, 380)
 

@@ -60,8 +60,12 @@ def test_layer_token_and_expert_options_redraw_with_the_routing(lm):
     fig = titled(at, "Layer 2: router weight per token and expert")
     np.testing.assert_allclose(z_of(fig["data"][0]), r.gates[2], atol=1e-6)
     load_fig = titled(at, "Expert load per layer")
-    for e, tr in enumerate(load_fig["data"]):
+    bars = [tr for tr in load_fig["data"] if tr["type"] == "bar"]
+    assert len(bars) == r.load.shape[1]
+    for e, tr in enumerate(bars):
         np.testing.assert_allclose(arr(tr["y"]), r.load[:, e], atol=1e-6)
+    (even,) = [tr for tr in load_fig["data"] if tr["type"] == "scatter"]  # the uniform share: in the legend
+    assert even["name"] == f"uniform {r.uniform:.3g}" and np.allclose(arr(even["y"]), r.uniform)
     ent = titled(at, "Router entropy per token")
     np.testing.assert_allclose(arr(ent["data"][2]["y"]), r.entropy[2], atol=1e-5)
     table = at.dataframe[0].value
@@ -105,4 +109,5 @@ def test_figures_escape_token_labels_on_integer_axes():
     assert list(fig.layout.yaxis.ticktext) == ["0 [BOS]", "1 &lt;b&gt;", "2 a&amp;b"]
     assert "(choice 1)" in fig.data[0].text[1][1] and "(not chosen)" in fig.data[0].text[1][3]
     lines = entropy_lines(np.zeros((2, 3), np.float32), tokens, 2.0)
-    assert list(lines.layout.xaxis.ticktext) == ["0 [BOS]", "1 &lt;b&gt;", "2 a&amp;b"] and len(lines.data) == 2
+    assert list(lines.layout.xaxis.ticktext) == ["0 [BOS]", "1 &lt;b&gt;", "2 a&amp;b"] and len(lines.data) == 3
+    assert lines.data[2].name == "uniform: 2 bits" and list(lines.data[2].y) == [2.0, 2.0]

@@ -1,5 +1,6 @@
-"""Readable at a distance (issue 31), in Debian's chromium at 1400 and 1024 px: on Score scales and Heads every
-table shows all its columns (none scrolled off to the right), and every head-type pill on Heads is whole."""
+"""Readable at a distance (issue 31), in Debian's chromium at 1400 and 1024 px: on Score scales, Heads and Routing
+every table shows all its columns (none scrolled off to the right); every head-type pill on Heads is whole; on
+Routing no two tick labels of an axis overlap, the legend keeps off the plot and no label sits on the bars."""
 
 from __future__ import annotations
 
@@ -19,6 +20,18 @@ PILLS_JS = """key => { const box = document.querySelector(`.st-key-${key} .react
     text = t.querySelector('[title]');
     return {name: t.getAttribute('aria-label'), inside: r.left >= outer.left - 0.5 && r.right <= outer.right + 0.5,
             whole: text.scrollWidth <= text.clientWidth}; }); }"""
+
+
+# one chart's boxes (page px): tick labels per axis, its legend, its plot area, its annotations and its bars
+BOXES_JS = """key => { const el = document.querySelector(`.st-key-fig-${key} .js-plotly-plot`);
+  const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  const all = sel => [...el.querySelectorAll(sel)].map(box);
+  return {x: all('.xtick text'), y: all('.ytick text'), legend: all('.legend .bg'), plot: all('.draglayer .nsewdrag'),
+          notes: all('.annotation'), bars: all('.barlayer .point path')}; }"""
+
+
+def overlap(a, b, slack: float = 0.5) -> bool:
+    return a[0] < b[2] - slack and b[0] < a[2] - slack and a[1] < b[3] - slack and b[1] < a[3] - slack
 
 
 def open_at(browser, url: str, width: int):
@@ -57,6 +70,25 @@ def test_heads_tables_and_type_pills_are_whole(st_app, browser, width):
         tables_whole(page, 4)  # two halves of the head statistics, then the two prediction tables
         pills = page.evaluate(PILLS_JS, "labels")
         assert len(pills) >= 3 and all(p["inside"] and p["whole"] for p in pills), pills
+        assert page.locator(EXC).count() == 0 and page.errors == []
+    finally:
+        ctx.close()
+
+
+@pytest.mark.parametrize("width", [1400, 1024])
+def test_routing_tables_whole_and_labels_apart(st_app, browser, width):
+    ctx, page = open_at(browser, f"{st_app['url']}/routing", width)
+    try:
+        tables_whole(page, 3)  # the router's choices, the two predictions
+        for key in ("rt-load", "rt-entropy"):
+            page.locator(f".st-key-fig-{key}").scroll_into_view_if_needed()
+            b = page.evaluate(BOXES_JS, key)
+            for axis in ("x", "y"):
+                ticks = b[axis]
+                assert len(ticks) >= 2 and not [(i, j) for i in range(len(ticks)) for j in range(i + 1, len(ticks))
+                                                if overlap(ticks[i], ticks[j])], (key, axis, ticks)
+            assert b["legend"] and b["plot"] and not overlap(b["legend"][0], b["plot"][0]), (key, b)
+            assert not [n for n in b["notes"] for bar in b["bars"] if overlap(n, bar)], (key, b["notes"])
         assert page.locator(EXC).count() == 0 and page.errors == []
     finally:
         ctx.close()
