@@ -72,13 +72,13 @@ def test_bundled_checkpoints_are_shipped_and_small():
             assert (BUNDLED_DIR / name / f).is_file(), (name, f)
 
 
-# (model, task) pairs whose shipped checkpoint is still below the 90% bar (see the model cards): the
-# 2-core CPU budget ran out before the in-context retrieval/induction circuits formed. Strict: the
-# test fails the day a retrained checkpoint clears the bar, so this list gets emptied.
-BELOW_TARGET = {
-    ("lecture-decoder", "retrieval"),
-    ("lecture-encoder", "retrieval"), ("lecture-encoder", "induction"),
-}
+# Issue 29's bars on fresh examples: agreement and induction ≥ 99% for the decoder, the encoder's masked
+# retrieval ≥ 90%, masked induction and brackets ≥ 95%. BELOW_TARGET: (model, task) pairs whose shipped
+# checkpoint is still below its bar (see the model cards). Strict: the test fails the day a retrained
+# checkpoint clears the bar, so this list gets emptied.
+BARS = {("lecture-decoder", "agreement"): 0.99, ("lecture-decoder", "induction"): 0.99,
+        ("lecture-encoder", "induction"): 0.95, ("lecture-encoder", "brackets"): 0.95}
+BELOW_TARGET = {("lecture-decoder", "retrieval")}
 TASKS = {"lecture-decoder": ["agreement", "induction", "retrieval"],
          "lecture-encoder": ["agreement", "brackets", "induction", "retrieval"],
          "lecture-encdec": ["translation"]}
@@ -86,15 +86,15 @@ TASKS = {"lecture-decoder": ["agreement", "induction", "retrieval"],
 
 @pytest.fixture(scope="module")
 def fresh_reports():
-    return {name: evaluate(load(name), 200, seed=12345) for name in BUNDLED}
+    return {name: evaluate(load(name), 1000, seed=12345) for name in BUNDLED}  # ≥ 200 examples per task
 
 
 @pytest.mark.parametrize("name, task", [
     pytest.param(n, t, marks=pytest.mark.xfail(strict=True, reason="below target: see the model card"))
     if (n, t) in BELOW_TARGET else (n, t) for n in BUNDLED for t in TASKS[n]])
-def test_bundled_checkpoint_reaches_90_percent_on_fresh_examples(fresh_reports, name, task):
+def test_bundled_checkpoint_reaches_its_bar_on_fresh_examples(fresh_reports, name, task):
     m = fresh_reports[name]["tasks"][task]
-    assert m["n"] > 0 and m["accuracy"] >= 0.9, (name, task, m)
+    assert m["n"] > 0 and m["accuracy"] >= BARS.get((name, task), 0.9), (name, task, m)
 
 
 def test_decoder_answers_one_hop_retrieval():
