@@ -78,7 +78,7 @@ def test_bundled_checkpoints_are_shipped_and_small():
 # checkpoint clears the bar, so this list gets emptied.
 BARS = {("lecture-decoder", "agreement"): 0.99, ("lecture-decoder", "induction"): 0.99,
         ("lecture-encoder", "induction"): 0.95, ("lecture-encoder", "brackets"): 0.95}
-BELOW_TARGET = {("lecture-decoder", "retrieval")}
+BELOW_TARGET: set = set()
 TASKS = {"lecture-decoder": ["agreement", "induction", "retrieval"],
          "lecture-encoder": ["agreement", "brackets", "induction", "retrieval"],
          "lecture-encdec": ["translation"]}
@@ -97,8 +97,23 @@ def test_bundled_checkpoint_reaches_its_bar_on_fresh_examples(fresh_reports, nam
     assert m["n"] > 0 and m["accuracy"] >= BARS.get((name, task), 0.9), (name, task, m)
 
 
+def test_decoder_answers_two_hop_retrieval():
+    """Issue 29: ≥ 90% of fresh two-hop questions (the best friend's age or pet)."""
+    kinds = evaluate(load("lecture-decoder"), 600, seed=12345, detail=True)["tasks"]["retrieval"]["kinds"]
+    two = [k for k in kinds if k.startswith("friend_")]
+    n = sum(kinds[k]["answers"] for k in two)
+    assert n >= 100 and sum(kinds[k]["accuracy"] * kinds[k]["answers"] for k in two) / n >= 0.9, kinds
+
+
+@pytest.mark.xfail(strict=True, reason="below target: 80% of held-out 'best friend' stories (see the card)")
+def test_decoder_answers_the_lecture_story_question():
+    """Issue 29: ≥ 90% of fresh stories asking the lecture's question (how old is the best friend of X?)."""
+    best = evaluate(load("lecture-decoder"), 400, seed=12345, detail=True)["tasks"]["story"]["kinds"]["best"]
+    assert best["n"] >= 80 and best["accuracy"] >= 0.9, best
+
+
 def test_decoder_answers_one_hop_retrieval():
-    """Issue 14's first target, one-hop half: ≥ 95% of fresh one-hop questions (two-hop: the xfail above)."""
+    """Issue 14's first target, one-hop half: ≥ 95% of fresh one-hop questions."""
     kinds = evaluate(load("lecture-decoder"), 600, seed=12345, detail=True)["tasks"]["retrieval"]["kinds"]
     n = sum(kinds[k]["answers"] for k in ONE_HOP)
     right = sum(kinds[k]["accuracy"] * kinds[k]["answers"] for k in ONE_HOP)
