@@ -131,8 +131,8 @@ def test_eval_command_prints_the_json_contract(capsys):
     rc = main(["eval", "--model", "lecture-decoder", "--n", "30", "--seed", "3", "--json"])
     report = json.loads(capsys.readouterr().out)
     assert rc == 0 and set(report) == {"tasks"}
-    assert set(report["tasks"]) == {"retrieval", "induction", "agreement"}
-    assert sum(m["n"] for m in report["tasks"].values()) == 30
+    assert set(report["tasks"]) == {"retrieval", "induction", "agreement", "story"}  # + n // 2 lecture stories
+    assert sum(m["n"] for m in report["tasks"].values()) == 30 + 15
     for m in report["tasks"].values():
         assert set(m) == {"n", "accuracy"}
         assert isinstance(m["n"], int) and 0.0 <= m["accuracy"] <= 1.0
