@@ -49,14 +49,17 @@ def _train_vit(args) -> int:
     return code
 
 
-def write_vit_card(folder: Path, n_eval: int = 1000, n_faith: int = 200) -> None:
+def write_vit_card(folder: Path, n_eval: int = 1000, n_faith: int = 200, n_pictures: int = 100) -> None:
     """Measure (held-out accuracy, image faithfulness) and write lecture-vit's README.md."""
+    import json
     import sys
 
     from analysis.faithfulness_images import image_faithfulness
+    from analysis.image_runs import paper_pictures
     from model.checkpoint import read_config
     from model.lecture.card_vit import render_card, write_card
     from model.lecture.evaluate_vit import evaluate_images
+    from model.lecture.shapes import shape_images
     from model.registry import load_attnlab_folder
 
     folder = Path(folder)
@@ -65,5 +68,8 @@ def write_vit_card(folder: Path, n_eval: int = 1000, n_faith: int = 200) -> None
     evaluation = evaluate_images(lm, n_eval, seed)
     faith = image_faithfulness(lm, n_faith, 0)
     training = read_config(folder)["training"]
-    text = render_card(lm.cfg, training, evaluation, faith, f"attnlab eval --model lecture-vit --n {n_eval} --seed {seed}")
+    pictures = paper_pictures(lm, [im.image for im in shape_images(n_pictures, 0, "eval")])
+    curve = json.loads((folder / "curve.json").read_text()) if (folder / "curve.json").is_file() else None
+    text = render_card(lm.cfg, training, evaluation, faith, f"attnlab eval --model lecture-vit --n {n_eval} --seed {seed}",
+                       pictures, curve, n_pictures)
     print(f"model card: {write_card(folder, text)}", file=sys.stderr)
