@@ -118,7 +118,8 @@ with page("Vision", "Where does a Vision Transformer look — and is it where th
             verdict = ("" if pred is None else ": the model's top class is correct" if pred[0][0] == sample.label_name
                        else f": the model's top class ({md(pred[0][0])}) is wrong")
             st.markdown(f"True label: **{md(sample.label_name)}**{verdict}. {md(sample.description, 120)}; the "
-                        "cyan outline is the object that decides the label.")
+                        "cyan outline is the two objects that decide the label (where the red one lies relative "
+                        "to the blue one).")
 
     st.subheader("Where it looks")
     classes = state.image_classes(name)

@@ -74,7 +74,7 @@ two objects, so every attention map can be checked against the truth. Made for t
   MLP {cfg.hidden} ({cfg.mlp}), pre-LN, a linear classifier on [CLS] ({cfg.n_classes} classes).
 - Preprocessing: pixels / 255, then (x − 0.5) / 0.5 per channel (Hugging Face ViT's convention).
 - Objective: cross-entropy of the [CLS] classifier; each step draws a fresh batch of training images.
-  {_inpaint(t)}
+  {_extras(t)}
 - Training: `attnlab train --model lecture-vit` — {t['steps']} steps × batch {t['batch']}, AdamW (peak lr {t['lr']},
   {t['warmup']} warm-up steps, cosine to 10%, weight decay {t['weight_decay']}), seed {t['seed']};
   {t['seconds'] / 60:.1f} min wall time on this project's 2-core CPU with {t['threads']} torch thread, shared with
@@ -125,19 +125,29 @@ attnlab train --model lecture-vit --steps {t['steps']} --batch {t['batch']} --lr
 attnlab faithfulness --model lecture-vit --n {faith['n_examples']} --json
 ```
 
-`attnlab train` writes this card too; the inpainting settings are the recipe's (`VitRecipe` in
-`model/lecture/train_vit.py`): weight {t.get('inpaint', 0.0)}, block {t.get('inpaint_layer', 1)}, share
-{t.get('inpaint_share', 0.25)}.
+`attnlab train` writes this card too; the extras are the recipe's (`VitRecipe` in `model/lecture/train_vit.py`):
+sincos {t.get('sincos', 0.0)}, local {t.get('local', 0.0)}, inpaint {t.get('inpaint', 0.0)} (block
+{t.get('inpaint_layer', 1)}, share {t.get('inpaint_share', 0.25)}).
 """
 
 
-def _inpaint(t: dict) -> str:
-    if not t.get("inpaint"):
+def _extras(t: dict) -> str:
+    """The training-only extras of model/lecture/vit_aux.py that this run used, in words."""
+    out = []
+    if t.get("sincos"):
+        out.append(f"The learned position embeddings start from {t['sincos']} × the 2-D sine–cosine table (MAE's "
+                   "fixed one) and are trained like every other weight.")
+    if t.get("local"):
+        out.append(f"A locality prior on block 0 (weight {t['local']}): the loss adds the mean attention mass a patch "
+                   "puts on patches outside its 3×3 neighbourhood in that block, so the first block looks nearby "
+                   "(the later blocks have no such term).")
+    if t.get("inpaint"):
+        out.append(f"Masked-patch inpainting (weight {t['inpaint']}): {t['inpaint_share']:.0%} of the patches are "
+                   "painted over with the background and a linear head restores their pixels from the state after "
+                   f"block {t['inpaint_layer']}.")
+    if not out:
         return "No auxiliary loss."
-    return (f"Plus, with weight {t['inpaint']}, masked-patch inpainting (`model/lecture/vit_inpaint.py`): "
-            f"{t['inpaint_share']:.0%} of the patches are painted over with the background and a linear head (used in "
-            f"training only, not saved) restores their pixels from the state after block {t['inpaint_layer']}; a "
-            "painted patch can only be restored from its neighbours, which is what the early blocks are trained for.")
+    return " ".join(out) + " All in `model/lecture/vit_aux.py`, used in training only: the saved model is a plain ViT."
 
 
 def write_card(folder: Path, text: str) -> Path:

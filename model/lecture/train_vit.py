@@ -3,8 +3,9 @@
     attnlab train --model lecture-vit [--steps N]      # or: python -m model.lecture.train_vit
 
 Each step draws a fresh batch of training images (model/lecture/shapes.py: the label is where the red object lies
-relative to the blue one); cross-entropy on the [CLS] classifier, plus (weight `inpaint`) the masked-patch
-inpainting loss of model/lecture/vit_inpaint.py read after block `inpaint_layer`; AdamW with linear warm-up then
+relative to the blue one); cross-entropy on the [CLS] classifier, plus the training-only extras of
+model/lecture/vit_aux.py: position embeddings started from the 2-D sine–cosine table (`sincos`, its scale), block
+0's locality penalty (weight `local`) and masked-patch inpainting (weight `inpaint`); AdamW with linear warm-up then
 cosine decay to 10%, gradients clipped at 1. Held-out accuracy is measured on eval-split images (disjoint from
 training by hash); the curve (accuracy vs step) is written next to the checkpoint as curve.json and a PNG."""
 
@@ -32,7 +33,7 @@ from .card import CURVE_PNG
 from .curve import draw
 from .evaluate_vit import predict
 from .shapes import BACKGROUND, CLASSES, IMAGE_SIZE, shape_images
-from .vit_inpaint import Inpainter
+from .vit_aux import Inpainter, Locality, sincos_init
 
 NAME = "lecture-vit"
 EVAL_SEED = 1
@@ -51,6 +52,8 @@ class VitRecipe:
     weight_decay: float = 0.05
     seed: int = 0
     eval_every: int = 500
+    sincos: float = 0.0  # scale of the 2-D sine–cosine start of the position embeddings (0: N(0, 0.02) as usual)
+    local: float = 0.0  # weight of block 0's locality penalty (0: none)
     inpaint: float = 0.0  # weight of the masked-patch inpainting loss (0: none)
     inpaint_layer: int = 1  # the block whose output the inpainting head reads
     inpaint_share: float = 0.25  # share of patches painted over per image
@@ -87,6 +90,9 @@ def train(r: VitRecipe, *, on_eval=None, log=None, batches=None) -> VitResult:
     `batches(step) -> (pixels, labels)` replaces the fresh generated batches (tests)."""
     torch.manual_seed(r.seed)
     model = build_model(r.cfg).train()
+    if r.sincos:
+        sincos_init(model, r.sincos)
+    local = Locality(model) if r.local else None
     inpaint = Inpainter(model, PREP, BACKGROUND, r.inpaint_layer, r.inpaint_share) if r.inpaint else None
     gen = torch.Generator().manual_seed(r.seed)
     named = [*model.named_parameters(), *(inpaint.named_parameters(prefix="inpaint") if inpaint else [])]
@@ -100,6 +106,8 @@ def train(r: VitRecipe, *, on_eval=None, log=None, batches=None) -> VitResult:
         for g in opt.param_groups:
             g["lr"] = lr_at(step, r)
         loss = F.cross_entropy(model(pixels, backend="sdpa").logits, labels)
+        if local is not None:
+            loss = loss + r.local * local.penalty()
         if inpaint is not None:
             loss = loss + r.inpaint * inpaint.loss(model, pixels, gen)
         opt.zero_grad(set_to_none=True)
@@ -124,7 +132,7 @@ def save(model, cfg: ModelConfig, folder: Path, training: dict, accuracy_: float
 
 
 # -- command line ---------------------------------------------------------------------------------------
-OPTIONS = ("steps", "batch", "lr", "seed", "warmup", "inpaint", "inpaint_layer", "inpaint_share")
+OPTIONS = ("steps", "batch", "lr", "seed", "warmup", "sincos", "local", "inpaint", "inpaint_layer", "inpaint_share")
 
 
 def run(args) -> int:
@@ -143,7 +151,8 @@ def run(args) -> int:
         acc = accuracy(model, eval_n)
         curve.append({"step": step, "seconds": round(seconds, 1), "left/right/above/below": acc})
         training = {"recipe": NAME, "steps": step, "of_steps": r.steps, "batch": r.batch, "lr": r.lr, "seed": r.seed,
-                    "warmup": r.warmup, "weight_decay": r.weight_decay, "inpaint": r.inpaint,
+                    "warmup": r.warmup, "weight_decay": r.weight_decay, "sincos": r.sincos,
+                    "local": r.local, "inpaint": r.inpaint,
                     "inpaint_layer": r.inpaint_layer, "inpaint_share": r.inpaint_share, "seconds": round(seconds, 1),
                     "threads": torch.get_num_threads(), "eval_n": eval_n, "eval_seed": EVAL_SEED}
         save(model, r.cfg, out, training, acc)
@@ -158,7 +167,7 @@ def run(args) -> int:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="output folder (default: the bundled checkpoint folder)")
-    for k, t in zip(OPTIONS, (int, int, float, int, int, float, int, float)):
+    for k, t in zip(OPTIONS, (int, int, float, int, int, float, float, float, int, float)):
         p.add_argument(f"--{k.replace('_', '-')}", type=t, default=None, help=f"override the recipe's {k}")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     p.add_argument("--eval-n", type=int, default=400, help="held-out images per evaluation")
