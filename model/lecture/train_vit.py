@@ -45,15 +45,15 @@ CONFIG = ModelConfig(arch="vit", image_size=IMAGE_SIZE, patch_size=4, n_classes=
 @dataclass(frozen=True)
 class VitRecipe:
     cfg: ModelConfig = CONFIG
-    steps: int = 2500
-    batch: int = 48
+    steps: int = 2000
+    batch: int = 32
     lr: float = 1.5e-3
     warmup: int = 100
     weight_decay: float = 0.05
     seed: int = 0
-    eval_every: int = 500
-    sincos: float = 0.0  # scale of the 2-D sine–cosine start of the position embeddings (0: N(0, 0.02) as usual)
-    local: float = 0.0  # weight of block 0's locality penalty (0: none)
+    eval_every: int = 250
+    sincos: float = 1.0  # scale of the 2-D sine–cosine start of the position embeddings (0: N(0, 0.02) as usual)
+    local: float = 1.0  # weight of block 0's locality penalty (0: none)
     inpaint: float = 0.0  # weight of the masked-patch inpainting loss (0: none)
     inpaint_layer: int = 1  # the block whose output the inpainting head reads
     inpaint_share: float = 0.25  # share of patches painted over per image
