@@ -15,18 +15,22 @@ def add_parser(sub) -> None:
     p = sub.add_parser("train", help="train a bundled lecture model (lecture-decoder, lecture-encoder, lecture-encdec, "
                                      "lecture-vit)")
     add_arguments(p, more_models=(VIT,))
+    p.add_argument("--stop", type=int, default=None, help="lecture-vit: stop after this many steps of the --steps "
+                   "schedule")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
     from cli.errors import UsageError
 
-    for name in ("steps", "batch", "save_every", "eval_every"):
+    for name in ("steps", "stop", "batch", "save_every", "eval_every"):
         value = getattr(args, name, None)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
     if args.model == VIT:
         return _train_vit(args)
+    if getattr(args, "stop", None) is not None:
+        raise UsageError("--stop is lecture-vit's; the text recipes stop at --steps (or resume with --resume)")
     from model.lecture.train_command import run as train_run
 
     return train_run(args)
@@ -41,7 +45,7 @@ def _train_vit(args) -> int:
 
     unused = [f"--{k.replace('_', '-')}" for k in VIT_IGNORES if getattr(args, k, None) is not None]
     if unused:
-        raise UsageError(f"{', '.join(unused)}: text-recipe options; lecture-vit takes --steps, --batch, --lr, "
+        raise UsageError(f"{', '.join(unused)}: text-recipe options; lecture-vit takes --steps, --stop, --batch, --lr, "
                          "--seed, --warmup, --out, --threads, --eval-n, --no-card, --quiet")
     code = vit_run(args)
     if code == 0 and not args.no_card:

@@ -75,8 +75,9 @@ two objects, so every attention map can be checked against the truth. Made for t
 - Preprocessing: pixels / 255, then (x − 0.5) / 0.5 per channel (Hugging Face ViT's convention).
 - Objective: cross-entropy of the [CLS] classifier; each step draws a fresh batch of training images.
   {_extras(t)}
-- Training: `attnlab train --model lecture-vit` — {t['steps']} steps × batch {t['batch']}, AdamW (peak lr {t['lr']},
-  {t['warmup']} warm-up steps, cosine to 10%, weight decay {t['weight_decay']}), seed {t['seed']};
+- Training: `attnlab train --model lecture-vit` — {t['steps']} steps (of a {t.get('of_steps', t['steps'])}-step
+  schedule) × batch {t['batch']}, AdamW (peak lr {t['lr']}, {t['warmup']} warm-up steps, cosine to 10%, weight decay
+  {t['weight_decay']}), seed {t['seed']};
   {t['seconds'] / 60:.1f} min wall time on this project's 2-core CPU with {t['threads']} torch thread, shared with
   other jobs. Train and eval images are split by a hash of their pixels (1 in {EVAL_BUCKETS} is eval), so no
   held-out image was seen in training.
@@ -120,7 +121,7 @@ objects (each patch weighted by the share of its pixels inside). Chance: a rando
 ## Reproduce
 
 ```
-attnlab train --model lecture-vit --steps {t['steps']} --batch {t['batch']} --lr {t['lr']} --seed {t['seed']} --warmup {t['warmup']}
+attnlab train --model lecture-vit --steps {t.get('of_steps', t['steps'])} --stop {t['steps']} --batch {t['batch']} --lr {t['lr']} --seed {t['seed']} --warmup {t['warmup']}
 {cmd_eval}
 attnlab faithfulness --model lecture-vit --n {faith['n_examples']} --json
 ```

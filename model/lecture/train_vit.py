@@ -45,7 +45,8 @@ CONFIG = ModelConfig(arch="vit", image_size=IMAGE_SIZE, patch_size=4, n_classes=
 @dataclass(frozen=True)
 class VitRecipe:
     cfg: ModelConfig = CONFIG
-    steps: int = 2000
+    steps: int = 2000  # the learning-rate schedule's length
+    stop: int | None = None  # stop after this many steps (None: steps), on the same schedule
     batch: int = 32
     lr: float = 1.5e-3
     warmup: int = 100
@@ -101,7 +102,7 @@ def train(r: VitRecipe, *, on_eval=None, log=None, batches=None) -> VitResult:
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": r.weight_decay}, {"params": rest, "weight_decay": 0.0}],
                             lr=r.lr, betas=(0.9, 0.98))
     losses, t0 = [], time.perf_counter()
-    for step in range(r.steps):
+    for step in range(min(r.stop or r.steps, r.steps)):
         pixels, labels = batches(step) if batches else batch_of(r.batch, r.seed * 1_000_003 + step)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, r)
@@ -117,7 +118,7 @@ def train(r: VitRecipe, *, on_eval=None, log=None, batches=None) -> VitResult:
         losses.append(loss.item())
         if log and (step + 1) % 50 == 0:
             log(f"step {step + 1}/{r.steps} loss {np.mean(losses[-50:]):.4f} ({time.perf_counter() - t0:.0f}s)")
-        if on_eval and ((step + 1) % r.eval_every == 0 or step + 1 == r.steps):
+        if on_eval and ((step + 1) % r.eval_every == 0 or step + 1 == min(r.stop or r.steps, r.steps)):
             on_eval(step + 1, model.eval(), time.perf_counter() - t0)
             model.train()
     return VitResult(model.eval(), losses, time.perf_counter() - t0)
@@ -132,7 +133,7 @@ def save(model, cfg: ModelConfig, folder: Path, training: dict, accuracy_: float
 
 
 # -- command line ---------------------------------------------------------------------------------------
-OPTIONS = ("steps", "batch", "lr", "seed", "warmup", "sincos", "local", "inpaint", "inpaint_layer", "inpaint_share")
+OPTIONS = ("steps", "stop", "batch", "lr", "seed", "warmup", "sincos", "local", "inpaint", "inpaint_layer", "inpaint_share")
 
 
 def run(args) -> int:
@@ -161,13 +162,13 @@ def run(args) -> int:
         log(f"eval @ {step} ({seconds:.0f}s): accuracy {acc:.4f} -> {out}")
 
     res = train(r, on_eval=on_eval, log=log)
-    log(f"done: {r.steps} steps in {res.seconds:.0f}s -> {out}")
+    log(f"done: {len(res.losses)} steps in {res.seconds:.0f}s -> {out}")
     return 0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="output folder (default: the bundled checkpoint folder)")
-    for k, t in zip(OPTIONS, (int, int, float, int, int, float, float, float, int, float)):
+    for k, t in zip(OPTIONS, (int, int, int, float, int, int, float, float, float, int, float)):
         p.add_argument(f"--{k.replace('_', '-')}", type=t, default=None, help=f"override the recipe's {k}")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     p.add_argument("--eval-n", type=int, default=400, help="held-out images per evaluation")
