@@ -59,7 +59,7 @@ def write_vit_card(folder: Path, n_eval: int = 1000, n_faith: int = 200, n_pictu
     import sys
 
     from analysis.faithfulness_images import image_faithfulness
-    from analysis.image_runs import paper_pictures
+    from analysis.image_runs import paper_pictures, sincos_grid
     from model.checkpoint import read_config
     from model.lecture.card_vit import render_card, write_card
     from model.lecture.evaluate_vit import evaluate_images
@@ -73,6 +73,8 @@ def write_vit_card(folder: Path, n_eval: int = 1000, n_faith: int = 200, n_pictu
     faith = image_faithfulness(lm, n_faith, 0)
     training = read_config(folder)["training"]
     pictures = paper_pictures(lm, [im.image for im in shape_images(n_pictures, 0, "eval")])
+    if training.get("sincos"):  # the grid the position embeddings started from
+        pictures["grid_r_start"] = sincos_grid(lm.patch_grid[0], lm.cfg.d_model)
     curve = json.loads((folder / "curve.json").read_text()) if (folder / "curve.json").is_file() else None
     text = render_card(lm.cfg, training, evaluation, faith, f"attnlab eval --model lecture-vit --n {n_eval} --seed {seed}",
                        pictures, curve, n_pictures)

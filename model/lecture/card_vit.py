@@ -25,12 +25,15 @@ METHOD_NAMES = {"last_layer": "last-layer [CLS] attention (mean over heads)",
 def _pictures(pic: dict, n: int) -> str:
     """The ViT paper's two pictures, in numbers."""
     tr = pic["trend"]
+    start = ("" if "grid_r_start" not in pic else f" (the sine–cosine table they started from: "
+             f"{pic['grid_r_start']:.2f}; started from N(0, 0.02) instead, this task teaches them a grid too: "
+             "`docs/lecture-probes/VIT.md`, run a)")
     per = ", ".join(f"layer {i} {m:.1f} px ({lo:.1f}–{hi:.1f})" for i, (m, lo, hi)
                     in enumerate(zip(tr["layer_mean"], tr["layer_min"], tr["layer_max"])))
     return (f"Mean attention distance from a patch (mean over heads, range over heads; {n} held-out images): {per}; "
             f"the last layer looks **{tr['ratio']:.2f}×** as far as the first (attention spread evenly over every "
             f"patch: {pic['uniform']:.1f} px). Position embeddings: the correlation of their cosine similarity with "
-            f"closeness on the patch grid is **{pic['grid_r']:.2f}**.")
+            f"closeness on the patch grid is **{pic['grid_r']:.2f}**{start}.")
 
 
 def _curve(curve: list[dict] | None) -> str:
