@@ -114,10 +114,10 @@ objects (each patch weighted by the share of its pixels inside). Chance: a rando
 - Vision page, a bundled sample: the [CLS] row of heads {heads} puts that share of its attention (mean over
   {faith['n_examples']} held-out images) on the red and blue objects' patches — open them and compare with the
   distractors.
-- The last layer's [CLS] attention (mean over heads) puts {last:.0%} inside the objects (chance {c['mass']:.0%}): the
-  selecting is done by the heads above (layer{'s' if len(layers) > 1 else ''} {', '.join(layers)}), so an overlay of the
-  last layer alone says little; the maps that carry every layer (head mean, rollout, gradient rollout, relevance)
-  keep {keep:.0%}–{keep_max:.0%} on it. Compare rollout and gradient-weighted rollout side by side.
+- The last layer's [CLS] attention (mean over heads) puts {last:.0%} inside the objects (chance {c['mass']:.0%}); the
+  heads that put the most there are in layer{'s' if len(layers) > 1 else ''} {', '.join(layers)}. The other maps
+  (head mean, rollout, gradient rollout, relevance, attributions) keep {keep:.0%}–{keep_max:.0%} on them. Compare
+  rollout and gradient-weighted rollout side by side.
 - Mean attention distance per head by layer, and the position-embedding similarity on the patch grid (the ViT
   paper's two pictures; numbers above).
 
