@@ -1,7 +1,8 @@
-"""Faithfulness for images: do a ViT's attention maps point at the object that decides the label?
+"""Faithfulness for images: do a ViT's attention maps point at the objects that decide the label?
 
-Images come from model.lecture.shapes (eval split): the label is the shape of the one red object and its pixel
-mask is known. Each method gives a map over the patch grid for the [CLS] token (analysis/vision.py):
+Images come from model.lecture.shapes (eval split): the label is where the red object lies relative to the blue
+one, and the pixel mask of those two objects is known. Each method gives a map over the patch grid for the [CLS]
+token (analysis/vision.py):
   last_layer    mean_h A_L[CLS]                           (the last layer's attention from [CLS])
   head_mean     mean_{l,h} A_l[CLS]
   rollout       rollout_map(run, "mean", discard=0)
@@ -43,7 +44,7 @@ MAX_IMAGES = 2000
 def image_faithfulness(lm, n: int = 100, seed: int = 0) -> dict:
     """The report described in the module docstring, over `n` eval-split shape images."""
     if not lm.reads_image or lm.class_names != list(CLASSES):
-        raise InputError(f"{lm.name} is not a shape classifier (classes {', '.join(CLASSES)}); image faithfulness "
+        raise InputError(f"{lm.name} is not a red-vs-blue classifier (classes {', '.join(CLASSES)}); image faithfulness "
                          "needs lecture-vit or a model trained on model.lecture.shapes")
     if not 1 <= n <= MAX_IMAGES:
         raise InputError(f"--n must be between 1 and {MAX_IMAGES}, got {n}")

@@ -11,6 +11,7 @@ from analysis.attributions import attribute
 from model.captured import CapturedRun
 from model.images import RESAMPLE
 from model.inputs import InputError
+from model.patches import sinusoidal_2d
 
 MAP_KINDS = ("attention", "rollout", "gradient rollout", "relevance", "input × gradient", "integrated gradients",
              "attention × gradient")  # from a run: the first two
@@ -86,3 +87,24 @@ def region_report(maps: dict[str, np.ndarray], region: np.ndarray) -> list[dict]
 def class_names(lm) -> list[str]:
     """The model's class names, one per class."""
     return list(lm.class_names)
+
+
+def paper_pictures(lm, images: list[np.ndarray]) -> dict:
+    """The ViT paper's two pictures as numbers, for `images` (uint8 [H, W, 3] each): `distance` [L, H], the mean
+    attention distance in pixels averaged over the images; its `trend` (vision.distance_trend); `uniform`, the
+    distance of attention spread evenly; `grid_r`, the position embeddings' grid correlation."""
+    if not images:
+        raise InputError("the ViT paper's pictures need at least one image")
+    grid, patch = lm.patch_grid, lm.image_size[0] // lm.patch_grid[0]
+    prefix = lm.cfg.n_prefix
+    dist = np.mean([vision.mean_attention_distance(image_capture(lm, im), grid, patch, prefix) for im in images], 0)
+    return {"distance": dist, "trend": vision.distance_trend(dist), "uniform": vision.uniform_distance(grid, patch),
+            "grid_r": vision.grid_correlation(vision.position_similarity(lm), grid)}
+
+
+def sincos_grid(grid: int, d_model: int) -> float:
+    """The grid correlation of the 2-D sine–cosine position table (vision.grid_correlation of its cosine
+    similarity): what position embeddings started from that table show before training."""
+    p = sinusoidal_2d(grid, d_model).double().numpy()  # [N, D]
+    p = p / np.linalg.norm(p, axis=-1, keepdims=True)
+    return vision.grid_correlation((p @ p.T).reshape(-1, grid, grid), grid)  # [N, N] -> [N, rows, cols]

@@ -118,7 +118,8 @@ with page("Vision", "Where does a Vision Transformer look — and is it where th
             verdict = ("" if pred is None else ": the model's top class is correct" if pred[0][0] == sample.label_name
                        else f": the model's top class ({md(pred[0][0])}) is wrong")
             st.markdown(f"True label: **{md(sample.label_name)}**{verdict}. {md(sample.description, 120)}; the "
-                        "cyan outline is the object that decides the label.")
+                        "cyan outline is the two objects that decide the label (where the red one lies relative "
+                        "to the blue one).")
 
     st.subheader("Where it looks")
     classes = state.image_classes(name)
@@ -127,7 +128,7 @@ with page("Vision", "Where does a Vision Transformer look — and is it where th
         kind = select("Map", kinds, "v_map", "attention", horizontal=True, help=" · ".join(
             f"{k}: {v}" for k, v in MAP_HELP.items()))
         c1, c2, c3 = st.columns(3)
-        layer = index("Layer", n_layers, "v_layer", 0, where=c1)  # layer 0: where lecture-vit picks the red object (its card)
+        layer = index("Layer", n_layers, "v_layer", 0, where=c1)  # layer 0: the first layer (lecture-vit's card names its heads)
         head = select("Head", ["mean", *range(n_heads)], "v_head", "mean", where=c2,
                       format_func=lambda h: "mean of the heads" if h == "mean" else f"head {h}")
         query = token_select("From token", run.tokens, "v_query", 0, where=c3,

@@ -18,7 +18,7 @@ SAMPLES = 6  # the Vision page's samples per seed
 
 
 def vit(present: bool) -> View:
-    """Topic 13: patches and CLS; the rollout map on the image and its share on the deciding object."""
+    """Topic 13: patches and CLS; the rollout map on the image and its share on the deciding objects."""
     info = state.model_info(VIT)
     patch, size = int(info["patch_size"]), int(info["image_size"])
     grid = (size // patch, size // patch)
@@ -37,10 +37,10 @@ def vit(present: bool) -> View:
     text = (f"The {size}×{size} image is cut into {grid[0]}×{grid[1]} patches of {patch} px, each linearly embedded, "
             f"plus a learned [CLS]: {len(run.tokens)} tokens, no causal mask. It predicts {tok(top)} (p = "
             f"**{prob:.2f}**; the label: {tok(sample.label_name)}); the rollout puts **{pct(share['share inside'])}** "
-            f"of its mass on the deciding object (chance {pct(share['chance'])}). Mean attention distance goes from "
+            f"of its mass on the two deciding objects (chance {pct(share['chance'])}). Mean attention distance goes from "
             f"{dist[0]:.1f} px in layer 0 to {dist[-1]:.1f} px in layer {len(dist) - 1}.")
     params = {"vit_model": VIT, "v_source": "sample", "v_seed": 0, "v_sample": 0, "v_map": "rollout"}
-    return View(fit(fig, present), text, numbers, "the cyan outline: the object that decides the label", params)
+    return View(fit(fig, present), text, numbers, "the cyan outline: the two objects that decide the label", params)
 
 
 def moe(present: bool) -> View:

@@ -69,7 +69,7 @@ def _run_images(lm, args) -> int:
     if args.json:
         print_json(report)
     else:
-        print(f"red-shape    n={report['n']:<5} accuracy={report['accuracy']:.1%}")
+        print(f"red-vs-blue  n={report['n']:<5} accuracy={report['accuracy']:.1%}")
         for c, m in report["per_class"].items():
             acc = "n/a" if m["accuracy"] is None else f"{m['accuracy']:.1%}"
             print(f"  {c:<10} n={m['n']:<5} accuracy={acc}")

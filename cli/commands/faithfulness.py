@@ -30,7 +30,7 @@ def run(args) -> int:
     if args.image is not None:
         from cli.errors import UsageError
 
-        raise UsageError("faithfulness scores generated shape images, whose red object's pixels are known; an image "
+        raise UsageError("faithfulness scores generated shape images, whose red and blue objects' pixels are known; an image "
                          "file has no such outline to score against. For one image's maps use `attnlab capture "
                          f"--model {args.model} --image FILE` (patterns) or the app's Vision page (rollout, "
                          "gradient rollout)" if lm.reads_image else f"--image is for vision models; {args.model} "
@@ -59,7 +59,7 @@ def run(args) -> int:
 
 
 def _run_images(lm, args) -> int:
-    """A ViT on shape images: pointing-game accuracy and mass inside the red object per method, against chance."""
+    """A ViT on shape images: pointing-game accuracy and mass inside the red and blue objects per method, against chance."""
     from analysis.faithfulness_images import image_faithfulness
 
     report = image_faithfulness(lm, n=args.n, seed=args.seed)
@@ -73,7 +73,7 @@ def _run_images(lm, args) -> int:
     for name, m in report["methods"].items():
         print(f"  {name:<21} {m['pointing']:>8.3f} {m['mass']:>6.3f}")
     _print_ig(report)
-    print("heads whose [CLS] attention puts the most mass on the red object:")
+    print("heads whose [CLS] attention puts the most mass on the red and blue objects:")
     for h in report["heads"][:5]:
         print(f"  layer {h['layer']} head {h['head']}: {h['mass']:.3f}")
     return 0

@@ -24,10 +24,10 @@ def predict(model: torch.nn.Module, prep: ImagePrep, images: list[np.ndarray]) -
 
 
 def evaluate_images(lm, n: int = 200, seed: int = 0) -> dict:
-    """{"accuracy", "n", "seed", "per_class": {name: {"n", "accuracy"}}, "tasks": {"red-shape": {...}}} on `n`
+    """{"accuracy", "n", "seed", "per_class": {name: {"n", "accuracy"}}, "tasks": {"red-vs-blue": {...}}} on `n`
     fresh eval-split images."""
     if not lm.reads_image or lm.class_names != list(CLASSES):
-        raise ValueError(f"{lm.name} is not a shape classifier (its classes are not {', '.join(CLASSES)})")
+        raise ValueError(f"{lm.name} is not a red-vs-blue classifier (its classes are not {', '.join(CLASSES)})")
     ims = shape_images(n, seed, "eval")
     labels = np.array([im.label for im in ims])
     pred = predict(lm.model, lm.image, [im.image for im in ims])
@@ -35,4 +35,4 @@ def evaluate_images(lm, n: int = 200, seed: int = 0) -> dict:
     per = {c: {"n": int((labels == i).sum()), "accuracy": float(right[labels == i].mean()) if (labels == i).any() else None}
            for i, c in enumerate(CLASSES)}
     overall = {"n": n, "accuracy": float(right.mean())}
-    return {"model": lm.name, "seed": seed, **overall, "per_class": per, "tasks": {"red-shape": overall}}
+    return {"model": lm.name, "seed": seed, **overall, "per_class": per, "tasks": {"red-vs-blue": overall}}

@@ -1,5 +1,7 @@
 """Generated images for lecture-vit whose answer region is known: a dark canvas with 2–5 coloured shapes, exactly
-one of them red; the label is the red object's shape and `mask` holds exactly its pixels.
+one red and one blue; the label is where the red object lies relative to the blue one (left, right, above, below:
+the larger of the horizontal and vertical offsets between their centres, never a near tie) and `mask` holds
+exactly the pixels of those two objects.
 
 Seeded and split like the text corpus: a draw is "eval" or "train" by a hash of its pixels and label (one in
 EVAL_BUCKETS is eval), so no image is in both splits; each split draws from its own seeded generator."""
@@ -12,12 +14,15 @@ from dataclasses import dataclass
 import numpy as np
 
 IMAGE_SIZE = 32  # pixels per side (lecture-vit's input)
-CLASSES = ("square", "circle", "triangle", "cross")
+CLASSES = ("left", "right", "above", "below")  # where the red object lies relative to the blue one
+SHAPES = ("square", "circle", "triangle", "cross")
 RED = (220, 30, 30)
-DISTRACTORS = {"green": (40, 170, 70), "blue": (50, 90, 230), "yellow": (230, 200, 40), "white": (235, 235, 235)}
+BLUE = (50, 90, 230)
+DISTRACTORS = {"green": (40, 170, 70), "yellow": (230, 200, 40), "white": (235, 235, 235)}
 BACKGROUND = (25, 25, 35)
 SIZES = (8, 13)  # a shape's bounding box side, min..max−1 pixels (at IMAGE_SIZE; scaled with the canvas)
 MIN_SIZE = 2 * 3 + 1  # the smallest canvas: two 3-pixel shapes and the free pixel between them
+MARGIN = 2  # pixels (at IMAGE_SIZE, at least 1): the larger offset exceeds the smaller by at least this much
 EVAL_BUCKETS = 8
 SPLITS = ("train", "eval")
 
@@ -25,7 +30,7 @@ SPLITS = ("train", "eval")
 @dataclass
 class ShapeImage:
     image: np.ndarray  # uint8 [H, W, 3]
-    mask: np.ndarray  # bool [H, W]: the pixels of the object that decides the label (the red one)
+    mask: np.ndarray  # bool [H, W]: the pixels of the objects that decide the label (the red and the blue one)
     label: int  # index into CLASSES
     label_name: str
     description: str
@@ -44,7 +49,7 @@ def shape_mask(kind: str, s: int) -> np.ndarray:
     if kind == "cross":
         t = max(1, s // 3) / 2
         return (np.abs(x - c) <= t) | (np.abs(y - c) <= t)
-    raise ValueError(f"unknown shape {kind!r}; one of {', '.join(CLASSES)}")
+    raise ValueError(f"unknown shape {kind!r}; one of {', '.join(SHAPES)}")
 
 
 def split_of(image: np.ndarray, label: int) -> str:
@@ -76,29 +81,43 @@ def shape_sizes(size: int) -> tuple[int, int]:
     return lo, max(lo + 1, min(SIZES[1] * size // IMAGE_SIZE, (size - 1) // 2 + 1))
 
 
+def relation(a: tuple[int, int, int], b: tuple[int, int, int], margin: int) -> int | None:
+    """Where box a = (y, x, side) lies relative to box b, as an index into CLASSES; None for a near tie."""
+    dy, dx = (a[0] + a[2] / 2) - (b[0] + b[2] / 2), (a[1] + a[2] / 2) - (b[1] + b[2] / 2)  # centre offsets
+    if abs(abs(dx) - abs(dy)) < margin:
+        return None
+    return (0 if dx < 0 else 1) if abs(dx) > abs(dy) else (2 if dy < 0 else 3)
+
+
 def draw(rng: np.random.Generator, size: int = IMAGE_SIZE) -> ShapeImage:
-    """One canvas: 2–5 shapes, the first red; distractors in the other colours, any shape."""
+    """One canvas: 2–5 shapes of any kind, the first red, the second blue, the others in the distractor colours."""
     sizes_range = shape_sizes(size)
-    while True:  # ends: two shapes of at most (size − 1) // 2 pixels always fit
+    margin = max(1, MARGIN * size // IMAGE_SIZE)
+    while True:  # ends: two shapes of at most (size − 1) // 2 pixels always fit, side by side or stacked
         n = int(rng.integers(2, 6))
-        kinds = [CLASSES[int(i)] for i in rng.integers(0, len(CLASSES), n)]
+        kinds = [SHAPES[int(i)] for i in rng.integers(0, len(SHAPES), n)]
         sizes = [int(s) for s in rng.integers(*sizes_range, n)]
         corners = _place(rng, sizes, size)
-        if corners is not None:
+        if corners is None:
+            continue
+        label = relation((*corners[0], sizes[0]), (*corners[1], sizes[1]), margin)
+        if label is not None:
             break
     names = list(DISTRACTORS)
-    colours = [("red", RED)] + [(c, DISTRACTORS[c]) for c in (names[int(i)] for i in rng.integers(0, len(names), n - 1))]
+    colours = [("red", RED), ("blue", BLUE)] + [(c, DISTRACTORS[c])
+                                               for c in (names[int(i)] for i in rng.integers(0, len(names), n - 2))]
     image = np.empty((size, size, 3), dtype=np.uint8)
     image[:] = BACKGROUND
     mask = np.zeros((size, size), dtype=bool)
     for i, (kind, s, (y, x), (_, rgb)) in enumerate(zip(kinds, sizes, corners, colours)):
         m = shape_mask(kind, s)
         image[y:y + s, x:x + s][m] = rgb
-        if i == 0:
-            mask[y:y + s, x:x + s] = m
-    others = ", ".join(f"a {c} {k}" for k, (c, _) in zip(kinds[1:], colours[1:]))
-    label = CLASSES.index(kinds[0])
-    return ShapeImage(image, mask, label, kinds[0], f"a red {kinds[0]} among {others}")
+        if i < 2:
+            mask[y:y + s, x:x + s] |= m
+    where = {"left": "left of", "right": "right of", "above": "above", "below": "below"}[CLASSES[label]]
+    others = ", ".join(f"a {c} {k}" for k, (c, _) in zip(kinds[2:], colours[2:]))
+    return ShapeImage(image, mask, label, CLASSES[label],
+                      f"a red {kinds[0]} {where} a blue {kinds[1]}" + (f", among {others}" if others else ""))
 
 
 def shape_images(n: int, seed: int, split: str = "eval", size: int = IMAGE_SIZE) -> list[ShapeImage]:

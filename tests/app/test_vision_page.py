@@ -99,14 +99,14 @@ def test_each_option_changes_the_map(vit):
     ok(at)
     np.testing.assert_allclose(_overlay(at), vision.rollout_map(run, "max", 0.5), atol=1e-6)
     at.button_group(key="v_map").set_value("gradient rollout").run()
-    at.selectbox(key="v_target").set_value("cross").run()
+    at.selectbox(key="v_target").set_value("below").run()
     ok(at)
     inputs = vit.encode_image(s.image)
     np.testing.assert_allclose(_overlay(at), vision.grad_rollout_map(vit, inputs, 3, 0.5), atol=1e-6)
     at.button_group(key="v_map").set_value("relevance").run()
     ok(at)
     np.testing.assert_allclose(_overlay(at), vision.relevance_map(vit, inputs, 3), atol=1e-6)
-    assert at.query_params["v_map"] == "relevance" and at.query_params["v_target"] == "cross"
+    assert at.query_params["v_map"] == "relevance" and at.query_params["v_target"] == "below"
     at.selectbox(key="v_qk_site").set_value("blocks.0.attn").run()
     widget(at, "v_qk_head").set_value(1).run()
     ok(at)
@@ -203,7 +203,7 @@ def titled_or_none(at, text: str):
 def test_gradient_attribution_maps_and_their_region_rows(vit, kind, method):
     from analysis.attributions import attribute
 
-    at = open_page("vision", v_map=kind, v_target="cross")
+    at = open_page("vision", v_map=kind, v_target="below")
     ok(at)
     s = _sample()
     a = attribute(vit, vit.encode_image(s.image), method, 0, 3)

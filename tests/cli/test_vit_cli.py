@@ -21,7 +21,7 @@ def run_cli(capsys, *argv):
 def test_eval_reports_accuracy_per_class(capsys):
     rc, out, _ = run_cli(capsys, "eval", "--model", "lecture-vit", "--n", "40", "--json")
     r = json.loads(out)
-    assert rc == 0 and r["n"] == 40 and set(r["per_class"]) == {"square", "circle", "triangle", "cross"}
+    assert rc == 0 and r["n"] == 40 and set(r["per_class"]) == {"left", "right", "above", "below"}
     assert 0 <= r["accuracy"] <= 1
 
 

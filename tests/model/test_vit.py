@@ -117,7 +117,7 @@ def test_registry_lists_the_vit_for_images_only():
     assert "lecture-vit" not in registry.bundled_names()
     assert "lecture-vit" in registry.bundled_names("all") and "lecture-vit" in registry.known_names()
     lm = registry.load("lecture-vit")
-    assert lm.class_names == ["square", "circle", "triangle", "cross"]
+    assert lm.class_names == ["left", "right", "above", "below"]
     assert lm.image_size == (32, 32) and lm.patch_grid == (8, 8)
     assert lm.info()["kind"] == "vision transformer"
     size = sum(p.stat().st_size for p in (registry.BUNDLED_DIR / "lecture-vit").iterdir())

@@ -8,7 +8,7 @@ from PIL import Image
 
 from model.images import ImagePrep, decode_image
 from model.inputs import InputError
-from model.lecture.shapes import CLASSES, RED, shape_images, split_of
+from model.lecture.shapes import BLUE, CLASSES, RED, shape_images, split_of
 
 
 def encoded(im: Image.Image, fmt: str) -> bytes:
@@ -69,14 +69,25 @@ def test_preprocessing_resizes_and_normalises():
     assert ImagePrep.from_dict(prep.to_dict()) == prep
 
 
-def test_shape_masks_are_exactly_the_red_pixels():
+def _centre(pixels: np.ndarray) -> np.ndarray:
+    """(y, x) centre of a shape's bounding box, in pixels."""
+    ys, xs = np.nonzero(pixels)
+    return np.array([(ys.min() + ys.max() + 1) / 2, (xs.min() + xs.max() + 1) / 2])
+
+
+def test_masks_are_the_red_and_blue_pixels_and_the_label_their_relation():
     images = shape_images(60, 3, "train") + shape_images(20, 3, "eval")
+    words = {"left": "left of", "right": "right of", "above": "above", "below": "below"}
     for ex in images:
-        red = (ex.image == np.array(RED, np.uint8)).all(-1)
-        assert np.array_equal(ex.mask, red)
-        assert ex.mask.any() and ex.image.shape == (32, 32, 3) and ex.mask.shape == (32, 32)
-        assert CLASSES[ex.label] == ex.label_name and ex.description.startswith(f"a red {ex.label_name}")
-        assert 1 <= ex.description.count(", ") + 1 <= 4  # 1–4 distractors
+        red, blue = ((ex.image == np.array(c, np.uint8)).all(-1) for c in (RED, BLUE))
+        assert np.array_equal(ex.mask, red | blue) and red.any() and blue.any()
+        assert ex.image.shape == (32, 32, 3) and ex.mask.shape == (32, 32)
+        dy, dx = _centre(red) - _centre(blue)  # every shape's pixels span its box: these are the boxes' centres
+        assert abs(abs(dx) - abs(dy)) >= 2  # never a near tie
+        want = (0 if dx < 0 else 1) if abs(dx) > abs(dy) else (2 if dy < 0 else 3)
+        assert CLASSES[ex.label] == ex.label_name == CLASSES[want]
+        assert ex.description.startswith("a red ") and f" {words[ex.label_name]} a blue " in ex.description
+        assert ex.description.count(", ") <= 3  # 0–3 distractors
     assert {ex.label for ex in images} == set(range(len(CLASSES)))
 
 
