@@ -11,6 +11,9 @@ from bench.specs import QUICK_LENGTHS
 from bench.targets import evaluate_targets
 
 DOCS = "docs/benchmarks.md"
+CUDA_NOTE = ("The CUDA section (`attnlab bench --device cuda --json --out docs/benchmarks-cuda.json --docs "
+             "docs/benchmarks-cuda.md`: GPT-2-small's shape in bfloat16 on one GPU, T = 1k to 32k) is recorded in "
+             "[benchmarks-cuda.md](benchmarks-cuda.md) and its JSON.")
 
 
 def measure(quick: bool = False, lengths=None, models=("gpt2-small", "lecture-decoder"), repeats: int = 5,
@@ -84,6 +87,7 @@ def docs_text(table: str, regenerate: str) -> str:
         "Reading the numbers: the timings come from a shared machine (the load average at the start and end of the "
         "run is printed below); compare the ratios, which pair the modes within each round, rather than absolute "
         "seconds. Every raw time is in the JSON.\n\n"
+        f"{CUDA_NOTE}\n\n"
         "## Latest results\n\n" + table
     )
 

@@ -117,6 +117,21 @@ def test_targets_are_judged_as_measured():
     assert "| 4096 |" in md and "MISS" in md and "hook_overhead_ratio = 1.000" in md
 
 
+def test_smollm2_target_is_judged_per_round_at_128_and_512():
+    out = fake_results()
+    assert not [x for x in evaluate_targets(out) if x["name"].startswith("smollm2")]  # not in this run
+    out["models"]["smollm2"] = {"cfg": {"layers": 30, "heads": 9}, "lengths": [128, 512]}
+    for T, fused, lazy in ((128, [1.0, 2.0, 1.0], [1.04, 2.2, 1.03]), (512, [4.0, 4.0, 8.0], [4.4, 4.4, 8.0])):
+        for m, times in (("fused", fused), ("lazy_capture", lazy)):
+            out["results"].append({"model": "smollm2", "T": T, "mode": m, "times_s": times,
+                                   "time_s": sorted(times)[1]})
+    t = {x["name"]: x for x in evaluate_targets(out)}
+    assert t["smollm2 lazy_capture / fused at T=128"]["measured"] == 1.04  # ratios 1.04, 1.1, 1.03
+    assert t["smollm2 lazy_capture / fused at T=128"]["passed"] is True
+    assert t["smollm2 lazy_capture / fused at T=512"]["measured"] == 1.1 and not t[
+        "smollm2 lazy_capture / fused at T=512"]["passed"]
+
+
 def test_cli_registers_bench():
     from cli.main import build_parser
 
