@@ -121,9 +121,14 @@ class AttentionRecord:
         """Key/value heads: n_heads (multi-head), fewer (grouped-query) or 1 (multi-query)."""
         return self.k.shape[1]
 
+    @property
+    def kv_group(self) -> int:
+        """Query heads per k/v head: 1 (multi-head), more under grouped-query attention, n_heads (multi-query)."""
+        return self.n_heads // self.n_kv_heads
+
     def kv_head(self, head: int) -> int:
         """The k/v head that query head `head` shares."""
-        return self._heads(head)[0] // (self.n_heads // self.n_kv_heads)
+        return self._heads(head)[0] // self.kv_group
 
     @property
     def q_len(self) -> int:
