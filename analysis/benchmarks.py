@@ -69,6 +69,13 @@ class Payload:
     ESTIMATED = "estimated"
     NOTE = "note"
     ERROR = "error"
+    AGAIN_WITH = ("smollm2",)  # models the pages are measured again with (rows named "page (model)")
+
+    @staticmethod
+    def label(row: dict) -> str:
+        """The row's page, with its model when it is one of AGAIN_WITH."""
+        model = row.get(Payload.MODEL)
+        return row[Payload.PAGE] + (f" ({model})" if model in Payload.AGAIN_WITH else "")
 
 
 class Target:

@@ -87,9 +87,9 @@ def evaluate_targets(out: dict, model: str = "gpt2-small") -> list[dict]:
     if sized:
         over = sorted((p for p in sized if p[B] > TARGETS["payload_bytes"]), key=lambda p: -p[B])
         worst = over[0] if over else max(sized, key=lambda p: p[B])
-        note = ("over: " + ", ".join(f"{p[Payload.PAGE]} T={p[Payload.T]} ({p[B] / 1e6:.1f} MB"
+        note = ("over: " + ", ".join(f"{Payload.label(p)} T={p[Payload.T]} ({p[B] / 1e6:.1f} MB"
                                       + (", extrapolated" if p.get(Payload.ESTIMATED) else "") + ")" for p in over)
-                if over else f"largest: {worst[Payload.PAGE]} at T={worst[Payload.T]}")
+                if over else f"largest: {Payload.label(worst)} at T={worst[Payload.T]}")
         t.append(_target("every page's Plotly payload at every T", "≤ 2 MB", round(worst[B] / 1e6, 3),
                          not over, note))
     return t + smollm2_targets(out) + view_targets(out)

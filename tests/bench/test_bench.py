@@ -120,7 +120,8 @@ def test_targets_are_judged_as_measured():
 def test_smollm2_target_is_judged_per_round_at_128_and_512():
     out = fake_results()
     assert not [x for x in evaluate_targets(out) if x["name"].startswith("smollm2")]  # not in this run
-    out["models"]["smollm2"] = {"cfg": {"layers": 30, "heads": 9}, "lengths": [128, 512]}
+    out["models"]["smollm2"] = {"cfg": {"layers": 30, "heads": 9, "d_model": 576, "vocab": 49152, "context": 8192},
+                                "about": "s", "lengths": [128, 512], "modes": ["fused", "lazy_capture"]}
     for T, fused, lazy in ((128, [1.0, 2.0, 1.0], [1.04, 2.2, 1.03]), (512, [4.0, 4.0, 8.0], [4.4, 4.4, 8.0])):
         for m, times in (("fused", fused), ("lazy_capture", lazy)):
             out["results"].append({"model": "smollm2", "T": T, "mode": m, "times_s": times,
@@ -130,6 +131,14 @@ def test_smollm2_target_is_judged_per_round_at_128_and_512():
     assert t["smollm2 lazy_capture / fused at T=128"]["passed"] is True
     assert t["smollm2 lazy_capture / fused at T=512"]["measured"] == 1.1 and not t[
         "smollm2 lazy_capture / fused at T=512"]["passed"]
+    out["payload"] = [{"page": "masks", "T": 512, "bytes": 900_000, "model": "random-long-decoder"},
+                      {"page": "masks", "T": 512, "bytes": 2_500_000, "model": "smollm2"}]
+    t = {x["name"]: x for x in evaluate_targets(out)}
+    pay = t["every page's Plotly payload at every T"]
+    assert pay["passed"] is False and pay["note"] == "over: masks (smollm2) T=512 (2.5 MB)"
+    out["targets"] = list(t.values())
+    md = markdown(out)
+    assert "| masks | 0.90 |" in md and "| masks (smollm2) | 2.50 |" in md
 
 
 def test_cli_registers_bench():
