@@ -16,11 +16,16 @@ def test_heads_page_shows_the_kv_groups(tmp_path, monkeypatch):
 
     folder = build("llama", "llama-gqa2-tied-theta", tmp_path)
     monkeypatch.setenv("ATTNLAB_MODEL_ROOTS", str(tmp_path))
-    at = open_page("heads", head=3)  # the head switched off: 3
-    at.selectbox(key="model").set_value(FOLDER).run()
-    at.text_input(key="folder").set_value(str(folder)).run()
-    at.text_area(key="text").set_value("the cat sat on the mat").run()
-    ok(at)
+
+    def open_on(page, **params):
+        at = open_page(page, **params)
+        at.selectbox(key="model").set_value(FOLDER).run()
+        at.text_input(key="folder").set_value(str(folder)).run()
+        at.text_area(key="text").set_value("the cat sat on the mat").run()  # within the tiny model's 64 tokens
+        ok(at)
+        return at
+
+    at = open_on("heads", head=3)  # the head switched off: 3
     table = at.dataframe[0].value
     n_layers = table["layer"].nunique()
     assert len(table) == 4 * n_layers
@@ -38,6 +43,10 @@ def test_heads_page_shows_the_kv_groups(tmp_path, monkeypatch):
     assert "kv_head is the key/value head a query head shares" in captions
     assert at.session_state["head"] == 3
     assert "Head 3 shares k/v head 1 with heads 2–3" in captions
+
+    at = open_on("masks")  # the per-head grid of the Masks page marks the groups too
+    fig = titled(at, "max |Δ weight| per head")
+    assert fig["layout"]["meta"]["kv_group"] == 2 and fig["layout"]["xaxis"]["ticktext"][2] == "head 2 · kv 1"
 
 
 def test_multi_head_models_show_no_kv_column():
