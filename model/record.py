@@ -1,4 +1,4 @@
-"""AttentionRecord: a picklable, torch-free record of one attention site in one forward pass.
+"""AttentionRecord: a picklable record of one attention site in one forward pass, read as numpy (torch-free once read).
 
 A record from the eager backend holds the materialised scores and pattern; a record from a fused
 backend holds q and k (and the positional bias) and recomputes any head or window exactly on demand.
