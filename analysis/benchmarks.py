@@ -46,6 +46,7 @@ class Result:
     MODE = "mode"
     TIME = "time_s"  # median seconds of one forward
     TIMES = "times_s"  # every timed round
+    CPU_TIMES = "cpu_times_s"  # the process CPU seconds of every timed round (all threads)
     BASELINE = "baseline_rss_bytes"
     PEAK_RSS = "peak_rss_bytes"
     PEAK = "peak_above_baseline_bytes"
