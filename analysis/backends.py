@@ -31,12 +31,34 @@ def _max_abs(a, b) -> float:
 
 
 @torch.no_grad()
+def same_experts(cap, flips: list[int]) -> dict | None:
+    """Interventions that route every token of a run to the experts `cap`'s run chose (None: no router); each
+    appends to `flips` how many tokens the run would have routed otherwise (a discrete choice that a last-bit
+    difference can flip)."""
+    if not cap.routers:
+        return None
+
+    def pin(chosen):
+        def fn(choice: torch.Tensor, name: str) -> torch.Tensor:
+            want = torch.as_tensor(chosen, device=choice.device)  # [B, T, top_k]
+            flips.append(int((choice.sort(-1).values != want.sort(-1).values).any(-1).sum()))
+            return want.clone()
+        return fn
+
+    return {f"{site}.hook_expert_choice": pin(recs[-1].choice) for site, recs in cap.routers.items()}
+
+
 def compare_backends(lm, inputs, other: str, ref: str = "eager", ref_lm=None) -> dict:
     """Max |Δ| of logits, hidden states and every site's pattern between `ref` and `other`; `scale` is the
     largest |logit| of the `ref` run (|hidden state| for a model without logits), `kernels` what `other` ran.
-    `ref_lm` runs the reference instead of `lm` (the float32 copy of a 16-bit model); outputs compare in float32."""
+    `ref_lm` runs the reference instead of `lm` (the float32 copy of a 16-bit model); outputs compare in float32.
+    A mixture of experts runs `other` on the reference's experts (the attention is what is compared);
+    `routing_flips` counts the tokens (over all MoE layers) whose experts `other` would have chosen otherwise
+    (None without a router)."""
     out_a = (ref_lm or lm).forward(inputs, backend=ref)
-    out_b = lm.forward(inputs, backend=other)
+    flips: list[int] = []
+    pinned = same_experts(out_a.capture, flips)
+    out_b = lm.forward(inputs, backend=other, interventions=pinned)
     cap_a, cap_b = out_a.capture, out_b.capture
     per_site = {s: _max_abs(cap_a[s].pattern(), cap_b[s].pattern()) for s in cap_a.sites}
     scale_ref = out_a.logits if out_a.logits is not None else out_a.hidden
@@ -48,6 +70,7 @@ def compare_backends(lm, inputs, other: str, ref: str = "eager", ref_lm=None) ->
         "max_abs_pattern": max(per_site.values(), default=0.0),
         "per_site": per_site,
         "kernels": sorted({cap_b[s].kernel for s in cap_b.sites}),
+        "routing_flips": sum(flips) if pinned else None,
     }
 
 

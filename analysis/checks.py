@@ -153,9 +153,16 @@ def check_backend(lm, inputs, other: str) -> CheckResult:
     worst = max(rep["max_abs_logits"], rep["max_abs_hidden"])
     ok = worst <= rep["tolerance"] and rep["max_abs_pattern"] <= TOL_BACKEND
     note = (f"patterns within {TOL_BACKEND:g} absolute (worst {rep['max_abs_pattern']:.2e}); "
-            f"outputs within {TOL_BACKEND:g}·max(1, max|logits|); kernel: " + ", ".join(rep["kernels"]))
+            f"outputs within {TOL_BACKEND:g}·max(1, max|logits|); kernel: " + ", ".join(rep["kernels"]) + _flips(rep))
     return CheckResult([Check(f"eager_vs_{other}", max(worst, rep["max_abs_pattern"]), rep["tolerance"], ok,
                               note=note)], rep)
+
+
+def _flips(rep: dict) -> str:
+    """A mixture of experts' note: the fused run took the reference's experts, and how many it would not have."""
+    if rep.get("routing_flips") is None:
+        return ""
+    return f"; experts pinned to the reference's ({rep['routing_flips']} token-layers would route otherwise)"
 
 
 def check_backend_half(lm, inputs, other: str, rules: Rules) -> CheckResult:
@@ -177,7 +184,7 @@ def check_backend_half(lm, inputs, other: str, rules: Rules) -> CheckResult:
     note = (f"{rules.dtype} vs the float32 eager reference: patterns within {rules.backend:g} absolute (worst "
             f"{rep['max_abs_pattern']:.2e}); outputs within {rules.backend:g}·max(1, max|logits|) and at most "
             f"{rules.vs_eager:g}× eager in {rules.dtype} (worst {worst:.2e} vs eager's {eager_worst:.2e}); "
-            "kernel: " + ", ".join(rep["kernels"]))
+            "kernel: " + ", ".join(rep["kernels"]) + _flips(rep))
     return CheckResult([Check(f"eager_vs_{other}", max(worst, rep["max_abs_pattern"]), rep["tolerance"], ok,
                               note=note)], rep)
 

@@ -48,7 +48,8 @@ GENERIC_ENCODER = [
 ]
 
 
-SAMPLES_OF = {"lecture-moe": "lecture-decoder"}  # a bundled model trained on another's tasks shows its samples
+SAMPLES_OF = {"lecture-moe": "lecture-decoder"}  # a bundled model trained on another's tasks shows its samples ...
+TRAINED_ON = {"lecture-moe": ("retrieval", "induction", "agreement")}  # ... of the tasks it was trained on
 MEASURED = {"smollm2": Path(__file__).resolve().parent.parent / "sample_texts" / "smollm2.json"}  # notes measured
 
 
@@ -66,7 +67,7 @@ def presets(model_name: str) -> list[Preset]:
             owner = SAMPLES_OF.get(model_name, model_name)
             got = [Preset(s.id, s.title, s.text, s.note if owner == model_name else borrowed_note(s.note, owner, model_name),
                           s.src_text, s.answer, s.query_index, s.source_index, tuple(s.alignment))
-                   for s in load_samples(owner)]
+                   for s in load_samples(owner) if s.task in TRAINED_ON.get(model_name, (s.task,))]
             if got:
                 return got
         except Exception as e:  # noqa: BLE001 — samples are optional; fall back to generic texts

@@ -133,6 +133,9 @@ def load_attnlab_folder(folder: Path, name: str, source: str) -> LoadedModel:
         tok = HFTokenizer.from_file(tok_path, **specials)
     except Exception as e:  # noqa: BLE001 — the tokenizers library raises plain Exception
         raise CheckpointError(f"{tok_path} is not a readable tokenizer ({_first_line(e)})") from None
+    if tok.vocab_size > cfg.vocab_size:  # an id past the embedding table would fail at the first forward
+        raise CheckpointError(f"{tok_path} has {tok.vocab_size} tokens but the model's vocabulary holds "
+                              f"{cfg.vocab_size}: the tokenizer belongs to another model")
     src_tok = None
     if meta.get("src_tokenizer") is not None:
         src_tok = HFTokenizer.from_file(tok_path, **meta["src_tokenizer"])

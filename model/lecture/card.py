@@ -223,6 +223,14 @@ def _signal_lines(t: dict) -> list[str]:
     return out
 
 
+def _where(t: dict) -> str:
+    """Where a run trained: its GPU, or this project's CPU."""
+    if t.get("device") == "cuda":
+        return f"on one {t.get('gpu') or 'CUDA GPU'} (`--device cuda`), beside other training runs"
+    return (f"on this project's 2-core CPU with {t.get('threads', 1)} torch thread, while other jobs shared the "
+            "machine")
+
+
 def _curve_lines(folder: Path, curve: list[dict] | None) -> list[str]:
     """The learning-curve section: the picture (drawn next to the card) and each task's jump."""
     if not curve:
@@ -259,8 +267,7 @@ def write_card(folder: Path, name: str, cfg, training: dict, metrics: dict, *, e
         f"- Objective: {OBJECTIVE[arch]}.",
         f"- Training: `attnlab train --model {name}` — {t.get('steps')} steps × batch {t.get('batch')}, AdamW "
         f"(peak lr {t.get('lr')}, linear warm-up, cosine to 10%), seed {t.get('seed')}; "
-        f"{t.get('seconds', 0) / 60:.1f} min wall time on this project's 2-core CPU with {t.get('threads', 1)} torch "
-        "thread, while other jobs shared the machine.",
+        f"{t.get('seconds', 0) / 60:.1f} min wall time " + _where(t) + ".",
         *[f"  - stage {i}: `{st['command']}` — {st['steps']} steps, {float(st['seconds']) / 60:.1f} min"
           for i, st in enumerate(t.get("stages") or [], 1)],
         *_signal_lines(t),

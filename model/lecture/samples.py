@@ -16,6 +16,7 @@ from .tasks_base import MASK, MAX_LEN
 from .tasks_language import solve_agreement, translate
 from .tasks_retrieval import solve_retrieval
 from .tasks_sequences import solve_brackets, solve_induction
+from .tasks_story import solve_story
 
 SAMPLES_PATH = Path(__file__).resolve().parents[2] / "sample_texts" / "lecture.json"
 
@@ -59,7 +60,7 @@ def _check(s: Sample, tokenizer) -> str | None:
     from .tokenizer import unknown_words
 
     kind = s.model.removeprefix("lecture-")
-    if kind not in MODELS or s.task not in MODELS[kind][1]:
+    if kind not in MODELS or s.task not in (*MODELS[kind][1], *(("story",) if kind == "decoder" else ())):
         return f"model {s.model!r} is not trained on task {s.task!r}"
     for what, text in (("text", s.text), ("src_text", s.src_text)):
         if text is not None and unknown_words(text, tokenizer):
@@ -86,6 +87,8 @@ def _check(s: Sample, tokenizer) -> str | None:
         position = s.query_index
     if s.task == "retrieval":
         got = solve_retrieval(tokens)
+    elif s.task == "story":
+        got = solve_story(tokens)
     elif s.task == "agreement":
         got = solve_agreement(tokens, position)
     elif s.task == "brackets":

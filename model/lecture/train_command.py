@@ -93,7 +93,8 @@ def run(args) -> int:
                 "mix": recipe.mix, "init": recipe.init, "questions": recipe.questions,
                 "mask_share": recipe.mask_share, "hint": recipe.hint, "hint_steps": recipe.hint_steps,
                 "hint_tasks": list(recipe.hint_tasks), "attn_only": recipe.attn_only, "one_hop": recipe.one_hop,
-                "weight_decay": recipe.weight_decay, "device": args.device}
+                "weight_decay": recipe.weight_decay, "device": args.device,
+                **({"gpu": torch.cuda.get_device_name()} if args.device == "cuda" else {})}
 
     state = state_dir(out) / "state.json"
     curve = json.loads(state.read_text())["curve"] if args.resume and state.is_file() else []

@@ -113,7 +113,6 @@ def test_navigation_sections_keep_every_url_path():
 
 def test_explore_strip_follows_the_presets_note():
     p = next(p for p in presets("lecture-decoder") if p.id == "decoder-induction-1")
-    unnamed = next(q for q in presets("lecture-decoder") if note_head(q) is None)
     assert note_head(p) == (3, 2)
     at = open_page(None, model="lecture-decoder", preset=p.id)
     ok(at)
@@ -121,7 +120,7 @@ def test_explore_strip_follows_the_presets_note():
     strip = [h.proto.body for h in at.get("html") if 'class="strip"' in h.proto.body][0]
     assert "shaded by layer 3, head 2 (the head the note names)" in strip
     assert at.sidebar.selectbox(key="model").value == "lecture-decoder"  # inputs in the sidebar, as everywhere
-    at.selectbox(key="preset").set_value(unnamed.id).run()  # no head named: last layer
+    at.text_area(key="text").set_value("garo is seven . garo has a cat .").run()  # own text, no head named: last layer
     assert widget(at, "strip_layer").value == len(widget(at, "strip_layer").options) - 1
     assert at.selectbox(key="strip_head").value == "mean"
 

@@ -115,7 +115,7 @@ def test_english_in_a_lecture_model_marks_unknown_tokens(page):
     assert not at.exception
     warn = [w.value for w in at.warning if "unknown to" in w.value]
     assert len(warn) == 1 and warn[0].startswith(f"{n_unk} of {len(ids)} tokens of the ")
-    assert "it knows a vocabulary of 186 tokens, the words of the generated lecture corpus" in warn[0] and "**minilm**" in warn[0]
+    assert "it knows a vocabulary of 322 tokens, the words of the generated lecture corpus" in warn[0] and "**minilm**" in warn[0]
     body = strips(at)[0]
     assert body.count('class="tok unk"') == n_unk and "read as [UNK]" in body
     assert "<sub>1</sub>✖The" in body and "<sub>3</sub>is" in body  # "is" is a lecture word, "The" is not
@@ -162,7 +162,7 @@ def test_vocabulary_unk_id_per_tokenizer():
     from model.registry import load
 
     lecture, minilm, byte = (vocabulary(load(n)) for n in ("lecture-decoder", "minilm", "random-decoder"))
-    assert lecture["unk_id"] == load("lecture-decoder").tokenizer.tok.token_to_id("[UNK]") and lecture["size"] == 186
+    assert lecture["unk_id"] == load("lecture-decoder").tokenizer.tok.token_to_id("[UNK]") and lecture["size"] == 322
     assert minilm["unk_id"] == 100 and minilm["size"] == 30522  # BERT's [UNK]
     assert byte["unk_id"] is None  # bytes read every text
     assert unknown_positions([2, 1, 5, 1], lecture) == ([1, 3] if lecture["unk_id"] == 1 else [])

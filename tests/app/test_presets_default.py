@@ -27,3 +27,20 @@ def test_the_default_model_opens_on_a_lecture_preset():
 def test_first_preset_answer_is_the_models_top1(name):
     first = presets(name)[0]  # what Explore shows when this model is picked (`_apply_preset`)
     assert top1(name, first.text, first.query_index) == first.answer, (name, first.id)
+
+
+def test_the_default_preset_is_the_first_lectures_story_answered():
+    first = presets("lecture-decoder")[0]
+    assert first.id == "decoder-story-1" and first.answer == "48"
+    assert top1("lecture-decoder", first.text, first.query_index) == "48"
+
+
+def test_a_borrowing_model_is_offered_only_samples_of_tasks_it_was_trained_on():
+    import json
+
+    from model.registry import BUNDLED_DIR
+
+    mix = json.loads((BUNDLED_DIR / "lecture-moe" / "config.json").read_text())["training"]["mix"]
+    got = presets("lecture-moe")
+    assert got and {p.id.split("-")[1] for p in got} == set(mix)  # decoder-<task>-n: no story
+    assert top1("lecture-moe", got[0].text, got[0].query_index) == got[0].answer

@@ -8,6 +8,7 @@ import ipaddress
 import json
 import shutil
 import socket
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from app import state
 from model.checkpoint import save_folder
 from model.config import ModelConfig
 from model.families import supported_families
+from model.lecture.corpus import vocabulary
 from model.registry import BUNDLED_DIR
 from model.transformer import build_model
 from tests.app.conftest import open_page, specs, titled, z_of
@@ -35,7 +37,8 @@ from tests.app.reliability import (
 )
 
 # -- 1. faults typed into the model picker ----------------------------------------------------------------
-TINY = ModelConfig(arch="decoder", vocab_size=186, d_model=32, n_heads=2, n_layers=1, max_len=64, positional="rope")
+TINY = ModelConfig(arch="decoder", vocab_size=len(vocabulary()), d_model=32, n_heads=2, n_layers=1, max_len=96,
+                   positional="rope")
 
 
 def _good(folder: Path) -> Path:
@@ -71,6 +74,9 @@ def roots(tmp_path_factory):
     _edit_config(_good(root / "bad-config"), n_heads=3)
     (_good(root / "no-attnlab") / "config.json").write_text(json.dumps({"hidden_size": 32}))
     _edit_config(_good(root / "shapes"), vocab_size=200)
+    small = replace(TINY, vocab_size=200)  # a model of a smaller vocabulary beside the lecture tokenizer
+    save_folder(build_model(small), small, root / "tokenizer", specials={"bos": "[BOS]", "eos": "[EOS]", "pad": "[PAD]"})
+    shutil.copy(BUNDLED_DIR / "lecture-decoder" / "tokenizer.json", root / "tokenizer" / "tokenizer.json")
     _edit_config(_good(root / "layers"), n_layers=2)
     (_good(root / "no-tokenizer") / "tokenizer.json").unlink()
     pickle_only = root / "pickle-only"
@@ -94,7 +100,10 @@ def _faults(root: Path, outside: Path) -> dict[str, tuple[str, str] | str]:
         "bad-config": f"{LOADED}{root}/bad-config/config.json: d_model=32 is not divisible by n_heads=3{FIX}",
         "no-attnlab": f"{LOADED}{root}/no-attnlab: model_type None is not supported; supported families: "
                       f"{supported_families()}{FIX}",
-        "shapes": f"{LOADED}{root}/shapes: embed.tok.weight has shape (186, 32), the config needs (200, 32){FIX}",
+        "shapes": f"{LOADED}{root}/shapes: embed.tok.weight has shape ({TINY.vocab_size}, 32), the config needs (200, 32)"
+                  f"{FIX}",
+        "tokenizer": f"{LOADED}{root}/tokenizer/tokenizer.json has {TINY.vocab_size} tokens but the model's vocabulary "
+                     f"holds 200: the tokenizer belongs to another model{FIX}",
         "layers": f"{LOADED}{root}/layers: weights do not match the config (missing ['blocks.1.attn.qkv.weight', "
                   f"'blocks.1.attn.qkv.bias', 'blocks.1.attn.out.weight'], unexpected []){FIX}",
         "no-tokenizer": f"{LOADED}{root}/no-tokenizer has no tokenizer.json{FIX}",
@@ -116,7 +125,7 @@ def _matches(got: str, want) -> bool:
     return got == want or (want.endswith((" (", ": ")) and got.startswith(want))
 
 
-FAULTS = ["corrupt", "truncated", "bad-json", "bad-config", "no-attnlab", "shapes", "layers", "no-tokenizer",
+FAULTS = ["corrupt", "truncated", "bad-json", "bad-config", "no-attnlab", "shapes", "tokenizer", "layers", "no-tokenizer",
           "pickle-only", "escape", "outside", "dotdot"]
 
 

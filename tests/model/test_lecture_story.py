@@ -5,14 +5,16 @@ from random import Random
 
 import torch
 
+from model.checkpoint import save_folder
 from model.lecture import generate, vocabulary
 from model.lecture.batches import Batcher, denser
 from model.lecture.evaluate import evaluate
 from model.lecture.tasks_story import FIRST_LEN, STORY_LEN, ask_more_story, facts, solve_story
 from model.lecture.tokenizer import build_tokenizer, unknown_words
-from model.lecture.train import RECIPES, grow_vocab, train
+from model.lecture.train import RECIPES, SPECIALS, grow_vocab, train
 from model.moe import upcycle
-from model.registry import load
+from model.registry import load_attnlab_folder
+from model.tokenizer import HFTokenizer
 from model.transformer import build_model
 
 LECTURE = ("alex has a friend called john . he is 46 years of age . alex has a best friend named mary . "
@@ -76,9 +78,15 @@ def test_bridge_hints_point_each_two_hop_answer_at_its_bridge():
             assert (i, q, key) == (j, e.answer_positions[0] - 1, e.support_positions[0])
 
 
-def test_grow_vocab_keeps_the_old_rows_and_the_old_checkpoint_still_evaluates():
-    old = load("lecture-decoder")
-    assert old.cfg.vocab_size == 186 == len(vocabulary(story=False))
+def test_grow_vocab_keeps_the_old_rows_and_the_old_checkpoint_still_evaluates(tmp_path):
+    """A checkpoint of the first corpus's 186 words (as the bundled models were before round three) grows."""
+    old_words = vocabulary(story=False)
+    old_cfg = replace(RECIPES["lecture-decoder"].cfg, vocab_size=len(old_words))
+    torch.manual_seed(1)
+    save_folder(build_model(old_cfg), old_cfg, tmp_path, tokenizer=HFTokenizer(build_tokenizer(old_words)),
+                specials=SPECIALS)
+    old = load_attnlab_folder(tmp_path, "old-decoder", str(tmp_path))
+    assert old.cfg.vocab_size == 186 == len(old_words)
     cfg = replace(RECIPES["lecture-decoder"].cfg, max_len=old.cfg.max_len)
     torch.manual_seed(0)
     model = build_model(cfg)

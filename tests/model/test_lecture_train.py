@@ -72,13 +72,13 @@ def test_bundled_checkpoints_are_shipped_and_small():
             assert (BUNDLED_DIR / name / f).is_file(), (name, f)
 
 
-# (model, task) pairs whose shipped checkpoint is still below the 90% bar (see the model cards): the
-# 2-core CPU budget ran out before the in-context retrieval/induction circuits formed. Strict: the
-# test fails the day a retrained checkpoint clears the bar, so this list gets emptied.
-BELOW_TARGET = {
-    ("lecture-decoder", "retrieval"),
-    ("lecture-encoder", "retrieval"), ("lecture-encoder", "induction"),
-}
+# Issue 29's bars on fresh examples: agreement and induction ≥ 99% for the decoder, the encoder's masked
+# retrieval ≥ 90%, masked induction and brackets ≥ 95%. BELOW_TARGET: (model, task) pairs whose shipped
+# checkpoint is still below its bar (see the model cards). Strict: the test fails the day a retrained
+# checkpoint clears the bar, so this list gets emptied.
+BARS = {("lecture-decoder", "agreement"): 0.99, ("lecture-decoder", "induction"): 0.99,
+        ("lecture-encoder", "induction"): 0.95, ("lecture-encoder", "brackets"): 0.95}
+BELOW_TARGET: set = set()
 TASKS = {"lecture-decoder": ["agreement", "induction", "retrieval"],
          "lecture-encoder": ["agreement", "brackets", "induction", "retrieval"],
          "lecture-encdec": ["translation"]}
@@ -86,19 +86,34 @@ TASKS = {"lecture-decoder": ["agreement", "induction", "retrieval"],
 
 @pytest.fixture(scope="module")
 def fresh_reports():
-    return {name: evaluate(load(name), 200, seed=12345) for name in BUNDLED}
+    return {name: evaluate(load(name), 1000, seed=12345) for name in BUNDLED}  # ≥ 200 examples per task
 
 
 @pytest.mark.parametrize("name, task", [
     pytest.param(n, t, marks=pytest.mark.xfail(strict=True, reason="below target: see the model card"))
     if (n, t) in BELOW_TARGET else (n, t) for n in BUNDLED for t in TASKS[n]])
-def test_bundled_checkpoint_reaches_90_percent_on_fresh_examples(fresh_reports, name, task):
+def test_bundled_checkpoint_reaches_its_bar_on_fresh_examples(fresh_reports, name, task):
     m = fresh_reports[name]["tasks"][task]
-    assert m["n"] > 0 and m["accuracy"] >= 0.9, (name, task, m)
+    assert m["n"] > 0 and m["accuracy"] >= BARS.get((name, task), 0.9), (name, task, m)
+
+
+def test_decoder_answers_two_hop_retrieval():
+    """Issue 29: ≥ 90% of fresh two-hop questions (the best friend's age or pet)."""
+    kinds = evaluate(load("lecture-decoder"), 600, seed=12345, detail=True)["tasks"]["retrieval"]["kinds"]
+    two = [k for k in kinds if k.startswith("friend_")]
+    n = sum(kinds[k]["answers"] for k in two)
+    assert n >= 100 and sum(kinds[k]["accuracy"] * kinds[k]["answers"] for k in two) / n >= 0.9, kinds
+
+
+@pytest.mark.xfail(strict=True, reason="below target: 80% of held-out 'best friend' stories (see the card)")
+def test_decoder_answers_the_lecture_story_question():
+    """Issue 29: ≥ 90% of fresh stories asking the lecture's question (how old is the best friend of X?)."""
+    best = evaluate(load("lecture-decoder"), 400, seed=12345, detail=True)["tasks"]["story"]["kinds"]["best"]
+    assert best["n"] >= 80 and best["accuracy"] >= 0.9, best
 
 
 def test_decoder_answers_one_hop_retrieval():
-    """Issue 14's first target, one-hop half: ≥ 95% of fresh one-hop questions (two-hop: the xfail above)."""
+    """Issue 14's first target, one-hop half: ≥ 95% of fresh one-hop questions."""
     kinds = evaluate(load("lecture-decoder"), 600, seed=12345, detail=True)["tasks"]["retrieval"]["kinds"]
     n = sum(kinds[k]["answers"] for k in ONE_HOP)
     right = sum(kinds[k]["accuracy"] * kinds[k]["answers"] for k in ONE_HOP)
@@ -116,8 +131,8 @@ def test_eval_command_prints_the_json_contract(capsys):
     rc = main(["eval", "--model", "lecture-decoder", "--n", "30", "--seed", "3", "--json"])
     report = json.loads(capsys.readouterr().out)
     assert rc == 0 and set(report) == {"tasks"}
-    assert set(report["tasks"]) == {"retrieval", "induction", "agreement"}
-    assert sum(m["n"] for m in report["tasks"].values()) == 30
+    assert set(report["tasks"]) == {"retrieval", "induction", "agreement", "story"}  # + n // 2 lecture stories
+    assert sum(m["n"] for m in report["tasks"].values()) == 30 + 15
     for m in report["tasks"].values():
         assert set(m) == {"n", "accuracy"}
         assert isinstance(m["n"], int) and 0.0 <= m["accuracy"] <= 1.0
