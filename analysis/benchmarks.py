@@ -46,6 +46,7 @@ class Result:
     MODE = "mode"
     TIME = "time_s"  # median seconds of one forward
     TIMES = "times_s"  # every timed round
+    CPU_TIMES = "cpu_times_s"  # the process CPU seconds of every timed round (all threads)
     BASELINE = "baseline_rss_bytes"
     PEAK_RSS = "peak_rss_bytes"
     PEAK = "peak_above_baseline_bytes"
@@ -69,6 +70,13 @@ class Payload:
     ESTIMATED = "estimated"
     NOTE = "note"
     ERROR = "error"
+    AGAIN_WITH = ("smollm2",)  # models the pages are measured again with (rows named "page (model)")
+
+    @staticmethod
+    def label(row: dict) -> str:
+        """The row's page, with its model when it is one of AGAIN_WITH."""
+        model = row.get(Payload.MODEL)
+        return row[Payload.PAGE] + (f" ({model})" if model in Payload.AGAIN_WITH else "")
 
 
 class Target:

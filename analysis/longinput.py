@@ -50,7 +50,7 @@ def overview(rec: AttentionRecord, head=0, max_cells: int = 512, how: str = "max
         a, b = c0 * bk, min(c1 * bk, K)
         slab = np.full((len(heads), q1 - q0, (c1 - c0) * bk), np.nan, dtype=np.float32)  # NaN pads the last block
         slab[:, :, :b - a] = pattern_rows(rec, heads, q0, q1, a, b, batch).numpy()
-        if masked_nan and rec.mask is not None:
+        if masked_nan and rec.has_mask:
             slab[:, :, :b - a][:, ~rec.mask_for(batch, (q0, q1, a, b))] = np.nan
         n = -(-(q1 - q0) // bq)  # pooled rows in this slab (the last may be short)
         for i0, i1 in ((0, (q1 - q0) // bq), ((q1 - q0) // bq, n)):
@@ -120,7 +120,7 @@ def rollout_query(records: Sequence[AttentionRecord], query: int, residual: floa
     for rec in reversed(records):
         if head_fusion == "mean":
             received = fuse_heads(weighted_columns(rec, r, block, batch, fused)[:, None, :], "mean")[0]  # [T]
-            dead = ~rec.mask_for(batch).any(-1) if rec.mask is not None else np.zeros(T, bool)
+            dead = ~rec.mask_for(batch).any(-1) if rec.has_mask else np.zeros(T, bool)
             r = np.where(dead, r, residual * r) + (1 - residual) * received
         else:
             live = np.flatnonzero(r)

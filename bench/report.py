@@ -11,6 +11,11 @@ from bench.specs import QUICK_LENGTHS
 from bench.targets import evaluate_targets
 
 DOCS = "docs/benchmarks.md"
+SMOLLM2 = "smollm2"
+SMOLLM2_PAYLOAD_T = (512,)  # the length for "every page's payload ≤ 2 MB with 270 heads"
+CUDA_NOTE = ("The CUDA section (`attnlab bench --device cuda --json --out docs/benchmarks-cuda.json --docs "
+             "docs/benchmarks-cuda.md`: GPT-2-small's shape in bfloat16 on one GPU, T = 1k to 32k) is recorded in "
+             "[benchmarks-cuda.md](benchmarks-cuda.md) and its JSON.")
 
 
 def measure(quick: bool = False, lengths=None, models=("gpt2-small", "lecture-decoder"), repeats: int = 5,
@@ -32,8 +37,17 @@ def add_payload(out: dict, progress: Callable[[str], None] | None = None) -> dic
 
     if progress:
         progress("page payloads")
+    from bench.payload import OWN_MODEL, PAGES
+
     Ts = out[Top.SETTINGS]["lengths"] or list(QUICK_LENGTHS)
     out[Top.PAYLOAD], out[Top.PAYLOAD_NOTE] = page_payloads(Ts, progress=progress)
+    if SMOLLM2 in out[Top.MODELS]:  # 30 layers × 9 heads: every page again with smollm2 at its lengths
+        pages = [p for p in PAGES if p not in OWN_MODEL]
+        Ts = [T for T in SMOLLM2_PAYLOAD_T if T in out[Top.MODELS][SMOLLM2]["lengths"]]
+        rows, _ = page_payloads(Ts, pages, model=SMOLLM2, progress=progress)
+        out[Top.PAYLOAD] += rows
+        out[Top.PAYLOAD_NOTE] += (f" Rows marked ({SMOLLM2}): the same pages with {SMOLLM2} (270 heads) at T = "
+                                  f"{', '.join(map(str, Ts))}.")
     out[Top.TARGETS] = evaluate_targets(out)
     return out
 
@@ -84,6 +98,7 @@ def docs_text(table: str, regenerate: str) -> str:
         "Reading the numbers: the timings come from a shared machine (the load average at the start and end of the "
         "run is printed below); compare the ratios, which pair the modes within each round, rather than absolute "
         "seconds. Every raw time is in the JSON.\n\n"
+        f"{CUDA_NOTE}\n\n"
         "## Latest results\n\n" + table
     )
 

@@ -96,6 +96,7 @@ def run_benchmark(quick: bool = False, lengths=None, models=("gpt2-small", S.BUN
                         else:
                             rows[m][Result.TIME] = res["time_s"][m]
                             rows[m][Result.TIMES] = res["times_s"][m]
+                            rows[m][Result.CPU_TIMES] = res["cpu_times_s"][m]
                 for m in fits:
                     say(f"{s['name']} T={T}: peak memory of {m}")
                     mem = run_job({**base, "job": "memory", "T": T, "mode": m, "repeats": repeats,

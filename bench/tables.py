@@ -169,19 +169,19 @@ def markdown(out: dict) -> str:
                   f"per site ({hk['sites']} sites), i.e. a ratio of {hk['implied_ratio']:.7f}.", ""]
     payload = out.get(Top.PAYLOAD)
     if payload:
-        pages = sorted({p[Payload.PAGE] for p in payload})
+        pages = sorted({Payload.label(p) for p in payload})
         Ts = sorted({p[Payload.T] for p in payload})
         lines += ["Payload per page, MB (the Plotly JSON of every chart the page sends, summed; images added):", "",
                   "| page | " + " | ".join(f"T={T}" for T in Ts) + " |", "|" + "---|" * (len(Ts) + 1)]
         for pg in pages:
             cells = []
             for T in Ts:
-                p = next((p for p in payload if p[Payload.PAGE] == pg and p[Payload.T] == T), None)
+                p = next((p for p in payload if Payload.label(p) == pg and p[Payload.T] == T), None)
                 cells.append("—" if p is None else "error" if p.get(Payload.BYTES) is None
                              else _fmt(p[Payload.BYTES], "MB") + (" (est.)" if p.get(Payload.ESTIMATED) else ""))
             lines.append(f"| {pg} | " + " | ".join(cells) + " |")
         failed = [p for p in payload if p.get(Payload.BYTES) is None]
-        lines += [""] + [f"- {p[Payload.PAGE]} at T={p[Payload.T]}: {p.get(Payload.ERROR, 'no result')}"
+        lines += [""] + [f"- {Payload.label(p)} at T={p[Payload.T]}: {p.get(Payload.ERROR, 'no result')}"
                          for p in failed] if failed else []
         if out.get(Top.PAYLOAD_NOTE):
             lines += ["", out[Top.PAYLOAD_NOTE]]
@@ -202,3 +202,4 @@ def markdown(out: dict) -> str:
         lines.append(f"| {t['name']} | {t['target']} | {t['measured'] if t['measured'] is not None else '—'} | "
                      f"{res} | {t['note']} |")
     return "\n".join(lines) + "\n"
+

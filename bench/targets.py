@@ -14,7 +14,9 @@ TARGETS = {
     "overview_T4096_s": 1.0,
     "rollout_T4096_s": 10.0,
     "payload_bytes": 2_000_000,
+    "smollm2_lazy_over_fused": 1.05,  # at T = 128 and 512 (issue 32)
 }
+SMOLLM2 = "smollm2"
 
 
 def _row(out: dict, model: str, T: int, mode: str) -> dict:
@@ -85,9 +87,28 @@ def evaluate_targets(out: dict, model: str = "gpt2-small") -> list[dict]:
     if sized:
         over = sorted((p for p in sized if p[B] > TARGETS["payload_bytes"]), key=lambda p: -p[B])
         worst = over[0] if over else max(sized, key=lambda p: p[B])
-        note = ("over: " + ", ".join(f"{p[Payload.PAGE]} T={p[Payload.T]} ({p[B] / 1e6:.1f} MB"
+        note = ("over: " + ", ".join(f"{Payload.label(p)} T={p[Payload.T]} ({p[B] / 1e6:.1f} MB"
                                       + (", extrapolated" if p.get(Payload.ESTIMATED) else "") + ")" for p in over)
-                if over else f"largest: {worst[Payload.PAGE]} at T={worst[Payload.T]}")
+                if over else f"largest: {Payload.label(worst)} at T={worst[Payload.T]}")
         t.append(_target("every page's Plotly payload at every T", "≤ 2 MB", round(worst[B] / 1e6, 3),
                          not over, note))
-    return t + view_targets(out)
+    return t + smollm2_targets(out) + view_targets(out)
+
+
+def smollm2_targets(out: dict) -> list[dict]:
+    """SmolLM2 (30 layers × 9 heads): lazy capture within 1.05× the fused forward at T = 128 and 512, when the
+    run measured smollm2."""
+    if SMOLLM2 not in out.get(Top.MODELS, {}):
+        return []
+    limit, t = TARGETS["smollm2_lazy_over_fused"], []
+    for T in (128, 512):
+        lazy, fused = _row(out, SMOLLM2, T, "lazy_capture"), _row(out, SMOLLM2, T, "fused")
+        ratio, name = paired_ratio(lazy, fused), f"smollm2 lazy_capture / fused at T={T}"
+        if ratio is None:
+            t.append(_target(name, f"≤ {limit}", None, None, "not measured"))
+            continue
+        cpu = paired_ratio({"times_s": lazy.get(Result.CPU_TIMES)}, {"times_s": fused.get(Result.CPU_TIMES)})
+        t.append(_target(name, f"≤ {limit}", round(ratio, 3), ratio <= limit,
+                         f"median of {len(lazy['times_s'])} per-round ratios; medians {lazy['time_s']:.2f} s vs "
+                         f"{fused['time_s']:.2f} s" + ("" if cpu is None else f"; CPU-time ratio {cpu:.3f}")))
+    return t

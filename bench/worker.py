@@ -25,29 +25,35 @@ from bench.meter import PeakMeter
 RESULT_PREFIX = "ATTNLAB_BENCH_RESULT "
 
 
-def _timed(fn) -> float:
-    t = time.perf_counter()
+def _timed(fn, cpu: list | None = None) -> float:
+    """Wall seconds of fn(); its process CPU seconds appended to `cpu` when given."""
+    c, t = time.process_time(), time.perf_counter()
     out = fn()
     dt = time.perf_counter() - t
+    if cpu is not None:
+        cpu.append(time.process_time() - c)
     del out
     return dt
 
 
 def job_time(spec: dict) -> dict:
-    """Median seconds per forward of each mode, interleaved round by round after `warmup` rounds."""
+    """Median seconds per forward of each mode, interleaved round by round after `warmup` rounds; also each
+    forward's process CPU time (steadier than wall time when other jobs share the cores)."""
     modes = spec["modes"]
     ours, hf, vocab = load_models(spec, modes)
     ids = token_ids(spec["T"], vocab)
     fns = {m: forward_fn(m, ours, hf, ids) for m in modes}
-    times = {m: [] for m in modes}
+    times, cpu = {m: [] for m in modes}, {m: [] for m in modes}
     with torch.no_grad():
         for r in range(spec["warmup"] + spec["repeats"]):
             gc.collect()
             for m in modes:
-                dt = _timed(fns[m])
+                spent = []
+                dt = _timed(fns[m], spent)
                 if r >= spec["warmup"]:
                     times[m].append(dt)
-    return {"times_s": times, "time_s": {m: statistics.median(t) for m, t in times.items()}}
+                    cpu[m] += spent
+    return {"times_s": times, "time_s": {m: statistics.median(t) for m, t in times.items()}, "cpu_times_s": cpu}
 
 
 def job_hooks(spec: dict) -> dict:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -24,7 +23,7 @@ from model.cache import KVCache
 from model.config import ModelConfig
 from model.norms import make_norm
 from model.positions import apply_rope
-from model.record import AttentionRecord
+from model.record import AttentionRecord, CausalMask, HostCopy
 from model.softmax import masked_softmax_torch
 
 _KERNELS = {0: "math", 1: "flash", 2: "mem_efficient", 3: "cudnn", 4: "overrideable"}
@@ -42,18 +41,24 @@ class AttnCtx:
     q_offset: int = 0
     cache: KVCache | None = None
     memory: torch.Tensor | None = None  # encoder output for cross-attention [B, S, D]
-    _mask_np: dict = field(default_factory=dict)
+    _masks: dict = field(default_factory=dict)
+    _kernels: dict = field(default_factory=dict)
 
-    def mask_np(self, k_len: int) -> np.ndarray | None:
-        """The mask as numpy bool [B|1, q, k], built once per forward and shared by all sites."""
+    def record_mask(self, k_len: int) -> CausalMask | HostCopy | None:
+        """The records' mask [B|1, q, k], deferred (nothing built or copied during the forward) and shared by
+        every site of this forward."""
         if self.mask is None and not self.is_causal:
             return None
-        if k_len not in self._mask_np:
-            m = self.mask
-            if m is None:  # is_causal: q = k, offset 0
-                m = torch.ones(k_len, k_len, dtype=torch.bool).tril()[None, None]
-            self._mask_np[k_len] = m[:, 0].cpu().numpy()
-        return self._mask_np[k_len]
+        if k_len not in self._masks:
+            self._masks[k_len] = CausalMask(k_len) if self.mask is None else HostCopy(self.mask[:, 0])
+        return self._masks[k_len]
+
+    def kernel(self, q, k, v, bias, scale) -> str:
+        """kernel_name for these inputs, asked once per forward and shape (every layer alike)."""
+        key = (q.shape, k.shape, q.dtype, bias is None)
+        if key not in self._kernels:
+            self._kernels[key] = kernel_name(q, k, v, self.mask, bias, scale, self.is_causal, self.backend)
+        return self._kernels[key]
 
 
 def repeat_kv(x: torch.Tensor, group: int) -> torch.Tensor:
@@ -230,7 +235,7 @@ class Attention(nn.Module):
         else:
             z = fused_attention(q, k, v, ctx.mask, ctx.bias, self.scale, ctx.is_causal, ctx.backend)
             backend = ctx.backend
-            kernel = kernel_name(q, k, v, ctx.mask, ctx.bias, self.scale, ctx.is_causal, ctx.backend)
+            kernel = ctx.kernel(q, k, v, ctx.bias, self.scale)
         z = cap.hook(f"{s}.hook_z", z)
         if cap.keep_records:
             # Scores are kept only when an intervention changed them; otherwise scale·q·kᵀ + bias is
@@ -249,12 +254,14 @@ class Attention(nn.Module):
         return ctx.mask
 
     def _record(self, q, k, ctx, backend, kernel, scores, pattern) -> AttentionRecord:
+        """q, k and the bias stay tensors where they are (a GPU's: no copy, no sync) until the record is read."""
         def np32(t):
             return None if t is None else t.detach().float().cpu().numpy()
 
         return AttentionRecord(
             site=self.site, stack=self.stack, layer=self.layer, attn_type="cross" if self.cross else "self",
             backend=backend, kernel=kernel, scale=self.scale, q_offset=ctx.q_offset,
-            q=np32(q), k=np32(k), mask=ctx.mask_np(k.shape[2]),
-            bias=np32(ctx.bias), scores_full=np32(scores), pattern_full=np32(pattern), softcap=self.softcap,
+            q=q.detach(), k=k.detach(), mask=ctx.record_mask(k.shape[2]),
+            bias=None if ctx.bias is None else ctx.bias.detach(), scores_full=np32(scores), pattern_full=np32(pattern),
+            softcap=self.softcap,
         )

@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_model
+from torch.overrides import TorchFunctionMode
 
 from model.config import ModelConfig
 from model.transformer import build_model
@@ -50,6 +51,28 @@ def load_state(path: Path) -> dict[str, torch.Tensor]:
         raise CheckpointError(f"{path} is not a readable safetensors file (corrupt or truncated?): {e}") from None
 
 
+class _NoRandomInit(TorchFunctionMode):
+    """Random fills (Tensor.uniform_ / normal_ and torch.nn.init's random initialisers, which handle a mode
+    before their inner fill) leave their tensor as it is, in this thread only, while active."""
+
+    SKIP = frozenset({torch.Tensor.uniform_, torch.Tensor.normal_} | {
+        getattr(torch.nn.init, f) for f in ("uniform_", "normal_", "trunc_normal_", "kaiming_uniform_",
+                                            "kaiming_normal_", "xavier_uniform_", "xavier_normal_", "orthogonal_")})
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in self.SKIP:
+            return args[0] if args else kwargs["tensor"]  # torch.nn.init hands its tensor over by keyword
+        return func(*args, **(kwargs or {}))
+
+
+def build_for_weights(cfg: ModelConfig) -> torch.nn.Module:
+    """build_model(cfg) without drawing random weights (2.4 s of SmolLM2's load): for `load_weights`, which
+    checks that every parameter and persistent buffer is given; computed buffers (sinusoids, ALiBi slopes) are
+    made as usual."""
+    with _NoRandomInit():
+        return build_model(cfg)
+
+
 def load_weights(model: torch.nn.Module, state: dict[str, torch.Tensor], where: str) -> None:
     """Copy `state` into `model`, checking every key and shape (tied weights may appear once)."""
     own = model.state_dict()
@@ -80,6 +103,6 @@ def load_folder(folder: str | Path) -> tuple[torch.nn.Module, ModelConfig, dict]
         cfg = ModelConfig.from_dict(meta["attnlab"])
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{folder}/config.json: {e}") from None
-    model = build_model(cfg)
+    model = build_for_weights(cfg)
     load_weights(model, load_state(folder / "model.safetensors"), str(folder))
     return model.eval(), cfg, meta

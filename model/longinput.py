@@ -42,8 +42,10 @@ def _heads(rec: AttentionRecord, heads) -> list[int]:
 
 def visible_columns(rec: AttentionRecord, q0: int, q1: int, batch: int = 0) -> tuple[int, int]:
     """(k0, k1): the smallest column range holding every key rows q0..q1−1 may attend to."""
-    if rec.mask is None:
+    if not rec.has_mask:
         return 0, rec.k_len
+    if rec.causal:
+        return 0, q1
     cols = np.flatnonzero(rec.mask_for(batch, (q0, q1, 0, rec.k_len)).any(0))
     if cols.size == 0:
         return 0, 0
@@ -81,7 +83,7 @@ def pattern_rows(rec: AttentionRecord, heads=None, q0: int = 0, q1: int | None =
         s = torch.tanh(s / rec.softcap) * rec.softcap
     if rec.bias is not None:
         s += t(rec.bias[hs, q0:q1, k0:k1])
-    m = None if rec.mask is None else t(rec.mask_for(batch, (q0, q1, k0, k1)))  # [b, kb]
+    m = None if not rec.has_mask else t(rec.mask_for(batch, (q0, q1, k0, k1)))  # [b, kb]
     return masked_softmax_torch(s, m, in_place=True).cpu()
 
 
@@ -122,8 +124,10 @@ def _fused_ok(rec: AttentionRecord, batch: int) -> str | None:
     square causal one), else None."""
     if rec.bias is not None or rec.softcap is not None or rec.q_len != rec.k_len or rec.q_offset != 0 or _flash_cpu() is None:
         return None
-    if rec.mask is None:
+    if not rec.has_mask:
         return "none"
+    if rec.causal:
+        return "causal"
     m = rec.mask[min(batch, rec.mask.shape[0] - 1)]
     return "causal" if np.array_equal(m, np.tri(rec.q_len, dtype=bool)) else None
 

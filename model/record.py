@@ -1,4 +1,4 @@
-"""AttentionRecord: a picklable, torch-free record of one attention site in one forward pass.
+"""AttentionRecord: a picklable record of one attention site in one forward pass, read as numpy (torch-free once read).
 
 A record from the eager backend holds the materialised scores and pattern; a record from a fused
 backend holds q and k (and the positional bias) and recomputes any head or window exactly on demand.
@@ -8,17 +8,82 @@ Scores here are "raw scaled scores": scale·q·kᵀ (soft-capped when the model 
 Grouped-query attention: the record keeps one pattern per QUERY head (`pattern()` is [n_heads, q, k])
 but k per K/V head, as the cache holds it ([batch, n_kv_heads, k, d]); query head h met k/v head
 `kv_head(h)` = h // (n_heads // n_kv_heads). Read keys per query head with `keys()`, not `k[...]`.
+
+q, k, mask and bias are read as numpy but may be given as tensors (on a GPU, in bfloat16) or as a `CausalMask`:
+they become numpy on first read and are kept (`OnHost`), so a capture copies nothing off the device and
+builds no T × T mask during the forward. Pickling converts them first.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
 from model.softmax import masked_softmax
 
 Window = tuple[int, int, int, int]  # (q_start, q_stop, k_start, k_stop), absolute-free row/col indices
+_REQUIRED = object()
+
+
+class CausalMask:
+    """The plain causal mask of n queries over the same n keys (query i sees keys 0..i), made whole only when
+    read whole; shared by every layer of one forward."""
+
+    def __init__(self, n: int):
+        self.n, self._full = n, None
+
+    def window(self, q0: int, q1: int, k0: int, k1: int) -> np.ndarray:
+        """bool [q1 − q0, k1 − k0] without the whole mask."""
+        return np.arange(q0, q1)[:, None] >= np.arange(k0, k1)[None, :]
+
+    def materialize(self) -> np.ndarray:
+        if self._full is None:
+            self._full = np.tri(self.n, dtype=bool)[None]  # [1, q, k]
+        return self._full
+
+
+class HostCopy:
+    """A tensor copied to numpy on first read, once however many records share it (a forward's padding mask)."""
+
+    def __init__(self, tensor):
+        self.tensor, self._array = tensor, None
+
+    def materialize(self) -> np.ndarray:
+        if self._array is None:
+            self._array, self.tensor = to_host(self.tensor), None
+        return self._array
+
+
+def to_host(value) -> np.ndarray:
+    """numpy of a CausalMask / HostCopy, or of a torch tensor (floating point as float32)."""
+    if hasattr(value, "materialize"):
+        return value.materialize()
+    t = value.detach()
+    return (t.float() if t.is_floating_point() else t).cpu().numpy()
+
+
+class OnHost:
+    """A record field read as numpy and given as numpy, a tensor or a deferred mask: converted on first read."""
+
+    def __init__(self, default=_REQUIRED):
+        self.default = default
+
+    def __set_name__(self, owner, name: str):
+        self.slot = "_" + name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:  # the dataclass asks for the default: none for a required field
+            if self.default is _REQUIRED:
+                raise AttributeError(self.slot[1:])
+            return self.default
+        value = obj.__dict__[self.slot]
+        if value is not None and not isinstance(value, np.ndarray):
+            value = obj.__dict__[self.slot] = to_host(value)
+        return value
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.slot] = value
 
 
 @dataclass
@@ -31,13 +96,20 @@ class AttentionRecord:
     kernel: str  # the kernel that actually ran
     scale: float  # the 1/√d_k factor applied to q·kᵀ
     q_offset: int  # absolute position of the first query row
-    q: np.ndarray  # float32 [batch, head, q, d_head] (after QK-norm and RoPE: exactly what met k)
-    k: np.ndarray  # float32 [batch, kv_head, k, d_head]: one per k/v head (= head unless GQA/MQA)
-    mask: np.ndarray | None  # bool [batch|1, q, k], True = may attend; None = all visible
-    bias: np.ndarray | None = None  # float32 [head, q, k] positional bias (ALiBi) or None
+    q: np.ndarray = OnHost()  # float32 [batch, head, q, d_head] (after QK-norm and RoPE: exactly what met k)
+    k: np.ndarray = OnHost()  # float32 [batch, kv_head, k, d_head]: one per k/v head (= head unless GQA/MQA)
+    mask: np.ndarray | None = OnHost()  # bool [batch|1, q, k], True = may attend; None = all visible
+    bias: np.ndarray | None = OnHost(None)  # float32 [head, q, k] positional bias (ALiBi) or None
     scores_full: np.ndarray | None = None  # float32 [batch, head, q, k] (only when an intervention changed them)
     pattern_full: np.ndarray | None = None  # float32 [batch, head, q, k] (eager only)
     softcap: float | None = None  # Gemma 2: scaled scores → softcap·tanh(scores/softcap), before the bias
+
+    def __getstate__(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # numpy only: torch-free when unpickled
+
+    def __setstate__(self, state: dict) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
 
     # -- shape -----------------------------------------------------------------------------------
     @property
@@ -49,9 +121,14 @@ class AttentionRecord:
         """Key/value heads: n_heads (multi-head), fewer (grouped-query) or 1 (multi-query)."""
         return self.k.shape[1]
 
+    @property
+    def kv_group(self) -> int:
+        """Query heads per k/v head: 1 (multi-head), more under grouped-query attention, n_heads (multi-query)."""
+        return self.n_heads // self.n_kv_heads
+
     def kv_head(self, head: int) -> int:
         """The k/v head that query head `head` shares."""
-        return self._heads(head)[0] // (self.n_heads // self.n_kv_heads)
+        return self._heads(head)[0] // self.kv_group
 
     @property
     def q_len(self) -> int:
@@ -62,6 +139,16 @@ class AttentionRecord:
         return self.k.shape[2]
 
     @property
+    def has_mask(self) -> bool:
+        """False when every key is visible (mask None), told without building a deferred mask."""
+        return self.__dict__["_mask"] is not None
+
+    @property
+    def causal(self) -> bool:
+        """True when the mask is known to be the plain square causal one (a fused causal forward's)."""
+        return isinstance(self.__dict__["_mask"], CausalMask)
+
+    @property
     def lazy(self) -> bool:
         """True when patterns are recomputed from q and k (a fused run)."""
         return self.pattern_full is None
@@ -70,6 +157,8 @@ class AttentionRecord:
     def mask_for(self, batch: int = 0, window: Window | None = None) -> np.ndarray:
         """Bool [q, k] (or the window), True = may attend."""
         q0, q1, k0, k1 = self._window(window)
+        if self.causal:
+            return self.__dict__["_mask"].window(q0, q1, k0, k1)
         if self.mask is None:
             return np.ones((q1 - q0, k1 - k0), dtype=bool)
         m = self.mask[min(batch, self.mask.shape[0] - 1)]

@@ -8,7 +8,7 @@ from analysis.rollout import fuse_heads
 from app import state
 from app.downloads import downloads, matrix_csv
 from app.figures.rows import method_rows
-from app.figures.style import esc
+from app.figures.style import esc, head_names
 from app.frame import chart, page, presenting
 from app.inputs import inputs
 from app.presets import default_query, note_head, source_index
@@ -51,12 +51,13 @@ with page("Explore", "What does the model see, and where does its attention go?"
     per_layer = fuse_heads(stack[:, :, q : q + 1, :], "mean")[:, 0]  # [L, k]: head-mean row of each layer
 
     n_layers, n_heads = stack.shape[:2]
+    names = head_names(n_heads, cap.layer_records(group)[0].kv_group)  # "head h · kv g" under grouped-query attention
     named = note_head(inp.preset)
     named = named if named and named[0] < n_layers and named[1] < n_heads else None
     c1, c2 = st.columns(2)
     s_layer = index("Strip layer", n_layers, "strip_layer", named[0] if named else n_layers - 1, where=c1)
     s_head = select("Strip heads", ["mean", *range(n_heads)], "strip_head", named[1] if named else "mean",
-                    where=c2, format_func=lambda h: "mean over heads" if h == "mean" else f"head {h}")
+                    where=c2, format_func=lambda h: "mean over heads" if h == "mean" else names[h])
     strip_row = per_layer[s_layer] if s_head == "mean" else stack[s_layer, s_head, q]  # [k]
     which = f"layer {s_layer}, " + ("head mean" if s_head == "mean" else f"head {s_head}")
     which += " (the head the note names)" if named == (s_layer, s_head) else ""

@@ -9,6 +9,7 @@ from app import state
 from app.downloads import downloads
 from app.figures.grids import grid_heatmap
 from app.figures.qk import qk_scatter
+from app.figures.style import head_names
 from app.frame import chart, options, page, presenting
 from app.inputs import inputs, lacks
 from app.presets import default_query, presets
@@ -32,6 +33,10 @@ with page("Heads", "What does each head do — and does the model need it?"):
     present = presenting()
     df, period = state.head_table(inp.model, inp.text, inp.src, inp.backend)
     stats = [c for c in STAT_HELP if c in df.columns]
+    kv_groups = {site: rec.kv_group for site, rec in cap.records.items()}  # query heads per k/v head, per site
+    shared = max(kv_groups.values(), default=1) > 1  # grouped-query attention: name each head's k/v head
+    if shared:
+        df = df.assign(kv_head=[h // kv_groups[site] for site, h in zip(df["site"], df["head"])])
 
     st.subheader("Head statistics")
     with options("Filter and sort"):
@@ -48,21 +53,23 @@ with page("Heads", "What does each head do — and does the model need it?"):
                                                                                                        "entropy"))
     cfg = {c: st.column_config.NumberColumn(SHORT.get(c, c), help=f"{c}: {STAT_HELP[c]}", format="%.3f")
            for c in stats}
-    who = (["stack"] if len(stacks) > 1 else []) + ["layer", "head", "label"]
+    who = (["stack"] if len(stacks) > 1 else []) + ["layer", "head", *(["kv_head"] if shared else []), "label"]
     for part in (stats[:4], stats[4:]):  # two narrow tables, not one clipped wide one (whole at 1024 px)
         st.dataframe(view, hide_index=True, column_config=cfg, column_order=[*who, *part],
                      height=min(640, 40 + 35 * max(1, len(view))))
     st.caption(f"Duplicate-token and induction scores come from a random sequence repeated with period {period} "
                "(as TransformerLens' head detectors). Labels: first rule that fits — induction, duplicate-token, "
-               "previous-token, broad/uniform, sink, self/diagonal — else mixed. Click a column header to sort.")
+               "previous-token, broad/uniform, sink, self/diagonal — else mixed. Click a column header to sort."
+               + (" Grouped-query attention: kv_head is the key/value head a query head shares; the maps below draw "
+                  "a line between each group of heads sharing one." if shared else ""))
 
     stat = select("Map of", stats, "stat", "induction" if "induction" in stats else stats[0], horizontal=True)
     for s in sorted(df["stack"].unique()):
         part = df[df["stack"] == s]
         grid = part.pivot(index="layer", columns="head", values=stat).to_numpy()  # [layers, heads]
-        chart(grid_heatmap(grid, [f"{s} layer {i}" for i in range(grid.shape[0])],
-                           [f"head {h}" for h in range(grid.shape[1])], diverging=False,
-                           value_name=stat, present=present, title=f"{stat} — {s}"),
+        group = kv_groups[part["site"].iloc[0]]
+        chart(grid_heatmap(grid, [f"{s} layer {i}" for i in range(grid.shape[0])], head_names(grid.shape[1], group),
+                           diverging=False, value_name=stat, present=present, title=f"{stat} — {s}", kv_group=group),
               key=f"grid-{s}", name=f"{stat}-{s}")
 
     st.subheader("Switch a head off")
@@ -85,6 +92,10 @@ with page("Heads", "What does each head do — and does the model need it?"):
             predictions_table(before.tokens, before.probs)
         with c2:
             st.markdown(f"**{site}, head {head} zeroed**")
+            if kv_groups[site] > 1:
+                g = kv_groups[site]
+                st.caption(f"Head {head} shares k/v head {head // g} with heads {head // g * g}–{head // g * g + g - 1}; "
+                           "zeroing its output leaves the shared keys and values as they are.")
             predictions_table(after.tokens, after.probs)
         delta = after.target_prob - before.target_prob
         st.metric(f"p(“{before.target}”)", f"{after.target_prob:.3f}", f"{delta:+.3f}", delta_color="normal")
@@ -95,7 +106,8 @@ with page("Heads", "What does each head do — and does the model need it?"):
         sweep = toggle(f"Ablate every head in turn ({n_runs} forward passes)", "sweep", n_runs <= 64)
         if sweep:
             names, grid, base = state.ablation_sweep(inp.model, inp.text, inp.src, q, answer_id, inp.backend)
-            chart(grid_heatmap(grid, names, [f"head {h}" for h in range(grid.shape[1])],
+            group = kv_groups[sites[-1]]
+            chart(grid_heatmap(grid, names, head_names(grid.shape[1], group), kv_group=group,
                                value_name="Δp", present=present, fmt="+.3f",
                                title=f"Change in p(“{base.target}”) when one head is zeroed"),
                   key="sweep-grid", name="ablation")
@@ -122,7 +134,9 @@ with page("Heads", "What does each head do — and does the model need it?"):
         st.caption("Each dot is one token of one input (repeated tokens are separate dots): its query or key vector "
                    "for this head — after positions, RoPE and QK-norm, exactly what is dotted — projected with the "
                    "principal components of all of them together. A query lies near the keys it scores highly when "
-                   "keys are aligned. Inputs: the current text and the model's sample texts.")
+                   "keys are aligned. Inputs: the current text and the model's sample texts."
+                   + (f" Under grouped-query attention the keys are k/v head {qk_head // kv_groups[qk_site]}'s, "
+                      f"shared by {kv_groups[qk_site]} query heads." if kv_groups[qk_site] > 1 else ""))
         downloads("heads-qk", csv=pd.DataFrame(qk_table(points)))
 
     downloads("heads", csv=df, json_obj={"model": inp.model, "text": inp.text, "period": period,

@@ -10,6 +10,7 @@ from app.figures.bars import token_bars
 from app.figures.grids import grid_heatmap
 from app.figures.matrix import matrix_heatmap
 from app.figures.panels import panel_grid, panel_layers, run_panels
+from app.figures.style import head_names
 from app.frame import chart, guard, options, page, presenting, switch_caption
 from app.inputs import require
 from app.presets import presets
@@ -83,9 +84,10 @@ with page("Masks", "What changes when the same text and weights run under a diff
     with c2:
         stack_a, stack_b = cap_a.matrices(group), cap_b.matrices(group)
         dmax = np.abs(stack_b - stack_a).max(axis=(-2, -1))  # [L, H]
-        chart(grid_heatmap(dmax, [f"layer {i}" for i in range(n_layers)],
-                           [f"head {h}" for h in range(n_heads)], diverging=False,
-                           title="max |Δ weight| per head", value_name="max |Δ|", present=present),
+        kv_group = cap_a.layer_records(group)[0].kv_group  # query heads per shared k/v head
+        chart(grid_heatmap(dmax, [f"layer {i}" for i in range(n_layers)], head_names(n_heads, kv_group),
+                           diverging=False, title="max |Δ weight| per head", value_name="max |Δ|", present=present,
+                           kv_group=kv_group),
               key="dmax", name="max-diff")
 
     with st.expander("Why −∞ before the softmax, not zero after?", expanded=False):

@@ -21,8 +21,10 @@ from app.figures.style import (
 
 
 def grid_heatmap(z, row_labels, col_labels, *, title: str = "", present: bool = False, diverging: bool = True,
-                 value_name: str = "value", fmt: str = ".2f") -> go.Figure:
-    """A small labelled grid (e.g. layers × heads of a statistic), values printed in the cells."""
+                 value_name: str = "value", fmt: str = ".2f", kv_group: int = 1) -> go.Figure:
+    """A small labelled grid (e.g. layers × heads of a statistic), values printed in the cells. kv_group > 1
+    (columns are heads under grouped-query attention): a line between each run of kv_group heads that share one
+    k/v head."""
     z = np.asarray(z, dtype=np.float64)
     finite = z[np.isfinite(z)]
     lim = float(np.abs(finite).max()) if finite.size else 1.0
@@ -38,6 +40,10 @@ def grid_heatmap(z, row_labels, col_labels, *, title: str = "", present: bool = 
                      showgrid=False)
     fig.update_yaxes(tickmode="array", tickvals=y, ticktext=[esc(r, 40) for r in row_labels], autorange="reversed",
                      showgrid=False)
+    if kv_group > 1:
+        for c in range(kv_group, z.shape[1], kv_group):
+            fig.add_vline(x=c - 0.5, line={"color": "white", "width": 4})
+        fig.update_layout(meta={"kv_group": kv_group})
     return apply_layout(fig, title, present, int(max(260, 60 + 44 * z.shape[0] + 110)), top=100 if title else 50,
                         plot_bgcolor=MASKED_BG)
 

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from analysis.pooling import pool_matrix
 from app.figures.matrix import block_labels
-from app.figures.style import DIVERGING, THEME_SCALE, layout, tick_labels
+from app.figures.style import DIVERGING, THEME_SCALE, head_names, layout, tick_labels
 
 MOSAIC_CELLS = 150_000  # cells in the all-heads mosaic before each head is pooled
 
@@ -67,7 +67,7 @@ def mosaic(stack, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", title
     trace = go.Heatmap(z=z, x=x, y=y, colorscale=scale, zmin=zmin, zmax=zmax, hoverongaps=False,
                        colorbar={"title": {"text": vname}, "thickness": 14},
                        hovertemplate=f"query %{{y}}<br>key %{{x}}<br>{vname} %{{z:.4f}}<extra></extra>")
-    names = [f"head {h}" + (f" · kv {h // kv_group}" if kv_group > 1 else "") for h in range(n_heads)]
+    names = head_names(n_heads, kv_group)
     xaxis = {"type": "category", "tickmode": "array", "tickvals": [x[starts[h] + pk // 2] for h in range(n_heads)],
              "ticktext": names, "showgrid": False, "side": "bottom"}
     yaxis = {"type": "category", "tickmode": "array", "autorange": "reversed",

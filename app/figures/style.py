@@ -49,6 +49,11 @@ def tick_labels(tokens, limit: int = 14) -> list[str]:
 
 
 # -- layout ------------------------------------------------------------------------------------------------
+def head_names(n_heads: int, kv_group: int = 1) -> list[str]:
+    """'head h', with ' · kv g' (the k/v head it shares) when runs of kv_group > 1 heads share one."""
+    return [f"head {h}" + (f" · kv {h // kv_group}" if kv_group > 1 else "") for h in range(n_heads)]
+
+
 def font_size(present: bool) -> int:
     """The base font size: larger in presentation mode."""
     return 18 if present else 13

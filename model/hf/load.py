@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from model import hub, view  # view: `from model import` (model/view/loaded.py imports this module)
-from model.checkpoint import CheckpointError, load_state, load_weights, read_config
+from model.checkpoint import CheckpointError, build_for_weights, load_state, load_weights, read_config
 from model.config import ModelConfig
 from model.families import FAMILIES, supported_families
 from model.families.common import State
@@ -22,7 +22,6 @@ from model.hf.cache import has_converter
 from model.hf.target import TargetTokenizer
 from model.loaded import LoadedModel
 from model.tokenizer import HFTokenizer
-from model.transformer import build_model
 
 PICKLES = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.bin", "model.pt", "model.pth", "model.ckpt")
 CONVERT_HINT = (
@@ -118,7 +117,7 @@ def build_converted(family: str, hf: dict, state: State, where: str) -> tuple[to
     """The family's config and converted weights in our model (eval mode)."""
     row = FAMILIES[family]
     cfg = row.config(hf, list(state))
-    model = build_model(cfg)
+    model = build_for_weights(cfg)  # every weight is loaded next
     load_weights(model, row.convert(state, cfg), where)
     return model.eval(), cfg
 

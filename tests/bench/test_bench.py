@@ -50,6 +50,7 @@ def test_ours_and_transformers_gpt2_share_the_weights(gpt2_spec):
 def test_worker_jobs_in_process(gpt2_spec):
     res = W.job_time({**gpt2_spec, "T": 16, "modes": list(MODES), "repeats": 2, "warmup": 1})
     assert set(res["time_s"]) == set(MODES) and all(len(v) == 2 for v in res["times_s"].values())
+    assert all(len(v) == 2 and min(v) > 0 for v in res["cpu_times_s"].values())
     mem = W.job_memory({**gpt2_spec, "T": 32, "mode": "lazy_capture", "repeats": 1, "warmup": 0, "extras": True,
                         "max_cells": 8})
     assert mem["peak_rss_bytes"] >= mem["baseline_rss_bytes"] > 0
@@ -115,6 +116,31 @@ def test_targets_are_judged_as_measured():
     out["targets"] = list(t.values())
     md = markdown(out)
     assert "| 4096 |" in md and "MISS" in md and "hook_overhead_ratio = 1.000" in md
+
+
+def test_smollm2_target_is_judged_per_round_at_128_and_512():
+    out = fake_results()
+    assert not [x for x in evaluate_targets(out) if x["name"].startswith("smollm2")]  # not in this run
+    out["models"]["smollm2"] = {"cfg": {"layers": 30, "heads": 9, "d_model": 576, "vocab": 49152, "context": 8192},
+                                "about": "s", "lengths": [128, 512], "modes": ["fused", "lazy_capture"]}
+    for T, fused, lazy in ((128, [1.0, 2.0, 1.0], [1.04, 2.2, 1.03]), (512, [4.0, 4.0, 8.0], [4.4, 4.4, 8.0])):
+        for m, times in (("fused", fused), ("lazy_capture", lazy)):
+            out["results"].append({"model": "smollm2", "T": T, "mode": m, "times_s": times,
+                                   "time_s": sorted(times)[1], "cpu_times_s": [x / 2 for x in times]})
+    t = {x["name"]: x for x in evaluate_targets(out)}
+    assert t["smollm2 lazy_capture / fused at T=128"]["measured"] == 1.04  # ratios 1.04, 1.1, 1.03
+    assert t["smollm2 lazy_capture / fused at T=128"]["passed"] is True
+    assert t["smollm2 lazy_capture / fused at T=128"]["note"].endswith("CPU-time ratio 1.040")
+    assert t["smollm2 lazy_capture / fused at T=512"]["measured"] == 1.1 and not t[
+        "smollm2 lazy_capture / fused at T=512"]["passed"]
+    out["payload"] = [{"page": "masks", "T": 512, "bytes": 900_000, "model": "random-long-decoder"},
+                      {"page": "masks", "T": 512, "bytes": 2_500_000, "model": "smollm2"}]
+    t = {x["name"]: x for x in evaluate_targets(out)}
+    pay = t["every page's Plotly payload at every T"]
+    assert pay["passed"] is False and pay["note"] == "over: masks (smollm2) T=512 (2.5 MB)"
+    out["targets"] = list(t.values())
+    md = markdown(out)
+    assert "| masks | 0.90 |" in md and "| masks (smollm2) | 2.50 |" in md
 
 
 def test_cli_registers_bench():
