@@ -30,7 +30,7 @@ from analysis.flow import MAX_TOKENS as FLOW_MAX
 from analysis.flow import attention_flow
 from analysis.relevance import gradient_relevance
 from analysis.rollout import attention_rollout, cross_rollout, fuse_heads
-from app.figures.head_view import head_view
+from app.figures.head_view import head_view, head_view_title
 from app.figures.matrix import matrix_heatmap
 from app.figures.mosaic import mosaic
 from app.figures.rows import method_rows
@@ -148,7 +148,7 @@ def _headview(run, group, layer, head, fuse="none", heads="selected", query=None
     query = _query(run, qt, group, query)
     shown = [head] if heads == "selected" else list(range(pats.shape[1]))
     return head_view(pats[layer], qt, kt, query, shown, present=present,
-                     title=f"Head view: token {query} → keys (layer {layer})")
+                     title=head_view_title(query, layer, head if heads == "selected" and fuse == "none" else None))
 
 
 def _rollout(run, group, layer, head, residual=0.5, fusion="mean", discard=0.0, query=None, present=False, **_):

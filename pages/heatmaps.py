@@ -9,7 +9,7 @@ from app import state
 from app.chart_link import anchor, link
 from app.downloads import downloads, matrix_csv
 from app.figures.grids import neuron_grid
-from app.figures.head_view import head_view
+from app.figures.head_view import head_view, head_view_title
 from app.figures.matrix import MAX_SIDE, matrix_heatmap
 from app.figures.mosaic import mosaic
 from app.figures.style import md
@@ -67,8 +67,7 @@ def close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present):
                               format_func=lambda v: "the selected head" if v == "selected" else "all heads")
             one = hv_heads == "selected" and fuse == "none"
             fig2 = head_view(pats[layer], qt, kt, query, [head] if hv_heads == "selected" else heads,
-                             present=present, title=f"Head view: token {query} → keys (layer {layer}"
-                             + (f", head {head})" if one else ")"))
+                             present=present, title=head_view_title(query, layer, head if one else None))
             chart(fig2, key="headview", name="head-view")
             st.caption("Line strength = attention weight (of the pattern, whatever matrix is shown on the left).")
 

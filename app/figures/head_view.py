@@ -9,6 +9,11 @@ import plotly.graph_objects as go
 from app.figures.style import HEAD_COLORS, font_size, layout, tick_labels
 
 
+def head_view_title(query: int, layer: int, head: int | None) -> str:
+    """The head view's title: the query token and the layer, and the head when one head is shown."""
+    return f"Head view: token {query} → keys (layer {layer}" + (f", head {head})" if head is not None else ")")
+
+
 def head_view(patterns, q_tokens, k_tokens, query: int, heads, *, present: bool = False, title: str = "",
               bins: int = 6, min_weight: float = 0.02) -> go.Figure:
     """Lines from query token `query` (left) to every key (right); line opacity and width grow with
