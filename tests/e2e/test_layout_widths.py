@@ -4,6 +4,8 @@ Routing no two tick labels of an axis overlap, the legend keeps off the plot and
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pytest
 
 from bench.browser import IDLE
@@ -34,7 +36,9 @@ def overlap(a, b, slack: float = 0.5) -> bool:
     return a[0] < b[2] - slack and b[0] < a[2] - slack and a[1] < b[3] - slack and b[1] < a[3] - slack
 
 
+@contextmanager
 def open_at(browser, url: str, width: int):
+    """The page at `url` in a `width`-pixel window, drawn; on leaving, no exception shown and no script error."""
     ctx = browser.new_context(viewport={"width": width, "height": 1100})
     ctx.set_default_timeout(120_000)
     page = ctx.new_page()
@@ -44,7 +48,11 @@ def open_at(browser, url: str, width: int):
     page.wait_for_selector('[data-testid="stDataFrame"] .dvn-scroller', timeout=120_000)
     page.wait_for_selector(IDLE, state="attached", timeout=120_000)
     page.wait_for_timeout(500)  # the grids size their columns once drawn
-    return ctx, page
+    try:
+        yield page
+        assert page.locator(EXC).count() == 0 and page.errors == []
+    finally:
+        ctx.close()
 
 
 def tables_whole(page, count: int) -> None:
@@ -55,30 +63,21 @@ def tables_whole(page, count: int) -> None:
 
 @pytest.mark.parametrize("width", [1400, 1024])
 def test_score_scales_tables_show_every_column(st_app, browser, width):
-    ctx, page = open_at(browser, f"{st_app['url']}/scores?model=lecture-decoder", width)
-    try:
+    with open_at(browser, f"{st_app['url']}/scores?model=lecture-decoder", width) as page:
         tables_whole(page, 3)  # scores per head, the softmax per head, q·kᵀ → the scaled score
-        assert page.locator(EXC).count() == 0 and page.errors == []
-    finally:
-        ctx.close()
 
 
 @pytest.mark.parametrize("width", [1400, 1024])
 def test_heads_tables_and_type_pills_are_whole(st_app, browser, width):
-    ctx, page = open_at(browser, f"{st_app['url']}/heads?model=lecture-decoder", width)
-    try:
+    with open_at(browser, f"{st_app['url']}/heads?model=lecture-decoder", width) as page:
         tables_whole(page, 4)  # two halves of the head statistics, then the two prediction tables
         pills = page.evaluate(PILLS_JS, "labels")
         assert len(pills) >= 3 and all(p["inside"] and p["whole"] for p in pills), pills
-        assert page.locator(EXC).count() == 0 and page.errors == []
-    finally:
-        ctx.close()
 
 
 @pytest.mark.parametrize("width", [1400, 1024])
 def test_routing_tables_whole_and_labels_apart(st_app, browser, width):
-    ctx, page = open_at(browser, f"{st_app['url']}/routing", width)
-    try:
+    with open_at(browser, f"{st_app['url']}/routing", width) as page:
         tables_whole(page, 3)  # the router's choices, the two predictions
         for key in ("rt-load", "rt-entropy"):
             page.locator(f".st-key-fig-{key}").scroll_into_view_if_needed()
@@ -89,6 +88,3 @@ def test_routing_tables_whole_and_labels_apart(st_app, browser, width):
                                                 if overlap(ticks[i], ticks[j])], (key, axis, ticks)
             assert b["legend"] and b["plot"] and not overlap(b["legend"][0], b["plot"][0]), (key, b)
             assert not [n for n in b["notes"] for bar in b["bars"] if overlap(n, bar)], (key, b["notes"])
-        assert page.locator(EXC).count() == 0 and page.errors == []
-    finally:
-        ctx.close()
