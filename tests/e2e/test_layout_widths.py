@@ -56,6 +56,9 @@ def open_at(browser, url: str, width: int):
 
 
 def tables_whole(page, count: int) -> None:
+    """`count` tables, each drawn (grids draw one by one, below the fold last) and showing all its columns."""
+    page.wait_for_function(f"() => ({TABLES_JS})().filter(t => t).length >= {count}", timeout=120_000)
+    page.wait_for_timeout(300)  # the last grid sizes its columns once drawn
     tables = page.evaluate(TABLES_JS)
     assert None not in tables and all(t["content"] <= t["shown"] + 1 for t in tables), tables
     assert len(tables) == count, tables
