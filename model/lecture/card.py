@@ -238,6 +238,11 @@ HINTS = {
 }
 
 
+def _seed_flag(t: dict) -> str:
+    """The reproduce command's seed flag, when the run did not use the recipe's seed 0."""
+    return f" --seed {t['seed']}" if t.get("seed") else ""
+
+
 def _where(t: dict) -> str:
     """Where a run trained: its GPU, or this project's CPU."""
     if t.get("device") == "cuda":
@@ -280,7 +285,7 @@ def write_card(folder: Path, name: str, cfg, training: dict, metrics: dict, *, e
         f"{cfg.norm}-LN, {cfg.positional} positions, context {cfg.max_len} tokens, vocabulary {cfg.vocab_size} "
         "(word level, `tokenizer.json`; [BOS] is prepended, never [EOS]).",
         f"- Objective: {OBJECTIVE[arch]}.",
-        f"- Training: `attnlab train --model {name}` — {t.get('steps')} steps × batch {t.get('batch')}, AdamW "
+        f"- Training: `attnlab train --model {name}{_seed_flag(t)}` — {t.get('steps')} steps × batch {t.get('batch')}, AdamW "
         f"(peak lr {t.get('lr')}, linear warm-up, cosine to 10%), seed {t.get('seed')}; "
         f"{t.get('seconds', 0) / 60:.1f} min wall time " + _where(t) + ".",
         *[f"  - stage {i}: `{st['command']}` — {st['steps']} steps, {float(st['seconds']) / 60:.1f} min"
