@@ -74,7 +74,7 @@ class _Setup:
         self.lm, self.a, self.b, self.T, self.backend = lm, a, b, T, backend
         self.tokens = (list(ci.tokens), list(xi.tokens))
         self.direction = head.weight[a] - head.weight[b]  # [D]
-        self.bias = 0.0 if head.bias is None else float(head.bias[a] - head.bias[b])
+        self.bias = 0.0 if head.bias is None else float((head.bias[a] - head.bias[b]).detach())
         blocks = self.stack.blocks
         names = resid_names(self.stack) + [f"{blk.attn.site}.hook_z" for blk in blocks]
         self.resid, self.z, self.ld = {}, {}, {}

@@ -133,9 +133,9 @@ def test_gradient_methods_judged_on_lecture_decoder_retrieval():
     rep = faithfulness(lm, cases=cases, methods=("last_layer", "rollout", *GRAD_METHODS), ablation=False)
     top = {m: v["top1"] for m, v in rep["methods"].items()}
     assert [v["n"] for v in rep["methods"].values()] == [6] * 5
-    # the round-three decoder: its last layer's lookup head finds every fact; gradients mostly credit other tokens
-    assert top == pytest.approx({"last_layer": 6 / 6, "rollout": 4 / 6, "input_x_gradient": 2 / 6,
-                                 "integrated_gradients": 1 / 6, "attention_x_gradient": 2 / 6}), top
+    # the round-three decoder: its last layer's lookup head finds every fact; gradients credit other tokens as often
+    assert top == pytest.approx({"last_layer": 6 / 6, "rollout": 4 / 6, "input_x_gradient": 4 / 6,
+                                 "integrated_gradients": 2 / 6, "attention_x_gradient": 2 / 6}), top
     ig = rep["integrated_gradients"]
     assert len(ig["examples"]) == 6 and ig["max_error"] <= 0.01
     assert ig["baseline"] == "every non-special token replaced by [PAD]"
