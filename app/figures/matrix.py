@@ -228,12 +228,16 @@ def chunk_lines(fig: go.Figure, bounds, n_keys: int) -> go.Figure:
 
 
 def mark_cells(fig: go.Figure, cells, *, name: str = "reference alignment") -> go.Figure:
-    """Circles on (row, column) cells of a heatmap, e.g. a translation's word alignment."""
+    """Circles on (row, column) cells of a heatmap, e.g. a translation's word alignment; their legend in a row of
+    its own at the bottom, under the axis title."""
     cells = list(cells)
     if cells:
         fig.add_trace(go.Scatter(x=[c for _, c in cells], y=[r for r, _ in cells], mode="markers", name=name,
                                  marker={"symbol": "circle-open", "size": 14, "color": "#ff7f0e",
                                          "line": {"width": 2.5}},
                                  hovertemplate="reference: target %{y} ↔ source %{x}<extra></extra>"))
-        fig.update_layout(showlegend=True, legend={"orientation": "h", "y": -0.25}, margin_autoexpand=True)
+        row = int(2.6 * (fig.layout.font.size or 13))  # px: one legend row, under the key axis's title
+        fig.update_layout(showlegend=True, legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom",
+                                                   "x": 0, "xanchor": "left"},
+                          margin_b=(fig.layout.margin.b or 0) + row, height=(fig.layout.height or 450) + row)
     return fig
