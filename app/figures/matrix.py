@@ -177,7 +177,9 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
                            + f"<br>{value_name} %{{z:.4f}}<extra></extra>")
     step = max(1, int(np.ceil(max(ny, nx) / (max_ticks or (40 if present else 64)))))
     axis = {"tickmode": "array", "showgrid": False, "zeroline": False, "tickfont": {"size": font_size(present) - 2}}
-    xaxis = axis | {"tickvals": x[::step], "ticktext": xlab[::step], "tickangle": -60, "title": {"text": "key"},
+    upright = max((len(html.unescape(t)) for t in xlab[::step]), default=0) <= 2  # bytes, digits: level labels
+    xaxis = axis | {"tickvals": x[::step], "ticktext": xlab[::step], "tickangle": 0 if upright else -60,
+                    "title": {"text": "key"},
                     "side": "bottom"}
     yaxis = axis | {"tickvals": y[::step], "ticktext": ylab[::step], "title": {"text": "query"}, "autorange": "reversed"}
     if square:  # one cell = one square, whatever the column width
@@ -197,6 +199,22 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
                  meta={"pooled": bool(pooled), "shape": [ny, nx], "kind": kind})
     lay["margin"] |= label_margins(xlab[::step], ylab[::step], font_size(present) - 2, trace.type == "heatmap" and showscale)
     lay["margin"]["autoexpand"] = False  # the margins hold the labels: nothing pushes them, one draw per change
+    return go.Figure([trace], lay)
+
+
+def colour_ramp(zrange: tuple[float, float], *, kind: str = "pattern", value_name: str | None = None,
+                present: bool = False) -> go.Figure:
+    """The colour scale of matrices drawn without their own colour bar (showscale=False, the same `zrange` and
+    `kind`), as one horizontal strip over its values: one bar shared by charts side by side."""
+    zmin, zmax = zrange
+    v = np.linspace(zmin, zmax, 256)  # [256] the values along the strip
+    name = value_name or {"pattern": "weight", "scores": "score", "diff": "Δ"}.get(kind, "value")
+    trace = go.Heatmap(z=v[None, :], x=v, y=[0], colorscale=THEME_SCALE if kind == "pattern" else DIVERGING,
+                       zmin=zmin, zmax=zmax, showscale=False, hovertemplate=f"{name} %{{x:.4g}}<extra></extra>")
+    lay = layout("", present, 4 * font_size(present) + 44, top=8,
+                 xaxis={"title": {"text": name, "standoff": 4}, "showgrid": False, "zeroline": False, "nticks": 8,
+                        "fixedrange": True}, yaxis={"visible": False, "fixedrange": True})
+    lay["margin"] |= {"b": int(2.8 * font_size(present)) + 6, "l": 20, "r": 20}  # the value ticks and their title
     return go.Figure([trace], lay)
 
 

@@ -77,10 +77,15 @@ def wrap(title: str, width: int, present: bool = False) -> str:
     return "<br>".join(lines)
 
 
+def title_lines_px(title: str, present: bool) -> int:
+    """The height in px of a title's lines after its first (`wrap` breaks them with `<br>`)."""
+    return title.count("<br>") * int(1.3 * (font_size(present) + 3))
+
+
 def layout(title: str, present: bool, height: int | None = None, top: int | None = None, **kw) -> dict:
     """Title, font, margins and height shared by every figure, plus `kw`: a layout for go.Figure(layout=…). A title
     of several lines (`wrap`) gets their height added to the top margin."""
-    more = title.count("<br>") * int(1.3 * (font_size(present) + 3))  # px: the title's lines after the first
+    more = title_lines_px(title, present)
     return {"title": {"text": title, "font": {"size": font_size(present) + 3}, "y": 1, "yref": "container",
                       "yanchor": "top", "pad": {"t": 14 + more // 2}},  # at the top (Plotly centres a title's lines)
             "font": {"size": font_size(present)},

@@ -66,20 +66,22 @@ def inside(a, b, slack: float = 1.0) -> bool:
     return a[0] >= b[0] - slack and a[1] >= b[1] - slack and a[2] <= b[2] + slack and a[3] <= b[3] + slack
 
 
-def charts_whole(page) -> list[str]:
-    """Every chart on the page is whole (see the module's docstring); the keys of the charts checked."""
-    keys = []
+def charts_whole(page, untitled: tuple[str, ...] = ()) -> dict[str, dict]:
+    """Every chart on the page is whole (see the module's docstring), each titled but the `untitled` keys; the
+    parts of each chart by key, in the page's order."""
+    out = {}
     for el in page.locator(".js-plotly-plot").all():
         key = el.evaluate("e => [...e.closest('[class*=\"st-key-fig-\"]').classList].find(c => c.startsWith('st-key-fig-'))")
         c = el.evaluate(PARTS_JS)
-        assert c["title"] and all(inside(t, c["fig"]) for t in c["title"]), (key, "title cut", c["title"], c["fig"])
+        assert bool(c["title"]) != (key[len("st-key-fig-"):] in untitled), (key, "title", c["title"])
+        assert all(inside(t, c["fig"]) for t in c["title"]), (key, "title cut", c["title"], c["fig"])
         assert c["ticks"] and all(inside(t, c["fig"]) for t in c["ticks"]), (key, "tick labels cut", c["fig"])
         assert not c["clash"]["x"] and not c["clash"]["y"], (key, "tick labels overlap", c["clash"])
         over = [(k, o) for k in ("legend", "buttons") for o in c[k] for part in ("plot", "axis_titles", "ticks", "title")
                 for p in c[part] if overlap(o, p)]
         assert not over, (key, "legend or buttons over the chart", over, c)
-        keys.append(key)
-    return keys
+        out[key] = c
+    return out
 
 
 def overlap(a, b, slack: float = 0.5) -> bool:
@@ -148,14 +150,26 @@ def test_routing_tables_whole_and_labels_apart(st_app, browser, width):
 def test_cross_attention_charts_whole(st_app, browser, width):
     with open_at(browser, f"{st_app['url']}/cross-attention", width, ready=".js-plotly-plot") as page:
         charts_drawn(page, 5)
-        assert charts_whole(page) == ["st-key-fig-x-mosaic", "st-key-fig-x-cross", "st-key-fig-x-self",
-                                      "st-key-fig-x-step", "st-key-fig-x-replay"]
+        assert list(charts_whole(page)) == ["st-key-fig-x-mosaic", "st-key-fig-x-cross", "st-key-fig-x-self",
+                                            "st-key-fig-x-step", "st-key-fig-x-replay"]
         assert page.locator(".st-key-fig-x-cross .legend").count() == 1  # the alignment's legend is there, apart
         assert page.locator(".st-key-fig-x-replay .updatemenu-button").count() == 2  # ▶ replay and pause
 
 
 @pytest.mark.parametrize("width", [1400, 1024])
-def test_permutation_charts_whole(st_app, browser, width):
+def test_permutation_charts_whole_and_panels_alike(st_app, browser, width):
+    """The three matrices side by side (two a row at 1400 px, one at 1024 px) are the same size, every token
+    labelled, under one colour scale; the table shows all its columns."""
     with open_at(browser, f"{st_app['url']}/permutation", width) as page:
-        charts_drawn(page, 4)
-        assert charts_whole(page) == ["st-key-fig-perm-table", *[f"st-key-fig-perm-m{i}" for i in range(3)]]
+        tables_whole(page, 1)
+        charts_drawn(page, 5)
+        charts = charts_whole(page, untitled=("perm-scale",))
+        panels = [f"st-key-fig-perm-m{i}" for i in range(3)]
+        assert list(charts) == ["st-key-fig-perm-table", "st-key-fig-perm-scale", *panels]
+        plots = [charts[k]["plot"][0] for k in panels]
+        assert len({(round(p[2] - p[0]), round(p[3] - p[1])) for p in plots}) == 1, plots
+        tokens = len("the cat sat on the mat")  # the default text, one byte a token
+        for k in panels:
+            assert len(page.locator(f".{k} .xtick text").all()) == len(page.locator(f".{k} .ytick text").all()) == tokens
+        per_row = 2 if width == 1400 else 1
+        assert (plots[1][1] == plots[0][1]) == (per_row == 2) and plots[2][1] > plots[0][3]
