@@ -8,6 +8,7 @@ import streamlit as st
 from analysis.checks import TOL_CACHE
 from analysis.kv_cache import cache_costs
 from app import state
+from app.columns import wrapping_columns
 from app.downloads import downloads
 from app.figures.bars import step_deltas
 from app.figures.lines import cache_cost, tiny_lines
@@ -92,8 +93,10 @@ with page("KV cache", "Why may a decoder keep the keys and values of earlier tok
     stitched, full = sti["sites"][site]["stitched"][head], sti["sites"][site]["full"][head]
     mask = None if group == "cross" else cap.mask_of(cap.target_group)
     diff = stitched - full
-    side = dict(height=560, max_ticks=40, present=present)  # three charts the same size, every token labelled up to 40
-    a, b, c = st.columns(3, gap="small")
+    row_px = 18 if present else 15  # a query label's height: every query row labelled, keys every few columns
+    side = dict(height=max(560, row_px * len(qt) + 200), max_ticks=16, every_row=True, square=False,
+                present=present)  # three charts the same size
+    a, b, c = wrapping_columns(3, "kv-triple", 440)  # three a row when each gets 440 px, else two or one
     with a:
         fig = matrix_heatmap(stitched, qt, kt, mask=mask, title="stitched from the cached steps",
                              zrange=(0.0, 1.0), **side)

@@ -138,13 +138,14 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
                    q_offset: int = 0, k_offset: int = 0, value_name: str | None = None,
                    mark: tuple[int | None, int | None] = (None, None), max_ticks: int | None = None,
                    showscale: bool = True, square: bool = True, png_cells: int = PNG_CELLS,
-                   index_ticks: bool = False) -> go.Figure:
+                   index_ticks: bool = False, every_row: bool = False) -> go.Figure:
     """One [q, k] matrix on integer axes: NaN where `mask` is False, token tick labels, hover with
     query token, key token and value. kind 'pattern' (sequential, 0..max) or 'scores'/'diff'
     (diverging around 0). Pooled above `max_side` cells per side; `q_offset`/`k_offset` number the
     rows/columns of a zoom window by their absolute positions. `mark` = (query row, key column) to outline.
     Above `png_cells` cells (after pooling) the matrix goes as a colour-mapped PNG. `index_ticks` labels
-    each tick "i token" with its absolute position (a projector close-up).
+    each tick "i token" with its absolute position (a projector close-up). `every_row` labels every query row
+    whatever `max_ticks` (keys are still labelled every few columns past it).
     """
     z = masked(m, mask)  # [q, k]
     nq, nk = z.shape
@@ -181,7 +182,9 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
     xaxis = axis | {"tickvals": x[::step], "ticktext": xlab[::step], "tickangle": 0 if upright else -60,
                     "title": {"text": "key"},
                     "side": "bottom"}
-    yaxis = axis | {"tickvals": y[::step], "ticktext": ylab[::step], "title": {"text": "query"}, "autorange": "reversed"}
+    ystep = 1 if every_row else step
+    yaxis = axis | {"tickvals": y[::ystep], "ticktext": ylab[::ystep], "title": {"text": "query"},
+                    "autorange": "reversed"}
     if square:  # one cell = one square, whatever the column width
         yaxis |= {"scaleanchor": "x", "scaleratio": 1, "constrain": "domain"}
         xaxis["constrain"] = "domain"
@@ -197,7 +200,8 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
     # one layout dict: Plotly's update_* calls cost ~5 ms each, and every page run builds these figures
     lay = layout(title, present, height or auto_h, xaxis=xaxis, yaxis=yaxis, shapes=shapes, plot_bgcolor=MASKED_BG,
                  meta={"pooled": bool(pooled), "shape": [ny, nx], "kind": kind})
-    lay["margin"] |= label_margins(xlab[::step], ylab[::step], font_size(present) - 2, trace.type == "heatmap" and showscale)
+    lay["margin"] |= label_margins(xlab[::step], ylab[::ystep], font_size(present) - 2,
+                                   trace.type == "heatmap" and showscale)
     lay["margin"]["autoexpand"] = False  # the margins hold the labels: nothing pushes them, one draw per change
     return go.Figure([trace], lay)
 
