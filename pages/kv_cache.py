@@ -118,7 +118,7 @@ with page("KV cache", "Why may a decoder keep the keys and values of earlier tok
 
     # -- 4. why it works -----------------------------------------------------------------------------------
     st.subheader("Why a cache is possible: earlier tokens never change")
-    ps = state.prefix_stability(inp.model, inp.text, inp.src, inp.backend)
+    ps = state.prefix_stability(inp.model, inp.text, inp.src, inp.backend)  # the first PREFIX_TOKENS tokens
     left, right = st.columns([3, 2], gap="medium")
     with left:
         chart(tiny_lines(ps["lengths"], {"attention rows of earlier tokens": ps["rows"],
