@@ -106,13 +106,13 @@ with page("Cross-attention", "Which source words does each target word read?", i
         a, b = wrapping_columns(2, "x-replay-pair", side)
         with a:
             chart(head_rows(row, tr.src_tokens, present=present,
-                            title=wrap(f"step {step}: each head's cross-attention over the source", side - 20,
+                            title=wrap(f"step {step}: cross-attention of each head over the source", side - 20,
                                        present)),
                   key="x-step", name="replay-step")
         with b:
             chart(generation_matrix(tr.step_matrix(site, None if head == HEADS_MEAN else head), tr.tokens,
                                     tr.prompt_len, k_tokens=tr.src_tokens, present=present, current=step,
-                                    title=wrap(f"all steps: the source tokens read while writing (layer {layer}, "
+                                    title=wrap(f"all steps: source tokens read while writing (layer {layer}, "
                                                f"{head_name(head)})", side - 20, present)),
                   key="x-replay", name="replay")
         if inp.preset is not None and inp.preset.src_text and start == "source":
