@@ -10,14 +10,13 @@ from app.downloads import downloads, matrix_csv
 from app.figures.matrix import mark_cells, matrix_heatmap
 from app.figures.mosaic import mosaic
 from app.figures.rows import generation_matrix, head_rows
-from app.figures.style import md, wrap
+from app.figures.style import cell_px, md, title_lines_px, wrap
 from app.frame import chart, page, presenting
 from app.inputs import lacks, require
 from app.token_strip import token_strip, unknown_note, unknown_positions
 from app.url_state import select, slider
 
 HEADS_MEAN = -1
-CELL_PX = 16  # a matrix cell wide enough for its tick label (11 px text at −60°)
 
 
 def head_name(h: int) -> str:
@@ -46,7 +45,7 @@ with page("Cross-attention", "Which source words does each target word read?", i
 
     st.subheader("Every layer and head of cross-attention")
     chart(mosaic(cross, tgt_t, src_t, kind="pattern", present=present,
-                 title="cross-attention: target tokens (rows) × source tokens (columns)",
+                 title=wrap("cross-attention: target tokens (rows) × source tokens (columns)", 500, present),
                  layer_labels=[f"layer {i}" for i in range(n_layers)]), key="x-mosaic", name="cross-mosaic")
 
     st.subheader("One layer up close: cross-attention next to the decoder's self-attention")
@@ -57,11 +56,13 @@ with page("Cross-attention", "Which source words does each target word read?", i
     def pick(stack):
         return stack[layer].mean(0) if head == HEADS_MEAN else stack[layer, head]  # [q, k]: the head mean or one head
 
-    side = max(400, CELL_PX * max(len(src_t), len(tgt_t)) + 190)  # px: each chart's narrowest width, labels whole
+    cell = cell_px(present)
+    side = max(400, cell * max(len(src_t), len(tgt_t)) + 190)  # px: each chart's narrowest width, labels whole
     a, b = wrapping_columns(2, "x-pair", side)
     with a:
-        fig = matrix_heatmap(pick(cross), tgt_t, src_t, present=present,
-                             title=wrap(f"cross-attention, layer {layer}, {head_name(head)}", side - 20, present))
+        title = wrap(f"cross-attention, layer {layer}, {head_name(head)}", side - 20, present)
+        fig = matrix_heatmap(pick(cross), tgt_t, src_t, present=present, title=title,
+                             height=max(360, cell * len(tgt_t) + 200 + title_lines_px(title, present)))
         fig.update_xaxes(title="source token (key)")
         fig.update_yaxes(title="target token (query)")
         # the row that WRITES target token t is row t − 1 (the decoder at position t − 1 predicts token t)
@@ -71,9 +72,9 @@ with page("Cross-attention", "Which source words does each target word read?", i
             st.caption("Circles: the reference word alignment of this lecture sample, drawn on the row that writes "
                        "each target word — the row of the token before it, since position t predicts token t + 1.")
     with b:
-        fig = matrix_heatmap(pick(dec), tgt_t, tgt_t, mask=cap.mask_of("decoder"), present=present,
-                             title=wrap(f"decoder self-attention, layer {layer}, {head_name(head)}", side - 20,
-                                        present))
+        title = wrap(f"decoder self-attention, layer {layer}, {head_name(head)}", side - 20, present)
+        fig = matrix_heatmap(pick(dec), tgt_t, tgt_t, mask=cap.mask_of("decoder"), present=present, title=title,
+                             height=max(360, cell * len(tgt_t) + 200 + title_lines_px(title, present)))
         fig.update_xaxes(title="target token (key)")
         fig.update_yaxes(title="target token (query)")
         chart(fig, key="x-self", name="decoder-self")
@@ -102,7 +103,7 @@ with page("Cross-attention", "Which source words does each target word read?", i
         row = tr.rows[site][step]  # [H, S]; row.mean(0) [S] shades the source below
         token_strip(tr.src_tokens, row.mean(0), label=f"source, shaded by layer {layer}'s cross-attention from the "
                     "query token (mean of heads)")
-        side = max(400, CELL_PX * len(tr.src_tokens) + 190)
+        side = max(400, cell * len(tr.src_tokens) + 190)
         a, b = wrapping_columns(2, "x-replay-pair", side)
         with a:
             chart(head_rows(row, tr.src_tokens, present=present,

@@ -11,7 +11,7 @@ from app.columns import wrapping_columns
 from app.downloads import downloads
 from app.figures.grids import delta_grid
 from app.figures.matrix import colour_ramp, label_margins, matrix_heatmap
-from app.figures.style import font_size, md, title_lines_px, wrap
+from app.figures.style import cell_px, font_size, md, title_lines_px, wrap
 from app.frame import chart, options, page, presenting
 from app.url_state import index, remember, seed, select, slider
 
@@ -20,7 +20,6 @@ MODES = {"random": "a seeded random shuffle", "typed": "indices I type"}
 TOLERANCE = 1e-5  # float32 rounding; anything above is a real difference
 LABELS = {"q": "queries q", "k": "keys k", "v": "values v", "scores": "scores (scaled q·kᵀ + bias)",
           "weights": "weights (softmax)", "outputs": "outputs z = weights·v"}
-CELL_PX = 16  # a matrix cell wide enough for its tick label (11 px text at −60°)
 MAX_TICKS = 25  # labels that fit a panel 560 px wide (on a 1024 px screen); past them, every other token
 
 
@@ -103,11 +102,12 @@ with page("Permutation", "Shuffle the tokens: does attention notice the new orde
     zrange = (0.0, float(both.max(initial=0.0)) or 1.0) if kind == "pattern" else (-top, top)
     size = font_size(present) - 2  # the tick labels' font
     margins = label_margins(study.tokens if matrix else dims, study.tokens, size, False)  # px around the plot
-    width = max(320, CELL_PX * a.shape[1] + margins["l"] + margins["r"] + 10)  # px: a panel's narrowest width
+    cell = cell_px(present)
+    width = max(320, cell * a.shape[1] + margins["l"] + margins["r"] + 10)  # px: a panel's narrowest width
     chart(colour_ramp(zrange, kind=kind, present=present), key="perm-scale", name="permutation-colour-scale")
     for i, (col, (name, m, toks)) in enumerate(zip(wrapping_columns(3, "perm-panels", width), panels)):
         title = f"{wrap(name, width - 20, present)}<br>{qty}, layer {layer}, head {head}"  # lines alike: plots level
-        height = CELL_PX * a.shape[0] + margins["b"] + 60 + title_lines_px(title, present) + 10
+        height = cell * a.shape[0] + margins["b"] + 60 + title_lines_px(title, present) + 10
         with col:
             chart(matrix_heatmap(m, toks, toks if matrix else dims, kind=kind, present=present, square=matrix,
                                  zrange=zrange, max_ticks=MAX_TICKS, title=title, height=height, showscale=False),

@@ -59,6 +59,11 @@ def font_size(present: bool) -> int:
     return 18 if present else 13
 
 
+def cell_px(present: bool) -> int:
+    """The side of a matrix cell that holds its tick label (the tick font at −60°, or a level label's line)."""
+    return 22 if present else 16
+
+
 # Tick labels may overflow the chart: Plotly's default for numeric axes ("hide past div") measures every label
 # against the div on every draw, a third of the browser's time per widget change on Masks (CPU profile).
 AXIS = {"ticklabeloverflow": "allow"}

@@ -146,9 +146,12 @@ def test_routing_tables_whole_and_labels_apart(st_app, browser, width):
             assert not [n for n in b["notes"] for bar in b["bars"] if overlap(n, bar)], (key, b["notes"])
 
 
-@pytest.mark.parametrize("width", [1400, 1024])
-def test_cross_attention_charts_whole(st_app, browser, width):
-    with open_at(browser, f"{st_app['url']}/cross-attention", width, ready=".js-plotly-plot") as page:
+SIZES = [(1400, 0), (1024, 0), (1024, 1)]  # (window width, presentation mode): the projector's large fonts too
+
+
+@pytest.mark.parametrize(("width", "present"), SIZES)
+def test_cross_attention_charts_whole(st_app, browser, width, present):
+    with open_at(browser, f"{st_app['url']}/cross-attention?present={present}", width, ready=".js-plotly-plot") as page:
         charts_drawn(page, 5)
         assert list(charts_whole(page)) == ["st-key-fig-x-mosaic", "st-key-fig-x-cross", "st-key-fig-x-self",
                                             "st-key-fig-x-step", "st-key-fig-x-replay"]
@@ -156,11 +159,11 @@ def test_cross_attention_charts_whole(st_app, browser, width):
         assert page.locator(".st-key-fig-x-replay .updatemenu-button").count() == 2  # ▶ replay and pause
 
 
-@pytest.mark.parametrize("width", [1400, 1024])
-def test_permutation_charts_whole_and_panels_alike(st_app, browser, width):
+@pytest.mark.parametrize(("width", "present"), SIZES)
+def test_permutation_charts_whole_and_panels_alike(st_app, browser, width, present):
     """The three matrices side by side (two a row at 1400 px, one at 1024 px) are the same size, every token
     labelled, under one colour scale; the table shows all its columns."""
-    with open_at(browser, f"{st_app['url']}/permutation", width) as page:
+    with open_at(browser, f"{st_app['url']}/permutation?present={present}", width) as page:
         tables_whole(page, 1)
         charts_drawn(page, 5)
         charts = charts_whole(page, untitled=("perm-scale",))
@@ -173,3 +176,19 @@ def test_permutation_charts_whole_and_panels_alike(st_app, browser, width):
             assert len(page.locator(f".{k} .xtick text").all()) == len(page.locator(f".{k} .ytick text").all()) == tokens
         per_row = 2 if width == 1400 else 1
         assert (plots[1][1] == plots[0][1]) == (per_row == 2) and plots[2][1] > plots[0][3]
+
+
+@pytest.mark.parametrize(("width", "present"), SIZES)
+def test_kv_cache_matrices_alike_every_query_labelled(st_app, browser, width, present):
+    """The stitched, full and difference matrices of the 64-token default sample: the same size, every query row
+    labelled, no two labels of an axis overlapping, every label inside its chart."""
+    with open_at(browser, f"{st_app['url']}/kv-cache?present={present}", width) as page:
+        charts_drawn(page, 6)
+        plots = []
+        for key in ("kv-stitched", "kv-full", "kv-diff"):
+            c = page.locator(f".st-key-fig-{key} .js-plotly-plot").evaluate(PARTS_JS)
+            assert not c["clash"]["x"] and not c["clash"]["y"], (key, c["clash"])
+            assert all(inside(t, c["fig"]) for t in c["ticks"]) and all(inside(t, c["fig"]) for t in c["title"]), key
+            assert page.locator(f".st-key-fig-{key} .ytick text").count() == 64, key
+            plots.append(c["plot"][0])
+        assert len({(round(p[2] - p[0]), round(p[3] - p[1])) for p in plots}) == 1, plots
