@@ -71,8 +71,12 @@ with page("Permutation", "Shuffle the tokens: does attention notice the new orde
           name="permutation-deltas")
     df = pd.DataFrame(table, index=study.settings, columns=cols)
     df["equivariant"] = ["yes" if r.max() <= TOLERANCE else "no" for r in table]
-    st.dataframe(df.style.format({c: "{:.1e}" for c in cols}), width="stretch", column_config={  # whole at 1024 px
-        "equivariant": st.column_config.TextColumn("equiv.", help=f"Equivariant: every difference ≤ {TOLERANCE:g}.")})
+    equiv = st.column_config.TextColumn("equiv.", help=f"Equivariant: every difference ≤ {TOLERANCE:g}.")
+    halves = [cols[:3], cols[3:]] if present else [cols]  # the projector's large digits: two tables, whole at 1024 px
+    for i, part in enumerate(halves):
+        shown = df[part + (["equivariant"] if i == len(halves) - 1 else [])]
+        st.dataframe(shown.style.format({c: "{:.1e}" for c in part}), width="stretch",
+                     column_config={"equivariant": equiv})
     st.caption(f"equiv. 'yes' (equivariant): every difference is float32 rounding (≤ {TOLERANCE:g}). "
                "No positions and no mask: "
                "attention only sees a set of tokens, so shuffling the input shuffles every result the same way. "

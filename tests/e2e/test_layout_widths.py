@@ -164,7 +164,7 @@ def test_permutation_charts_whole_and_panels_alike(st_app, browser, width, prese
     """The three matrices side by side (two a row at 1400 px, one at 1024 px) are the same size, every token
     labelled, under one colour scale; the table shows all its columns."""
     with open_at(browser, f"{st_app['url']}/permutation?present={present}", width) as page:
-        tables_whole(page, 1)
+        tables_whole(page, 2 if present else 1)  # in presentation mode, its large digits: two half tables
         charts_drawn(page, 5)
         charts = charts_whole(page, untitled=("perm-scale",))
         panels = [f"st-key-fig-perm-m{i}" for i in range(3)]
