@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from app import state
+from app import hub_access, state
 from app.frame import presenting
 from app.presets import Preset, presets
 from app.url_state import URL, URL_DONE, kept, remember, reset_positions, select, url_active
@@ -152,7 +152,7 @@ def inputs(where=None) -> Inputs:
     if not name:
         where.info("Type the path of a model folder, or a hub id.")
         st.stop()
-    if state.needs_download(name):
+    if hub_access.needs_download(name):
         _download(name, where)
     ps = presets(name)
     ids = [p.id for p in ps] + ["custom"]
@@ -194,7 +194,7 @@ def inputs(where=None) -> Inputs:
 def _download(name: str, where) -> None:
     """A hub id typed into the model box: download it with a progress bar when this server may (app/state.py
     hub_refusal), else say how an administrator adds a model; the page stops when nothing can be loaded."""
-    refusal = state.hub_refusal()
+    refusal = hub_access.hub_refusal()
     if refusal:
         where.info(refusal, icon=":material/cloud_off:")
         st.stop()
@@ -204,7 +204,7 @@ def _download(name: str, where) -> None:
         bar.progress(i / n, text=f"Downloading {name}: {file} ({fmt_gb(size)}), file {i + 1} of {n}")
 
     try:
-        state.pull(name, on_file=step)
+        hub_access.pull(name, on_file=step)
     except InputError as e:
         bar.empty()
         where.error(str(e))

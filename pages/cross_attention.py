@@ -5,11 +5,12 @@ at a time."""
 import streamlit as st
 
 from app import state
+from app.columns import wrapping_columns
 from app.downloads import downloads, matrix_csv
 from app.figures.matrix import mark_cells, matrix_heatmap
 from app.figures.mosaic import mosaic
 from app.figures.rows import generation_matrix, head_rows
-from app.figures.style import md
+from app.figures.style import cell_px, md, title_lines_px, wrap
 from app.frame import chart, page, presenting
 from app.inputs import lacks, require
 from app.token_strip import token_strip, unknown_note, unknown_positions
@@ -44,7 +45,7 @@ with page("Cross-attention", "Which source words does each target word read?", i
 
     st.subheader("Every layer and head of cross-attention")
     chart(mosaic(cross, tgt_t, src_t, kind="pattern", present=present,
-                 title="cross-attention: target tokens (rows) × source tokens (columns)",
+                 title=wrap("cross-attention: target tokens (rows) × source tokens (columns)", 500, present),
                  layer_labels=[f"layer {i}" for i in range(n_layers)]), key="x-mosaic", name="cross-mosaic")
 
     st.subheader("One layer up close: cross-attention next to the decoder's self-attention")
@@ -55,10 +56,13 @@ with page("Cross-attention", "Which source words does each target word read?", i
     def pick(stack):
         return stack[layer].mean(0) if head == HEADS_MEAN else stack[layer, head]  # [q, k]: the head mean or one head
 
-    a, b = st.columns([1, 1], gap="medium")
+    cell = cell_px(present)
+    side = max(400, cell * max(len(src_t), len(tgt_t)) + 190)  # px: each chart's narrowest width, labels whole
+    a, b = wrapping_columns(2, "x-pair", side)
     with a:
-        fig = matrix_heatmap(pick(cross), tgt_t, src_t, present=present,
-                             title=f"cross-attention, layer {layer}, {head_name(head)}")
+        title = wrap(f"cross-attention, layer {layer}, {head_name(head)}", side - 20, present)
+        fig = matrix_heatmap(pick(cross), tgt_t, src_t, present=present, title=title,
+                             height=max(360, cell * len(tgt_t) + 200 + title_lines_px(title, present)))
         fig.update_xaxes(title="source token (key)")
         fig.update_yaxes(title="target token (query)")
         # the row that WRITES target token t is row t − 1 (the decoder at position t − 1 predicts token t)
@@ -68,8 +72,11 @@ with page("Cross-attention", "Which source words does each target word read?", i
             st.caption("Circles: the reference word alignment of this lecture sample, drawn on the row that writes "
                        "each target word — the row of the token before it, since position t predicts token t + 1.")
     with b:
-        fig = matrix_heatmap(pick(dec), tgt_t, tgt_t, mask=cap.mask_of("decoder"), present=present,
-                             title=f"decoder self-attention, layer {layer}, {head_name(head)}")
+        title = wrap(f"decoder self-attention, layer {layer}, {head_name(head)}", side - 20, present)
+        fig = matrix_heatmap(pick(dec), tgt_t, tgt_t, mask=cap.mask_of("decoder"), present=present, title=title,
+                             height=max(360, cell * len(tgt_t) + 200 + title_lines_px(title, present)))
+        fig.update_xaxes(title="target token (key)")
+        fig.update_yaxes(title="target token (query)")
         chart(fig, key="x-self", name="decoder-self")
         st.caption("Causal: grey cells above the diagonal are masked, each target token sees only earlier ones.")
 
@@ -96,16 +103,18 @@ with page("Cross-attention", "Which source words does each target word read?", i
         row = tr.rows[site][step]  # [H, S]; row.mean(0) [S] shades the source below
         token_strip(tr.src_tokens, row.mean(0), label=f"source, shaded by layer {layer}'s cross-attention from the "
                     "query token (mean of heads)")
-        a, b = st.columns([2, 3], gap="medium")
+        side = max(400, cell * len(tr.src_tokens) + 190)
+        a, b = wrapping_columns(2, "x-replay-pair", side)
         with a:
             chart(head_rows(row, tr.src_tokens, present=present,
-                            title=f"step {step}: cross-attention of each head over the source"),
+                            title=wrap(f"step {step}: cross-attention of each head over the source", side - 20,
+                                       present)),
                   key="x-step", name="replay-step")
         with b:
             chart(generation_matrix(tr.step_matrix(site, None if head == HEADS_MEAN else head), tr.tokens,
                                     tr.prompt_len, k_tokens=tr.src_tokens, present=present, current=step,
-                                    title=f"all steps: source tokens read while writing ({head_name(head)}, "
-                                          f"layer {layer}) — ▶ replays them"),
+                                    title=wrap(f"all steps: source tokens read while writing (layer {layer}, "
+                                               f"{head_name(head)})", side - 20, present)),
                   key="x-replay", name="replay")
         if inp.preset is not None and inp.preset.src_text and start == "source":
             st.caption(f"Reference translation of this sample: “{inp.preset.text}”. Generated: "

@@ -8,10 +8,12 @@ import streamlit as st
 from analysis.checks import TOL_CACHE
 from analysis.kv_cache import cache_costs
 from app import state
+from app.columns import wrapping_columns
 from app.downloads import downloads
 from app.figures.bars import step_deltas
 from app.figures.lines import cache_cost, tiny_lines
 from app.figures.matrix import chunk_lines, matrix_heatmap
+from app.figures.style import cell_px, wrap
 from app.frame import chart, options, page, presenting
 from app.inputs import require
 from app.token_strip import token_strip, unknown_note, unknown_positions
@@ -59,7 +61,8 @@ with page("KV cache", "Why may a decoder keep the keys and values of earlier tok
     left, right = st.columns([3, 2], gap="medium")
     with left:
         chart(step_deltas(steps["max_abs_logits"], steps["cached_token"], gen["tolerance"], passed=steps["passed"],
-                          title="max |Δ next-token logits| per step (cached − uncached)", present=present),
+                          title=wrap("max |Δ next-token logits| per step (cached − uncached)", 300, present),
+                          present=present),
               key="kv-steps", name="kv-steps")
     with right:
         st.dataframe(steps[["step", "position", "cached_token", "uncached_token", "max_abs_logits", "passed"]],
@@ -92,8 +95,11 @@ with page("KV cache", "Why may a decoder keep the keys and values of earlier tok
     stitched, full = sti["sites"][site]["stitched"][head], sti["sites"][site]["full"][head]
     mask = None if group == "cross" else cap.mask_of(cap.target_group)
     diff = stitched - full
-    side = dict(height=560, max_ticks=40, present=present)  # three charts the same size, every token labelled up to 40
-    a, b, c = st.columns(3, gap="small")
+    # every query row labelled (a row a label's height), keys every few columns: three charts the same size
+    side = dict(height=max(560, cell_px(present) * len(qt) + 200), max_ticks=10 if present else 16, every_row=True,
+                square=False,
+                present=present)
+    a, b, c = wrapping_columns(3, "kv-triple", 440)  # three a row when each gets 440 px, else two or one
     with a:
         fig = matrix_heatmap(stitched, qt, kt, mask=mask, title="stitched from the cached steps",
                              zrange=(0.0, 1.0), **side)
@@ -115,7 +121,7 @@ with page("KV cache", "Why may a decoder keep the keys and values of earlier tok
 
     # -- 4. why it works -----------------------------------------------------------------------------------
     st.subheader("Why a cache is possible: earlier tokens never change")
-    ps = state.prefix_stability(inp.model, inp.text, inp.src, inp.backend)
+    ps = state.prefix_stability(inp.model, inp.text, inp.src, inp.backend)  # the first PREFIX_TOKENS tokens
     left, right = st.columns([3, 2], gap="medium")
     with left:
         chart(tiny_lines(ps["lengths"], {"attention rows of earlier tokens": ps["rows"],

@@ -1,15 +1,17 @@
 """Permutation (/permutation): shuffle the tokens and watch q, k, v, scores, weights and outputs shuffle the same
 way — exactly, with no positions and no mask — and see how much each position scheme and a causal mask break it."""
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
 from analysis.permutation import MAX_TOKENS, MODEL_SEED, QUANTITIES, SETTINGS
 from app import state
+from app.columns import wrapping_columns
 from app.downloads import downloads
 from app.figures.grids import delta_grid
-from app.figures.matrix import matrix_heatmap
-from app.figures.style import md
+from app.figures.matrix import colour_ramp, label_margins, matrix_heatmap
+from app.figures.style import cell_px, font_size, md, title_lines_px, wrap
 from app.frame import chart, options, page, presenting
 from app.url_state import index, remember, seed, select, slider
 
@@ -18,6 +20,7 @@ MODES = {"random": "a seeded random shuffle", "typed": "indices I type"}
 TOLERANCE = 1e-5  # float32 rounding; anything above is a real difference
 LABELS = {"q": "queries q", "k": "keys k", "v": "values v", "scores": "scores (scaled q·kᵀ + bias)",
           "weights": "weights (softmax)", "outputs": "outputs z = weights·v"}
+MAX_TICKS = 25  # labels that fit a panel 560 px wide (on a 1024 px screen); past them, every other token
 
 
 def text_box(label: str, key: str, default: str, where=None, help: str | None = None) -> str:
@@ -68,8 +71,14 @@ with page("Permutation", "Shuffle the tokens: does attention notice the new orde
           name="permutation-deltas")
     df = pd.DataFrame(table, index=study.settings, columns=cols)
     df["equivariant"] = ["yes" if r.max() <= TOLERANCE else "no" for r in table]
-    st.dataframe(df.style.format({c: "{:.1e}" for c in cols}), width="stretch")
-    st.caption(f"'yes': every difference is float32 rounding (≤ {TOLERANCE:g}). No positions and no mask: "
+    equiv = st.column_config.TextColumn("equiv.", help=f"Equivariant: every difference ≤ {TOLERANCE:g}.")
+    halves = [cols[:3], cols[3:]] if present else [cols]  # the projector's large digits: two tables, whole at 1024 px
+    for i, part in enumerate(halves):
+        shown = df[part + (["equivariant"] if i == len(halves) - 1 else [])]
+        st.dataframe(shown.style.format({c: "{:.1e}" for c in part}), width="stretch",
+                     column_config={"equivariant": equiv})
+    st.caption(f"equiv. 'yes' (equivariant): every difference is float32 rounding (≤ {TOLERANCE:g}). "
+               "No positions and no mask: "
                "attention only sees a set of tokens, so shuffling the input shuffles every result the same way. "
                "Learned and sinusoidal tables change x itself (q, k, v differ already in layer 0); RoPE rotates q "
                "and k (v stays exact in layer 0); ALiBi adds a distance bias to the scores; a causal mask lets a "
@@ -91,11 +100,23 @@ with page("Permutation", "Shuffle the tokens: does attention notice the new orde
     dims = [f"d{i}" for i in range(a.shape[1])]
     panels = (("original", a, study.tokens), ("shuffled run, as computed", p, study.permuted_tokens),
               ("shuffled, then un-shuffled", u, study.tokens))
-    for i, (col, (name, m, toks)) in enumerate(zip(st.columns(3), panels)):
+    both = np.stack([a, p, u]).astype(np.float64)  # [3, T, T] or [3, T, d]: one colour scale for the three
+    both = both[np.isfinite(both)]  # masked scores (−∞) show as masked cells
+    top = float(np.abs(both).max(initial=0.0)) or 1.0
+    zrange = (0.0, float(both.max(initial=0.0)) or 1.0) if kind == "pattern" else (-top, top)
+    size = font_size(present) - 2  # the tick labels' font
+    margins = label_margins(study.tokens if matrix else dims, study.tokens, size, False)  # px around the plot
+    cell = cell_px(present)
+    width = max(320, cell * a.shape[1] + margins["l"] + margins["r"] + 10)  # px: a panel's narrowest width
+    chart(colour_ramp(zrange, kind=kind, present=present), key="perm-scale", name="permutation-colour-scale")
+    for i, (col, (name, m, toks)) in enumerate(zip(wrapping_columns(3, "perm-panels", width), panels)):
+        title = f"{wrap(name, width - 20, present)}<br>{qty}, layer {layer}, head {head}"  # lines alike: plots level
+        height = cell * a.shape[0] + margins["b"] + 60 + title_lines_px(title, present) + 10
         with col:
             chart(matrix_heatmap(m, toks, toks if matrix else dims, kind=kind, present=present, square=matrix,
-                                 title=f"{name}: {qty}, layer {layer}, head {head}"), key=f"perm-m{i}",
-                  name=f"permutation-{qty}-{name.split(',')[0]}")
+                                 zrange=zrange, max_ticks=MAX_TICKS, title=title, height=height, showscale=False),
+                  key=f"perm-m{i}", name=f"permutation-{qty}-{name.split(',')[0]}")
+    st.caption("The three panels share the colour scale above them.")
     delta = float(abs(a.astype(float) - u).max())
     verdict = "equal up to float32 rounding" if delta <= TOLERANCE else "different: the order mattered"
     st.markdown(f"**max |original − un-shuffled|** for {setting}, {LABELS[qty]}, layer {layer}, head {head}: "

@@ -138,13 +138,14 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
                    q_offset: int = 0, k_offset: int = 0, value_name: str | None = None,
                    mark: tuple[int | None, int | None] = (None, None), max_ticks: int | None = None,
                    showscale: bool = True, square: bool = True, png_cells: int = PNG_CELLS,
-                   index_ticks: bool = False) -> go.Figure:
+                   index_ticks: bool = False, every_row: bool = False) -> go.Figure:
     """One [q, k] matrix on integer axes: NaN where `mask` is False, token tick labels, hover with
     query token, key token and value. kind 'pattern' (sequential, 0..max) or 'scores'/'diff'
     (diverging around 0). Pooled above `max_side` cells per side; `q_offset`/`k_offset` number the
     rows/columns of a zoom window by their absolute positions. `mark` = (query row, key column) to outline.
     Above `png_cells` cells (after pooling) the matrix goes as a colour-mapped PNG. `index_ticks` labels
-    each tick "i token" with its absolute position (a projector close-up).
+    each tick "i token" with its absolute position (a projector close-up). `every_row` labels every query row
+    whatever `max_ticks` (keys are still labelled every few columns past it).
     """
     z = masked(m, mask)  # [q, k]
     nq, nk = z.shape
@@ -177,9 +178,13 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
                            + f"<br>{value_name} %{{z:.4f}}<extra></extra>")
     step = max(1, int(np.ceil(max(ny, nx) / (max_ticks or (40 if present else 64)))))
     axis = {"tickmode": "array", "showgrid": False, "zeroline": False, "tickfont": {"size": font_size(present) - 2}}
-    xaxis = axis | {"tickvals": x[::step], "ticktext": xlab[::step], "tickangle": -60, "title": {"text": "key"},
+    upright = max((len(html.unescape(t)) for t in xlab[::step]), default=0) <= 2  # bytes, digits: level labels
+    xaxis = axis | {"tickvals": x[::step], "ticktext": xlab[::step], "tickangle": 0 if upright else -60,
+                    "title": {"text": "key"},
                     "side": "bottom"}
-    yaxis = axis | {"tickvals": y[::step], "ticktext": ylab[::step], "title": {"text": "query"}, "autorange": "reversed"}
+    ystep = 1 if every_row else step
+    yaxis = axis | {"tickvals": y[::ystep], "ticktext": ylab[::ystep], "title": {"text": "query"},
+                    "autorange": "reversed"}
     if square:  # one cell = one square, whatever the column width
         yaxis |= {"scaleanchor": "x", "scaleratio": 1, "constrain": "domain"}
         xaxis["constrain"] = "domain"
@@ -195,8 +200,25 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
     # one layout dict: Plotly's update_* calls cost ~5 ms each, and every page run builds these figures
     lay = layout(title, present, height or auto_h, xaxis=xaxis, yaxis=yaxis, shapes=shapes, plot_bgcolor=MASKED_BG,
                  meta={"pooled": bool(pooled), "shape": [ny, nx], "kind": kind})
-    lay["margin"] |= label_margins(xlab[::step], ylab[::step], font_size(present) - 2, trace.type == "heatmap" and showscale)
+    lay["margin"] |= label_margins(xlab[::step], ylab[::ystep], font_size(present) - 2,
+                                   trace.type == "heatmap" and showscale)
     lay["margin"]["autoexpand"] = False  # the margins hold the labels: nothing pushes them, one draw per change
+    return go.Figure([trace], lay)
+
+
+def colour_ramp(zrange: tuple[float, float], *, kind: str = "pattern", value_name: str | None = None,
+                present: bool = False) -> go.Figure:
+    """The colour scale of matrices drawn without their own colour bar (showscale=False, the same `zrange` and
+    `kind`), as one horizontal strip over its values: one bar shared by charts side by side."""
+    zmin, zmax = zrange
+    v = np.linspace(zmin, zmax, 256)  # [256] the values along the strip
+    name = value_name or {"pattern": "weight", "scores": "score", "diff": "Δ"}.get(kind, "value")
+    trace = go.Heatmap(z=v[None, :], x=v, y=[0], colorscale=THEME_SCALE if kind == "pattern" else DIVERGING,
+                       zmin=zmin, zmax=zmax, showscale=False, hovertemplate=f"{name} %{{x:.4g}}<extra></extra>")
+    lay = layout("", present, 4 * font_size(present) + 44, top=8,
+                 xaxis={"title": {"text": name, "standoff": 4}, "showgrid": False, "zeroline": False, "nticks": 8,
+                        "fixedrange": True}, yaxis={"visible": False, "fixedrange": True})
+    lay["margin"] |= {"b": int(2.8 * font_size(present)) + 6, "l": 20, "r": 20}  # the value ticks and their title
     return go.Figure([trace], lay)
 
 
@@ -228,12 +250,16 @@ def chunk_lines(fig: go.Figure, bounds, n_keys: int) -> go.Figure:
 
 
 def mark_cells(fig: go.Figure, cells, *, name: str = "reference alignment") -> go.Figure:
-    """Circles on (row, column) cells of a heatmap, e.g. a translation's word alignment."""
+    """Circles on (row, column) cells of a heatmap, e.g. a translation's word alignment; their legend in a row of
+    its own at the bottom, under the axis title."""
     cells = list(cells)
     if cells:
         fig.add_trace(go.Scatter(x=[c for _, c in cells], y=[r for r, _ in cells], mode="markers", name=name,
                                  marker={"symbol": "circle-open", "size": 14, "color": "#ff7f0e",
                                          "line": {"width": 2.5}},
                                  hovertemplate="reference: target %{y} ↔ source %{x}<extra></extra>"))
-        fig.update_layout(showlegend=True, legend={"orientation": "h", "y": -0.25}, margin_autoexpand=True)
+        row = int(2.6 * (fig.layout.font.size or 13))  # px: one legend row, under the key axis's title
+        fig.update_layout(showlegend=True, legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom",
+                                                   "x": 0, "xanchor": "left"},
+                          margin_b=(fig.layout.margin.b or 0) + row, height=(fig.layout.height or 450) + row)
     return fig

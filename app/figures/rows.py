@@ -94,8 +94,8 @@ def generation_matrix(rows, tokens, prompt_len: int, *, k_tokens=None, title: st
 
         fig.frames = [go.Frame(layout={"shapes": cover(s)}, name=str(s)) for s in range(n)]
         fig.update_layout(updatemenus=[{
-            "type": "buttons", "direction": "left", "x": 0, "y": -0.08, "xanchor": "left", "yanchor": "top",
-            "showactive": False, "pad": {"t": 40},
+            "type": "buttons", "direction": "left", "x": 0, "y": 1, "xanchor": "left", "yanchor": "bottom",
+            "showactive": False, "pad": {"b": 6},  # above the plot, under the title: off the axes and their titles
             "buttons": [{"label": "▶ replay", "method": "animate",
                          "args": [None, {"frame": {"duration": 450, "redraw": True}, "fromcurrent": False,
                                          "transition": {"duration": 0}}]},
@@ -107,5 +107,7 @@ def generation_matrix(rows, tokens, prompt_len: int, *, k_tokens=None, title: st
     fig.update_yaxes(tickmode="array", tickvals=y, ticktext=ylab, autorange="reversed",
                      title="generation step → new token", showgrid=False)
     side = 24 if present else 20
-    return apply_layout(fig, title, present, int(min(900, max(320, n * side + 200))), plot_bgcolor=MASKED_BG,
+    buttons = (44 if present else 40) if n > 1 else 0  # px of the top margin the ▶ buttons take
+    return apply_layout(fig, title, present, int(min(900, max(320, n * side + 200))) + buttons,
+                        top=(60 if title else 20) + buttons, plot_bgcolor=MASKED_BG,
                         meta={"steps": int(n), "keys": int(K), "prompt_len": int(prompt_len)})

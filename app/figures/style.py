@@ -59,15 +59,43 @@ def font_size(present: bool) -> int:
     return 18 if present else 13
 
 
+def cell_px(present: bool) -> int:
+    """The side of a matrix cell that holds its tick label (the tick font at −60°, or a level label's line)."""
+    return 22 if present else 16
+
+
 # Tick labels may overflow the chart: Plotly's default for numeric axes ("hide past div") measures every label
 # against the div on every draw, a third of the browser's time per widget change on Masks (CPU profile).
 AXIS = {"ticklabeloverflow": "allow"}
+TITLE_CHAR = 0.5  # a bold title character's width over the font size, a little over the average (0.44 measured)
+
+
+def wrap(title: str, width: int, present: bool = False) -> str:
+    """`title` broken at spaces (`<br>`) into lines that fit `width` px in the title's font."""
+    chars = max(12, int(width / (TITLE_CHAR * (font_size(present) + 3))))
+    lines: list[str] = []
+    for word in title.split(" "):
+        if lines and len(lines[-1]) + 1 + len(word) <= chars:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return "<br>".join(lines)
+
+
+def title_lines_px(title: str, present: bool) -> int:
+    """The height in px of a title's lines after its first (`wrap` breaks them with `<br>`)."""
+    return title.count("<br>") * int(1.3 * (font_size(present) + 3))
 
 
 def layout(title: str, present: bool, height: int | None = None, top: int | None = None, **kw) -> dict:
-    """Title, font, margins and height shared by every figure, plus `kw`: a layout for go.Figure(layout=…)."""
-    return {"title": {"text": title, "font": {"size": font_size(present) + 3}}, "font": {"size": font_size(present)},
-            "margin": {"l": 10, "r": 10, "t": top or (60 if title else 20), "b": 10}, "height": height, **kw,
+    """Title, font, margins and height shared by every figure, plus `kw`: a layout for go.Figure(layout=…). A title
+    of several lines (`wrap`) gets their height added to the top margin."""
+    more = title_lines_px(title, present)
+    return {"title": {"text": title, "font": {"size": font_size(present) + 3}, "y": 1, "yref": "container",
+                      "yanchor": "top", "pad": {"t": 14 + more // 2}},  # at the top (Plotly centres a title's lines)
+            "font": {"size": font_size(present)},
+            "margin": {"l": 10, "r": 10, "t": (top or (60 if title else 20)) + more, "b": 10},
+            "height": height, **kw,
             "xaxis": AXIS | kw.get("xaxis", {}), "yaxis": AXIS | kw.get("yaxis", {})}
 
 

@@ -66,3 +66,28 @@ def test_rollout_first_visit_scores_integrated_gradients_only_when_asked(tmp_pat
     ok(again)
     assert len(calls) == 20 and table(again).equals(after)
     fresh_server()
+
+
+def test_kv_cache_first_visit_feeds_the_model_a_bounded_number_of_tokens(monkeypatch):
+    """A first visit of KV cache (an empty cache, the 64-token default sample) feeds the model the cache check's
+    chunks and its full pass, the page's capture and the output scale (T each), and the prefixes 1..32 with one
+    run of the first 32 tokens: 4·64 + 32 + 32·33/2 = 816 tokens, not the 2,400 of every prefix up to 64."""
+    from analysis import kv_cache
+    from model.loaded import LoadedModel
+
+    from .conftest import ok, open_page
+
+    fed = []
+    real = LoadedModel.forward
+    monkeypatch.setattr(LoadedModel, "forward", lambda self, inputs, *a, **k: fed.append(int(inputs.ids.shape[1]))
+                        or real(self, inputs, *a, **k))
+    for fn in (state.kv_cache_check, state.greedy_cache_check, state.cache_generation, state.capture,
+               state.output_scale, state.prefix_stability):
+        fn.clear()
+    at = open_page("kv_cache", model="lecture-decoder")
+    ok(at)
+    T, P = 64, kv_cache.PREFIX_TOKENS
+    assert P == 32 and any(c.value.startswith(f"(the first {P} tokens of the text") for c in at.caption)
+    chunks = [b - a for a, b in kv_cache.chunks(T)]  # the cache check's cached steps (32, 2, then 1 by 1)
+    runs = chunks + [T] * 3 + [P] + list(range(1, P + 1))  # + its full pass, capture, output scale; the prefixes
+    assert sorted(fed) == sorted(runs) and sum(fed) == 4 * T + P + P * (P + 1) // 2 == 816, sorted(fed)

@@ -10,8 +10,8 @@ SCHEMES = ("learned", "sinusoidal", "rope", "alibi")
 
 
 def side_by_side(at, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(original, shuffled as computed, un-shuffled) of the three figures, titled '…: {what}'."""
-    return tuple(z_of(titled(at, f"{name}: {what}")["data"][0])
+    """(original, shuffled as computed, un-shuffled) of the three figures, titled "{panel}<br>{what}"."""
+    return tuple(z_of(titled(at, f"{name}<br>{what}")["data"][0])
                  for name in ("original", "shuffled run, as computed", "shuffled, then un-shuffled"))
 
 

@@ -1,4 +1,4 @@
-"""`attnlab app --allow-hub / --no-hub` reach the app as ATTNLAB_ALLOW_HUB (read by app/state.py hub_refusal)."""
+"""`attnlab app --allow-hub / --no-hub` reach the app as ATTNLAB_ALLOW_HUB (read by app/hub_access.py hub_refusal)."""
 
 from __future__ import annotations
 
