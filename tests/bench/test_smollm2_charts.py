@@ -20,14 +20,14 @@ def test_cases_are_presets_of_at_most_64_tokens():
 
 def test_section_renders_its_ratio_and_targets():
     rows = [{Browser.PAGE: page, Browser.ERRORS: [], Browser.RATIO: r,
-             "lecture-decoder": {Browser.WARM: 0.8, Browser.TOKENS: 64},
+             "lecture-decoder": {Browser.WARM: 0.8, Browser.TOKENS: 14},
              "smollm2": {Browser.WARM: 0.8 * r, Browser.TOKENS: 14}} for page, r in zip(SMOL_PAGES, (1.2, 1.7))]
     section = {Browser.ROWS: rows, Browser.REPEATS: 5, Browser.LOAD_START: [2.0], Browser.LOAD_END: [3.0]}
     table = smollm2_markdown(section)
-    assert "| explore | 0.80 (64 tokens) | 0.96 (14 tokens) | 1.20 | ≤ 1.5 |" in table
-    assert "| heatmaps | 0.80 (64 tokens) | 1.36 (14 tokens) | 1.70 | ≤ 1.5 |" in table
+    assert "| explore | 0.80 (14 tokens) | 0.96 (14 tokens) | 1.20 | ≤ 1.5 |" in table
+    assert "| heatmaps | 0.80 (14 tokens) | 1.36 (14 tokens) | 1.70 | ≤ 1.5 |" in table
     out = {Top.BROWSER: {Browser.ROWS: [], Browser.REPEATS: 5, Browser.SMOLLM2: section}}
     assert [(t[Target.MEASURED], t[Target.PASSED]) for t in smollm2_chart_targets(out)] == [(1.2, True), (1.7, False)]
-    assert "| explore | 0.80 (64 tokens)" in "\n".join(browser_markdown(out[Top.BROWSER]))
+    assert "| explore | 0.80 (14 tokens)" in "\n".join(browser_markdown(out[Top.BROWSER]))
     assert smollm2_chart_targets({Top.BROWSER: {Browser.SMOLLM2: {Browser.ERROR: "TimeoutError"}}}) == []
     assert "failed (TimeoutError)" in smollm2_markdown({Browser.ERROR: "TimeoutError"})[1]
