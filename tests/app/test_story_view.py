@@ -20,14 +20,14 @@ def test_story_side_by_side(model, preset):
     assert "The same story on both models" in md
     assert "**smollm2** continues the story with `␣ · 2 ·  years ·  old · . · <|im_end|>`" in md
     assert "**lecture-decoder** continues the story with `48 · . · how · old · is · the`" in md
-    tables = {d.key: d.value for d in at.dataframe if d.key and d.key.startswith("story-")}
-    smol, lect = tables["story-top-smollm2"], tables["story-top-lecture-decoder"]
+    tops = [d.value for d in at.dataframe if list(d.value.columns) == ["step", "token", "id", "p"]]
+    facts = [d.value.set_index("fact") for d in at.dataframe if "fact" in d.value.columns]
+    assert len(tops) == len(facts) == 2  # smollm2's, then lecture-decoder's
+    (smol, lect), (facts, lf) = tops, facts
     assert smol["id"].tolist()[:5] == [216, 6552, 260, 441, 4037] and smol["step"].tolist() == [1] * 5 + [2] * 5
     assert smol["p"].iloc[0] == pytest.approx(0.4223, abs=2e-3) and smol["token"].iloc[5] == "2"
     assert lect["id"].iloc[0] == 228 and lect["token"].iloc[0] == "48" and lect["p"].iloc[0] > 0.998
-    facts = tables["story-facts-smollm2"].set_index("fact")
     assert facts.loc["Mary, the best friend", "head"] == "28.1"
     assert facts.loc["her age, 48 (the answer)", "tokens"] == "27, 28"
     assert facts.loc["her age, 48 (the answer)", "weight"] == pytest.approx(0.0706, abs=3e-3)
-    lf = tables["story-facts-lecture-decoder"].set_index("fact")
     assert lf.loc["her age, 48 (the answer)", "head"] == "3.2" and lf.loc["her age, 48 (the answer)", "weight"] > 0.99
