@@ -10,7 +10,7 @@ import torch
 from .tasks_base import MASK, PAD
 from .tasks_retrieval import ask_more, is_two_hop, owner_position
 from .tasks_sequences import mask_more
-from .tasks_story import ask_more_story
+from .tasks_story import ask_more_story, facts
 from .tokenizer import build_tokenizer
 
 # Most tokens of a story or a random sequence cannot be predicted; their loss is noise that drowns the
@@ -48,7 +48,8 @@ class Batcher:
         name comes first); "induction-prev", each induction source's row (and an encoder's [MASK] row)
         → the token before it; "retrieval-asker", each answer's query row → the name its question asks
         about; "retrieval-bridge" / "story-bridge", each two-hop answer's query row → the bridge (the best
-        friend's name where the story states it). With "retrieval-2hop" among them, two-hop answers are a task of their own (their own head)."""
+        friend's name where the story states it); "story-owner", each best friend's name in "P has a best friend
+        named N" → P; "story-asker", each "… friend of X ?" answer's query row → X. With "retrieval-2hop" among them, two-hop answers are a task of their own (their own head)."""
         shift = 1 if self.kind == "decoder" else 0
         number = self.hint_tasks.index
         if ex.task in self.hint_tasks:
@@ -68,6 +69,14 @@ class Batcher:
         if ex.task == "retrieval" and "retrieval-asker" in self.hint_tasks:
             for p in ex.answer_positions:
                 yield i, p - shift, owner_position(ex.tokens, p - shift), number("retrieval-asker")
+        if ex.task == "story" and "story-owner" in self.hint_tasks:
+            for _, n in facts(list(ex.tokens))[0].values():  # "P has a best friend named N": N at P + 6
+                yield i, n, n - 6, number("story-owner")
+        if ex.task == "story" and "story-asker" in self.hint_tasks:
+            for p in ex.answer_positions:
+                q = max(j for j in range(p) if ex.tokens[j] == "?")
+                if ex.tokens[q - 2] == "of":  # "… best friend of X ?"
+                    yield i, p - shift, q - 1, number("story-asker")
         if ex.task == "induction" and "induction-prev" in self.hint_tasks:
             rows = set(ex.source_positions) | (set(ex.answer_positions) if self.kind == "encoder" else set())
             yield from ((i, r, r - 1, number("induction-prev")) for r in sorted(rows) if r > 1)

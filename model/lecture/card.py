@@ -212,15 +212,35 @@ def _signal_lines(t: dict) -> list[str]:
         out.append(f"- Attention first: the MLPs started with a zero output and stayed frozen for the first "
                    f"{t['attn_only']} steps, then trained with the rest.")
     if (t.get("hint") or 0) > 0 and (t.get("hint_steps") or 0) > 0:
-        tasks = ", ".join(t.get("hint_tasks") or ("retrieval",))
-        out.append(f"- Attention hint ({tasks}): for the first {t['hint_steps']} steps the loss also asked one head "
-                   "per task — the model's pick, whichever was closest over the batch — to put weight on each "
-                   f"answer's source token (weight {t['hint']} falling linearly to 0; "
-                   + ("`retrieval-bridge` / `story-bridge`: from each two-hop answer's row to the best friend's name, "
-                      "in the lower layers" if "bridge" in tasks else "two-hop bridges never hinted")
-                   + "; `retrieval-owner`: from each fact's value token to the name the fact is about); after "
-                   "that the plain loss alone. The heads named below are measured on held-out text, not assigned.")
+        tasks = t.get("hint_tasks") or ("retrieval",)
+        meaning = [f"`{k}`: {HINTS[k]}" for k in tasks if k in HINTS]
+        if not any(k.endswith("-bridge") for k in tasks):
+            meaning.append("two-hop bridges never hinted")
+        out.append(f"- Attention hint ({', '.join(tasks)}): for the first {t['hint_steps']} steps the loss also asked "
+                   "one head per task — the model's pick, whichever was closest over the batch — to put weight on "
+                   f"each answer's source token (weight {t['hint']} falling linearly to 0; " + "; ".join(meaning)
+                   + "); after that the plain loss alone. The heads named below are measured on held-out text, "
+                   "not assigned.")
     return out
+
+
+# What each hint task asks beyond "answer row → source" (the -owner, -asker, -prev and -bridge halves: lower layers).
+HINTS = {
+    "retrieval-2hop": "two-hop answers hinted as a task of their own",
+    "retrieval-bridge": "from each two-hop answer's row to the best friend's name, in the lower layers",
+    "story-bridge": "the same in the lecture's stories",
+    "retrieval-owner": "from each fact's value token to the name the fact is about",
+    "retrieval-asker": "from each answer's row to the name its question asks about",
+    "story-owner": "from each best friend's name to the person whose best friend they are (`mary` → `alex` in "
+                   "`alex has a best friend named mary`)",
+    "story-asker": "from each `… best friend of X ?` answer's row to X",
+    "induction-prev": "from each copied token to the token before it",
+}
+
+
+def _seed_flag(t: dict) -> str:
+    """The reproduce command's seed flag, when the run did not use the recipe's seed 0."""
+    return f" --seed {t['seed']}" if t.get("seed") else ""
 
 
 def _where(t: dict) -> str:
@@ -265,7 +285,7 @@ def write_card(folder: Path, name: str, cfg, training: dict, metrics: dict, *, e
         f"{cfg.norm}-LN, {cfg.positional} positions, context {cfg.max_len} tokens, vocabulary {cfg.vocab_size} "
         "(word level, `tokenizer.json`; [BOS] is prepended, never [EOS]).",
         f"- Objective: {OBJECTIVE[arch]}.",
-        f"- Training: `attnlab train --model {name}` — {t.get('steps')} steps × batch {t.get('batch')}, AdamW "
+        f"- Training: `attnlab train --model {name}{_seed_flag(t)}` — {t.get('steps')} steps × batch {t.get('batch')}, AdamW "
         f"(peak lr {t.get('lr')}, linear warm-up, cosine to 10%), seed {t.get('seed')}; "
         f"{t.get('seconds', 0) / 60:.1f} min wall time " + _where(t) + ".",
         *[f"  - stage {i}: `{st['command']}` — {st['steps']} steps, {float(st['seconds']) / 60:.1f} min"

@@ -78,6 +78,22 @@ def test_bridge_hints_point_each_two_hop_answer_at_its_bridge():
             assert (i, q, key) == (j, e.answer_positions[0] - 1, e.support_positions[0])
 
 
+def test_owner_and_asker_hints_bind_each_best_friend_to_its_owner_and_each_question_to_its_name():
+    examples = [ask_more_story(e, Random(i), 3, STORY_LEN) for i, e in enumerate(generate("story", 60, 6))]
+    hints = Batcher("decoder", ("story", "story-owner", "story-asker"))(examples, Random(0))["hint"]
+    owner, asker = hints[hints[:, 3] == 1].tolist(), hints[hints[:, 3] == 2].tolist()
+    for i, n, p, _ in owner:  # "p has a best friend named/called n ."
+        t = examples[i].tokens
+        assert t[p + 1: p + 5] == ("has", "a", "best", "friend") and t[n + 1] == "." and facts(list(t))[0][t[p]][0] == t[n]
+    assert len(owner) == sum(len(facts(list(e.tokens))[0]) for e in examples) > 60  # two owners in some stories
+    for i, q, x, _ in asker:  # the answer's query row → the name after "friend of"
+        t = examples[i].tokens
+        assert t[x - 2: x] == ("friend", "of") and t[x + 1] == "?" and q + 1 in examples[i].answer_positions
+    asked = sum(1 for e in examples for a in e.answer_positions
+                if "friend" in e.tokens[max(j for j in range(a) if e.tokens[j] == "?") - 3:a])
+    assert len(asker) == asked > 40
+
+
 def test_grow_vocab_keeps_the_old_rows_and_the_old_checkpoint_still_evaluates(tmp_path):
     """A checkpoint of the first corpus's 186 words (as the bundled models were before round three) grows."""
     old_words = vocabulary(story=False)

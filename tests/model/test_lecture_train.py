@@ -105,7 +105,6 @@ def test_decoder_answers_two_hop_retrieval():
     assert n >= 100 and sum(kinds[k]["accuracy"] * kinds[k]["answers"] for k in two) / n >= 0.9, kinds
 
 
-@pytest.mark.xfail(strict=True, reason="below target: 80% of held-out 'best friend' stories (see the card)")
 def test_decoder_answers_the_lecture_story_question():
     """Issue 29: ≥ 90% of fresh stories asking the lecture's question (how old is the best friend of X?)."""
     best = evaluate(load("lecture-decoder"), 400, seed=12345, detail=True)["tasks"]["story"]["kinds"]["best"]
