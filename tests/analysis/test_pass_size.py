@@ -41,7 +41,7 @@ def test_integrated_gradients_in_one_row_passes_equals_one_batch(arch, monkeypat
 MEASURE = textwrap.dedent("""
     import json, resource, sys
     import torch
-    from analysis import pass_size
+    from analysis import attributions, pass_size
     from model.config import ModelConfig
     from model.registry import LoadedModel
     from model.tokenizer import ByteTokenizer
@@ -55,7 +55,8 @@ MEASURE = textwrap.dedent("""
     attributions.input_x_gradient(lm, inp, -1)  # warm: one row with a backward
     rss = int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize()
     ig = attributions.integrated_gradients(lm, inp, -1, steps=128)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    # VmHWM: this process's own peak (ru_maxrss would carry the forking pytest's across exec)
+    peak = next(int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM:")) * 1024  # kB
     json.dump({"t": inp.ids.shape[1], "growth": peak - rss, "row": pass_size.row_bytes(lm, inp.ids.shape[1], True),
                "rows": pass_size.rows_per_pass(lm, inp.ids.shape[1], True), "err": ig.completeness_error}, sys.stdout)
 """)

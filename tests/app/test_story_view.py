@@ -19,7 +19,7 @@ def test_story_side_by_side(model, preset):
     md = " ".join(m.value for m in at.markdown)
     assert "The same story on both models" in md
     assert "**smollm2** continues the story with `␣ · 2 ·  years ·  old · . · <|im_end|>`" in md
-    assert "**lecture-decoder** continues the story with `48 · . · how · old · is · the`" in md
+    assert "**lecture-decoder** continues the story with `48 · . · how · old · is · mary`" in md
     tops = [d.value for d in at.dataframe if list(d.value.columns) == ["step", "token", "id", "p"]]
     facts = [d.value.set_index("fact") for d in at.dataframe if "fact" in d.value.columns]
     assert len(tops) == len(facts) == 2  # smollm2's, then lecture-decoder's
