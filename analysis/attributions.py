@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from analysis.pass_size import give_back, max_tokens, rows_per_pass
 from analysis.relevance import attention_sites
 from model.inputs import InputError
 
@@ -87,7 +88,7 @@ def _per_token(x: torch.Tensor) -> torch.Tensor:
 class _Path:
     embeds: dict[str, torch.Tensor]  # name -> e [1, ...] (the input embedding)
     bases: dict[str, torch.Tensor]  # name -> b [1, ...] (the baseline embedding)
-    grads: dict[str, torch.Tensor] | None  # name -> ∂y_r/∂z_r [R, ...], z_r = b + α_r (e − b); None without grad
+    grads: dict[str, torch.Tensor] | None  # name -> Σ_r w_r ∂y_r/∂z_r [1, ...], z_r = b + α_r (e − b); None without grad
     y: torch.Tensor  # [R] the logit at each α
     target_id: int
     position: int
@@ -137,12 +138,30 @@ def baseline_name(lm, inputs) -> str:
 
 
 def _path(lm, inputs, position: int, target_id: int | None, alphas: torch.Tensor, interventions=None,
-          grad: bool = True) -> _Path:
-    """y at embeddings b + α_r (e − b), one batch row per α_r, and (grad) ∂y_r/∂z_r: one forward and backward."""
+          grad: bool = True, weights: torch.Tensor | None = None) -> _Path:
+    """y at embeddings b + α_r (e − b), and (grad) the gradients weighted by `weights` [R] (default all 1) and
+    summed over r. Rows are independent, so they run in passes of at most pass_size.rows_per_pass rows, the
+    pass holding the last α first (target_id None = the arg-max there)."""
     pos = _check_position(lm, inputs, position)
     if not has_embed_hook(lm):
         raise InputError(f"{lm.name} has no hook_embed point: input × gradient and integrated gradients need a "
                          "converted model")
+    weights = torch.ones(len(alphas), dtype=torch.float64) if weights is None else weights
+    n = rows_per_pass(lm, inputs.ids.shape[1], grad)
+    starts = list(range(0, len(alphas), n))[::-1]  # last pass first
+    ys, grads = {}, None
+    for s in starts:
+        p = _pass(lm, inputs, pos, target_id, alphas[s:s + n], interventions, grad, weights[s:s + n])
+        give_back()
+        target_id, ys[s] = p.target_id, p.y
+        if grad:
+            grads = p.grads if grads is None else {k: grads[k] + g for k, g in p.grads.items()}
+    return _Path(p.embeds, p.bases, grads, torch.cat([ys[s] for s in sorted(ys)]), target_id, pos)
+
+
+def _pass(lm, inputs, pos: int, target_id: int | None, alphas: torch.Tensor, interventions, grad: bool,
+          weights: torch.Tensor) -> _Path:
+    """One forward (and backward) over the α's of one pass."""
     base_ids, mods = baseline_ids(lm, inputs), embed_modules(lm)
     embeds, bases, leaves = {}, {}, {}
 
@@ -174,10 +193,18 @@ def _path(lm, inputs, position: int, target_id: int | None, alphas: torch.Tensor
         if grad:
             names = list(leaves)
             got = torch.autograd.grad(y.sum(), [leaves[n] for n in names], allow_unused=True)
-            grads = {n: torch.zeros_like(leaves[n]) if g is None else g for n, g in zip(names, got)}
+            grads = {n: _weighted(leaves[n], g, weights) for n, g in zip(names, got)}
     finally:
         lm.model.train(was_training)
-    return _Path(embeds, bases, grads, y.detach(), tid, pos)
+    return _Path(embeds, bases, grads, y.detach().clone(), tid, pos)  # a view would keep the [R, T, V] logits
+
+
+def _weighted(leaf: torch.Tensor, g: torch.Tensor | None, weights: torch.Tensor) -> torch.Tensor:
+    """Σ_r w_r g_r in float64: [R, ...] -> [1, ...] (zeros where the leaf got no gradient)."""
+    if g is None:
+        return torch.zeros_like(leaf[:1], dtype=torch.float64)
+    w = weights.to(g.device, torch.float64).view(-1, *([1] * (g.dim() - 1)))  # [R, 1, ...]
+    return (w * g.double()).sum(0, keepdim=True)
 
 
 def _rows(lm, per: dict[str, torch.Tensor]) -> tuple[np.ndarray, np.ndarray | None]:
@@ -192,7 +219,7 @@ def input_x_gradient(lm, inputs, position: int = -1, target_id: int | None = Non
                      interventions=None) -> Attribution:
     """Σ_d e_id · ∂y/∂e_id per token (module docstring). target_id None = the predicted token or class."""
     p = _path(lm, inputs, position, target_id, torch.ones(1, dtype=torch.float64), interventions)
-    per = {n: _per_token(p.embeds[n] * p.grads[n])[0] for n in p.embeds}  # [T] per hook
+    per = {n: _per_token(p.embeds[n].double() * p.grads[n])[0] for n in p.embeds}  # [T] per hook
     target, source = _rows(lm, per)
     return Attribution(target, p.target_id, float(p.y[0]), p.position, source)
 
@@ -247,17 +274,33 @@ def integrated_gradients(lm, inputs, position: int = -1, target_id: int | None =
         n *= 2
 
 
+def ig_passes() -> int:
+    """Forward passes' worth of one integrated_gradients call at most: the target's and the scan's forwards,
+    then STEPS, 2·STEPS … MAX_STEPS nodes (each + the input and the baseline) with a backward (≈ 3 forwards)."""
+    scan_rows = 1 + (SCAN + 1) + 2 * REFINE * (SCAN_SUB - 1)
+    node_rows, n = 0, STEPS
+    while n <= MAX_STEPS:
+        node_rows, n = node_rows + n + 2, 2 * n
+    return scan_rows + 3 * node_rows
+
+
+def ig_refusal(lm, t: int) -> str | None:
+    """One line when `t` tokens are more than integrated gradients takes on this model (pass_size), else None."""
+    n = max_tokens(lm, ig_passes())
+    if t <= n:
+        return None
+    return (f"not run on this text: up to {ig_passes():,} forward passes over {lm.name} (a scan, then up to "
+            f"{MAX_STEPS} gradient steps) cost more than about a minute of one CPU core beyond T = {n} tokens on "
+            f"this model; this text has {t}.")
+
+
 def _integrate(lm, inputs, pos: int, tid: int, bounds: np.ndarray, interventions) -> Attribution:
     nodes, weights = quadrature(bounds, PER_PANEL)
     steps = len(nodes)
     alphas = torch.tensor(np.concatenate([nodes, [1.0, 0.0]]))  # [steps + 2]: the nodes, the input, the baseline
-    p = _path(lm, inputs, pos, tid, alphas, interventions)
-    w = torch.tensor(weights)
-    per = {}
-    for n, e in p.embeds.items():
-        g = p.grads[n][:steps].double()  # [steps, ...]
-        mean_grad = (w.view(-1, *([1] * (g.dim() - 1))) * g).sum(0, keepdim=True)  # [1, ...]: ∫₀¹ ∇y dα
-        per[n] = _per_token((e - p.bases[n]).double() * mean_grad)[0]
+    w = torch.tensor(np.concatenate([weights, [0.0, 0.0]]))  # the input and baseline rows give y alone
+    p = _path(lm, inputs, pos, tid, alphas, interventions, weights=w)
+    per = {n: _per_token((e - p.bases[n]).double() * p.grads[n])[0] for n, e in p.embeds.items()}  # ∫₀¹ ∇y dα
     target, source = _rows(lm, per)
     y_x, y_b = float(p.y[steps]), float(p.y[steps + 1])
     ig = Attribution(target, p.target_id, y_x, p.position, source, steps=steps, baseline_logit=y_b,

@@ -118,6 +118,9 @@ class Browser:
     FIRST_VISIT = "first_visit_s"  # sidebar click → the page's first chart, first visit in the session
     REVISIT = "revisit_s"  # the same on the second walk through the sidebar
     SHOWN = "shown"  # "chart", or "plain" for a page drawn without a chart
+    SMOLLM2 = "smollm2_first_chart"  # bench/smollm2_charts.py: {ROWS, REPEATS, LOAD_START, LOAD_END}
+    RATIO = "ratio"  # smollm2's first chart / lecture-decoder's: median of per-round ratios
+    TOKENS = "tokens"  # the preset's text, in the model's tokens
 
 
 class ClassLoad:

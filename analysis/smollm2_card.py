@@ -13,7 +13,9 @@ import json
 from pathlib import Path
 
 from analysis.smollm2_lecture import HEADS_TEXT, SINK_TEXT, Measured, head_types, measure_spec, specs
+from analysis.story_compare import STORY, story_answer, story_preset
 from model.gguf.compare import compare_gguf
+from model.lecture.samples import load_samples
 from model.registry import load
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,7 +65,14 @@ def preset(m: Measured) -> dict:
             "source_index": m.source_index}
 
 
-def card(lm, measured: list[Measured], types: tuple, compare: dict | None) -> str:
+def lecture_story(lm) -> dict:
+    """The first lecture's story on smollm2, beside lecture-decoder on its own (analysis/story_compare.py)."""
+    ld = load("lecture-decoder")
+    own = next(s for s in load_samples("lecture-decoder") if s.id == "decoder-story-1")
+    return story_preset(story_answer(lm, lm.encode(STORY)), story_answer(ld, ld.encode(own.text)))
+
+
+def card(lm, measured: list[Measured], types: tuple, compare: dict | None, story: dict | None = None) -> str:
     df, period, best, counts = types
     g = lm.card.get("gguf_general") or {}
     kinds = ", ".join(f"{k} × {v}" for k, v in sorted((lm.card.get("gguf_tensor_types") or {}).items()))
@@ -91,7 +100,8 @@ def card(lm, measured: list[Measured], types: tuple, compare: dict | None) -> st
         "Attention sink: mean weight on the first token per layer (every head, rows after the first, on "
         f"{SINK_TEXT!r}): " + ", ".join(f"{x:.2f}" for x in sink) + ".", "",
         "## The lecture's texts (presets)", "",
-        *(f"- **{m.spec.title}**: {note(m)}." for m in measured), "",
+        *(f"- **{m.spec.title}**: {note(m)}." for m in measured),
+        *([f"- **{story['title']}**: {story['note']}."] if story else []), "",
     ]
     if compare is not None:
         lines += ["## Parity", "",
@@ -108,14 +118,15 @@ def main(argv=None) -> int:
     lm = load("smollm2")
     measured = [measure_spec(lm, s) for s in specs(lm.tokenizer)]
     types = head_types(lm)
+    story = lecture_story(lm)
     compare = None
     if args.compare:
         compare = compare_gguf("smollm2")
     about = ("Lecture presets for smollm2 (SmolLM2-135M-Instruct), written by `python -m analysis.smollm2_card` "
              "from numbers measured on the model. Token indices count from 0 (SmolLM2 adds no BOS).")
-    PRESETS.write_text(json.dumps({"about": about, "samples": [preset(m) for m in measured]}, indent=1,
+    PRESETS.write_text(json.dumps({"about": about, "samples": [preset(m) for m in measured] + [story]}, indent=1,
                                   ensure_ascii=False) + "\n", encoding="utf-8")
-    CARD.write_text(card(lm, measured, types, compare), encoding="utf-8")
+    CARD.write_text(card(lm, measured, types, compare, story), encoding="utf-8")
     print(f"wrote {PRESETS} and {CARD}")
     return 0
 

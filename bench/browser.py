@@ -225,6 +225,22 @@ def cold_first_chart(p, page_name: str, query: str, log: Path) -> float:
     return dt
 
 
+def run_smollm2(p, log: Path, repeats: int, progress) -> dict:
+    """bench/smollm2_charts.py on a server and browser of its own ({ERROR} when it fails: the run goes on)."""
+    from bench.smollm2_charts import smollm2_first_charts  # it imports this module's helpers
+
+    try:
+        with streamlit_server(log) as srv:
+            b = launch(p)
+            try:
+                return smollm2_first_charts(b, srv["url"], repeats, progress)
+            finally:
+                b.close()
+    except Exception as e:  # noqa: BLE001 — recorded in the section
+        progress(f"smollm2 first charts failed: {type(e).__name__}: {str(e)[:300]}")
+        return {Browser.ERROR: f"{type(e).__name__}: {str(e)[:300]}"}
+
+
 NAV_QUERY = "model=lecture-decoder"  # the in-app walk: the bundled decoder on its first preset
 NAV_QUICK = ["Heatmaps", "KV cache"]  # quick mode walks these two (and back to Explore)
 
@@ -274,8 +290,9 @@ def run_browser(quick: bool = False, repeats: int = 5, progress: Callable[[str],
             finally:
                 if b is not browser:
                     b.close()
-        floor = plain = None
+        floor = plain = smol = None
         if not quick:
+            smol = run_smollm2(p, Path(tmp) / "smol.log", repeats, say)
             b = launch(p)
             try:
                 floor = floor_first_chart(b, Path(tmp) / "floor.log", repeats)
@@ -285,5 +302,6 @@ def run_browser(quick: bool = False, repeats: int = 5, progress: Callable[[str],
             finally:
                 b.close()
     return {Browser.ROWS: rows, Browser.REPEATS: repeats, Browser.QUICK: quick, Browser.FLOOR: floor,
-            Browser.FLOOR_PLAIN: plain, Browser.NAVIGATION: nav, Browser.NAV_QUERY: NAV_QUERY,
+            Browser.FLOOR_PLAIN: plain, Browser.NAVIGATION: nav, Browser.SMOLLM2: smol,
+            Browser.NAV_QUERY: NAV_QUERY,
             Browser.WALL: round(time.perf_counter() - t0, 1)}

@@ -67,6 +67,10 @@ def browser_markdown(section: dict) -> list[str]:
         lines += [f"| {r[Browser.PAGE]}{' (no chart)' if r.get(Browser.SHOWN) == 'plain' else ''} | "
                   f"{_fmt(r.get(Browser.FIRST_VISIT))} | {_fmt(r.get(Browser.REVISIT))} |" for r in nav]
         errs += [f"- navigation to {r[Browser.PAGE]}: {e[:200]}" for r in nav for e in r[Browser.ERRORS]]
+    if section.get(Browser.SMOLLM2):
+        from bench.smollm2_charts import smollm2_markdown
+
+        lines += smollm2_markdown(section[Browser.SMOLLM2])
     return lines + ([""] + errs if errs else []) + [""]
 
 

@@ -12,6 +12,7 @@ from app.figures.style import esc, head_names
 from app.frame import chart, page, presenting
 from app.inputs import inputs
 from app.presets import default_query, note_head, source_index
+from app.story_view import story_side_by_side
 from app.token_strip import predictions_table, token_strip, unknown_note, unknown_positions
 from app.url_state import index, select, token_select
 
@@ -41,6 +42,7 @@ with page("Explore", "What does the model see, and where does its attention go?"
             st.caption(f"Answer: **{inp.preset.answer}** · query token {inp.preset.query_index}"
                        + (f" · its source, token {inp.preset.source_index}" if inp.preset.source_index is not None
                           else ""))
+    story_side_by_side(inp.model, inp.preset)
 
     groups = cap.groups()
     group = "cross" if "cross" in groups else next(iter(groups))

@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis.attributions import METHODS as GRADIENT_METHODS
-from analysis.attributions import has_embed_hook
+from analysis.attributions import has_embed_hook, ig_refusal
 from analysis.faithfulness_why import explain
 from analysis.flow import MAX_TOKENS as FLOW_MAX
 from analysis.rollout import attention_rollout, cross_rollout, fuse_heads
@@ -136,6 +136,9 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
                        "and integrated gradients need a converted model.")
         with guard():
             for m in (GRADIENT_METHODS if embeds else ["attention_x_gradient"]):
+                if m == "integrated_gradients" and (refused := ig_refusal(state.model(inp.model), t)):
+                    notes[m] = refused
+                    continue
                 at = state.attribution(inp.model, inp.text, inp.src, m, q, answer_id if target == "answer" else None)
                 rows[m] = at.row
                 if encdec and at.source_row is not None:

