@@ -5,7 +5,8 @@ import pandas as pd
 import streamlit as st
 
 from analysis.attributions import METHODS as GRADIENT_METHODS
-from analysis.attributions import has_embed_hook, ig_refusal
+from analysis.attributions import ig_refusal
+from analysis.embed_path import has_embed_hook
 from analysis.faithfulness_why import explain
 from analysis.flow import MAX_TOKENS as FLOW_MAX
 from analysis.rollout import attention_rollout, cross_rollout, fuse_heads

@@ -8,10 +8,10 @@ import torch
 from analysis.attributions import (
     MAX_STEPS,
     attention_x_gradient,
-    baseline_ids,
     input_x_gradient,
     integrated_gradients,
 )
+from analysis.embed_path import baseline_ids
 from analysis.faithfulness import faithfulness, make_cases
 from model import hooks
 from model.inputs import InputError
