@@ -16,8 +16,12 @@ story = state.on_text(story_answer, entries=4, spinner="Reading the story on bot
 
 
 def story_side_by_side(model: str, preset: Preset | None) -> None:
-    """Both models on the story, when `preset` is one of STORY_PRESETS; nothing otherwise."""
+    """Both models on the story, when `preset` is one of STORY_PRESETS and its toggle is on: on by default for
+    smollm2; off for lecture-decoder, whose story opens the app (SmolLM2 then loads only when asked)."""
     if preset is None or STORY_PRESETS.get(model) != preset.id:
+        return
+    if not st.toggle("Show the same story on both models (SmolLM2-135M beside lecture-decoder)",
+                     value=model == "smollm2", key=f"story-both-{model}"):
         return
     st.markdown("#### The same story on both models")
     for col, name in zip(st.columns(len(STORY_PRESETS)), STORY_PRESETS):

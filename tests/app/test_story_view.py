@@ -16,6 +16,12 @@ pytestmark = [pytest.mark.slow,
 def test_story_side_by_side(model, preset):
     at = open_page(model=model, preset=preset, timeout=400)
     ok(at)
+    toggle = at.toggle(key=f"story-both-{model}")
+    assert toggle.value is (model == "smollm2")  # the app's opening page (lecture-decoder) does not load SmolLM2
+    if not toggle.value:
+        assert "The same story on both models" not in " ".join(m.value for m in at.markdown)
+        at = toggle.set_value(True).run(timeout=400)
+        ok(at)
     md = " ".join(m.value for m in at.markdown)
     assert "The same story on both models" in md
     assert "**smollm2** continues the story with `␣ · 2 ·  years ·  old · . · <|im_end|>`" in md
