@@ -51,7 +51,7 @@ def test_locality_penalty_falls_when_trained_alone():
     for _ in range(30):
         model(x, backend="sdpa")
         p = loc.penalty()
-        first = first if first is not None else float(p)
+        first = first if first is not None else p.item()
         opt.zero_grad()
         p.backward()
         opt.step()
