@@ -58,7 +58,7 @@ with page("KV cache", "Why may a decoder keep the keys and values of earlier tok
     verdict_banner(gen["passed"], f"All {len(steps)} steps: max |Δlogits| ≤ {gen['tolerance']:g} and the same "
                                   f"token each time (worst {gen['max_abs_logits']:.2e}).",
                    f"Some steps differ (worst max |Δlogits| {gen['max_abs_logits']:.2e}).")
-    left, right = st.columns([3, 2], gap="medium")
+    left, right = wrapping_columns(2, "kv-steps-pair", 440)  # one under the other when narrow: the steps' labels
     with left:
         chart(step_deltas(steps["max_abs_logits"], steps["cached_token"], gen["tolerance"], passed=steps["passed"],
                           title=wrap("max |Δ next-token logits| per step (cached − uncached)", 300, present),
@@ -122,12 +122,12 @@ with page("KV cache", "Why may a decoder keep the keys and values of earlier tok
     # -- 4. why it works -----------------------------------------------------------------------------------
     st.subheader("Why a cache is possible: earlier tokens never change")
     ps = state.prefix_stability(inp.model, inp.text, inp.src, inp.backend)  # the first PREFIX_TOKENS tokens
-    left, right = st.columns([3, 2], gap="medium")
+    left, right = wrapping_columns(2, "kv-prefix-pair", 440)
     with left:
         chart(tiny_lines(ps["lengths"], {"attention rows of earlier tokens": ps["rows"],
                                          "their keys": ps["keys"], "their values": ps["values"]},
                          TOL_CACHE, xlabel="tokens fed so far (t)", ylabel="max |Δ| vs the whole text (log)",
-                         title="Feed the text one more token at a time", present=present),
+                         title=wrap("Feed the text one more token at a time", 440, present), present=present),
               key="kv-prefix", name="kv-prefix")
     with right:
         st.markdown(
@@ -142,9 +142,11 @@ with page("KV cache", "Why may a decoder keep the keys and values of earlier tok
             st.caption(f"(the first {ps['T']} tokens of the text)")
     n_sites = len([s for s in sites if sti["sites"][s]["kind"] == "self"])
     cost = cache_costs(len(cap.tokens), len(gen["steps"]), n_sites, n_heads)
+    # the page's narrowest width (1024 px): about 650 px of chart, 530 in presentation mode's larger type
     chart(cache_cost(cost["steps"], cost["cached"], cost["uncached"], present=present,
-                     title=f"Work of self-attention over {len(gen['steps'])} generation steps "
-                           f"({info['heads']} heads, {n_sites} layers)"), key="kv-cost", name="kv-cost")
+                     title=wrap(f"Work of self-attention over {len(gen['steps'])} generation steps "
+                                f"({info['heads']} heads, {n_sites} layers)", 500 if present else 620, present)),
+      key="kv-cost", name="kv-cost")
 
     downloads("kv-cache", csv=steps,
               npz={"stitched": sti["sites"][site]["stitched"], "full": sti["sites"][site]["full"],

@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app.figures.style import FLOOR, HEAD_COLORS, apply_layout, log_floor, log_ticks
+from app.figures.style import FLOOR, HEAD_COLORS, apply_layout, legend_under, log_floor, log_ticks
 
 BACKEND_COLORS = {"eager": "#d62728", "sdpa": "#1f77b4", "flash": "#2ca02c"}
 
@@ -54,7 +54,7 @@ def tiny_lines(x, series: dict, tolerance: float | None = None, *, title: str = 
                       annotation_text=f"tolerance {tolerance:g}", annotation_position="top left")
     fig.update_xaxes(title=xlabel)
     fig.update_yaxes(title=ylabel, type="log", range=[np.log10(FLOOR) - 0.3, -2])
-    return apply_layout(fig, title, present, 360, legend={"orientation": "h", "y": -0.3})
+    return legend_under(apply_layout(fig, title, present, 360), len(series))
 
 
 def cache_cost(steps, cached, uncached, *, title: str = "", present: bool = False) -> go.Figure:
@@ -66,7 +66,7 @@ def cache_cost(steps, cached, uncached, *, title: str = "", present: bool = Fals
                                  name=name, line={"color": c, "width": 3}))
     fig.update_xaxes(title="generation step")
     fig.update_yaxes(title="score cells computed so far (all layers, heads)")
-    return apply_layout(fig, title, present, 360, legend={"orientation": "h", "y": -0.3})
+    return legend_under(apply_layout(fig, title, present, 360), 2)
 
 
 def scaling(rows, *, title: str = "", present: bool = False, time_key: str = "ms",

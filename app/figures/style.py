@@ -106,6 +106,16 @@ def apply_layout(fig: go.Figure, title: str, present: bool, height: int | None =
     return fig
 
 
+def legend_under(fig: go.Figure, items: int) -> go.Figure:
+    """The legend one item a line at the bottom of the figure, under the x axis's title, with room made for it
+    (a legend inside the plot area covers ticks and lines once a narrow or large-font layout wraps it)."""
+    room = items * int(1.8 * (fig.layout.font.size or 13)) + 8  # px: one line per item
+    fig.update_layout(showlegend=True, legend={"orientation": "v", "yref": "container", "y": 0, "yanchor": "bottom",
+                                               "x": 0, "xanchor": "left"},
+                      margin_b=(fig.layout.margin.b or 0) + room, height=(fig.layout.height or 450) + room)
+    return fig
+
+
 def log_ticks(values) -> dict:
     """Ticks of a log axis over `values`, each labelled with its whole number ("0.002", "500", "2k"), never the
     bare digit Plotly writes at minor ticks: powers of ten, plus 2× and 5× when the values span under two

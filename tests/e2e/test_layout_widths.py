@@ -184,6 +184,7 @@ def test_kv_cache_matrices_alike_every_query_labelled(st_app, browser, width, pr
     labelled, no two labels of an axis overlapping, every label inside its chart."""
     with open_at(browser, f"{st_app['url']}/kv-cache?present={present}", width) as page:
         charts_drawn(page, 6)
+        charts_whole(page)  # the steps, prefix and cost charts as well: every label apart, nothing over the plot
         plots = []
         for key in ("kv-stitched", "kv-full", "kv-diff"):
             c = page.locator(f".st-key-fig-{key} .js-plotly-plot").evaluate(PARTS_JS)
