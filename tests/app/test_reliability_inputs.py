@@ -212,7 +212,8 @@ def _figure_invariants(cap, name: str) -> None:
         live = mask.any(-1)
         np.testing.assert_allclose(stack.sum(-1)[..., live], 1, atol=1e-4)
         assert (stack[..., ~mask] == 0).all()
-        fig = matrix_heatmap(stack[-1, 0], qt, kt, mask=mask, title="fuzz")
+        # every cell as a heatmap trace: a long text would otherwise be pooled or sent as a PNG (no z to check)
+        fig = matrix_heatmap(stack[-1, 0], qt, kt, mask=mask, title="fuzz", png_cells=10**9, max_side=max(len(qt), len(kt)))
         z = np.asarray(fig.data[0].z, dtype=np.float64)
         assert z.shape == (len(qt), len(kt)) and np.isnan(z[~mask]).all() and np.isfinite(z[mask]).all()
         for axis, toks in ((fig.layout.xaxis, kt), (fig.layout.yaxis, qt)):
