@@ -78,23 +78,19 @@ def story_answer(lm, inputs, n_new: int = 6, steps: int = 2) -> StoryAnswer:
     return StoryAnswer(run.tokens, q, top, labels[len(run.tokens):], facts, int(np.prod(pats.shape[:2])))
 
 
-def _q(t: str) -> str:
-    return repr(t)
-
-
 def story_note(a: StoryAnswer, lecture: StoryAnswer) -> str:
     """smollm2's preset note on STORY, beside lecture-decoder's answer to its own story; every number measured."""
     first, digit = a.steps[0], a.steps[1]
     mary, age, _, cats = a.facts
     l_mary, l_age = lecture.facts[0], lecture.facts[1]
     return (f"SmolLM2 answers wrongly: it continues {''.join(a.continuation[:5])!r}, the cats' age — first a space "
-            f"({_q(first[0][0])} p = {first[0][2]:.2f}), then the digit "
-            + ", ".join(f"{_q(t)} {p:.2f}" for t, _, p in digit[:4])
+            f"({repr(first[0][0])} p = {first[0][2]:.2f}), then the digit "
+            + ", ".join(f"{repr(t)} {p:.2f}" for t, _, p in digit[:4])
             + f" (Mary's 48 and John's 46 both start with '4'). Its answer row spreads thin: head "
             f"{mary.head[0]}.{mary.head[1]} reads ' Mary' with {mary.weight:.2f}, but no head puts more than "
             f"{age.weight:.2f} on her age '48' (head {age.head[0]}.{age.head[1]}), and head {cats.head[0]}."
             f"{cats.head[1]} puts {cats.weight:.2f} on the cats' '2' and '3'. Beside it, lecture-decoder on its own "
-            f"story answers {_q(lecture.steps[0][0][0])} (p = {lecture.steps[0][0][2]:.3f}): head "
+            f"story answers {repr(lecture.steps[0][0][0])} (p = {lecture.steps[0][0][2]:.3f}): head "
             f"{l_mary.head[0]}.{l_mary.head[1]} puts {l_mary.weight:.2f} on 'mary' and head {l_age.head[0]}."
             f"{l_age.head[1]} {l_age.weight:.2f} on '48'")
 
