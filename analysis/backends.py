@@ -136,7 +136,8 @@ def _fused_op(q, k, v, flash: bool):
 
 def _peak_bytes(fn, device: str = "cpu") -> int:
     """Peak bytes of tensors alive during fn() above the start: the CUDA allocator's peak on a GPU, the
-    PyTorch profiler's allocation events on the CPU."""
+    autograd profiler's allocation events on the CPU (torch.profiler's wrapper of it imports the compiler
+    stack on first use, a second and more)."""
     if device == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
@@ -145,13 +146,11 @@ def _peak_bytes(fn, device: str = "cpu") -> int:
         torch.cuda.synchronize()
         del out
         return int(torch.cuda.max_memory_allocated() - start)
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with torch.autograd.profiler.profile(profile_memory=True) as prof:
         out = fn()
         del out
     cur = peak = 0
-    for e in sorted(prof.events(), key=lambda e: (e.time_range.start, -e.time_range.end)):
+    for e in sorted(prof.function_events, key=lambda e: (e.time_range.start, -e.time_range.end)):
         cur += e.self_cpu_memory_usage
         peak = max(peak, cur)
     return int(peak)

@@ -115,6 +115,7 @@ class Browser:
     FLOOR_PLAIN = "floor_plain"  # the same page with one line of text instead: Streamlit's own start, no chart
     NAVIGATION = "navigation"  # bench/navigation.py: [{PAGE (title), FIRST_VISIT, REVISIT, SHOWN, ERRORS}]
     NAV_QUERY = "navigation_query"  # the query the walk opened the app with
+    NAV_MACHINE = "navigation_machine"  # bench/machine.py's record of a walk measured alone (--navigation)
     FIRST_VISIT = "first_visit_s"  # sidebar click → the page's first chart, first visit in the session
     REVISIT = "revisit_s"  # the same on the second walk through the sidebar
     SHOWN = "shown"  # "chart", or "plain" for a page drawn without a chart

@@ -4,7 +4,8 @@ The report (analysis.faithfulness.faithfulness) depends on the weights and the h
 text a page shows; the Rollout page asks for it on every first visit. A report is kept as JSON under
 `cache_dir()` (ATTNLAB_CACHE_DIR, else ~/.cache/attnlab) in faithfulness/, named by a SHA-256 over the
 weights' bytes, the scored cases (ids, query, answer, sources), the device and dtype, the methods and the
-options: retrained weights or a changed corpus give another name, never a stale report.
+options: retrained weights or a changed corpus give another name, never a stale report. A bundled model's
+default report (SHIPPED) also ships beside its checkpoint (`attnlab faithfulness --ship`), read before the cache.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ import numpy as np
 import torch
 
 from analysis import faithfulness as faithfulness_
+from model.registry import BUNDLED_DIR
 
 VERSION = 1  # bump when the report's meaning changes
+SHIPPED = {"n": 40, "seed": 0, "methods": faithfulness_.METHODS, "ablation": False}  # the Rollout page's default
 
 
 def cache_dir() -> Path:
@@ -56,12 +59,23 @@ def report_key(lm, cases, methods, ablation: bool) -> str:
 
 def report_path(lm, n: int = 40, seed: int = 0, *, methods=faithfulness_.METHODS, ablation: bool = False,
                 folder: Path | None = None) -> Path:
-    """Where the report of faithfulness(lm, n, seed, methods=…, ablation=…) is kept (it may not be there yet)."""
-    return _path(lm, faithfulness_.make_cases(lm, n, seed), methods, ablation, folder)
+    """Where the report of faithfulness(lm, n, seed, methods=…, ablation=…) is kept: beside a bundled checkpoint
+    when it ships there, else in `folder` (default cache_dir()/faithfulness; it may not be there yet)."""
+    return next(p for p in _paths(lm, faithfulness_.make_cases(lm, n, seed), methods, ablation, folder)
+                if p.is_file() or p.parent != shipped_dir(lm))
 
 
-def _path(lm, cases, methods, ablation: bool, folder: Path | None) -> Path:
-    return (folder or cache_dir() / "faithfulness") / f"{report_key(lm, cases, methods, ablation)}.json"
+def shipped_dir(lm) -> Path | None:
+    """A bundled model's checkpoint folder, where its reports ship; None for any other model."""
+    return BUNDLED_DIR / lm.name if lm.source == "bundled" else None
+
+
+def _paths(lm, cases, methods, ablation: bool, folder: Path | None) -> list[Path]:
+    """Where to look for the report, in order: beside a bundled checkpoint (folder None), then `folder`."""
+    key = report_key(lm, cases, methods, ablation)
+    ship = shipped_dir(lm) if folder is None else None
+    return ([ship / f"faithfulness-{key}.json"] if ship else []) + [
+        (folder or cache_dir() / "faithfulness") / f"{key}.json"]
 
 
 def read_report(path: Path) -> dict | None:
@@ -74,23 +88,45 @@ def read_report(path: Path) -> dict | None:
 
 def kept_faithfulness(lm, n: int = 40, seed: int = 0, *, methods=faithfulness_.METHODS, ablation: bool = False,
                       folder: Path | None = None) -> dict:
-    """faithfulness(lm, n, seed, methods=…, ablation=…), read from `folder` (default cache_dir()/faithfulness)
-    when this model's weights and cases were scored before, else computed and written there. A folder that
-    cannot be written costs the keeping, never the report."""
+    """faithfulness(lm, n, seed, methods=…, ablation=…), read back where report_path looks when this model's
+    weights and cases were scored before, else computed and written to `folder` (default
+    cache_dir()/faithfulness)."""
     cases = faithfulness_.make_cases(lm, n, seed)
-    path = _path(lm, cases, methods, ablation, folder)
-    report = read_report(path)
-    if report is not None:
-        return report
+    *shipped, path = _paths(lm, cases, methods, ablation, folder)
+    for p in (*shipped, path):
+        report = read_report(p)
+        if report is not None:
+            return report
     report = faithfulness_.faithfulness(lm, n, seed, cases=cases, methods=methods, ablation=ablation)
+    _write(path, report)
+    return report
+
+
+def ship(lm) -> Path:
+    """Compute the SHIPPED report of a bundled model and write it beside its checkpoint (older ones removed)."""
+    folder = shipped_dir(lm)
+    if folder is None:
+        raise ValueError(f"{lm.name} is not a bundled model: its reports are kept in {cache_dir()}")
+    cases = faithfulness_.make_cases(lm, SHIPPED["n"], SHIPPED["seed"])
+    report = faithfulness_.faithfulness(lm, SHIPPED["n"], SHIPPED["seed"], cases=cases, methods=SHIPPED["methods"],
+                                        ablation=SHIPPED["ablation"])
+    path = _paths(lm, cases, SHIPPED["methods"], SHIPPED["ablation"], None)[0]
+    for old in folder.glob("faithfulness-*.json"):
+        old.unlink()
+    _write(path, report)
+    return path
+
+
+def _write(path: Path, report: dict) -> None:
+    """Write `report` to `path` atomically (a reader sees the whole report or none); a folder that cannot be
+    written costs the keeping, never the report."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(report), encoding="utf-8")
-        tmp.replace(path)  # atomic: a reader sees the whole report or none
+        tmp.replace(path)
     except OSError:
         pass
-    return report
 
 
 def joined(first: dict, second: dict | None) -> dict:

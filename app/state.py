@@ -195,12 +195,13 @@ flash_tiling = on_text(flash_tiling_.head_tiling, entries=16)
 
 
 @st.cache_data(max_entries=8, show_spinner="Timing the kernels on this machine…")
-def attention_timings(lengths: tuple[int, ...], n_heads: int, d_head: int, repeats: int = 3,
+def attention_timings(lengths: tuple[int, ...], n_heads: int, d_head: int, repeats: int = 5,
                       device: str = "cpu", dtype: str = "float32") -> list[dict]:
-    """analysis.backends.time_attention on `device` in `dtype`, under the lock (no other request runs meanwhile)."""
+    """analysis.backends.time_attention on `device` in `dtype`, under the lock (no other request runs meanwhile):
+    at least `repeats` calls per cell, more until 10 ms have passed."""
     with inference():
-        return backends.time_attention(lengths, n_heads=n_heads, d_head=d_head, repeats=repeats, device=device,
-                                       dtype=getattr(torch, dtype))
+        return backends.time_attention(lengths, n_heads=n_heads, d_head=d_head, repeats=repeats, budget_s=0.01,
+                                       device=device, dtype=getattr(torch, dtype))
 
 
 @st.cache_data(ttl=300, show_spinner=False)

@@ -245,6 +245,20 @@ NAV_QUERY = "model=lecture-decoder"  # the in-app walk: the bundled decoder on i
 NAV_QUICK = ["Heatmaps", "KV cache"]  # quick mode walks these two (and back to Explore)
 
 
+def run_navigation(p, log: Path, quick: bool = False, progress=None, browser=None) -> list[dict]:
+    """The in-app walk (bench/navigation.py) on a fresh server: sidebar click → chart, every page (quick: NAV_QUICK),
+    first visit and revisit. `browser`: an open chromium to use, else one is launched and closed."""
+    from bench.navigation import navigation_times  # it imports this module's helpers
+
+    with streamlit_server(log) as srv:
+        b = browser or launch(p)
+        try:
+            return navigation_times(b, srv["url"], NAV_QUERY, NAV_QUICK if quick else None, progress=progress)
+        finally:
+            if b is not browser:
+                b.close()
+
+
 def run_browser(quick: bool = False, repeats: int = 5, progress: Callable[[str], None] | None = None,
                 browser=None) -> dict:
     """The browser section of the benchmark JSON: one row per (page, case). `browser`: an open chromium to use
@@ -254,8 +268,6 @@ def run_browser(quick: bool = False, repeats: int = 5, progress: Callable[[str],
     from bench.tour import measure_tour  # it imports this module's helpers
 
     say = progress or (lambda msg: None)
-    from bench.navigation import navigation_times  # it imports this module's helpers
-
     rows, t0 = [], time.perf_counter()
     pages = [QUICK[0]] if quick else list(PAGES)
     cases = CASES[:1] if quick else CASES
@@ -282,14 +294,7 @@ def run_browser(quick: bool = False, repeats: int = 5, progress: Callable[[str],
                            Browser.ERRORS: [f"{type(e).__name__}: {str(e)[:300]}"], Browser.LOAD_END: _load()}
                 row[Browser.CASE] = label
                 rows.append(row)
-        nav = None
-        with streamlit_server(Path(tmp) / "nav.log") as srv:  # sidebar click → chart, every page, twice
-            b = browser or launch(p)
-            try:
-                nav = navigation_times(b, srv["url"], NAV_QUERY, NAV_QUICK if quick else None, progress=say)
-            finally:
-                if b is not browser:
-                    b.close()
+        nav = run_navigation(p, Path(tmp) / "nav.log", quick, say, browser)
         floor = plain = smol = None
         if not quick:
             smol = run_smollm2(p, Path(tmp) / "smol.log", repeats, say)

@@ -29,6 +29,11 @@ def _cell(row: dict, key: str, unit: str = "s") -> str:
     return "error" if ("error" in row or "memory_error" in row) else "—"
 
 
+def _load(avg) -> str:
+    """The 1-minute load average of a loadavg triple, or '?'."""
+    return f"{avg[0]:.1f}" if avg else "?"
+
+
 def browser_markdown(section: dict) -> list[str]:
     """The `browser` section: one row per (page, case); seconds, medians."""
     rows = section[Browser.ROWS]
@@ -61,9 +66,12 @@ def browser_markdown(section: dict) -> list[str]:
                       f"before it draws anything."]
     nav = section.get(Browser.NAVIGATION)
     if nav:
+        alone = section.get(Browser.NAV_MACHINE)
+        when = (f" Measured alone (`attnlab bench --browser --navigation`) on {alone.get('date', '?')}, load "
+                f"{_load(alone.get('loadavg_start'))} → {_load(alone.get('loadavg_end'))}." if alone else "")
         lines += ["", f"In-app navigation (`{section.get(Browser.NAV_QUERY, '')}`, one session on a warm server): "
                       "a click on the page's link in the sidebar → its first chart painted (a page without a "
-                      "chart: drawn), seconds.", "", "| page | first visit | revisit |", "|---|---|---|"]
+                      f"chart: drawn), seconds.{when}", "", "| page | first visit | revisit |", "|---|---|---|"]
         lines += [f"| {r[Browser.PAGE]}{' (no chart)' if r.get(Browser.SHOWN) == 'plain' else ''} | "
                   f"{_fmt(r.get(Browser.FIRST_VISIT))} | {_fmt(r.get(Browser.REVISIT))} |" for r in nav]
         errs += [f"- navigation to {r[Browser.PAGE]}: {e[:200]}" for r in nav for e in r[Browser.ERRORS]]

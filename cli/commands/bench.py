@@ -4,6 +4,7 @@ the payload of each app page, against the issue's targets. Prints a table; write
     attnlab bench [--quick] [--json] [--out FILE] [--docs docs/benchmarks.md]
     attnlab bench --browser [--quick] [--repeats N]        chromium: first chart and widget → repaint (bench.browser)
     attnlab bench --browser --smollm2 [--repeats N]        chromium: smollm2 beside lecture-decoder, first charts only
+    attnlab bench --browser --navigation [--quick]         chromium: sidebar click → first chart, every page, alone
     attnlab bench --class [--sessions N] [--seconds S]      N browser sessions at once for S seconds (bench.classload)
     attnlab bench --device cuda [--lengths 1024,…,32768] [--json] [--out FILE] [--docs FILE]   (bench.cuda)
 
@@ -14,6 +15,7 @@ This module reads the arguments and writes the files; the measurements live in t
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 import time
@@ -49,6 +51,9 @@ def add_parser(sub) -> None:
     p.add_argument("--smollm2", action="store_true",
                    help="with --browser: only Explore's and Heatmaps' first chart on smollm2 beside lecture-decoder "
                         "(bench.smollm2_charts), merged into the browser section of --out")
+    p.add_argument("--navigation", action="store_true",
+                   help="with --browser: only the in-app navigation (sidebar click → first chart, every page, first "
+                        "visit and revisit), merged into the browser section of --out")
     p.add_argument("--class", dest="class_load", action="store_true",
                    help="a class at once: --sessions sessions for --seconds; adds a `class_load_ws` run (websocket "
                         "clients) or, with --clients browser, the `class_load` section (chromium contexts)")
@@ -140,13 +145,19 @@ def run_browser_section(args) -> int:
     if args.browser:
         from bench.browser import run_browser
 
-        if args.smollm2:
-            from bench.browser import playwright_or, run_smollm2
+        if args.smollm2 or args.navigation:
+            from bench.browser import NAV_QUERY, playwright_or, run_navigation, run_smollm2
 
-            with tempfile.TemporaryDirectory(prefix="attnlab-bench-smollm2-") as tmp, playwright_or(None) as p:
+            with tempfile.TemporaryDirectory(prefix="attnlab-bench-browser-") as tmp, playwright_or(None) as p:
                 section = out.setdefault(Top.BROWSER, {Browser.ROWS: [], Browser.REPEATS: args.repeats})
-                section[Browser.SMOLLM2] = run_smollm2(p, Path(tmp) / "smol.log", args.repeats, say) | {
-                    "machine": machine_info()}
+                if args.smollm2:
+                    section[Browser.SMOLLM2] = run_smollm2(p, Path(tmp) / "smol.log", args.repeats, say) | {
+                        "machine": machine_info()}
+                if args.navigation:
+                    machine = machine_info()
+                    section[Browser.NAVIGATION] = run_navigation(p, Path(tmp) / "nav.log", args.quick, say)
+                    section[Browser.NAV_QUERY] = NAV_QUERY
+                    section[Browser.NAV_MACHINE] = machine | {"loadavg_end": list(os.getloadavg())}
         else:
             out[Top.BROWSER] = run_browser(quick=args.quick, repeats=args.repeats, progress=say) | {
                 "machine": machine_info()}

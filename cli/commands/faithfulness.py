@@ -17,6 +17,10 @@ def add_parser(sub) -> None:
     p.add_argument("--image", default=None, metavar="FILE",
                    help="vision models: not scored here (a file has no known object outline); see the message")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--ship", action="store_true",
+                   help="bundled text models: write the Rollout page's default report (40 examples, seed 0, every "
+                        "method, no ablation) beside the checkpoint, so a fresh install reads it instead of computing "
+                        "it (run after retraining; the other options are ignored)")
     p.set_defaults(run=run)
 
 
@@ -35,6 +39,8 @@ def run(args) -> int:
                          f"--model {args.model} --image FILE` (patterns) or the app's Vision page (rollout, "
                          "gradient rollout)" if lm.reads_image else f"--image is for vision models; {args.model} "
                          "reads text")
+    if args.ship:
+        return _ship(lm, args.model)
     if lm.reads_image:
         return _run_images(lm, args)
     report = faithfulness(lm, n=args.n, seed=args.seed, ablation=not args.no_ablation)
@@ -55,6 +61,19 @@ def run(args) -> int:
         print("heads with the largest effect when zeroed (Δp of the correct answer):")
         for r in top_heads(report, 5):
             print(f"  {r['site']:<32} head {r['head']:<3} {r['delta_p']:+.4f}")
+    return 0
+
+
+def _ship(lm, name: str) -> int:
+    """--ship: the default report written beside a bundled text model's checkpoint."""
+    from analysis.faithfulness_store import ship, shipped_dir
+    from cli.errors import UsageError
+
+    if shipped_dir(lm) is None or lm.reads_image:
+        raise UsageError(f"--ship writes beside a bundled text model's checkpoint; {name} is not one (see "
+                         "`attnlab models`)")
+    path = ship(lm)
+    print(f"{lm.name}: the default faithfulness report written to {path.name} beside its checkpoint")
     return 0
 
 

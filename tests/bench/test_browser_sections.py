@@ -120,6 +120,11 @@ def test_navigation_table_and_target():
     assert t["measured"] == 2.3 and t["passed"] is False and t["note"] == "slowest: Rollout & attribution"
     (t,) = [t for t in view_targets({Top.BROWSER: SECTION}) if t["name"].startswith("sidebar click")]
     assert t["measured"] is None and t["passed"] is None
+    alone = section | {Browser.NAV_MACHINE: {"date": "2026-11-26T03:00:00+00:00", "loadavg_start": [0.31, 0, 0],
+                                             "loadavg_end": [1.26, 0, 0]}}
+    assert any(line.endswith("Measured alone (`attnlab bench --browser --navigation`) on 2026-11-26T03:00:00+00:00, "
+                             "load 0.3 → 1.3.") for line in browser_markdown(alone))
+    assert not any("Measured alone" in line for line in lines)
 
 
 def test_the_tour_is_judged_on_its_slowest_cached_next_and_kept_out_of_other_widgets():
