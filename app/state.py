@@ -195,12 +195,12 @@ flash_tiling = on_text(flash_tiling_.head_tiling, entries=16)
 
 
 @st.cache_data(max_entries=8, show_spinner="Timing the kernels on this machine…")
-def attention_timings(lengths: tuple[int, ...], n_heads: int, d_head: int, repeats: int = 5,
+def attention_timings(lengths: tuple[int, ...], n_heads: int, d_head: int, repeats: int = 7,
                       device: str = "cpu", dtype: str = "float32") -> list[dict]:
-    """analysis.backends.time_attention on `device` in `dtype`, under the lock (no other request runs meanwhile):
-    at least `repeats` calls per cell, more until 10 ms have passed."""
+    """analysis.backends.time_attention on `device` in `dtype`, `repeats` calls per cell, under the lock (no other
+    request runs meanwhile)."""
     with inference():
-        return backends.time_attention(lengths, n_heads=n_heads, d_head=d_head, repeats=repeats, budget_s=0.01,
+        return backends.time_attention(lengths, n_heads=n_heads, d_head=d_head, repeats=repeats, budget_s=0.0,
                                        device=device, dtype=getattr(torch, dtype))
 
 

@@ -109,6 +109,7 @@ def test_backends_verdict_equals_attnlab_check_kernels_and_live_costs(check_json
     assert arr(by["eager"][0]["x"]).tolist() == [64, 128, 256]
     mem = {n: arr(ts[-1]["y"]) for n, ts in by.items() if n != "one H×T×T float32 matrix"}
     assert (mem["eager"] > mem["flash"]).all()  # eager keeps T×T matrices, the fused kernel does not
+    assert any("best time of 7 calls per point" in c.value for c in at.caption)  # state.attention_timings' count
     (rec,) = [d.value for d in at.dataframe if "lazy" in d.value.columns]  # the recovery table
     assert rec["lazy"].all() and (rec["max_abs_pattern"] <= TOL_BACKEND).all()
     d = z_of(titled(at, "difference")["data"][0])
