@@ -139,23 +139,28 @@ def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+def warm_first_chart(browser, address: str, chart: str, repeats: int, row: dict) -> None:
+    """Open `address` in `repeats` fresh contexts, each until `chart` is painted: the row's WARM (median) and
+    WARM_TIMES set, the pages' errors added to its ERRORS."""
+    warm = []
+    for _ in range(repeats):
+        ctx, page = new_page(browser)
+        t0 = time.perf_counter()
+        page.goto(address, wait_until="commit")
+        wait_chart(page, chart)
+        warm.append(time.perf_counter() - t0)
+        row[Browser.ERRORS] += errors_on(page)
+        ctx.close()
+    row[Browser.WARM], row[Browser.WARM_TIMES] = _median(warm), [round(x, 4) for x in warm]
+
+
 def measure_page(browser, url: str, page_name: str, query: str, widgets, repeats: int, cold_s: float | None,
                  progress) -> dict:
     """Warm first chart (fresh contexts) and each widget's change → repaint on one page."""
     path, first, charts = PAGES[page_name]
     row = {Browser.PAGE: page_name, Browser.QUERY: query, Browser.COLD: cold_s, Browser.LOAD_START: _load(),
            Browser.WIDGETS: {}, Browser.ERRORS: []}
-    warm = []
-    for _ in range(repeats):
-        ctx, page = new_page(browser)
-        t0 = time.perf_counter()
-        page.goto(f"{url}/{path}?{query}", wait_until="commit")
-        wait_chart(page, first)
-        warm.append(time.perf_counter() - t0)
-        row[Browser.ERRORS] += errors_on(page)
-        ctx.close()
-    row[Browser.WARM] = _median(warm)
-    row[Browser.WARM_TIMES] = [round(x, 4) for x in warm]
+    warm_first_chart(browser, f"{url}/{path}?{query}", first, repeats, row)
     progress(f"{page_name}: warm first chart {row[Browser.WARM]} s")
     ctx, page = new_page(browser)
     try:

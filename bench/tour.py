@@ -5,10 +5,8 @@ showing the next step's data, the app idle and two frames painted (bench.browser
 
 from __future__ import annotations
 
-import time
-
 from analysis.benchmarks import Browser
-from bench.browser import _load, _median, errors_on, new_page, timed_change, wait_chart
+from bench.browser import _load, _median, errors_on, new_page, timed_change, wait_chart, warm_first_chart
 
 CHART = "tour"  # the tour's one chart (frame.chart key)
 
@@ -26,16 +24,7 @@ def measure_tour(browser, url: str, page_name: str, query: str, widgets, repeats
 
     row = {Browser.PAGE: page_name, Browser.QUERY: query, Browser.COLD: cold_s, Browser.LOAD_START: _load(),
            Browser.WIDGETS: {}, Browser.ERRORS: []}
-    warm = []
-    for _ in range(repeats):
-        ctx, page = new_page(browser)
-        t0 = time.perf_counter()
-        page.goto(f"{url}/tour?step=1", wait_until="commit")
-        wait_chart(page, CHART)
-        warm.append(time.perf_counter() - t0)
-        row[Browser.ERRORS] += errors_on(page)
-        ctx.close()
-    row[Browser.WARM], row[Browser.WARM_TIMES] = _median(warm), [round(x, 4) for x in warm]
+    warm_first_chart(browser, f"{url}/tour?step=1", CHART, repeats, row)
     progress(f"tour: warm first chart {row[Browser.WARM]} s")
     for name in ("next step, first visit", "next step, cached"):
         ctx, page = new_page(browser)
