@@ -46,6 +46,8 @@ PAINTED_JS = """key => { const el = document.querySelector(`.st-key-fig-${key} .
     im => (im.getAttribute('href') || '').startsWith('data:image/')); }"""
 CHANGED_JS = f"""([key, old]) => {{ if (!document.querySelector('{IDLE}')) return false;
   const h = ({CHART_HASH_JS})(key); return h !== null && h !== old; }}"""
+MENU_JS = """([key, menu]) => (document.querySelector(`.st-key-fig-${key} .js-plotly-plot`).layout.updatemenus || [])
+  .some(u => (u.buttons || []).some(b => (b.label || '').startsWith(menu + ' ')))"""  # the chart has "menu i" buttons
 RERAN_JS = f"""() => window.__ran === true && !!document.querySelector('{IDLE}')"""
 WATCH_RUN_JS = """() => { window.__ran = false; const app = document.querySelector('[data-testid="stApp"]');
   const o = new MutationObserver(() => { if (app.getAttribute('data-test-script-state') === 'running') {
@@ -171,10 +173,9 @@ def measure_page(browser, url: str, page_name: str, query: str, widgets, repeats
             w = Widget(w.name, charts[name], w.act)  # watched on this page's chart
             try:
                 wait_chart(page, w.chart or first)
-                if name.startswith("chart") and not page.evaluate(
-                        "k => !!(document.querySelector(`.st-key-fig-${k} .js-plotly-plot`).layout.updatemenus||[])"
-                        ".length", w.chart):
-                    row[Browser.WIDGETS][name] = {Browser.NOTE: "the chart has no buttons at this size"}
+                menu = name.removeprefix("chart ")  # "chart layer": the chart's "layer i" buttons
+                if name.startswith("chart") and not page.evaluate(MENU_JS, [w.chart, menu]):
+                    row[Browser.WIDGETS][name] = {Browser.NOTE: f"the chart has no {menu} buttons at this size"}
                     continue
                 w.act(page, 1, w.chart)  # from here on, value 0, 1, 0, … each differs from the one shown
                 page.wait_for_timeout(500)
@@ -246,24 +247,6 @@ def run_smollm2(p, log: Path, repeats: int, progress) -> dict:
         return {Browser.ERROR: f"{type(e).__name__}: {str(e)[:300]}"}
 
 
-NAV_QUERY = "model=lecture-decoder"  # the in-app walk: the bundled decoder on its first preset
-NAV_QUICK = ["Heatmaps", "KV cache"]  # quick mode walks these two (and back to Explore)
-
-
-def run_navigation(p, log: Path, quick: bool = False, progress=None, browser=None) -> list[dict]:
-    """The in-app walk (bench/navigation.py) on a fresh server: sidebar click → chart, every page (quick: NAV_QUICK),
-    first visit and revisit. `browser`: an open chromium to use, else one is launched and closed."""
-    from bench.navigation import navigation_times  # it imports this module's helpers
-
-    with streamlit_server(log) as srv:
-        b = browser or launch(p)
-        try:
-            return navigation_times(b, srv["url"], NAV_QUERY, NAV_QUICK if quick else None, progress=progress)
-        finally:
-            if b is not browser:
-                b.close()
-
-
 def run_browser(quick: bool = False, repeats: int = 5, progress: Callable[[str], None] | None = None,
                 browser=None) -> dict:
     """The browser section of the benchmark JSON: one row per (page, case). `browser`: an open chromium to use
@@ -299,6 +282,8 @@ def run_browser(quick: bool = False, repeats: int = 5, progress: Callable[[str],
                            Browser.ERRORS: [f"{type(e).__name__}: {str(e)[:300]}"], Browser.LOAD_END: _load()}
                 row[Browser.CASE] = label
                 rows.append(row)
+        from bench.navigation import NAV_QUERY, run_navigation  # it imports this module's helpers
+
         nav = run_navigation(p, Path(tmp) / "nav.log", quick, say, browser)
         floor = plain = smol = None
         if not quick:

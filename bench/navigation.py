@@ -10,11 +10,15 @@ script run is over and its first chart has pixels (a page without a chart: its r
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from analysis.benchmarks import Browser
 from app.navigation import PAGES
-from bench.browser import IDLE, errors_on, frames, new_page
+from bench.browser import IDLE, errors_on, frames, launch, new_page
+from bench.server import streamlit_server
 
+NAV_QUERY = "model=lecture-decoder"  # the in-app walk: the bundled decoder on its first preset
+NAV_QUICK = ["Heatmaps", "KV cache"]  # quick mode walks these two (and back to Explore)
 MAIN = '[data-testid="stMain"]'
 # "chart": the first chart of the page titled `title` is painted; "plain": the page is drawn and has no chart
 SHOWN_JS = f"""title => {{
@@ -76,3 +80,15 @@ def navigation_times(browser, url: str, query: str, titles: list[str] | None = N
     finally:
         ctx.close()
     return list(rows.values())
+
+
+def run_navigation(p, log: Path, quick: bool = False, progress=None, browser=None) -> list[dict]:
+    """navigation_times on a fresh server: sidebar click → chart, every page (quick: NAV_QUICK), first visit and
+    revisit. `browser`: an open chromium to use, else one is launched and closed."""
+    with streamlit_server(log) as srv:
+        b = browser or launch(p)
+        try:
+            return navigation_times(b, srv["url"], NAV_QUERY, NAV_QUICK if quick else None, progress=progress)
+        finally:
+            if b is not browser:
+                b.close()

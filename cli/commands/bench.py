@@ -146,7 +146,8 @@ def run_browser_section(args) -> int:
         from bench.browser import run_browser
 
         if args.smollm2 or args.navigation:
-            from bench.browser import NAV_QUERY, playwright_or, run_navigation, run_smollm2
+            from bench.browser import playwright_or, run_smollm2
+            from bench.navigation import NAV_QUERY, run_navigation
 
             with tempfile.TemporaryDirectory(prefix="attnlab-bench-browser-") as tmp, playwright_or(None) as p:
                 section = out.setdefault(Top.BROWSER, {Browser.ROWS: [], Browser.REPEATS: args.repeats})
