@@ -4,7 +4,7 @@
   and dtype (`run_settings`) come from `attnlab app --device/--dtype` (ATTNLAB_DEVICE / ATTNLAB_DTYPE) or, on
   a machine with CUDA, the sidebar's switch; every cached entry point is keyed by them too.
 * One lock around tokenization and inference (fast tokenizers are not thread-safe and two cores do not get
-  faster with more threads). A request waits at most BUSY_WAIT_S for it, then fails with BusyError
+  faster with more threads); a model under SMALL_MODEL parameters runs on one torch thread (`cpu_threads`). A request waits at most BUSY_WAIT_S for it, then fails with BusyError
   ("busy, retry") instead of hanging the page.
 * Everything else: `st.cache_data(max_entries=...)` over a function of analysis or the model layer, keyed by
   model name, text and settings; results are picklable numpy data (records hold numpy arrays), never tensors.
@@ -71,6 +71,23 @@ def inference():
         lock.release()
 
 
+SMALL_MODEL = 10_000_000  # parameters: a smaller model runs on one CPU thread (cpu_threads)
+
+
+@contextmanager
+def cpu_threads(lm: LoadedModel):
+    """One torch thread while a model under SMALL_MODEL parameters runs on the CPU; larger models and GPUs as set."""
+    if lm.device != "cpu" or sum(p.numel() for p in lm.model.parameters()) >= SMALL_MODEL:
+        yield
+        return
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)  # its ops gain ~nothing from more; with a browser on the same cores they wait on each other
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
 RUN_DEVICE, RUN_DTYPE = "run_device", "run_dtype"  # session keys of the sidebar's switch (CUDA machines only)
 
 
@@ -122,7 +139,7 @@ def on_model(fn: Callable, entries: int = 16, spinner: str | bool = False):
     """Cached `(model name, *args) -> fn(lm, *args)`, run under the inference lock."""
     def call(run: tuple[str, str], name: str, *args, **kw):
         lm = _load(name.strip(), *run)
-        with inference():
+        with inference(), cpu_threads(lm):
             return fn(lm, *args, **kw)
 
     return _cached(call, fn, entries, spinner)
@@ -132,7 +149,7 @@ def on_text(fn: Callable, entries: int = 16, spinner: str | bool = False):
     """Cached `(model name, text, source text, *args) -> fn(lm, lm.encode(text, source), *args)`, under the lock."""
     def call(run: tuple[str, str], name: str, text: str, src: str | None = None, *args, **kw):
         lm = _load(name.strip(), *run)
-        with inference():  # tokenizing takes the lock too
+        with inference(), cpu_threads(lm):  # tokenizing takes the lock too
             return fn(lm, lm.encode(text, src), *args, **kw)
 
     return _cached(call, fn, entries, spinner)

@@ -111,3 +111,28 @@ def test_models_and_results_are_kept_per_device_and_dtype(monkeypatch):
     assert 0 < diff < 4e-2  # the bf16 run is its own result, close to the float32 one
     monkeypatch.setenv("ATTNLAB_DTYPE", "float32")
     assert state.model("random-decoder") is fp32
+
+
+def _threads_inside(lm):
+    """How many torch threads a cached entry point's function sees."""
+    import torch
+
+    return torch.get_num_threads()
+
+
+def test_small_models_run_on_one_cpu_thread_and_the_count_comes_back(monkeypatch):
+    import torch
+
+    threads_inside = state.on_model(_threads_inside)
+    old = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        threads_inside.clear()
+        assert threads_inside("random-decoder") == 1  # 133,120 parameters, under SMALL_MODEL
+        assert torch.get_num_threads() == 2  # restored after the call
+        monkeypatch.setattr(state, "SMALL_MODEL", 1_000)  # the same model counted as large: left as set
+        threads_inside.clear()
+        assert threads_inside("random-decoder") == 2
+    finally:
+        threads_inside.clear()
+        torch.set_num_threads(old)
