@@ -33,9 +33,9 @@ def test_shipped_report_equals_a_fresh_score(name):
     shipped = store.read_report(store.report_path(lm, 40, 0))
     fresh = json.loads(json.dumps(faithfulness_.faithfulness(lm, 40, 0, methods=FAST, ablation=False)))
     for m in FAST:
-        assert shipped["methods"][m] == fresh["methods"][m], m
-    assert (shipped["p_answer"], shipped["accuracy"], shipped["chance"]) == (
-        fresh["p_answer"], fresh["accuracy"], fresh["chance"])
+        assert shipped["methods"][m] == fresh["methods"][m], m  # top-1 counts over the same 40 examples
+    assert (shipped["accuracy"], shipped["chance"]) == (fresh["accuracy"], fresh["chance"])
+    assert shipped["p_answer"] == pytest.approx(fresh["p_answer"], rel=1e-6)  # a float mean: last bits may differ
 
 
 def test_ship_writes_beside_the_checkpoint_and_is_read_before_the_cache(tmp_path, monkeypatch):
