@@ -136,8 +136,7 @@ def _fused_op(q, k, v, flash: bool):
 
 def _peak_bytes(fn, device: str = "cpu") -> int:
     """Peak bytes of tensors alive during fn() above the start: the CUDA allocator's peak on a GPU, the
-    autograd profiler's allocation events on the CPU (torch.profiler's wrapper of it imports the compiler
-    stack on first use, a second and more)."""
+    autograd profiler's allocation events on the CPU."""
     if device == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
@@ -146,6 +145,7 @@ def _peak_bytes(fn, device: str = "cpu") -> int:
         torch.cuda.synchronize()
         del out
         return int(torch.cuda.max_memory_allocated() - start)
+    # the autograd profiler itself: torch.profiler's wrapper imports the compiler stack on first use (over 1 s)
     with torch.autograd.profiler.profile(profile_memory=True) as prof:
         out = fn()
         del out

@@ -61,8 +61,8 @@ def report_path(lm, n: int = 40, seed: int = 0, *, methods=faithfulness_.METHODS
                 folder: Path | None = None) -> Path:
     """Where the report of faithfulness(lm, n, seed, methods=…, ablation=…) is kept: beside a bundled checkpoint
     when it ships there, else in `folder` (default cache_dir()/faithfulness; it may not be there yet)."""
-    return next(p for p in _paths(lm, faithfulness_.make_cases(lm, n, seed), methods, ablation, folder)
-                if p.is_file() or p.parent != shipped_dir(lm))
+    *shipped, kept = _paths(lm, faithfulness_.make_cases(lm, n, seed), methods, ablation, folder)
+    return next((p for p in shipped if p.is_file()), kept)
 
 
 def shipped_dir(lm) -> Path | None:

@@ -4,8 +4,9 @@
   and dtype (`run_settings`) come from `attnlab app --device/--dtype` (ATTNLAB_DEVICE / ATTNLAB_DTYPE) or, on
   a machine with CUDA, the sidebar's switch; every cached entry point is keyed by them too.
 * One lock around tokenization and inference (fast tokenizers are not thread-safe and two cores do not get
-  faster with more threads); a model under SMALL_MODEL parameters runs on one torch thread (`cpu_threads`). A request waits at most BUSY_WAIT_S for it, then fails with BusyError
-  ("busy, retry") instead of hanging the page.
+  faster with more threads); a model under SMALL_MODEL parameters runs on one torch thread (`cpu_threads`).
+  A request waits at most BUSY_WAIT_S for the lock, then fails with BusyError ("busy, retry") instead of
+  hanging the page.
 * Everything else: `st.cache_data(max_entries=...)` over a function of analysis or the model layer, keyed by
   model name, text and settings; results are picklable numpy data (records hold numpy arrays), never tensors.
   `on_model` and `on_text` make such an entry point; the numbers come from the function they wrap.
@@ -42,6 +43,7 @@ from app import longinput, token_strip
 from model.device import cuda_available, dtype_name, resolve
 from model.lecture.shapes import shape_images
 from model.loaded import LoadedModel
+from model.memory import n_params
 from model.registry import ROOT, bundled_card, load, model_roots
 
 BUSY_WAIT_S = float(os.environ.get("ATTNLAB_BUSY_WAIT_S", "20"))
@@ -77,7 +79,7 @@ SMALL_MODEL = 10_000_000  # parameters: a smaller model runs on one CPU thread (
 @contextmanager
 def cpu_threads(lm: LoadedModel):
     """One torch thread while a model under SMALL_MODEL parameters runs on the CPU; larger models and GPUs as set."""
-    if lm.device != "cpu" or sum(p.numel() for p in lm.model.parameters()) >= SMALL_MODEL:
+    if lm.device != "cpu" or n_params(lm.cfg) >= SMALL_MODEL:
         yield
         return
     old = torch.get_num_threads()

@@ -76,6 +76,8 @@ def run(args) -> int:
         raise UsageError("--replicas K (1..8) goes with --class --clients ws")
     if args.clients != "ws" and not args.class_load:
         raise UsageError("--clients goes with --class")
+    if (args.smollm2 or args.navigation) and not args.browser:
+        raise UsageError("--smollm2 and --navigation go with --browser")
     if args.render:
         return render(args)
     if args.browser or args.class_load:

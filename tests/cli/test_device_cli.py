@@ -47,6 +47,8 @@ def test_cuda_without_a_gpu_exits_2_with_one_line(capsys, tmp_path, monkeypatch,
     (["bench", "--class", "--replicas", "9"], "--replicas K (1..8)"),
     (["bench", "--class", "--sessions", "0"], "--sessions must be 1..100"),
     (["bench", "--clients", "browser"], "--clients goes with --class"),
+    (["bench", "--navigation"], "--smollm2 and --navigation go with --browser"),  # not the CPU benchmark
+    (["bench", "--smollm2", "--quick"], "--smollm2 and --navigation go with --browser"),
 ])
 def test_bad_choices_exit_2(capsys, argv, message):
     rc, _, err = run_cli(capsys, *argv)
