@@ -43,7 +43,6 @@ from app import longinput, token_strip
 from model.device import cuda_available, dtype_name, resolve
 from model.lecture.shapes import shape_images
 from model.loaded import LoadedModel
-from model.memory import n_params
 from model.registry import ROOT, bundled_card, load, model_roots
 
 BUSY_WAIT_S = float(os.environ.get("ATTNLAB_BUSY_WAIT_S", "20"))
@@ -79,7 +78,7 @@ SMALL_MODEL = 10_000_000  # parameters: a smaller model runs on one CPU thread (
 @contextmanager
 def cpu_threads(lm: LoadedModel):
     """One torch thread while a model under SMALL_MODEL parameters runs on the CPU; larger models and GPUs as set."""
-    if lm.device != "cpu" or n_params(lm.cfg) >= SMALL_MODEL:
+    if lm.device != "cpu" or sum(p.numel() for p in lm.model.parameters()) >= SMALL_MODEL:  # any model, views too
         yield
         return
     old = torch.get_num_threads()
