@@ -6,8 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-
-from model.hooks import zero_head
+from attnlab.model.hooks import zero_head
 
 TOP_K = 5
 

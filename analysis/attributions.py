@@ -31,11 +31,17 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-
-from analysis.embed_path import along_path, baseline_name, check_position, logit_at, per_token, token_rows
-from analysis.pass_size import max_tokens
-from analysis.relevance import attention_sites
-from model.inputs import InputError
+from attnlab.analysis.embed_path import (
+    along_path,
+    baseline_name,
+    check_position,
+    logit_at,
+    per_token,
+    token_rows,
+)
+from attnlab.analysis.pass_size import max_tokens
+from attnlab.analysis.relevance import attention_sites
+from attnlab.model.inputs import InputError
 
 STEPS, MAX_STEPS, TOLERANCE = 64, 512, 0.01  # IG's gradient nodes: first try, most, completeness to reach
 PER_PANEL = 4  # Gauss–Legendre nodes per panel

@@ -17,9 +17,8 @@ import time
 
 import numpy as np
 import torch
-
-from model.config import BACKENDS
-from model.softmax import masked_softmax_torch
+from attnlab.model.config import BACKENDS
+from attnlab.model.softmax import masked_softmax_torch
 
 
 def _max_abs(a, b) -> float:

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-
-from model.generate import sampling_probs as model_sampling_probs
-from model.inputs import Inputs
-from model.masks import as_spec
+from attnlab.model.generate import sampling_probs as model_sampling_probs
+from attnlab.model.inputs import Inputs
+from attnlab.model.masks import as_spec
 
 TOP = 10  # next-token candidates kept
 

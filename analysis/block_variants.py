@@ -15,12 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn as nn
-
-from analysis.block import deltas, walk_stream
-from model import hooks
-from model.config import ModelConfig
-from model.inputs import Inputs
-from model.transformer import build_model
+from attnlab.analysis.block import deltas, walk_stream
+from attnlab.model import hooks
+from attnlab.model.config import ModelConfig
+from attnlab.model.inputs import Inputs
+from attnlab.model.transformer import build_model
 
 BATCHNORM = "BatchNorm"
 COMPARISONS: dict[str, dict[str, dict]] = {

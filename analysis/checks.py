@@ -20,12 +20,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-
-from analysis.backends import compare_backends
-from analysis.kv_cache import cache_generation, cached_chunks
-from model.config import BACKENDS
-from model.device import dtype_name, is_half
-from model.record import AttentionRecord
+from attnlab.analysis.backends import compare_backends
+from attnlab.analysis.kv_cache import cache_generation, cached_chunks
+from attnlab.model.config import BACKENDS
+from attnlab.model.device import dtype_name, is_half
+from attnlab.model.record import AttentionRecord
 
 TOL_BACKEND = 1e-5  # fp32 CPU: eager vs sdpa vs flash, outputs and patterns
 TOL_CACHE = 1e-5  # cached vs uncached logits and pattern rows
@@ -209,7 +208,7 @@ def check_kv_cache(lm, inputs, backend: str = CACHE_BACKEND) -> CheckResult:
 
 
 def _judge_steps(gen: dict, base: float = TOL_CACHE) -> dict:
-    """analysis.kv_cache.cache_generation with a verdict per step: max |Δlogits| within the tolerance
+    """attnlab.analysis.kv_cache.cache_generation with a verdict per step: max |Δlogits| within the tolerance
     (base·max(1, max|logits|) over all steps) and the same token; `passed` when every step passes."""
     tol = max((scaled_tolerance(base, s["scale"]) for s in gen["steps"]), default=base)
     steps = [s | {"passed": s["max_abs_logits"] <= tol and s["same_token"]} for s in gen["steps"]]

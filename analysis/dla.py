@@ -15,9 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn as nn
-
-from analysis.readout import answer_id, check_row, final_scale, readout, resid_names
-from model.inputs import InputError
+from attnlab.analysis.readout import answer_id, check_row, final_scale, readout, resid_names
+from attnlab.model.inputs import InputError
 
 
 @dataclass

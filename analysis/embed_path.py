@@ -8,9 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-
-from analysis.pass_size import give_back, rows_per_pass
-from model.inputs import InputError
+from attnlab.analysis.pass_size import give_back, rows_per_pass
+from attnlab.model.inputs import InputError
 
 
 # -- the input embeddings ---------------------------------------------------------------------------------

@@ -39,15 +39,14 @@ from random import Random
 
 import numpy as np
 import torch
-
-from analysis.ablation import ablation_deltas
-from analysis.attributions import attention_x_gradient, input_x_gradient, integrated_gradients
-from analysis.flow import MAX_TOKENS, attention_flow
-from analysis.head_runs import collect_patterns
-from analysis.relevance import attention_sites, gradient_relevance
-from analysis.rollout import attention_rollout, cross_rollout
-from model.inputs import InputError, Inputs
-from model.lecture import SPECIAL_TOKENS, Example, decoder_examples, encdec_examples, encoder_examples
+from attnlab.analysis.ablation import ablation_deltas
+from attnlab.analysis.attributions import attention_x_gradient, input_x_gradient, integrated_gradients
+from attnlab.analysis.flow import MAX_TOKENS, attention_flow
+from attnlab.analysis.head_runs import collect_patterns
+from attnlab.analysis.relevance import attention_sites, gradient_relevance
+from attnlab.analysis.rollout import attention_rollout, cross_rollout
+from attnlab.model.inputs import InputError, Inputs
+from attnlab.model.lecture import SPECIAL_TOKENS, Example, decoder_examples, encdec_examples, encoder_examples
 
 METHODS = ("last_layer", "head_mean", "rollout", "flow", "relevance", "input_x_gradient", "integrated_gradients",
            "attention_x_gradient")

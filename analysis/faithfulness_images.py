@@ -20,10 +20,9 @@ uniformly random patch touches the region with probability `chance.pointing`; a 
 from __future__ import annotations
 
 import numpy as np
-
-from analysis.attributions import attention_x_gradient, input_x_gradient, integrated_gradients
-from analysis.faithfulness import ig_report
-from analysis.vision import (
+from attnlab.analysis.attributions import attention_x_gradient, input_x_gradient, integrated_gradients
+from attnlab.analysis.faithfulness import ig_report
+from attnlab.analysis.vision import (
     grad_rollout_map,
     patch_map_cls,
     patch_region,
@@ -33,8 +32,8 @@ from analysis.vision import (
     relevance_map,
     rollout_map,
 )
-from model.inputs import InputError
-from model.lecture.shapes import CLASSES, shape_images
+from attnlab.model.inputs import InputError
+from attnlab.model.lecture.shapes import CLASSES, shape_images
 
 METHODS = ("last_layer", "head_mean", "rollout", "grad_rollout", "relevance", "input_x_gradient",
            "integrated_gradients", "attention_x_gradient")

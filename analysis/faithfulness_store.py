@@ -17,9 +17,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
-from analysis import faithfulness as faithfulness_
-from model.registry import BUNDLED_DIR
+from attnlab.analysis import faithfulness as faithfulness_
+from attnlab.model.registry import BUNDLED_DIR
 
 VERSION = 1  # bump when the report's meaning changes
 SHIPPED = {"n": 40, "seed": 0, "methods": faithfulness_.METHODS, "ablation": False}  # the Rollout page's default

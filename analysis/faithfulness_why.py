@@ -20,9 +20,8 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
-
-from analysis.faithfulness import Case, clean_patterns, make_cases, top1
-from analysis.rollout import attention_rollout
+from attnlab.analysis.faithfulness import Case, clean_patterns, make_cases, top1
+from attnlab.analysis.rollout import attention_rollout
 
 
 def ranking_reasons(lm, cases: list[Case]) -> dict | None:

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-
-from model.softmax import masked_softmax
+from attnlab.model.softmax import masked_softmax
 
 
 @dataclass

@@ -9,11 +9,10 @@ position q is the maximum flow from node (0, k) to node (L, q), one max-flow pro
 from __future__ import annotations
 
 import numpy as np
+from attnlab.analysis.rollout import layer_matrix
+from attnlab.analysis.scores import check_patterns
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import maximum_flow
-
-from analysis.rollout import layer_matrix
-from analysis.scores import check_patterns
 
 MAX_TOKENS = 65  # exact max-flow per input token (65: [CLS] + lecture-vit's 8×8 patches); beyond this use rollout
 CAPACITY_SCALE = 2**26  # capacities are rounded to multiples of 2^-26 ≈ 1.5e-8 (int32 max-flow)

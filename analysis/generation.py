@@ -10,9 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-
-from model import hooks
-from model.generate import sampling_probs
+from attnlab.model import hooks
+from attnlab.model.generate import sampling_probs
 
 TOP_K = 5
 

@@ -20,11 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import torch
+from attnlab.analysis.head_stats import STATS, head_label, head_statistics
+from attnlab.analysis.scores import check_patterns, valid_rows
+from attnlab.model.inputs import InputError, Inputs
 from scipy.special import entr
-
-from analysis.head_stats import STATS, head_label, head_statistics
-from analysis.scores import check_patterns, valid_rows
-from model.inputs import InputError, Inputs
 
 DEFAULT_PERIOD = 20
 COLUMNS = ("stack", "layer", "head", *STATS, "duplicate_token", "induction", "label", "site")

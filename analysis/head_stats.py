@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from attnlab.analysis.scores import check_patterns, valid_rows
 from scipy.special import entr
-
-from analysis.scores import check_patterns, valid_rows
 
 STATS = ("entropy", "max_weight", "mean_distance", "sink_mass", "diagonal_mass", "prev_token")
 

@@ -4,14 +4,13 @@ prediction, every kind of map over the patch grid, and how much of each map lies
 from __future__ import annotations
 
 import numpy as np
+from attnlab.analysis import vision
+from attnlab.analysis.attributions import attribute
+from attnlab.model.captured import CapturedRun
+from attnlab.model.images import RESAMPLE
+from attnlab.model.inputs import InputError
+from attnlab.model.patches import sinusoidal_2d
 from PIL import Image
-
-from analysis import vision
-from analysis.attributions import attribute
-from model.captured import CapturedRun
-from model.images import RESAMPLE
-from model.inputs import InputError
-from model.patches import sinusoidal_2d
 
 MAP_KINDS = ("attention", "rollout", "gradient rollout", "relevance", "input × gradient", "integrated gradients",
              "attention × gradient")  # from a run: the first two

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-
-from model.cache import KVCache
-from model.record import AttentionRecord
+from attnlab.model.cache import KVCache
+from attnlab.model.record import AttentionRecord
 
 NO_CACHE = "an encoder has no KV cache; pick a decoder or an encoder–decoder"
 # prefixes prefix_stability runs: t = 1..32 takes 33 runs and 560 tokens (every prefix of 64 tokens took 2,144,

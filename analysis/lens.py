@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-
-from analysis.readout import answer_id, check_row, logits_of, readout, resid_names, row_labels
+from attnlab.analysis.readout import answer_id, check_row, logits_of, readout, resid_names, row_labels
 
 TOP_K = 5
 

@@ -16,11 +16,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-
-from analysis.pooling import pool_edges, pool_matrix
-from analysis.rollout import fuse_heads, rollout_row, rownorm
-from model.longinput import full_pattern, iter_pattern_rows, pattern_rows, visible_columns, weighted_columns
-from model.record import AttentionRecord
+from attnlab.analysis.pooling import pool_edges, pool_matrix
+from attnlab.analysis.rollout import fuse_heads, rollout_row, rownorm
+from attnlab.model.longinput import (
+    full_pattern,
+    iter_pattern_rows,
+    pattern_rows,
+    visible_columns,
+    weighted_columns,
+)
+from attnlab.model.record import AttentionRecord
 
 
 def overview(rec: AttentionRecord, head=0, max_cells: int = 512, how: str = "max", batch: int = 0,

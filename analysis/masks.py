@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-
-from model.softmax import masked_softmax
+from attnlab.model.softmax import masked_softmax
 
 
 class MaskVariants(NamedTuple):

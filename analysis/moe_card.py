@@ -2,7 +2,7 @@
 sections, then the experts — measured on held-out lecture text: which token classes each expert takes as its
 first choice, against the uniform share.
 
-    python -m analysis.moe_card [--model lecture-moe] [--n 1000] [--spec-n 600]
+    python -m attnlab.analysis.moe_card [--model lecture-moe] [--n 1000] [--spec-n 600]
 """
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
-from analysis.routing import lecture_specialisation, specialists
-from model.lecture.card import EVAL_N, EVAL_SEED, write_card
-from model.lecture.evaluate import evaluate
-from model.registry import BUNDLED_DIR, load_attnlab_folder
+from attnlab.analysis.routing import lecture_specialisation, specialists
+from attnlab.model.lecture.card import EVAL_N, EVAL_SEED, write_card
+from attnlab.model.lecture.evaluate import evaluate
+from attnlab.model.registry import BUNDLED_DIR, load_attnlab_folder
 
 SPEC_N = 600
 STRONG = 2.0  # an expert "specialises" in a class when it takes ≥ STRONG × the uniform share of it
@@ -76,7 +75,7 @@ def write_moe_card(folder: Path, name: str, n: int = EVAL_N, spec_n: int = SPEC_
         "and norms copied; expert e of a block takes hidden units [128·e, 128·(e+1)) of that block's 512-unit "
         "dense MLP (down projection × 4, the dense down bias), so the four experts together are the dense MLP; "
         "the routers start random. Reproduce: `attnlab train --model lecture-moe` (needs the bundled "
-        "lecture-decoder), then `python -m analysis.moe_card` for this card."
+        "lecture-decoder), then `python -m attnlab.analysis.moe_card` for this card."
         + (f" Shipped: the step-{training['steps']} save of the {training['of_steps']}-step recipe (training saves "
            f"every 500 steps; that save came {training.get('seconds', 0) / 60:.1f} min in, and the run was stopped "
            "there to stay within the 25-minute CPU budget)." if training.get("of_steps", 0) > training.get("steps", 0) else ""),
@@ -96,7 +95,7 @@ def write_moe_card(folder: Path, name: str, n: int = EVAL_N, spec_n: int = SPEC_
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m analysis.moe_card", description="rewrite lecture-moe's card")
+    p = argparse.ArgumentParser(prog="python -m attnlab.analysis.moe_card", description="rewrite lecture-moe's card")
     p.add_argument("--model", default="lecture-moe")
     p.add_argument("--folder", default=None)
     p.add_argument("--n", type=int, default=EVAL_N)

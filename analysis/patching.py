@@ -17,10 +17,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-
-from analysis.readout import answer_id, check_row, readout, resid_names
-from model import hooks
-from model.inputs import InputError
+from attnlab.analysis.readout import answer_id, check_row, readout, resid_names
+from attnlab.model import hooks
+from attnlab.model.inputs import InputError
 
 MAX_TOKENS = 64  # prompt length a patching sweep accepts
 ROW_TOKENS = 16_384  # runs × tokens per staircase (bounds the batch's memory)

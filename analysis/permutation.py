@@ -16,12 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-
-from model.config import ModelConfig
-from model.inputs import InputError, Inputs, validate_text
-from model.loaded import LoadedModel
-from model.masks import CAUSAL
-from model.transformer import build_model
+from attnlab.model.config import ModelConfig
+from attnlab.model.inputs import InputError, Inputs, validate_text
+from attnlab.model.loaded import LoadedModel
+from attnlab.model.masks import CAUSAL
+from attnlab.model.transformer import build_model
 
 MODEL_SEED = 0
 MAX_TOKENS = 48  # matrices side by side stay readable

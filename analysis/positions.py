@@ -11,11 +11,10 @@ import math
 
 import numpy as np
 import torch
-
-from model.config import ModelConfig
-from model.positions import alibi_bias, alibi_slopes, apply_rope, rope_angles, sinusoidal_table
-from model.rope import base_inv_freq, rope_inv_freq
-from model.softmax import masked_softmax
+from attnlab.model.config import ModelConfig
+from attnlab.model.positions import alibi_bias, alibi_slopes, apply_rope, rope_angles, sinusoidal_table
+from attnlab.model.rope import base_inv_freq, rope_inv_freq
+from attnlab.model.softmax import masked_softmax
 
 
 def sinusoidal(n_pos: int, d_model: int) -> np.ndarray:

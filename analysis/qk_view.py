@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from model.captured import CapturedRun
+from attnlab.model.captured import CapturedRun
 
 
 @dataclass

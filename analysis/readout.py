@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
-
-from model.inputs import InputError
+from attnlab.model.inputs import InputError
 
 MAX_ANSWER_CHARS = 100
 

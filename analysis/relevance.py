@@ -27,9 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-
-from model.attention import Attention
-from model.inputs import InputError
+from attnlab.model.attention import Attention
+from attnlab.model.inputs import InputError
 
 
 @dataclass

@@ -13,8 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 import numpy as np
-
-from analysis.scores import check_patterns
+from attnlab.analysis.scores import check_patterns
 
 FUSIONS = {"mean": np.mean, "max": np.max, "min": np.min}
 

@@ -11,12 +11,11 @@ from itertools import islice
 
 import numpy as np
 import torch
-
-from model.captured import CapturedRun
-from model.inputs import InputError, Inputs
-from model.lecture import tasks_language, tasks_retrieval
-from model.lecture.corpus import model_stream
-from model.moe import force_expert
+from attnlab.model.captured import CapturedRun
+from attnlab.model.inputs import InputError, Inputs
+from attnlab.model.lecture import tasks_language, tasks_retrieval
+from attnlab.model.lecture.corpus import model_stream
+from attnlab.model.moe import force_expert
 
 
 def is_moe(lm) -> bool:

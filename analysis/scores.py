@@ -12,9 +12,8 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+from attnlab.model.softmax import masked_softmax
 from scipy.special import entr
-
-from model.softmax import masked_softmax
 
 ROW_ATOL = 1e-3  # row sums of captured patterns may be off by this much (fp16/bf16 captures)
 

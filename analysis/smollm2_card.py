@@ -1,6 +1,6 @@
 """smollm2's presets (sample_texts/smollm2.json) and card (model/gguf/smollm2.md), written from measurements.
 
-    PYTHONPATH=. python -m analysis.smollm2_card   # ~1 min with the converted cache; --compare adds parity
+    PYTHONPATH=. python -m attnlab.analysis.smollm2_card   # ~1 min with the converted cache; --compare adds parity
 
 Every number in a note or the card comes from `measure_spec` / `head_types` (analysis/smollm2_lecture.py) on
 the installed model; rerunning this rewrites both files.
@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
-from analysis.smollm2_lecture import HEADS_TEXT, SINK_TEXT, Measured, head_types, measure_spec, specs
-from analysis.story_compare import STORY, story_answer, story_preset
-from model.gguf.compare import compare_gguf
-from model.lecture.samples import load_samples
-from model.registry import load
+from attnlab.analysis.smollm2_lecture import HEADS_TEXT, SINK_TEXT, Measured, head_types, measure_spec, specs
+from attnlab.analysis.story_compare import STORY, story_answer, story_preset
+from attnlab.model.gguf.compare import compare_gguf
+from attnlab.model.lecture.samples import load_samples
+from attnlab.model.registry import load
 
-ROOT = Path(__file__).resolve().parent.parent
-PRESETS = ROOT / "sample_texts" / "smollm2.json"
-CARD = ROOT / "model" / "gguf" / "smollm2.md"
+from attnlab.data import data_folder
+
+PRESETS = data_folder("sample_texts") / "smollm2.json"
+CARD = data_folder("model.gguf") / "smollm2.md"
 
 
 def q(t: str) -> str:
@@ -122,7 +122,7 @@ def main(argv=None) -> int:
     compare = None
     if args.compare:
         compare = compare_gguf("smollm2")
-    about = ("Lecture presets for smollm2 (SmolLM2-135M-Instruct), written by `python -m analysis.smollm2_card` "
+    about = ("Lecture presets for smollm2 (SmolLM2-135M-Instruct), written by `python -m attnlab.analysis.smollm2_card` "
              "from numbers measured on the model. Token indices count from 0 (SmolLM2 adds no BOS).")
     PRESETS.write_text(json.dumps({"about": about, "samples": [preset(m) for m in measured] + [story]}, indent=1,
                                   ensure_ascii=False) + "\n", encoding="utf-8")

@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from analysis.head_runs import head_table
+from attnlab.analysis.head_runs import head_table
 
 SINK_TEXT = "The cat sat on the mat because the mat was warm."
 HEADS_TEXT = ("The cat sat on the mat because the mat was warm. The dog ran in the park and the cat watched "

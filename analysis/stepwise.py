@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from model.softmax import masked_softmax, shifted_exp
+from attnlab.model.softmax import masked_softmax, shifted_exp
 
 # The lecture's quiz: scaled scores, a causal mask, and α₂,₂ = 0.5 (rows and columns counted from 1); values V.
 QUIZ_SCORES = np.array([[1, 0, -1, -1], [1, 1, -1, 0], [0, 1, 1, -1], [-1, -1, 2, 1]], dtype=float)

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-
-from analysis.relevance import attention_sites, gradient_relevance, positive_grad_mean
-from analysis.rollout import fuse_heads, rownorm
-from model.inputs import InputError
+from attnlab.analysis.relevance import attention_sites, gradient_relevance, positive_grad_mean
+from attnlab.analysis.rollout import fuse_heads, rownorm
+from attnlab.model.inputs import InputError
 
 Grid = tuple[int, int]
 

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
-
-from app import state
-from app.figures.tiling import running_stats, tile_grid
-from app.frame import chart, guard
-from app.url_state import index, select, slider
-from app.verdicts import verdict_banner
+from attnlab.app import state
+from attnlab.app.figures.tiling import running_stats, tile_grid
+from attnlab.app.frame import chart, guard
+from attnlab.app.url_state import index, select, slider
+from attnlab.app.verdicts import verdict_banner
 
 TOL_TILED = 1e-6  # tiled vs full softmax output (float64 both)
 TOL_MODEL = 1e-4  # tiled (float64) vs the model's own float32 output of the head

@@ -10,13 +10,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import streamlit as st
-
-from app import state
-from app.navigation import icon_of
-from app.url_state import URL, begin_run, end_run, kept, reset_positions, select, sync_url, toggle
-from model.checkpoint import CheckpointError
-from model.inputs import InputError, OverContextError
-from model.transformer import ContextLengthError
+from attnlab.app import state
+from attnlab.app.navigation import icon_of
+from attnlab.app.url_state import URL, begin_run, end_run, kept, reset_positions, select, sync_url, toggle
+from attnlab.model.checkpoint import CheckpointError
+from attnlab.model.inputs import InputError, OverContextError
+from attnlab.model.transformer import ContextLengthError
 
 log = logging.getLogger("attnlab.app")
 PRESENT_CSS = """<style>

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
-
-from analysis import faithfulness_store as kept_
-from analysis.faithfulness import METHODS
-from app import state
+from attnlab.analysis import faithfulness_store as kept_
+from attnlab.analysis.faithfulness import METHODS
+from attnlab.app import state
 
 IG = ("integrated_gradients",)
 FAST = tuple(m for m in METHODS if m not in IG)

@@ -6,9 +6,8 @@ from __future__ import annotations
 import os
 
 import streamlit as st
-
-from model import hub
-from model.registry import resolve as where_is
+from attnlab.model import hub
+from attnlab.model.registry import resolve as where_is
 
 HUB_MAX_BYTES = int(float(os.environ.get("ATTNLAB_HUB_MAX_GB", "4")) * 1e9)  # the largest download the app starts
 LOCAL_ADDRESSES = ("127.0.0.1", "localhost", "::1")
@@ -41,6 +40,6 @@ def needs_download(name: str) -> bool:
 
 
 def pull(name: str, on_file=None):
-    """model.hub.pull for the app: bounded by HUB_MAX_BYTES, one download at a time (another waits 1 s, then
+    """attnlab.model.hub.pull for the app: bounded by HUB_MAX_BYTES, one download at a time (another waits 1 s, then
     gets a one-line "retry"), config, tokenizer and safetensors files only, never repository code."""
     return hub.pull(name.strip(), max_bytes=HUB_MAX_BYTES, progress=False, on_file=on_file, wait=1.0)

@@ -8,16 +8,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import streamlit as st
-
-from app import hub_access, state
-from app.frame import presenting
-from app.presets import Preset, presets
-from app.url_state import URL, URL_DONE, kept, remember, reset_positions, select, url_active
-from model.config import BACKENDS
-from model.families import FAMILIES
-from model.inputs import InputError
-from model.memory import fmt_gb
-from model.registry import bundled_names, default_model, model_choices
+from attnlab.app import hub_access, state
+from attnlab.app.frame import presenting
+from attnlab.app.presets import Preset, presets
+from attnlab.app.url_state import URL, URL_DONE, kept, remember, reset_positions, select, url_active
+from attnlab.model.config import BACKENDS
+from attnlab.model.families import FAMILIES
+from attnlab.model.inputs import InputError
+from attnlab.model.memory import fmt_gb
+from attnlab.model.registry import bundled_names, default_model, model_choices
 
 FOLDER = "local folder…"
 URL_TEXT_LIMIT = 1500  # longer custom texts are not put in the URL

@@ -16,11 +16,10 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-
-from analysis.longinput import exact_window
-from analysis.longinput import overview as pooled_overview
-from model.captured import CapturedRun
-from model.record import AttentionRecord
+from attnlab.analysis.longinput import exact_window
+from attnlab.analysis.longinput import overview as pooled_overview
+from attnlab.model.captured import CapturedRun
+from attnlab.model.record import AttentionRecord
 
 BACKEND = "sdpa"  # the fused kernel; a capture keeps q and k only
 OVERVIEW_CELLS = 512  # the overview is pooled to at most this many cells per side

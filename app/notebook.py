@@ -1,7 +1,7 @@
 """The app's figures in a Jupyter notebook (or any Python session), without Streamlit.
 
-    import model
-    from app.notebook import show, to_html
+    import attnlab.model as model
+    from attnlab.app.notebook import show, to_html
     run = model.load("lecture-decoder").run("the cat sat on the mat")
     show(run, "heads")                     # every layer × head (the Heatmaps page's mosaic)
     show(run, "head", layer=0, head=1)     # one head up close (the Heatmaps page)
@@ -24,20 +24,19 @@ import logging
 
 import numpy as np
 import plotly.graph_objects as go
-
-from analysis.attributions import attribute
-from analysis.flow import MAX_TOKENS as FLOW_MAX
-from analysis.flow import attention_flow
-from analysis.relevance import gradient_relevance
-from analysis.rollout import attention_rollout, cross_rollout, fuse_heads
-from app.figures.head_view import head_view, head_view_title
-from app.figures.matrix import matrix_heatmap
-from app.figures.mosaic import mosaic
-from app.figures.rows import method_rows
-from app.figures.style import esc
-from app.figures.switcher import head_switcher, switch_layers
-from app.presets import default_query
-from model.captured import GROUP_LABELS, CapturedRun
+from attnlab.analysis.attributions import attribute
+from attnlab.analysis.flow import MAX_TOKENS as FLOW_MAX
+from attnlab.analysis.flow import attention_flow
+from attnlab.analysis.relevance import gradient_relevance
+from attnlab.analysis.rollout import attention_rollout, cross_rollout, fuse_heads
+from attnlab.app.figures.head_view import head_view, head_view_title
+from attnlab.app.figures.matrix import matrix_heatmap
+from attnlab.app.figures.mosaic import mosaic
+from attnlab.app.figures.rows import method_rows
+from attnlab.app.figures.style import esc
+from attnlab.app.figures.switcher import head_switcher, switch_layers
+from attnlab.app.presets import default_query
+from attnlab.model.captured import GROUP_LABELS, CapturedRun
 
 VIEWS = ("heads", "head", "headview", "rollout", "tokens")
 # as on pages/heatmaps.py

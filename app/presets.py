@@ -9,7 +9,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from model.lecture.samples import load_samples
+from attnlab.model.lecture.samples import load_samples
+
+from attnlab.data import data_folder
 
 log = logging.getLogger("attnlab.app")
 
@@ -50,7 +52,7 @@ GENERIC_ENCODER = [
 
 SAMPLES_OF = {"lecture-moe": "lecture-decoder"}  # a bundled model trained on another's tasks shows its samples ...
 TRAINED_ON = {"lecture-moe": ("retrieval", "induction", "agreement")}  # ... of the tasks it was trained on
-MEASURED = {"smollm2": Path(__file__).resolve().parent.parent / "sample_texts" / "smollm2.json"}  # notes measured
+MEASURED = {"smollm2": data_folder("sample_texts") / "smollm2.json"}  # notes measured
 
 
 def measured_presets(path: Path) -> list[Preset]:

@@ -18,35 +18,46 @@ import os
 import threading
 from collections.abc import Callable
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import streamlit as st
 import torch
+from attnlab.analysis import (
+    ablation,
+    backends,
+    checks,
+    generation,
+    head_runs,
+    kv_cache,
+    permutation,
+    positions,
+)
+from attnlab.analysis import attributions as attributions_
+from attnlab.analysis import block as block_
+from attnlab.analysis import block_variants as variants_
+from attnlab.analysis import dla as dla_
+from attnlab.analysis import faithfulness_store as kept_
+from attnlab.analysis import faithfulness_why as why_
+from attnlab.analysis import flash_tiling as flash_tiling_
+from attnlab.analysis import flow as flow_
+from attnlab.analysis import image_runs as images_
+from attnlab.analysis import lens as lens_
+from attnlab.analysis import patching as patching_
+from attnlab.analysis import routing as routing_
+from attnlab.analysis import vision as vision_
+from attnlab.analysis.benchmarks import DEFAULT_PATH, read_benchmarks
+from attnlab.analysis.relevance import gradient_relevance
+from attnlab.app import longinput, token_strip
+from attnlab.model.device import cuda_available, dtype_name, resolve
+from attnlab.model.lecture.shapes import shape_images
+from attnlab.model.loaded import LoadedModel
+from attnlab.model.registry import bundled_card, load, model_roots
 
-from analysis import ablation, backends, checks, generation, head_runs, kv_cache, permutation, positions
-from analysis import attributions as attributions_
-from analysis import block as block_
-from analysis import block_variants as variants_
-from analysis import dla as dla_
-from analysis import faithfulness_store as kept_
-from analysis import faithfulness_why as why_
-from analysis import flash_tiling as flash_tiling_
-from analysis import flow as flow_
-from analysis import image_runs as images_
-from analysis import lens as lens_
-from analysis import patching as patching_
-from analysis import routing as routing_
-from analysis import vision as vision_
-from analysis.benchmarks import DEFAULT_PATH, read_benchmarks
-from analysis.relevance import gradient_relevance
-from app import longinput, token_strip
-from model.device import cuda_available, dtype_name, resolve
-from model.lecture.shapes import shape_images
-from model.loaded import LoadedModel
-from model.registry import ROOT, bundled_card, load, model_roots
+from attnlab.data import data_folder
 
 BUSY_WAIT_S = float(os.environ.get("ATTNLAB_BUSY_WAIT_S", "20"))
-BENCH_FILE = ROOT / DEFAULT_PATH  # the latest `attnlab bench` JSON
+BENCH_FILE = data_folder("docs") / Path(DEFAULT_PATH).name  # the latest `attnlab bench` JSON
 
 
 class BusyError(RuntimeError):
@@ -215,7 +226,7 @@ flash_tiling = on_text(flash_tiling_.head_tiling, entries=16)
 @st.cache_data(max_entries=8, show_spinner="Timing the kernels on this machine…")
 def attention_timings(lengths: tuple[int, ...], n_heads: int, d_head: int, repeats: int = 7,
                       device: str = "cpu", dtype: str = "float32") -> list[dict]:
-    """analysis.backends.time_attention on `device` in `dtype`, `repeats` calls per cell, under the lock (no other
+    """attnlab.analysis.backends.time_attention on `device` in `dtype`, `repeats` calls per cell, under the lock (no other
     request runs meanwhile)."""
     with inference():
         return backends.time_attention(lengths, n_heads=n_heads, d_head=d_head, repeats=repeats, budget_s=0.0,

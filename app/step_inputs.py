@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import streamlit as st
-
-from app.url_state import URL, kept, url_active
+from attnlab.app.url_state import URL, kept, url_active
 
 
 # -- editable matrices, kept in the URL ---------------------------------------------------------------

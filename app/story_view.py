@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
-
-from analysis.story_compare import story_answer
-from app import state
-from app.frame import guard
-from app.presets import Preset, presets
+from attnlab.analysis.story_compare import story_answer
+from attnlab.app import state
+from attnlab.app.frame import guard
+from attnlab.app.presets import Preset, presets
 
 STORY_PRESETS = {"smollm2": "smollm2-story-1", "lecture-decoder": "decoder-story-1"}  # model → its story preset
 story = state.on_text(story_answer, entries=4, spinner="Reading the story on both models…")  # (name, text, src)

@@ -17,8 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import streamlit as st
-
-from model.captured import GROUP_LABELS
+from attnlab.model.captured import GROUP_LABELS
 
 KEEP = "_keep"  # session_state[KEEP][key]: the last value of each widget, across pages
 URL = "_url_now"  # session_state[URL][key]: the values this run writes to the URL

@@ -24,9 +24,9 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
-from analysis.benchmarks import Browser
-from bench.server import streamlit_server
-from bench.widgets import CASE_PAGES, CASES, PAGES, QUICK, WIDGETS, Widget
+from attnlab.analysis.benchmarks import Browser
+from attnlab.bench.server import streamlit_server
+from attnlab.bench.widgets import CASE_PAGES, CASES, PAGES, QUICK, WIDGETS, Widget
 
 CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
                "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -233,7 +233,7 @@ def cold_first_chart(p, page_name: str, query: str, log: Path) -> float:
 
 def run_smollm2(p, log: Path, repeats: int, progress) -> dict:
     """bench/smollm2_charts.py on a server and browser of its own ({ERROR} when it fails: the run goes on)."""
-    from bench.smollm2_charts import smollm2_first_charts  # it imports this module's helpers
+    from attnlab.bench.smollm2_charts import smollm2_first_charts  # it imports this module's helpers
 
     try:
         with streamlit_server(log) as srv:
@@ -253,7 +253,7 @@ def run_browser(quick: bool = False, repeats: int = 5, progress: Callable[[str],
     for the warm measurements (the cold ones always launch their own; quick mode has none)."""
     if browser is not None and not quick:
         raise ValueError("cold first charts launch their own browser: pass `browser` in quick mode only")
-    from bench.tour import measure_tour  # it imports this module's helpers
+    from attnlab.bench.tour import measure_tour  # it imports this module's helpers
 
     say = progress or (lambda msg: None)
     rows, t0 = [], time.perf_counter()
@@ -282,7 +282,7 @@ def run_browser(quick: bool = False, repeats: int = 5, progress: Callable[[str],
                            Browser.ERRORS: [f"{type(e).__name__}: {str(e)[:300]}"], Browser.LOAD_END: _load()}
                 row[Browser.CASE] = label
                 rows.append(row)
-        from bench.navigation import NAV_QUERY, run_navigation  # it imports this module's helpers
+        from attnlab.bench.navigation import NAV_QUERY, run_navigation  # it imports this module's helpers
 
         nav = run_navigation(p, Path(tmp) / "nav.log", quick, say, browser)
         floor = plain = smol = None

@@ -22,11 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-
-from analysis.benchmarks import ClassLoad
-from bench.browser import IDLE, errors_on, launch, new_page, playwright_or
-from bench.server import streamlit_server
-from bench.widgets import chart_button
+from attnlab.analysis.benchmarks import ClassLoad
+from attnlab.bench.browser import IDLE, errors_on, launch, new_page, playwright_or
+from attnlab.bench.server import streamlit_server
+from attnlab.bench.widgets import chart_button
 
 MODEL = "random-decoder"  # characters as tokens: every name shows in the ticks
 NAMES = ["Ada", "Bo", "Cyd", "Dee", "Eli", "Fay", "Gus", "Hal", "Ivy", "Jo", "Kai", "Liv", "Max", "Ned", "Ola",
@@ -44,7 +43,7 @@ _TOKENIZER: dict = {}
 
 def tokens_of(text: str) -> list[str]:
     if MODEL not in _TOKENIZER:
-        from model.registry import load
+        from attnlab.model.registry import load
 
         _TOKENIZER[MODEL] = load(MODEL)
     return _TOKENIZER[MODEL].encode(text).tokens
@@ -52,7 +51,7 @@ def tokens_of(text: str) -> list[str]:
 
 def head_ticks(tokens: list[str]) -> list[str]:
     """The head matrix's x tick labels for these tokens, as the browser shows them."""
-    from app.figures.matrix import matrix_heatmap
+    from attnlab.app.figures.matrix import matrix_heatmap
 
     fig = matrix_heatmap(np.zeros((len(tokens), len(tokens))), tokens, tokens)
     return [html.unescape(t) for t in fig.layout.xaxis.ticktext]

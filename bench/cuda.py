@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 
-from bench.specs import GB, GPT2_SMALL, predicted_bytes
+from attnlab.bench.specs import GB, GPT2_SMALL, predicted_bytes
 
 SCHEMA = "attnlab-bench-cuda/1"
 CUDA_LENGTHS = (1024, 2048, 4096, 8192, 16384, 32768)
@@ -105,8 +105,8 @@ def cuda_times(fn: Callable, repeats: int, warmup: int) -> list[float]:  # pragm
 
 
 def _forward(mode: str, ours, hf, ids) -> Callable:  # pragma: no cover - needs CUDA
-    from bench.forward import forward_fn
-    from model import hooks
+    from attnlab.bench.forward import forward_fn
+    from attnlab.model import hooks
 
     if mode == "fused_flash":
         return lambda: ours(ids, backend="flash").logits
@@ -125,8 +125,8 @@ def overview_seconds(ours, ids, repeats: int = 3) -> float:  # pragma: no cover 
     """Median wall time of one head's 512 × 512 pooled overview of the last layer after a flash capture."""
     import time
 
-    from analysis.longinput import overview
-    from model import hooks
+    from attnlab.analysis.longinput import overview
+    from attnlab.model import hooks
 
     with hooks.capture() as cap:
         ours(ids, backend="flash")
@@ -147,11 +147,10 @@ def measure_cuda(lengths=CUDA_LENGTHS, repeats: int = 5, warmup: int = 2, dtype=
     from pathlib import Path
 
     import torch
-
-    from bench.forward import load_hf_gpt2, load_ours_gpt2, token_ids
-    from bench.specs import save_gpt2_weights
-    from model.device import dtype_name
-    from model.families.gpt2 import gpt2_config
+    from attnlab.bench.forward import load_hf_gpt2, load_ours_gpt2, token_ids
+    from attnlab.bench.specs import save_gpt2_weights
+    from attnlab.model.device import dtype_name
+    from attnlab.model.families.gpt2 import gpt2_config
 
     dtype = dtype or torch.bfloat16
     say = progress or (lambda msg: None)

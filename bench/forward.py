@@ -17,11 +17,10 @@ def hf_gpt2_config(spec: dict):
 
 def load_ours_gpt2(spec: dict):
     """Our model with the saved transformers GPT-2 weights, converted by model.families.gpt2."""
+    from attnlab.model.checkpoint import load_weights
+    from attnlab.model.families.gpt2 import convert_gpt2, gpt2_config
+    from attnlab.model.transformer import build_model
     from safetensors.torch import load_file
-
-    from model.checkpoint import load_weights
-    from model.families.gpt2 import convert_gpt2, gpt2_config
-    from model.transformer import build_model
 
     cfg = gpt2_config(dict(spec["hf_config"]))  # GPT2Config's defaults match gpt2_config's; no transformers import
     with torch.device("meta"):  # no random init: every weight is loaded below
@@ -51,7 +50,7 @@ def load_hf_gpt2(spec: dict):
 
 
 def load_registry(spec: dict):
-    from model.registry import load
+    from attnlab.model.registry import load
 
     lm = load(spec["name"])
     return lm.model.eval(), lm.cfg.vocab_size
@@ -59,7 +58,7 @@ def load_registry(spec: dict):
 
 def forward_fn(mode: str, ours, hf, ids):
     """A callable running one forward of `mode` and returning what the mode keeps."""
-    from model import hooks
+    from attnlab.model import hooks
 
     if mode == "fused":
         return lambda: ours(ids, backend="sdpa").logits

@@ -27,7 +27,7 @@ def machine_info() -> dict:
         "transformers": transformers.__version__, "numpy": numpy.__version__, "python": platform.python_version(),
         "platform": platform.platform(), "memory_total_bytes": _meminfo("MemTotal"),
         "memory_available_bytes": _meminfo("MemAvailable"), "cuda": torch.cuda.is_available(),
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "loadavg_start": list(os.getloadavg()),
     }
 

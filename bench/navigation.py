@@ -12,10 +12,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from analysis.benchmarks import Browser
-from app.navigation import PAGES
-from bench.browser import IDLE, errors_on, frames, launch, new_page
-from bench.server import streamlit_server
+from attnlab.analysis.benchmarks import Browser
+from attnlab.app.navigation import PAGES
+from attnlab.bench.browser import IDLE, errors_on, frames, launch, new_page
+from attnlab.bench.server import streamlit_server
 
 NAV_QUERY = "model=lecture-decoder"  # the in-app walk: the bundled decoder on its first preset
 NAV_QUICK = ["Heatmaps", "KV cache"]  # quick mode walks these two (and back to Explore)

@@ -16,10 +16,11 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
-from analysis.benchmarks import Payload
-from app.navigation import PAGES as NAV_PAGES
+from attnlab.analysis.benchmarks import Payload
+from attnlab.app.navigation import PAGES as NAV_PAGES
 
-ROOT = Path(__file__).resolve().parents[1]
+from attnlab.data import data_folder
+
 MODEL = "random-long-decoder"
 # Pages that read another kind of model: measured with it, at its default input (their payload does not grow with T)
 OWN_MODEL = {"vision": ("vit_model", "lecture-vit")}
@@ -42,8 +43,8 @@ TIMEOUT_S = 1800.0
 def page_text(T: int, model: str = MODEL) -> str:
     """A text that `model` reads as exactly T tokens: the app's long sample (nonsense words repeating every
     ~1/8 of the text), cut to the right number of characters. ValueError when no cut gives T tokens."""
-    from app.longinput import long_sample
-    from model.registry import load
+    from attnlab.app.longinput import long_sample
+    from attnlab.model.registry import load
 
     lm = load(model)
     if T > lm.context:
@@ -135,7 +136,7 @@ def page_payload(page: str, T: int, model: str = MODEL, text: str | None = None,
     t = time.perf_counter()
     row = {Payload.PAGE: page, Payload.T: T, Payload.MODEL: OWN_MODEL.get(page, (None, model))[1]}
     try:
-        at, media = run_script(ROOT / "pages" / f"{page}.py", query, state, timeout)
+        at, media = run_script(data_folder("pages") / f"{page}.py", query, state, timeout)
     except Exception as e:  # noqa: BLE001 — AppTest's own failure (a timeout): report it, do not stop the run
         return row | {Payload.BYTES: None, Payload.ERROR: f"{type(e).__name__}: {e}"[:300]}
     problems = [e.message for e in at.exception] + [e.value for e in at.error]

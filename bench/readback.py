@@ -7,7 +7,7 @@ import html
 import json
 from html.parser import HTMLParser
 
-from bench.classload import head_ticks, tokens_of
+from attnlab.bench.classload import head_ticks, tokens_of
 
 
 class _Strip(HTMLParser):

@@ -1,4 +1,4 @@
-"""scripts/replicas.sh from Python (the replica test, `attnlab bench --class --replicas K`): K `attnlab app`
+"""bench/replicas.sh from Python (the replica test, `attnlab bench --class --replicas K`): K `attnlab app`
 processes behind nginx on a free block of loopback ports, stopped with the script's whole process group."""
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from bench.server import ROOT, free_port, healthy
+from attnlab.bench.server import free_port, healthy
+
+from attnlab.data import data_folder
 
 
 def nginx_path() -> str | None:
@@ -50,7 +52,7 @@ def replicas(k: int, folder: Path, timeout: float = 120.0):
     env = os.environ | {"PYTHON": sys.executable, "ATTNLAB_REPLICAS_DIR": str(folder),
                         "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false", "PATH": f"{os.environ['PATH']}:/usr/sbin"}
     log = open(folder / "script.log", "w")  # noqa: SIM115 — closed below
-    proc = subprocess.Popen(["bash", str(ROOT / "scripts" / "replicas.sh"), str(k), str(port)], cwd=ROOT, env=env,
+    proc = subprocess.Popen(["bash", str(data_folder("bench") / "replicas.sh"), str(k), str(port)], env=env,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:

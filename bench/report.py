@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from analysis.benchmarks import DEFAULT_PATH, Top
-from bench.specs import QUICK_LENGTHS
-from bench.targets import evaluate_targets
+from attnlab.analysis.benchmarks import DEFAULT_PATH, Top
+from attnlab.bench.specs import QUICK_LENGTHS
+from attnlab.bench.targets import evaluate_targets
 
 DOCS = "docs/benchmarks.md"
 SMOLLM2 = "smollm2"
@@ -22,7 +22,7 @@ def measure(quick: bool = False, lengths=None, models=("gpt2-small", "lecture-de
             warmup: int = 1, max_mem_gb: float | None = None, payload: bool = True,
             progress: Callable[[str], None] | None = None) -> dict:
     """Every measurement in one dict (analysis.benchmarks' schema), targets judged."""
-    from bench.runner import run_benchmark
+    from attnlab.bench.runner import run_benchmark
 
     out = run_benchmark(quick=quick, lengths=lengths, models=models, repeats=repeats, warmup=warmup,
                         max_mem_gb=max_mem_gb, progress=progress)
@@ -33,11 +33,11 @@ def measure(quick: bool = False, lengths=None, models=("gpt2-small", "lecture-de
 
 def add_payload(out: dict, progress: Callable[[str], None] | None = None) -> dict:
     """Measure the page payloads at the run's lengths into `out` and judge the targets again."""
-    from bench.payload import page_payloads
+    from attnlab.bench.payload import page_payloads
 
     if progress:
         progress("page payloads")
-    from bench.payload import OWN_MODEL, PAGES
+    from attnlab.bench.payload import OWN_MODEL, PAGES
 
     Ts = out[Top.SETTINGS]["lengths"] or list(QUICK_LENGTHS)
     out[Top.PAYLOAD], out[Top.PAYLOAD_NOTE] = page_payloads(Ts, progress=progress)

@@ -18,22 +18,24 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from analysis.benchmarks import MIB, SCHEMA, Result, Top
-from bench import specs as S
-from bench.machine import machine_info
-from bench.meter import OOM_EXIT
-from bench.targets import evaluate_targets
-from bench.worker import RESULT_PREFIX
+from attnlab.analysis.benchmarks import MIB, SCHEMA, Result, Top
+from attnlab.bench import specs as S
+from attnlab.bench.machine import machine_info
+from attnlab.bench.meter import OOM_EXIT
+from attnlab.bench.targets import evaluate_targets
+from attnlab.bench.worker import RESULT_PREFIX
 
 
 def run_job(spec: dict, timeout_s: float = 7200) -> dict:
     """Run one worker job in a fresh Python; {'error': ...} when it fails or passes its memory limit."""
-    cmd = [sys.executable, "-m", "bench.worker", json.dumps(spec)]
-    root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    cmd = [sys.executable, "-m", "attnlab.bench.worker", json.dumps(spec)]
+    import attnlab
+
+    home = str(Path(attnlab.__file__).resolve().parents[1])  # where this attnlab is imported from, for the child
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [home, os.environ.get("PYTHONPATH")]))}
     t = time.perf_counter()
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=root, env=env)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout_s:.0f} s"}
     wall = time.perf_counter() - t

@@ -6,14 +6,13 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-ENTRY = ROOT / "app" / "main.py"
+from attnlab.app.serve import ENTRY, streamlit_command
+
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never proxy 127.0.0.1
 
 
@@ -48,12 +47,10 @@ def streamlit_server(log_path: Path, extra_args: tuple[str, ...] = (), timeout: 
     for _ in range(attempts):  # the free port may be taken before streamlit binds it
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        cmd = [sys.executable, "-m", "streamlit", "run", str(entry), "--server.headless", "true",
-               "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
-               "--server.fileWatcherType", "none", "--server.runOnSave", "false", *extra_args]
+        cmd = streamlit_command("127.0.0.1", port, entry, extra_args)
         log = open(log_path, "w")  # noqa: SIM115 — closed in finally
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=env, preexec_fn=_die_with_parent)
         try:
             while proc.poll() is None and time.perf_counter() < t0 + timeout:

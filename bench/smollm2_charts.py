@@ -11,8 +11,8 @@ from __future__ import annotations
 import statistics
 import time
 
-from analysis.benchmarks import Browser
-from bench.browser import _load, errors_on, new_page, wait_chart
+from attnlab.analysis.benchmarks import Browser
+from attnlab.bench.browser import _load, errors_on, new_page, wait_chart
 
 # (label, URL query, tokens of the preset's text): 14 each, so the two pages draw the same size of rows;
 # not the story presets, whose Explore also runs the other model (app/story_view.py). Checked by the tests.
@@ -79,7 +79,7 @@ def smollm2_markdown(section: dict) -> list[str]:
 
 def smollm2_chart_targets(out: dict) -> list[dict]:
     """Per page: smollm2's first chart within RATIO_LIMIT × lecture-decoder's (None: not measured in this run)."""
-    from analysis.benchmarks import Target, Top
+    from attnlab.analysis.benchmarks import Target, Top
 
     section = (out.get(Top.BROWSER) or {}).get(Browser.SMOLLM2) or {}
     if not section or Browser.ERROR in section:

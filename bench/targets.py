@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import statistics
 
-from analysis.benchmarks import Payload, Result, Target, Top
-from bench.specs import GB
-from bench.view_targets import view_targets
+from attnlab.analysis.benchmarks import Payload, Result, Target, Top
+from attnlab.bench.specs import GB
+from attnlab.bench.view_targets import view_targets
 
 TARGETS = {
     "lazy_over_fused_T1024": 1.15,
@@ -98,7 +98,7 @@ def evaluate_targets(out: dict, model: str = "gpt2-small") -> list[dict]:
 def smollm2_targets(out: dict) -> list[dict]:
     """SmolLM2 (30 layers × 9 heads): its first charts in chromium within 1.5× lecture-decoder's; lazy capture
     within 1.05× the fused forward at T = 128 and 512, when the run measured smollm2."""
-    from bench.smollm2_charts import smollm2_chart_targets  # the browser's part of issue 32
+    from attnlab.bench.smollm2_charts import smollm2_chart_targets  # the browser's part of issue 32
 
     if SMOLLM2 not in out.get(Top.MODELS, {}):
         return smollm2_chart_targets(out)

@@ -5,8 +5,16 @@ showing the next step's data, the app idle and two frames painted (bench.browser
 
 from __future__ import annotations
 
-from analysis.benchmarks import Browser
-from bench.browser import _load, _median, errors_on, new_page, timed_change, wait_chart, warm_first_chart
+from attnlab.analysis.benchmarks import Browser
+from attnlab.bench.browser import (
+    _load,
+    _median,
+    errors_on,
+    new_page,
+    timed_change,
+    wait_chart,
+    warm_first_chart,
+)
 
 CHART = "tour"  # the tour's one chart (frame.chart key)
 
@@ -20,7 +28,7 @@ def walk(page, n_steps: int) -> list[float]:
 def measure_tour(browser, url: str, page_name: str, query: str, widgets, repeats: int, cold_s: float | None,
                  progress) -> dict:
     """A browser-bench row for the tour (measure_page's signature): warm first chart, and every Next twice."""
-    from app.tour import STEPS
+    from attnlab.app.tour import STEPS
 
     row = {Browser.PAGE: page_name, Browser.QUERY: query, Browser.COLD: cold_s, Browser.LOAD_START: _load(),
            Browser.WIDGETS: {}, Browser.ERRORS: []}

@@ -1,4 +1,4 @@
-"""One benchmark job in its own process: `python -m bench.worker '<json spec>'`.
+"""One benchmark job in its own process: `python -m attnlab.bench.worker '<json spec>'`.
 
 A job loads one model (ours or transformers' GPT-2, bench.forward) and either times forwards (several
 modes, interleaved round by round so a busy machine slows them alike) or measures one mode's peak memory
@@ -17,10 +17,9 @@ import time
 
 import numpy as np
 import torch
-
-from analysis.benchmarks import Result
-from bench.forward import forward_fn, load_models, token_ids
-from bench.meter import PeakMeter
+from attnlab.analysis.benchmarks import Result
+from attnlab.bench.forward import forward_fn, load_models, token_ids
+from attnlab.bench.meter import PeakMeter
 
 RESULT_PREFIX = "ATTNLAB_BENCH_RESULT "
 
@@ -62,8 +61,8 @@ def job_hooks(spec: dict) -> dict:
     is the median of the per-pair ratios (off / patched)."""
     import timeit
 
-    import model.hooks as hooks
-    from model.attention import Attention
+    import attnlab.model.hooks as hooks
+    from attnlab.model.attention import Attention
 
     ours, _, vocab = load_models(spec, ["hooks"])
     ids = token_ids(spec["T"], vocab)
@@ -122,8 +121,8 @@ def job_memory(spec: dict) -> dict:
 def lazy_extras(cap, spec: dict, meter: PeakMeter) -> dict:
     """From a lazy capture: one head's full pattern (AttentionRecord.pattern, numpy), the same through
     model.longinput (torch, blocks), a pooled overview of one head, and one query's streamed rollout."""
-    from analysis.longinput import overview, rollout_query
-    from model.longinput import full_pattern
+    from attnlab.analysis.longinput import overview, rollout_query
+    from attnlab.model.longinput import full_pattern
 
     records = [cap[s] for s in cap.sites]
     rec = records[len(records) // 2]

@@ -27,10 +27,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 import numpy as np
-
-from analysis.benchmarks import ClassLoad
-from bench.classload import MODEL, SETTLE_S, STEP_S, name_of, rss_mb, rss_slope
-from bench.readback import Run, read_element, shown_in, want_for
+from attnlab.analysis.benchmarks import ClassLoad
+from attnlab.bench.classload import MODEL, SETTLE_S, STEP_S, name_of, rss_mb, rss_slope
+from attnlab.bench.readback import Run, read_element, shown_in, want_for
 
 STEPS = ("text", "page", "layer", "head", "back")  # one session's cycle
 
@@ -213,8 +212,8 @@ def run_ws_class(url: str, sessions: int, seconds: float, pids: list[int] | None
 def class_on_server(sessions: int, seconds: float, replicas: int = 1,
                     progress: Callable[[str], None] | None = None) -> dict:
     """run_ws_class on a server of its own: one `streamlit run`, or `replicas` of them behind nginx."""
-    from bench.replicas import replicas as start_replicas
-    from bench.server import streamlit_server
+    from attnlab.bench.replicas import replicas as start_replicas
+    from attnlab.bench.server import streamlit_server
 
     with tempfile.TemporaryDirectory(prefix="attnlab-wsclass-") as tmp:
         start = (streamlit_server(Path(tmp) / "server.log") if replicas == 1 else start_replicas(replicas, Path(tmp)))

@@ -1,7 +1,7 @@
-"""`python -m cli ...`: the same as the `attnlab` console script."""
+"""`python -m attnlab.cli ...`: the same as the `attnlab` console script."""
 
 import sys
 
-from cli.main import main
+from attnlab.cli.main import main
 
 sys.exit(main())

@@ -1,4 +1,4 @@
-"""The `attnlab` command (also `python -m cli`). Each sub-command lives in cli/commands/<name>.py with
+"""The `attnlab` command (also `python -m attnlab.cli`). Each sub-command lives in cli/commands/<name>.py with
 `add_parser(subparsers)` and `run(args) -> int`. Bad input exits 2 with one line on stderr."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import argparse
 import importlib
 import sys
 
-from cli.errors import UsageError
+from attnlab.cli.errors import UsageError
 
 MAX_ERROR = 2000  # characters of one error line (a refusal lists every supported family in full)
 COMMANDS = ("app_cmd", "bench", "capture", "check", "compare_hf", "eval", "faithfulness", "families", "handout",
@@ -23,14 +23,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="attnlab", description="Attention visualization and interpretability.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in COMMANDS:
-        importlib.import_module(f"cli.commands.{name}").add_parser(sub)
+        importlib.import_module(f"attnlab.cli.commands.{name}").add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    from model.checkpoint import CheckpointError
-    from model.inputs import InputError
-    from model.transformer import ContextLengthError
+    from attnlab.model.checkpoint import CheckpointError
+    from attnlab.model.inputs import InputError
+    from attnlab.model.transformer import ContextLengthError
 
     try:
         args = build_parser().parse_args(argv)

@@ -16,15 +16,14 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from attnlab.model import hooks
+from attnlab.model.cache import KVCache
+from attnlab.model.config import ModelConfig
+from attnlab.model.norms import make_norm
+from attnlab.model.positions import apply_rope
+from attnlab.model.record import AttentionRecord, CausalMask, HostCopy
+from attnlab.model.softmax import masked_softmax_torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
-
-from model import hooks
-from model.cache import KVCache
-from model.config import ModelConfig
-from model.norms import make_norm
-from model.positions import apply_rope
-from model.record import AttentionRecord, CausalMask, HostCopy
-from model.softmax import masked_softmax_torch
 
 _KERNELS = {0: "math", 1: "flash", 2: "mem_efficient", 3: "cudnn", 4: "overrideable"}
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-
-from model.record import AttentionRecord
-from model.router_record import RouterRecord
+from attnlab.model.record import AttentionRecord
+from attnlab.model.router_record import RouterRecord
 
 MAX_STORED_CELLS = 8_000_000  # above this many stored pattern cells a run keeps q and k only (exact on demand)
 GROUP_LABELS = {"self": "self-attention", "encoder": "encoder self-attention",

@@ -7,12 +7,11 @@ import json
 from pathlib import Path
 
 import torch
+from attnlab.model.config import ModelConfig
+from attnlab.model.transformer import build_model
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_model
 from torch.overrides import TorchFunctionMode
-
-from model.config import ModelConfig
-from model.transformer import build_model
 
 
 class CheckpointError(ValueError):

@@ -8,8 +8,7 @@ reference kept beside the model for the checks (model.loaded.LoadedModel.referen
 from __future__ import annotations
 
 import torch
-
-from model.inputs import InputError
+from attnlab.model.inputs import InputError
 
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
-
-from model import hooks
-from model.config import ModelConfig
-from model.positions import sinusoidal_table
+from attnlab.model import hooks
+from attnlab.model.config import ModelConfig
+from attnlab.model.positions import sinusoidal_table
 
 
 class Embeddings(nn.Module):

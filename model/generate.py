@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import torch
-
-from model.cache import KVCache
-from model.inputs import Inputs
+from attnlab.model.cache import KVCache
+from attnlab.model.inputs import Inputs
 
 
 def sampling_probs(logits: torch.Tensor, temperature: float, top_k: int | None) -> torch.Tensor:

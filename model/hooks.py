@@ -13,9 +13,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 import torch
-
-from model.record import AttentionRecord
-from model.router_record import RouterRecord
+from attnlab.model.record import AttentionRecord
+from attnlab.model.router_record import RouterRecord
 
 HOOK_POINTS = ("hook_q", "hook_k", "hook_v", "hook_attn_scores", "hook_mask", "hook_pattern", "hook_z",
                "hook_result")

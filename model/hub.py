@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from model.hf.cache import cache_root, folder_name
-from model.inputs import InputError
-from model.memory import FIT_SHARE, available_bytes, fmt_gb
+from attnlab.model.hf.cache import cache_root, folder_name
+from attnlab.model.inputs import InputError
+from attnlab.model.memory import FIT_SHARE, available_bytes, fmt_gb
 
 WANTED = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
           "special_tokens_map.json", "vocab.json", "vocab.txt", "merges.txt", "added_tokens.json",

@@ -9,9 +9,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from attnlab.model.inputs import InputError
 from PIL import Image, ImageOps
-
-from model.inputs import InputError
 
 MAX_IMAGE_BYTES = 1_000_000  # an upload
 MAX_IMAGE_PIXELS = 16_000_000  # width × height, checked from the header before any pixel is decoded

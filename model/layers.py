@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
-
-from model import hooks
-from model.attention import Attention
-from model.config import ModelConfig
-from model.moe import MoE
-from model.norms import make_norm
+from attnlab.model import hooks
+from attnlab.model.attention import Attention
+from attnlab.model.config import ModelConfig
+from attnlab.model.moe import MoE
+from attnlab.model.norms import make_norm
 
 
 class QuickGELU(nn.Module):

@@ -8,19 +8,25 @@ import time
 from dataclasses import dataclass, field, replace
 
 import torch
-
-from model import hooks
-from model.cache import KVCache
-from model.captured import MAX_STORED_CELLS, CapturedRun
-from model.config import ModelConfig
-from model.device import dtype_name, is_half
-from model.generate import generate as _generate
-from model.images import ImagePrep
-from model.inputs import InputError, Inputs, OverContextError, check_generate, check_tokens, validate_text
-from model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, pair_mask
-from model.model_io import ImageIO, ModelIO
-from model.tokenizer import ByteTokenizer, Encoding, HFTokenizer
-from model.transformer import Decoder, Encoder, EncoderDecoder, ViT
+from attnlab.model import hooks
+from attnlab.model.cache import KVCache
+from attnlab.model.captured import MAX_STORED_CELLS, CapturedRun
+from attnlab.model.config import ModelConfig
+from attnlab.model.device import dtype_name, is_half
+from attnlab.model.generate import generate as _generate
+from attnlab.model.images import ImagePrep
+from attnlab.model.inputs import (
+    InputError,
+    Inputs,
+    OverContextError,
+    check_generate,
+    check_tokens,
+    validate_text,
+)
+from attnlab.model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, pair_mask
+from attnlab.model.model_io import ImageIO, ModelIO
+from attnlab.model.tokenizer import ByteTokenizer, Encoding, HFTokenizer
+from attnlab.model.transformer import Decoder, Encoder, EncoderDecoder, ViT
 
 ARCH_NAMES = {"decoder": "decoder", "encoder": "encoder", "encdec": "encoder–decoder", "vit": "vision transformer"}
 MASK_CHOICES = ("default", "causal", "bidirectional", "sliding_window", "prefix_lm", "padding")

@@ -17,9 +17,8 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
-
-from model.record import AttentionRecord
-from model.softmax import masked_softmax_torch
+from attnlab.model.record import AttentionRecord
+from attnlab.model.softmax import masked_softmax_torch
 
 
 class RowBlock(NamedTuple):

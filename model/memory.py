@@ -29,15 +29,16 @@ import json
 from pathlib import Path
 
 import torch
-
-from model.checkpoint import CheckpointError, read_config
-from model.config import BACKENDS, ModelConfig
-from model.device import dtype_name
-from model.families import FAMILIES
-from model.hf import load as hf_load  # a module: model/hf/load.py → model/view and model/hub import this one
-from model.hf.cache import read_header
-from model.inputs import InputError
-from model.transformer import build_model
+from attnlab.model.checkpoint import CheckpointError, read_config
+from attnlab.model.config import BACKENDS, ModelConfig
+from attnlab.model.device import dtype_name
+from attnlab.model.families import FAMILIES
+from attnlab.model.hf import (
+    load as hf_load,  # a module: model/hf/load.py → model/view and model/hub import this one
+)
+from attnlab.model.hf.cache import read_header
+from attnlab.model.inputs import InputError
+from attnlab.model.transformer import build_model
 
 GB = 1e9
 FIT_SHARE = 0.9  # use at most this share of the free memory (the interpreter, Streamlit and plots need some)

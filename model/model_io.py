@@ -5,10 +5,9 @@ image side (ImageIO)."""
 from __future__ import annotations
 
 import torch
-
-from model.images import ImagePrep
-from model.inputs import InputError, Inputs
-from model.patches import patch_labels
+from attnlab.model.images import ImagePrep
+from attnlab.model.inputs import InputError, Inputs
+from attnlab.model.patches import patch_labels
 
 
 class ModelIO:

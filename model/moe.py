@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
-
-from model import hooks
-from model.config import ModelConfig
-from model.router_record import RouterRecord
+from attnlab.model import hooks
+from attnlab.model.config import ModelConfig
+from attnlab.model.router_record import RouterRecord
 
 ROUTER_HOOKS = ("hook_router_logits", "hook_expert_choice")
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import torch.nn as nn
-
-from model.config import ModelConfig
+from attnlab.model.config import ModelConfig
 
 
 def make_norm(cfg: ModelConfig, dim: int | None = None) -> nn.Module:

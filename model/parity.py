@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-
-from model.families import FAMILIES
-from model.inputs import InputError, Inputs
-from model.registry import load
+from attnlab.model.families import FAMILIES
+from attnlab.model.inputs import InputError, Inputs
+from attnlab.model.registry import load
 
 TOL_HIDDEN = 1e-4  # last hidden states, absolute
 TOL_LOGITS = 1e-4

@@ -19,8 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 import numpy as np
-
-from model.softmax import masked_softmax
+from attnlab.model.softmax import masked_softmax
 
 Window = tuple[int, int, int, int]  # (q_start, q_stop, k_start, k_stop), absolute-free row/col indices
 _REQUIRED = object()

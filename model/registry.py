@@ -14,22 +14,22 @@ import re
 from pathlib import Path
 
 import torch
+from attnlab.model.checkpoint import CheckpointError, load_folder, read_config
+from attnlab.model.config import ModelConfig
+from attnlab.model.families import FAMILIES
+from attnlab.model.gguf.smollm2 import NAME as SMOLLM2
+from attnlab.model.gguf.smollm2 import require_file as smollm2_path
+from attnlab.model.gguf.smollm2 import smollm2_file
+from attnlab.model.hf.cache import list_cached, resolve_cached
+from attnlab.model.hf.load import load_hf_folder, load_hub
+from attnlab.model.images import ImagePrep
+from attnlab.model.inputs import InputError
+from attnlab.model.loaded import LoadedModel
+from attnlab.model.memory import check_fits, folder_config
+from attnlab.model.tokenizer import ByteTokenizer, HFTokenizer
+from attnlab.model.transformer import build_model
 
-from model.checkpoint import CheckpointError, load_folder, read_config
-from model.config import ModelConfig
-from model.families import FAMILIES
-from model.gguf import load_gguf
-from model.gguf.smollm2 import NAME as SMOLLM2
-from model.gguf.smollm2 import require_file as smollm2_path
-from model.gguf.smollm2 import smollm2_file
-from model.hf.cache import list_cached, resolve_cached
-from model.hf.load import load_hf_folder, load_hub
-from model.images import ImagePrep
-from model.inputs import InputError
-from model.loaded import LoadedModel
-from model.memory import check_fits, folder_config
-from model.tokenizer import ByteTokenizer, HFTokenizer
-from model.transformer import build_model
+from attnlab.data import data_folder
 
 RANDOM_SEED = 1234
 REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")  # "org/name" or "name"
@@ -46,8 +46,7 @@ RANDOM = {
     "random-long-decoder": ModelConfig(arch="decoder", **(_BASE | {"max_len": 32768}), positional="rope"),
 }
 CPU_CONTEXT = {"random-long-decoder": 4096}  # what a CPU run reads (LoadedModel.context), below cfg.max_len
-ROOT = Path(__file__).resolve().parent.parent  # the repository (docs/, sample_texts/)
-BUNDLED_DIR = ROOT / "model" / "lecture" / "checkpoints"
+BUNDLED_DIR = data_folder("model.lecture") / "checkpoints"
 
 
 # -- loading ------------------------------------------------------------------------------------------
@@ -112,7 +111,7 @@ def bundled_card(name: str) -> str | None:
     """The README.md beside a bundled model's weights (written by this repository; smollm2: model/gguf/smollm2.md,
     written from measurements by analysis/smollm2_card.py), or None."""
     if name == SMOLLM2:
-        path = ROOT / "model" / "gguf" / "smollm2.md"
+        path = data_folder("model.gguf") / "smollm2.md"
         return path.read_text(encoding="utf-8")[:20_000] if path.is_file() and smollm2_file() else None
     path = BUNDLED_DIR / name / "README.md"
     if name not in bundled_names("all") or not path.is_file():
@@ -248,6 +247,8 @@ def load(name_or_path: str, dtype: torch.dtype | None = None, device: str | None
     elif where == "minilm":
         lm = load_hf_folder(folder, name="minilm", source="installed")
     elif where == "gguf":
+        from attnlab.model.gguf.cache import load_gguf
+
         lm = load_gguf(folder, name=name_or_path, source="installed" if name_or_path == SMOLLM2 else str(folder))
     elif where == "hub":
         lm = load_hub(name_or_path)

@@ -8,8 +8,7 @@ from __future__ import annotations
 import math
 
 import torch
-
-from model.config import ModelConfig
+from attnlab.model.config import ModelConfig
 
 
 def base_inv_freq(rot: int, base: float, device=None) -> torch.Tensor:

@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from model.softmax import masked_softmax
+from attnlab.model.softmax import masked_softmax
 
 
 @dataclass

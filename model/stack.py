@@ -7,19 +7,18 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
-
-from model import hooks
-from model.attention import Attention, AttnCtx
-from model.config import BACKENDS, ModelConfig
-from model.embeddings import Embeddings
-from model.hooks import BLOCK_HOOKS, CROSS_HOOKS, FINAL_HOOK, HOOK_POINTS
-from model.layers import MLP, Block
-from model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, as_spec, build_mask
-from model.moe import ROUTER_HOOKS, MoE
-from model.norms import make_norm
-from model.positions import alibi_bias, alibi_slopes
-from model.relative_bias import RelativeBias
-from model.rope import rope_cos_sin, rope_inv_freq
+from attnlab.model import hooks
+from attnlab.model.attention import Attention, AttnCtx
+from attnlab.model.config import BACKENDS, ModelConfig
+from attnlab.model.embeddings import Embeddings
+from attnlab.model.hooks import BLOCK_HOOKS, CROSS_HOOKS, FINAL_HOOK, HOOK_POINTS
+from attnlab.model.layers import MLP, Block
+from attnlab.model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, as_spec, build_mask
+from attnlab.model.moe import ROUTER_HOOKS, MoE
+from attnlab.model.norms import make_norm
+from attnlab.model.positions import alibi_bias, alibi_slopes
+from attnlab.model.relative_bias import RelativeBias
+from attnlab.model.rope import rope_cos_sin, rope_inv_freq
 
 
 class ContextLengthError(ValueError):

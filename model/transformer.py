@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
-
-from model.cache import KVCache
-from model.config import ModelConfig
-from model.embeddings import MLMHead
-from model.inputs import Inputs
-from model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, as_spec
-from model.patches import PatchEmbed
-from model.stack import ContextLengthError, ModelOutput, Stack, _backend, hook_names, init_weights, name_sites
+from attnlab.model.cache import KVCache
+from attnlab.model.config import ModelConfig
+from attnlab.model.embeddings import MLMHead
+from attnlab.model.inputs import Inputs
+from attnlab.model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, as_spec
+from attnlab.model.patches import PatchEmbed
+from attnlab.model.stack import (
+    ContextLengthError,
+    ModelOutput,
+    Stack,
+    _backend,
+    hook_names,
+    init_weights,
+    name_sites,
+)
 
 __all__ = ["ContextLengthError", "Decoder", "Encoder", "EncoderDecoder", "ViT", "build_model"]
 

@@ -3,20 +3,19 @@ costs in time and memory as the text grows, and how a fused run's patterns are r
 
 import pandas as pd
 import streamlit as st
-
-from analysis.backends import device_summary
-from analysis.checks import FUSED, TOL_BACKEND
-from app import state
-from app.downloads import downloads
-from app.figures.grids import delta_grid
-from app.figures.lines import scaling
-from app.figures.matrix import matrix_heatmap
-from app.flash_view import flash_section
-from app.frame import chart, page, presenting
-from app.inputs import require
-from app.url_state import select, slider
-from app.verdicts import scale_note, verdict_banner, verdict_table
-from model.captured import GROUP_LABELS
+from attnlab.analysis.backends import device_summary
+from attnlab.analysis.checks import FUSED, TOL_BACKEND
+from attnlab.app import state
+from attnlab.app.downloads import downloads
+from attnlab.app.figures.grids import delta_grid
+from attnlab.app.figures.lines import scaling
+from attnlab.app.figures.matrix import matrix_heatmap
+from attnlab.app.flash_view import flash_section
+from attnlab.app.frame import chart, page, presenting
+from attnlab.app.inputs import require
+from attnlab.app.url_state import select, slider
+from attnlab.app.verdicts import scale_note, verdict_banner, verdict_table
+from attnlab.model.captured import GROUP_LABELS
 
 LIVE = {256: "64 … 256", 512: "64 … 512", 1024: "64 … 1024"}
 LIVE_GPU = {4096: "256 … 4,096", 16384: "256 … 16,384", 32768: "256 … 32,768"}  # a GPU times long inputs live

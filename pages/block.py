@@ -6,16 +6,15 @@ LayerNorm/RMSNorm/BatchNorm (BatchNorm's leak from a later token, live), GELU/Sw
 import numpy as np
 import pandas as pd
 import streamlit as st
-
-from analysis.block_variants import D_MODEL, N_HEADS, N_LAYERS
-from app import state
-from app.downloads import downloads
-from app.figures.block import leak_bars, per_layer, stage_vectors, stream_norms
-from app.figures.style import md
-from app.frame import chart, options, page, presenting
-from app.inputs import require
-from app.token_strip import predictions_table, token_strip
-from app.url_state import select, slider, token_select
+from attnlab.analysis.block_variants import D_MODEL, N_HEADS, N_LAYERS
+from attnlab.app import state
+from attnlab.app.downloads import downloads
+from attnlab.app.figures.block import leak_bars, per_layer, stage_vectors, stream_norms
+from attnlab.app.figures.style import md
+from attnlab.app.frame import chart, options, page, presenting
+from attnlab.app.inputs import require
+from attnlab.app.token_strip import predictions_table, token_strip
+from attnlab.app.url_state import select, slider, token_select
 
 DIMS = 32  # dimensions of the chosen token's vector drawn per stage
 COMPARE = {"residual": "pre- vs post- vs peri-LN", "norm": "LayerNorm vs RMSNorm vs BatchNorm",

@@ -3,18 +3,17 @@ layer and head, next to the decoder's own causal self-attention — and a replay
 at a time."""
 
 import streamlit as st
-
-from app import state
-from app.columns import wrapping_columns
-from app.downloads import downloads, matrix_csv
-from app.figures.matrix import mark_cells, matrix_heatmap
-from app.figures.mosaic import mosaic
-from app.figures.rows import generation_matrix, head_rows
-from app.figures.style import cell_px, md, title_lines_px, wrap
-from app.frame import chart, page, presenting
-from app.inputs import lacks, require
-from app.token_strip import token_strip, unknown_note, unknown_positions
-from app.url_state import select, slider
+from attnlab.app import state
+from attnlab.app.columns import wrapping_columns
+from attnlab.app.downloads import downloads, matrix_csv
+from attnlab.app.figures.matrix import mark_cells, matrix_heatmap
+from attnlab.app.figures.mosaic import mosaic
+from attnlab.app.figures.rows import generation_matrix, head_rows
+from attnlab.app.figures.style import cell_px, md, title_lines_px, wrap
+from attnlab.app.frame import chart, page, presenting
+from attnlab.app.inputs import lacks, require
+from attnlab.app.token_strip import token_strip, unknown_note, unknown_positions
+from attnlab.app.url_state import select, slider
 
 HEADS_MEAN = -1
 

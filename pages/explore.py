@@ -3,18 +3,17 @@ token strip is shaded by the layer and head the preset's note points at (e.g. "h
 head mean; both can be changed."""
 
 import streamlit as st
-
-from analysis.rollout import fuse_heads
-from app import state
-from app.downloads import downloads, matrix_csv
-from app.figures.rows import method_rows
-from app.figures.style import esc, head_names
-from app.frame import chart, page, presenting
-from app.inputs import inputs
-from app.presets import default_query, note_head, source_index
-from app.story_view import story_side_by_side
-from app.token_strip import predictions_table, token_strip, unknown_note, unknown_positions
-from app.url_state import index, select, token_select
+from attnlab.analysis.rollout import fuse_heads
+from attnlab.app import state
+from attnlab.app.downloads import downloads, matrix_csv
+from attnlab.app.figures.rows import method_rows
+from attnlab.app.figures.style import esc, head_names
+from attnlab.app.frame import chart, page, presenting
+from attnlab.app.inputs import inputs
+from attnlab.app.presets import default_query, note_head, source_index
+from attnlab.app.story_view import story_side_by_side
+from attnlab.app.token_strip import predictions_table, token_strip, unknown_note, unknown_positions
+from attnlab.app.url_state import index, select, token_select
 
 with page("Explore", "What does the model see, and where does its attention go?"):
     inp = inputs()  # in the sidebar, as on every page

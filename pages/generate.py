@@ -3,15 +3,14 @@ context, shown step by step as it is produced (▶ replays the steps)."""
 
 import pandas as pd
 import streamlit as st
-
-from app import state
-from app.downloads import downloads
-from app.figures.rows import generation_matrix, head_rows
-from app.figures.style import esc, md
-from app.frame import chart, options, page, presenting
-from app.inputs import require
-from app.token_strip import predictions_table, token_strip, unknown_note, unknown_positions
-from app.url_state import select, slider
+from attnlab.app import state
+from attnlab.app.downloads import downloads
+from attnlab.app.figures.rows import generation_matrix, head_rows
+from attnlab.app.figures.style import esc, md
+from attnlab.app.frame import chart, options, page, presenting
+from attnlab.app.inputs import require
+from attnlab.app.token_strip import predictions_table, token_strip, unknown_note, unknown_positions
+from attnlab.app.url_state import select, slider
 
 MEAN = -1
 GROUPS = {"self": "self-attention (to the context)", "cross": "cross-attention (to the source)"}

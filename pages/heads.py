@@ -3,18 +3,17 @@
 import numpy as np
 import pandas as pd
 import streamlit as st
-
-from analysis.qk_view import qk_points, qk_table
-from app import state
-from app.downloads import downloads
-from app.figures.grids import grid_heatmap
-from app.figures.qk import qk_scatter
-from app.figures.style import head_names
-from app.frame import chart, options, page, presenting
-from app.inputs import inputs, lacks
-from app.presets import default_query, presets
-from app.token_strip import predictions_table
-from app.url_state import index, select, toggle, token_select
+from attnlab.analysis.qk_view import qk_points, qk_table
+from attnlab.app import state
+from attnlab.app.downloads import downloads
+from attnlab.app.figures.grids import grid_heatmap
+from attnlab.app.figures.qk import qk_scatter
+from attnlab.app.figures.style import head_names
+from attnlab.app.frame import chart, options, page, presenting
+from attnlab.app.inputs import inputs, lacks
+from attnlab.app.presets import default_query, presets
+from attnlab.app.token_strip import predictions_table
+from attnlab.app.url_state import index, select, toggle, token_select
 
 STAT_HELP = {
     "entropy": "nats; low = focused", "max_weight": "largest weight, row mean", "mean_distance": "tokens back",

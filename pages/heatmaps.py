@@ -1,24 +1,23 @@
 """Heatmaps (/heatmaps): every layer × head at once, one head up close, and the head view."""
 
 import streamlit as st
-
-from analysis.pooling import window
-from analysis.rollout import fuse_heads
-from analysis.stepwise import neuron_view
-from app import state
-from app.chart_link import anchor, link
-from app.downloads import downloads, matrix_csv
-from app.figures.grids import neuron_grid
-from app.figures.head_view import head_view, head_view_title
-from app.figures.matrix import MAX_SIDE, matrix_heatmap
-from app.figures.mosaic import mosaic
-from app.figures.style import md
-from app.figures.switcher import head_switcher, switch_layers
-from app.frame import chart, guard, options, page, presenting, switch_caption
-from app.inputs import inputs, lacks
-from app.presets import default_query, source_index
-from app.url_state import group_select, index, range_slider, select, sync_url, toggle, token_select
-from model.captured import GROUP_LABELS
+from attnlab.analysis.pooling import window
+from attnlab.analysis.rollout import fuse_heads
+from attnlab.analysis.stepwise import neuron_view
+from attnlab.app import state
+from attnlab.app.chart_link import anchor, link
+from attnlab.app.downloads import downloads, matrix_csv
+from attnlab.app.figures.grids import neuron_grid
+from attnlab.app.figures.head_view import head_view, head_view_title
+from attnlab.app.figures.matrix import MAX_SIDE, matrix_heatmap
+from attnlab.app.figures.mosaic import mosaic
+from attnlab.app.figures.style import md
+from attnlab.app.figures.switcher import head_switcher, switch_layers
+from attnlab.app.frame import chart, guard, options, page, presenting, switch_caption
+from attnlab.app.inputs import inputs, lacks
+from attnlab.app.presets import default_query, source_index
+from attnlab.app.url_state import group_select, index, range_slider, select, sync_url, toggle, token_select
+from attnlab.model.captured import GROUP_LABELS
 
 KINDS = {"pattern": "attention weights (softmax)", "scores": "raw scores (scaled QKᵀ, before the mask)",
          "masked": "masked scores (what the softmax sees)"}

@@ -4,21 +4,20 @@ steps equal the full matrix; and why caching is exact — earlier tokens never c
 import numpy as np
 import pandas as pd
 import streamlit as st
-
-from analysis.checks import TOL_CACHE
-from analysis.kv_cache import cache_costs
-from app import state
-from app.columns import wrapping_columns
-from app.downloads import downloads
-from app.figures.bars import step_deltas
-from app.figures.lines import cache_cost, tiny_lines
-from app.figures.matrix import chunk_lines, matrix_heatmap
-from app.figures.style import cell_px, wrap
-from app.frame import chart, options, page, presenting
-from app.inputs import require
-from app.token_strip import token_strip, unknown_note, unknown_positions
-from app.url_state import select, slider
-from app.verdicts import scale_note, verdict_banner, verdict_table
+from attnlab.analysis.checks import TOL_CACHE
+from attnlab.analysis.kv_cache import cache_costs
+from attnlab.app import state
+from attnlab.app.columns import wrapping_columns
+from attnlab.app.downloads import downloads
+from attnlab.app.figures.bars import step_deltas
+from attnlab.app.figures.lines import cache_cost, tiny_lines
+from attnlab.app.figures.matrix import chunk_lines, matrix_heatmap
+from attnlab.app.figures.style import cell_px, wrap
+from attnlab.app.frame import chart, options, page, presenting
+from attnlab.app.inputs import require
+from attnlab.app.token_strip import token_strip, unknown_note, unknown_positions
+from attnlab.app.url_state import select, slider
+from attnlab.app.verdicts import scale_note, verdict_banner, verdict_table
 
 GROUPS = {"self": "self-attention", "cross": "cross-attention (target → source)"}
 

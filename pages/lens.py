@@ -4,14 +4,13 @@ the direct logit attribution of the answer to each head and MLP."""
 
 import numpy as np
 import streamlit as st
-
-from app import state
-from app.downloads import downloads
-from app.figures.interp import answer_curve, lens_grid, value_grid
-from app.figures.style import md
-from app.frame import chart, guard, page, presenting
-from app.inputs import require
-from app.interp_examples import matching
+from attnlab.app import state
+from attnlab.app.downloads import downloads
+from attnlab.app.figures.interp import answer_curve, lens_grid, value_grid
+from attnlab.app.figures.style import md
+from attnlab.app.frame import chart, guard, page, presenting
+from attnlab.app.inputs import require
+from attnlab.app.interp_examples import matching
 
 with page("Logit lens", "What would the model predict if it stopped after each layer?"):
     inp = require(("internals",), "reads the residual stream through a token head")

@@ -2,15 +2,14 @@
 a CUDA GPU) in one fused pass; a pooled overview of any head and any window of it at full resolution, with exact values."""
 
 import streamlit as st
-
-from app import longinput as L
-from app import state
-from app.downloads import downloads, matrix_csv
-from app.figures.overview import overview_heatmap, payload_bytes, window_heatmap
-from app.frame import chart, options, page, presenting
-from app.inputs import FOLDER, URL_TEXT_LIMIT, needs_converted
-from app.url_state import URL, index, select, url_active
-from model.registry import model_choices
+from attnlab.app import longinput as L
+from attnlab.app import state
+from attnlab.app.downloads import downloads, matrix_csv
+from attnlab.app.figures.overview import overview_heatmap, payload_bytes, window_heatmap
+from attnlab.app.frame import chart, options, page, presenting
+from attnlab.app.inputs import FOLDER, URL_TEXT_LIMIT, needs_converted
+from attnlab.app.url_state import URL, index, select, url_active
+from attnlab.model.registry import model_choices
 
 DEFAULT_MODEL = "random-long-decoder"
 

@@ -2,20 +2,19 @@
 
 import numpy as np
 import streamlit as st
-
-from analysis.masks import zero_after_softmax_vs_neg_inf
-from app import state
-from app.downloads import downloads, matrix_csv
-from app.figures.bars import token_bars
-from app.figures.grids import grid_heatmap
-from app.figures.matrix import matrix_heatmap
-from app.figures.panels import panel_grid, panel_layers, run_panels
-from app.figures.style import head_names
-from app.frame import chart, guard, options, page, presenting, switch_caption
-from app.inputs import require
-from app.presets import presets
-from app.url_state import index, select, slider
-from model.registry import bundled_names
+from attnlab.analysis.masks import zero_after_softmax_vs_neg_inf
+from attnlab.app import state
+from attnlab.app.downloads import downloads, matrix_csv
+from attnlab.app.figures.bars import token_bars
+from attnlab.app.figures.grids import grid_heatmap
+from attnlab.app.figures.matrix import matrix_heatmap
+from attnlab.app.figures.panels import panel_grid, panel_layers, run_panels
+from attnlab.app.figures.style import head_names
+from attnlab.app.frame import chart, guard, options, page, presenting, switch_caption
+from attnlab.app.inputs import require
+from attnlab.app.presets import presets
+from attnlab.app.url_state import index, select, slider
+from attnlab.model.registry import bundled_names
 
 NAMES = {"causal": "causal", "bidirectional": "bidirectional", "sliding_window": "sliding window",
          "prefix_lm": "prefix-LM", "padding": "padding (per key)"}

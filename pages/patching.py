@@ -5,15 +5,14 @@ answer depends on."""
 
 import numpy as np
 import streamlit as st
-
-from app import state
-from app.downloads import downloads
-from app.figures.interp import value_grid
-from app.figures.style import md
-from app.frame import chart, page, presenting
-from app.inputs import require
-from app.interp_examples import EXAMPLES, matching
-from app.url_state import index, select
+from attnlab.app import state
+from attnlab.app.downloads import downloads
+from attnlab.app.figures.interp import value_grid
+from attnlab.app.figures.style import md
+from attnlab.app.frame import chart, page, presenting
+from attnlab.app.inputs import require
+from attnlab.app.interp_examples import EXAMPLES, matching
+from attnlab.app.url_state import index, select
 
 OWN = "own"
 

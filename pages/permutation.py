@@ -4,16 +4,15 @@ way — exactly, with no positions and no mask — and see how much each positio
 import numpy as np
 import pandas as pd
 import streamlit as st
-
-from analysis.permutation import MAX_TOKENS, MODEL_SEED, QUANTITIES, SETTINGS
-from app import state
-from app.columns import wrapping_columns
-from app.downloads import downloads
-from app.figures.grids import delta_grid
-from app.figures.matrix import colour_ramp, label_margins, matrix_heatmap
-from app.figures.style import cell_px, font_size, md, title_lines_px, wrap
-from app.frame import chart, options, page, presenting
-from app.url_state import index, remember, seed, select, slider
+from attnlab.analysis.permutation import MAX_TOKENS, MODEL_SEED, QUANTITIES, SETTINGS
+from attnlab.app import state
+from attnlab.app.columns import wrapping_columns
+from attnlab.app.downloads import downloads
+from attnlab.app.figures.grids import delta_grid
+from attnlab.app.figures.matrix import colour_ramp, label_margins, matrix_heatmap
+from attnlab.app.figures.style import cell_px, font_size, md, title_lines_px, wrap
+from attnlab.app.frame import chart, options, page, presenting
+from attnlab.app.url_state import index, remember, seed, select, slider
 
 TOKENIZERS = {"random-encoder": "bytes (one token per character)", "lecture-decoder": "the lecture models' words"}
 MODES = {"random": "a seeded random shuffle", "typed": "indices I type"}

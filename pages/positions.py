@@ -5,16 +5,15 @@ the formulas."""
 import numpy as np
 import pandas as pd
 import streamlit as st
-
-from analysis import positions as M
-from app import state
-from app.downloads import downloads
-from app.figures.grids import table_heatmap
-from app.figures.lines import curves
-from app.figures.mosaic import mosaic
-from app.frame import chart, page, presenting
-from app.inputs import require
-from app.url_state import select, slider
+from attnlab.analysis import positions as M
+from attnlab.app import state
+from attnlab.app.downloads import downloads
+from attnlab.app.figures.grids import table_heatmap
+from attnlab.app.figures.lines import curves
+from attnlab.app.figures.mosaic import mosaic
+from attnlab.app.frame import chart, page, presenting
+from attnlab.app.inputs import require
+from attnlab.app.url_state import select, slider
 
 SCHEMES = {"sinusoidal": "Sinusoidal", "learned": "Learned", "rope": "RoPE", "alibi": "ALiBi"}
 LEARNED_MODELS = ("minilm", "random-decoder")

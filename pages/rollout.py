@@ -3,26 +3,25 @@
 import numpy as np
 import pandas as pd
 import streamlit as st
-
-from analysis.attributions import METHODS as GRADIENT_METHODS
-from analysis.attributions import ig_refusal
-from analysis.embed_path import has_embed_hook
-from analysis.faithfulness_why import explain
-from analysis.flow import MAX_TOKENS as FLOW_MAX
-from analysis.rollout import attention_rollout, cross_rollout, fuse_heads
-from app import state
-from app.downloads import downloads
-from app.figures.matrix import matrix_heatmap
-from app.figures.rows import method_rows
-from app.figures.style import esc
-from app.frame import chart, guard, options, page, presenting
-from app.held_out import ask as ask_for_ig
-from app.held_out import held_out
-from app.held_out import table as held_out_table
-from app.inputs import inputs, lacks
-from app.presets import default_query, source_index
-from app.token_strip import token_strip, unknown_note, unknown_positions
-from app.url_state import select, slider, token_select
+from attnlab.analysis.attributions import METHODS as GRADIENT_METHODS
+from attnlab.analysis.attributions import ig_refusal
+from attnlab.analysis.embed_path import has_embed_hook
+from attnlab.analysis.faithfulness_why import explain
+from attnlab.analysis.flow import MAX_TOKENS as FLOW_MAX
+from attnlab.analysis.rollout import attention_rollout, cross_rollout, fuse_heads
+from attnlab.app import state
+from attnlab.app.downloads import downloads
+from attnlab.app.figures.matrix import matrix_heatmap
+from attnlab.app.figures.rows import method_rows
+from attnlab.app.figures.style import esc
+from attnlab.app.frame import chart, guard, options, page, presenting
+from attnlab.app.held_out import ask as ask_for_ig
+from attnlab.app.held_out import held_out
+from attnlab.app.held_out import table as held_out_table
+from attnlab.app.inputs import inputs, lacks
+from attnlab.app.presets import default_query, source_index
+from attnlab.app.token_strip import token_strip, unknown_note, unknown_positions
+from attnlab.app.url_state import select, slider, token_select
 
 ASSUMES = {
     "attention": "Raw attention of the last layer, head mean: assumes the last layer alone decides and that a "

@@ -5,17 +5,16 @@ to another expert (and the next-token prediction before and after), and which ex
 import numpy as np
 import pandas as pd
 import streamlit as st
-
-from app import state
-from app.downloads import downloads
-from app.figures.routing import class_share, entropy_lines, gate_heatmap, load_bars
-from app.figures.style import md
-from app.frame import chart, options, page, presenting
-from app.inputs import Inputs, inputs
-from app.presets import default_query, presets
-from app.token_strip import predictions_table, token_strip
-from app.url_state import index, select, toggle, token_select
-from model.registry import bundled_names
+from attnlab.app import state
+from attnlab.app.downloads import downloads
+from attnlab.app.figures.routing import class_share, entropy_lines, gate_heatmap, load_bars
+from attnlab.app.figures.style import md
+from attnlab.app.frame import chart, options, page, presenting
+from attnlab.app.inputs import Inputs, inputs
+from attnlab.app.presets import default_query, presets
+from attnlab.app.token_strip import predictions_table, token_strip
+from attnlab.app.url_state import index, select, toggle, token_select
+from attnlab.model.registry import bundled_names
 
 MOE_MODEL = "lecture-moe"  # the page's own model when the session's has no experts
 SPECIALISATION_N = 300  # held-out lecture examples routed for the specialisation table

@@ -3,17 +3,22 @@
 import numpy as np
 import pandas as pd
 import streamlit as st
-
-from analysis.scores import counterfactual_softmax, effective_keys, saturation, score_stats, score_steps_table
-from app.chart_link import anchor, link
-from app.downloads import downloads
-from app.figures.bars import score_boxes
-from app.figures.lines import lines
-from app.figures.matrix import matrix_heatmap
-from app.figures.switcher import head_switcher, switch_layers
-from app.frame import chart, options, page, presenting, switch_caption
-from app.inputs import require
-from app.url_state import group_select, index, slider, toggle
+from attnlab.analysis.scores import (
+    counterfactual_softmax,
+    effective_keys,
+    saturation,
+    score_stats,
+    score_steps_table,
+)
+from attnlab.app.chart_link import anchor, link
+from attnlab.app.downloads import downloads
+from attnlab.app.figures.bars import score_boxes
+from attnlab.app.figures.lines import lines
+from attnlab.app.figures.matrix import matrix_heatmap
+from attnlab.app.figures.switcher import head_switcher, switch_layers
+from attnlab.app.frame import chart, options, page, presenting, switch_caption
+from attnlab.app.inputs import require
+from attnlab.app.url_state import group_select, index, slider, toggle
 
 TAUS = np.round(np.geomspace(0.1, 10, 13), 3)
 

@@ -3,14 +3,13 @@ several, and a quiz ("what is α₂,₂ under a causal mask?") that checks the a
 
 import numpy as np
 import streamlit as st
-
-from analysis.stepwise import QUIZ_SCORES, QUIZ_V, attention_steps, explain_weight, multi_head_steps
-from app.downloads import downloads, matrix_csv
-from app.figures.grids import number_grid
-from app.frame import chart, options, page, presenting
-from app.step_inputs import flag, matrix_editor, quiz_next, reset_matrices
-from app.url_state import URL, kept, select, toggle, url_active
-from model.masks import BIDIRECTIONAL, CAUSAL, mask_array
+from attnlab.analysis.stepwise import QUIZ_SCORES, QUIZ_V, attention_steps, explain_weight, multi_head_steps
+from attnlab.app.downloads import downloads, matrix_csv
+from attnlab.app.figures.grids import number_grid
+from attnlab.app.frame import chart, options, page, presenting
+from attnlab.app.step_inputs import flag, matrix_editor, quiz_next, reset_matrices
+from attnlab.app.url_state import URL, kept, select, toggle, url_active
+from attnlab.model.masks import BIDIRECTIONAL, CAUSAL, mask_array
 
 D_MODEL = 4
 MODES = {"scores": "a score table", "qkv": "queries, keys and values"}

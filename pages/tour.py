@@ -4,11 +4,10 @@ marked on the figure. Previous / Next, a step picker and `?step=N` in the URL; a
 own page; the whole tour downloads as an offline HTML handout."""
 
 import streamlit as st
-
-from app.frame import chart, guard, page, presenting
-from app.tour import STEPS, step_of
-from app.tour.handout import handout_html, views
-from app.url_state import select, url_active
+from attnlab.app.frame import chart, guard, page, presenting
+from attnlab.app.tour import STEPS, step_of
+from attnlab.app.tour.handout import handout_html, views
+from attnlab.app.url_state import select, url_active
 
 N = len(STEPS)
 TOUR_CSS = """<style>

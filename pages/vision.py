@@ -4,9 +4,8 @@ and the query–key view over a batch of images."""
 
 import pandas as pd
 import streamlit as st
-
-from analysis import vision
-from analysis.image_runs import (
+from attnlab.analysis import vision
+from attnlab.analysis.image_runs import (
     ATTRIBUTIONS,
     FUSIONS,
     MAP_KINDS,
@@ -15,26 +14,26 @@ from analysis.image_runs import (
     region_report,
     run_map,
 )
-from analysis.qk_view import qk_points, qk_table
-from app import state
-from app.downloads import downloads
-from app.figures.image import (
+from attnlab.analysis.qk_view import qk_points, qk_table
+from attnlab.app import state
+from attnlab.app.downloads import downloads
+from attnlab.app.figures.image import (
     distance_figure,
     image_figure,
     overlay_figure,
     overlay_mosaic,
     position_similarity_figure,
 )
-from app.figures.qk import qk_scatter
-from app.figures.style import md
-from app.frame import chart, guard, options, page, presenting
-from app.inputs import BACKENDS
-from app.url_state import index, select, slider, toggle, token_select
-from app.vision_captions import aspect_note, distance_caption, position_caption
-from model.images import MAX_IMAGE_BYTES, decode_image
-from model.inputs import InputError
-from model.lecture.shapes import MIN_SIZE
-from model.registry import model_choices
+from attnlab.app.figures.qk import qk_scatter
+from attnlab.app.figures.style import md
+from attnlab.app.frame import chart, guard, options, page, presenting
+from attnlab.app.inputs import BACKENDS
+from attnlab.app.url_state import index, select, slider, toggle, token_select
+from attnlab.app.vision_captions import aspect_note, distance_caption, position_caption
+from attnlab.model.images import MAX_IMAGE_BYTES, decode_image
+from attnlab.model.inputs import InputError
+from attnlab.model.lecture.shapes import MIN_SIZE
+from attnlab.model.registry import model_choices
 
 N_SAMPLES = 6  # generated images per seed: the sample picker's choices and the query–key view's batch
 SOURCES = {"sample": "a generated sample", "upload": "an upload"}

@@ -24,8 +24,9 @@ DEVICE = os.environ.get("GPU_RUN_DEVICE", "cuda")  # cpu: a dry run of the check
 
 def check_all(out: Path) -> list[dict]:
     """Every bundled model and TINY family in bfloat16 and float32: `attnlab check --json`'s report each."""
-    from cli.main import main
-    from model.registry import RANDOM, bundled_names
+    from attnlab.cli.main import main
+    from attnlab.model.registry import RANDOM, bundled_names
+
     from tests.family_grid import TINY, make
 
     tmp = Path(tempfile.mkdtemp())
@@ -60,7 +61,7 @@ def check_all(out: Path) -> list[dict]:
 
 def bench(out: Path, lengths: tuple[int, ...]) -> None:
     """`attnlab bench --device cuda` (3 timed repeats after 1 warm-up) into $OUT."""
-    from cli.main import main
+    from attnlab.cli.main import main
 
     rc = main(["bench", "--device", "cuda", "--lengths", ",".join(map(str, lengths)), "--repeats", "3",
                "--warmup", "1", "--out", str(out / "benchmarks-cuda.json"), "--docs", str(out / "benchmarks-cuda.md")])
@@ -70,12 +71,11 @@ def bench(out: Path, lengths: tuple[int, ...]) -> None:
 def profile(out: Path, T: int = 4096) -> None:
     """torch.profiler's top operators of one lazy and one eager capture at T on GPT-2-small's shape."""
     import torch
+    from attnlab.bench.cuda import GPT2_LONG, _forward
+    from attnlab.bench.forward import load_hf_gpt2, load_ours_gpt2, token_ids
+    from attnlab.bench.specs import save_gpt2_weights
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as prof
-
-    from bench.cuda import GPT2_LONG, _forward
-    from bench.forward import load_hf_gpt2, load_ours_gpt2, token_ids
-    from bench.specs import save_gpt2_weights
 
     with tempfile.TemporaryDirectory() as tmp:
         spec = {"hf_config": GPT2_LONG, "weights": str(save_gpt2_weights(Path(tmp), config=GPT2_LONG))}

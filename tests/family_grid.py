@@ -122,8 +122,8 @@ def make(folder: Path, model_type: str, cls: str, seed: int = 0, **conf) -> Path
 
 def parity(folder: Path, backends=BACKENDS, text: str = TEXT) -> dict[str, dict]:
     """compare_models of the folder against transformers under each backend: {backend: report}."""
-    from model.hf.load import load_hf_folder
-    from model.parity import compare_models, load_transformers
+    from attnlab.model.hf.load import load_hf_folder
+    from attnlab.model.parity import compare_models, load_transformers
 
     lm = load_hf_folder(folder)
     hf = load_transformers(lm)
@@ -133,7 +133,7 @@ def parity(folder: Path, backends=BACKENDS, text: str = TEXT) -> dict[str, dict]
 
 def assert_parity(reports: dict[str, dict]) -> dict:
     """Every backend within the tolerances (greedy tokens identical where it generates); the worst numbers."""
-    from model.parity import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS
+    from attnlab.model.parity import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS
 
     for backend, r in reports.items():
         assert r["max_abs_attention"] <= TOL_ATTENTION, (backend, r)

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from attnlab.model.gguf.dequant import permute
 from gguf import GGUFWriter, quants
 from gguf.constants import GGML_QUANT_SIZES
 from gguf.constants import GGMLQuantizationType as Q
 
-from model.gguf.dequant import permute
 from tests import hf_fixtures as F
 
 GGUF_NAMES = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm", "self_attn.q_proj": "attn_q",

@@ -43,7 +43,7 @@ def test_tooling_is_on_top_and_packaged():
     used = set().union(*imports("cli").values(), *imports("bench").values())
     assert {"model", "analysis", "app", "bench"} <= used
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    assert project["project"]["scripts"]["attnlab"] == "cli.main:main"
+    assert project["project"]["scripts"]["attnlab"] == "attnlab.cli.main:main"
     include = project["tool"]["setuptools"]["packages"]["find"]["include"]
     packages = {p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file() and p.name != "tests"}
     assert packages == {"model", "analysis", "app", "cli", "bench"}

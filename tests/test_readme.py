@@ -35,7 +35,7 @@ def readme_pages() -> dict[str, list[tuple[str, str]]]:
 
 
 def test_readme_page_table_is_the_navigation():
-    from app.navigation import sections
+    from attnlab.app.navigation import sections
 
     want = {title: [(p[1], p[2]) for p in pages] for title, pages in sections().items()}
     assert readme_pages() == want

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-
-from app.figures.style import FLOOR, apply_layout, log_floor, tick_labels
+from attnlab.app.figures.style import FLOOR, apply_layout, log_floor, tick_labels
 
 
 def token_bars(values, tokens, *, title: str = "", present: bool = False, name: str = "value") -> go.Figure:

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-
-from app.figures.style import DIVERGING, HEAD_COLORS, apply_layout, esc, tick_labels
+from attnlab.app.figures.style import DIVERGING, HEAD_COLORS, apply_layout, esc, tick_labels
 
 ATTN_COLOR, MLP_COLOR, STREAM_COLOR = "#1f77b4", "#2ca02c", "#ff7f0e"
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-
-from app.figures.style import (
+from attnlab.app.figures.style import (
     DIVERGING,
     FLOOR,
     MASKED_BG,

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-
-from app.figures.style import HEAD_COLORS, font_size, layout, tick_labels
+from attnlab.app.figures.style import HEAD_COLORS, font_size, layout, tick_labels
 
 
 def head_view_title(query: int, layer: int, head: int | None) -> str:

@@ -13,9 +13,8 @@ import io
 
 import numpy as np
 import plotly.graph_objects as go
+from attnlab.app.figures.style import DIVERGING, HEAD_COLORS, apply_layout, esc
 from PIL import Image
-
-from app.figures.style import DIVERGING, HEAD_COLORS, apply_layout, esc
 
 # transparent at 0, an opaque warm glow at the maximum: the image shows through where the map is low
 # (never opaque: the image stays visible under a flat map)

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-
-from app.figures.style import DIVERGING, MASKED_BG, THEME_SCALE, apply_layout, esc, font_size
+from attnlab.app.figures.style import DIVERGING, MASKED_BG, THEME_SCALE, apply_layout, esc, font_size
 
 
 def _axes(fig: go.Figure, rows, cols, top: bool = True) -> None:

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
+from attnlab.app.figures.style import FLOOR, HEAD_COLORS, apply_layout, legend_under, log_floor, log_ticks
 from plotly.subplots import make_subplots
-
-from app.figures.style import FLOOR, HEAD_COLORS, apply_layout, legend_under, log_floor, log_ticks
 
 BACKEND_COLORS = {"eager": "#d62728", "sdpa": "#1f77b4", "flash": "#2ca02c"}
 

@@ -21,9 +21,8 @@ from functools import lru_cache
 import numpy as np
 import plotly.express as px
 import plotly.graph_objects as go
-
-from analysis.pooling import pool_matrix
-from app.figures.style import (
+from attnlab.analysis.pooling import pool_matrix
+from attnlab.app.figures.style import (
     DIVERGING,
     MASKED_BG,
     THEME_SCALE,

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-
-from analysis.pooling import pool_matrix
-from app.figures.matrix import block_labels
-from app.figures.style import DIVERGING, THEME_SCALE, head_names, layout, tick_labels
+from attnlab.analysis.pooling import pool_matrix
+from attnlab.app.figures.matrix import block_labels
+from attnlab.app.figures.style import DIVERGING, THEME_SCALE, head_names, layout, tick_labels
 
 MOSAIC_CELLS = 150_000  # cells in the all-heads mosaic before each head is pooled
 

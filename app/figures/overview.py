@@ -13,9 +13,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
-
-from app.figures.matrix import matrix_heatmap
-from app.figures.style import MASKED_BG, THEME_SCALE, apply_layout, font_size
+from attnlab.app.figures.matrix import matrix_heatmap
+from attnlab.app.figures.style import MASKED_BG, THEME_SCALE, apply_layout, font_size
 
 WINDOW_LINE = {"color": "#ff7f0e", "width": 2}
 BANDS = 16  # horizontal bands of the overview, each sent over the columns it can see

@@ -8,10 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
-
-from app.figures.matrix import masked, matrix_heatmap, zlimits
-from app.figures.style import font_size, layout
-from app.figures.switcher import SWITCH_BYTES, _buttons, switch_layers
+from attnlab.app.figures.matrix import masked, matrix_heatmap, zlimits
+from attnlab.app.figures.style import font_size, layout
+from attnlab.app.figures.switcher import SWITCH_BYTES, _buttons, switch_layers
 
 TITLE_PX = 28  # the band above each row of panels that holds their titles
 PANEL_PX = 360  # the height of one row of panels (each panel a square at most this high)

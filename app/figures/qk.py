@@ -4,8 +4,7 @@ hover naming the token (or patch) and the input it came from. Every occurrence o
 from __future__ import annotations
 
 import plotly.graph_objects as go
-
-from app.figures.style import apply_layout, esc
+from attnlab.app.figures.style import apply_layout, esc
 
 QK_COLORS = {"query": "#1f77b4", "key": "#ff7f0e"}
 PLURAL = {"query": "queries", "key": "keys"}

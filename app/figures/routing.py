@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-
-from app.figures.style import HEAD_COLORS, THEME_SCALE, apply_layout, tick_labels
+from attnlab.app.figures.style import HEAD_COLORS, THEME_SCALE, apply_layout, tick_labels
 
 
 def expert_labels(n: int) -> list[str]:

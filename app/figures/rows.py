@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-
-from app.figures.matrix import HOVER_TEXT_CELLS
-from app.figures.style import MASKED_BG, THEME_SCALE, apply_layout, esc, layout, tick_labels
+from attnlab.app.figures.matrix import HOVER_TEXT_CELLS
+from attnlab.app.figures.style import MASKED_BG, THEME_SCALE, apply_layout, esc, layout, tick_labels
 
 COVER = "rgb(128,128,128)"  # ▶ replay: an opaque grey over the rows not yet generated
 

@@ -4,9 +4,8 @@ a byte budget) as hidden traces, with Plotly buttons for head and layer — no s
 from __future__ import annotations
 
 import plotly.graph_objects as go
-
-from app.figures.matrix import MAX_SIDE, PNG_CELLS, masked, matrix_heatmap, png_of, png_scale, zlimits
-from app.figures.style import DIVERGING, THEME_SCALE
+from attnlab.app.figures.matrix import MAX_SIDE, PNG_CELLS, masked, matrix_heatmap, png_of, png_scale, zlimits
+from attnlab.app.figures.style import DIVERGING, THEME_SCALE
 
 SWITCH_BYTES = 600_000  # float32 bytes of heads one head matrix may carry for switching in the browser
 SWITCH_PNG_BYTES = 400_000  # the same for heads sent as PNG data URIs (a page's payload stays under 2 MB)

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
+from attnlab.app.figures.style import apply_layout, font_size
 from plotly.subplots import make_subplots
-
-from app.figures.style import apply_layout, font_size
 
 STATES = ("skipped: every cell masked", "not yet", "done", "this tile")
 COLORS = ("#d9d9d9", "#ffffff", "#9ecae1", "#e6550d")

@@ -3,8 +3,8 @@ time from the model it shows (app/tour/core.py says what a step is)."""
 
 from __future__ import annotations
 
-from app.tour import beyond, compute, look, parts, running, seeing
-from app.tour.core import Step, View
+from attnlab.app.tour import beyond, compute, look, parts, running, seeing
+from attnlab.app.tour.core import Step, View
 
 STEPS = [
     Step(1, "Why attention: the answer comes from one earlier fact", "", look.why_attention),

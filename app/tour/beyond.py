@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-
-from app import state
-from app.figures.grids import grid_heatmap
-from app.figures.interp import answer_curve, value_grid
-from app.interp_examples import RETRIEVAL
-from app.tour.core import View, box, fit, note, pct, tok
-from app.tour.look import DECODER, preset, story
-from model.gguf.smollm2 import INSTALL, smollm2_file
-from model.gguf.smollm2 import NAME as SMOL
+from attnlab.app import state
+from attnlab.app.figures.grids import grid_heatmap
+from attnlab.app.figures.interp import answer_curve, value_grid
+from attnlab.app.interp_examples import RETRIEVAL
+from attnlab.app.tour.core import View, box, fit, note, pct, tok
+from attnlab.app.tour.look import DECODER, preset, story
+from attnlab.model.gguf.smollm2 import INSTALL, smollm2_file
+from attnlab.model.gguf.smollm2 import NAME as SMOL
 
 
 def missing(present: bool) -> View:

@@ -4,18 +4,17 @@ dot product (the softmax with and without 1/√d_k), masks (the lecture's quiz) 
 from __future__ import annotations
 
 import numpy as np
-
-from analysis.masks import zero_after_softmax_vs_neg_inf
-from analysis.permutation import QUANTITIES
-from analysis.scores import counterfactual_softmax
-from analysis.stepwise import QUIZ_SCORES, attention_steps
-from app import state
-from app.figures.grids import delta_grid, grid_heatmap, number_grid
-from app.figures.lines import lines
-from app.presets import note_head
-from app.tour.core import View, box, fit, note, pct, tok
-from app.tour.look import DECODER, best_head, story
-from model.masks import CAUSAL, mask_array
+from attnlab.analysis.masks import zero_after_softmax_vs_neg_inf
+from attnlab.analysis.permutation import QUANTITIES
+from attnlab.analysis.scores import counterfactual_softmax
+from attnlab.analysis.stepwise import QUIZ_SCORES, attention_steps
+from attnlab.app import state
+from attnlab.app.figures.grids import delta_grid, grid_heatmap, number_grid
+from attnlab.app.figures.lines import lines
+from attnlab.app.presets import note_head
+from attnlab.app.tour.core import View, box, fit, note, pct, tok
+from attnlab.app.tour.look import DECODER, best_head, story
+from attnlab.model.masks import CAUSAL, mask_array
 
 KEYS_SHOWN = 8  # the query–key step prints the keys with the largest weights
 TAUS = np.round(np.geomspace(0.1, 10, 13), 3)  # the Score scales page's temperatures

@@ -13,10 +13,9 @@ import tempfile
 from pathlib import Path
 
 import plotly.io as pio
+from attnlab.app.tour import STEPS
+from attnlab.app.tour.core import Step, View
 from plotly.offline import get_plotlyjs
-
-from app.tour import STEPS
-from app.tour.core import Step, View
 
 PRINT_TIMEOUT_S = 120
 CSS = """body { font-family: sans-serif; max-width: 980px; margin: 2em auto; color: #222; }

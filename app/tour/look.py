@@ -5,13 +5,12 @@ two-hop story)."""
 from __future__ import annotations
 
 import numpy as np
-
-from analysis.rollout import attention_rollout, fuse_heads
-from app import state
-from app.figures.grids import grid_heatmap
-from app.figures.rows import method_rows
-from app.presets import Preset, note_head, presets
-from app.tour.core import View, box, fit, pct, tok
+from attnlab.analysis.rollout import attention_rollout, fuse_heads
+from attnlab.app import state
+from attnlab.app.figures.grids import grid_heatmap
+from attnlab.app.figures.rows import method_rows
+from attnlab.app.presets import Preset, note_head, presets
+from attnlab.app.tour.core import View, box, fit, pct, tok
 
 DECODER = "lecture-decoder"
 

@@ -4,14 +4,13 @@ into the residual stream) and the three architectures (the encoder–decoder's c
 from __future__ import annotations
 
 import numpy as np
-
-from analysis import positions as P
-from app import state
-from app.figures.block import stream_norms
-from app.figures.grids import table_heatmap
-from app.figures.matrix import mark_cells, matrix_heatmap
-from app.tour.core import MARK, View, fit, note, pct, tok
-from app.tour.look import DECODER, preset, story
+from attnlab.analysis import positions as P
+from attnlab.app import state
+from attnlab.app.figures.block import stream_norms
+from attnlab.app.figures.grids import table_heatmap
+from attnlab.app.figures.matrix import mark_cells, matrix_heatmap
+from attnlab.app.tour.core import MARK, View, fit, note, pct, tok
+from attnlab.app.tour.look import DECODER, preset, story
 
 ROPE_POSITIONS, OFFSET = 24, 3  # the Positions page's RoPE demo at 24 positions; the diagonal that is drawn
 ENCDEC, ENCODER = "lecture-encdec", "lecture-encoder"

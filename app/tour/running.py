@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import numpy as np
-
-from analysis.checks import TOL_BACKEND
-from analysis.kv_cache import cache_costs
-from app import state
-from app.figures.bars import step_deltas
-from app.figures.grids import delta_grid
-from app.tour.core import View, box, fit, note
-from app.tour.look import DECODER, preset
+from attnlab.analysis.checks import TOL_BACKEND
+from attnlab.analysis.kv_cache import cache_costs
+from attnlab.app import state
+from attnlab.app.figures.bars import step_deltas
+from attnlab.app.figures.grids import delta_grid
+from attnlab.app.tour.core import View, box, fit, note
+from attnlab.app.tour.look import DECODER, preset
 
 NEW_TOKENS = 12  # the KV cache page's default
 FUSED = ("sdpa", "flash")

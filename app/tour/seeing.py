@@ -4,14 +4,13 @@ that decides the label) and a mixture of experts' router."""
 from __future__ import annotations
 
 import numpy as np
-
-from analysis import vision
-from analysis.image_runs import prediction, region_report, run_map
-from app import state
-from app.figures.image import overlay_figure
-from app.figures.routing import gate_heatmap
-from app.tour.core import View, box, fit, pct, tok
-from app.tour.look import preset
+from attnlab.analysis import vision
+from attnlab.analysis.image_runs import prediction, region_report, run_map
+from attnlab.app import state
+from attnlab.app.figures.image import overlay_figure
+from attnlab.app.figures.routing import gate_heatmap
+from attnlab.app.tour.core import View, box, fit, pct, tok
+from attnlab.app.tour.look import preset
 
 VIT, MOE = "lecture-vit", "lecture-moe"
 SAMPLES = 6  # the Vision page's samples per seed

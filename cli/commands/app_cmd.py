@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
-from cli.commands.common import add_device_args, run_settings
-from cli.errors import UsageError
-
-ROOT = Path(__file__).resolve().parents[2]
+from attnlab.cli.commands.common import add_device_args, run_settings
+from attnlab.cli.errors import UsageError
 
 
 def add_parser(sub) -> None:
@@ -34,14 +31,13 @@ def run(args) -> int:
     cuda without a GPU fails now, as one line; --allow-hub / --no-hub as ATTNLAB_ALLOW_HUB=1 / 0."""
     if not 0 < args.port < 65536:
         raise UsageError(f"--port must be 1..65535, got {args.port}")
-    from model.device import dtype_name
+    from attnlab.model.device import dtype_name
 
     device, dtype = run_settings(args)
     env = os.environ | {"ATTNLAB_DEVICE": device, "ATTNLAB_DTYPE": dtype_name(dtype)}
     if args.allow_hub or args.no_hub:
         env["ATTNLAB_ALLOW_HUB"] = "1" if args.allow_hub else "0"
-    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"),
-           "--server.address", args.host, "--server.port", str(args.port), "--server.headless", "true"]
-    os.chdir(ROOT)  # .streamlit/config.toml is read from the working directory
-    os.execve(sys.executable, cmd, env)
+    from attnlab.app.serve import streamlit_command
+
+    os.execve(sys.executable, streamlit_command(args.host, args.port), env)
     return 0

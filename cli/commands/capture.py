@@ -5,10 +5,15 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-
-from cli.commands.common import add_device_args, add_image_arg, add_model_args, load_model, model_inputs
-from cli.errors import UsageError
-from model.config import BACKENDS
+from attnlab.cli.commands.common import (
+    add_device_args,
+    add_image_arg,
+    add_model_args,
+    load_model,
+    model_inputs,
+)
+from attnlab.cli.errors import UsageError
+from attnlab.model.config import BACKENDS
 
 
 def add_parser(sub) -> None:

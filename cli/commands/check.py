@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cli.commands.common import (
+from attnlab.cli.commands.common import (
     add_device_args,
     add_image_arg,
     add_model_args,
@@ -27,7 +27,7 @@ def skipped(c: dict) -> bool:
 
 
 def run(args) -> int:
-    from analysis.checks import run_checks
+    from attnlab.analysis.checks import run_checks
 
     lm = load_model(args.model, args)
     report = run_checks(lm, model_inputs(lm, args))

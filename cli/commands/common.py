@@ -16,7 +16,7 @@ def add_model_args(p, text_required: bool = False) -> None:
 
 def add_device_args(p) -> None:
     """--device auto|cpu|cuda and --dtype auto|float32|bfloat16|float16 (resolved by model.device)."""
-    from model.device import DEVICES, DTYPES
+    from attnlab.model.device import DEVICES, DTYPES
 
     p.add_argument("--device", choices=DEVICES, default="auto",
                    help="where the model runs (auto: cuda when this machine has a CUDA GPU, else cpu)")
@@ -26,14 +26,14 @@ def add_device_args(p) -> None:
 
 def run_settings(args) -> tuple[str, object]:
     """(device, torch dtype) of --device/--dtype; InputError (exit 2, one line) for cuda without a GPU."""
-    from model.device import resolve
+    from attnlab.model.device import resolve
 
     return resolve(getattr(args, "device", "auto"), getattr(args, "dtype", "auto"))
 
 
 def load_model(name: str, args=None):
     """The model `name`, on the device and in the dtype of args' --device/--dtype (default: as loaded)."""
-    from model.registry import load
+    from attnlab.model.registry import load
 
     if args is None:
         return load(name)
@@ -44,7 +44,7 @@ def load_model(name: str, args=None):
 def default_texts(lm) -> tuple[str, str | None]:
     """A sensible (text, src_text) for a model when the user gave none."""
     try:
-        from model.lecture.samples import load_samples
+        from attnlab.model.lecture.samples import load_samples
 
         samples = load_samples(lm.name)
         if samples:
@@ -61,7 +61,7 @@ def resolve_texts(lm, text, src_text) -> tuple[str, str | None]:
     """(text, source text) to run: the model's defaults for what was not given (an encoder–decoder given only
     --src-text: an empty target prefix). --src-text on a model without a source is refused."""
     if src_text is not None and lm.arch != "encdec":
-        from cli.errors import UsageError
+        from attnlab.cli.errors import UsageError
 
         raise UsageError(f"--src-text is the source of an encoder–decoder; {lm.name} is a{'n' if lm.arch[0] in 'ae' else ''} "
                          f"{lm.arch} and reads --text only")
@@ -81,7 +81,7 @@ def add_image_arg(p) -> None:
 def model_inputs(lm, args):
     """The Inputs a command runs: a vision model's --image (else the sample image), else --text/--src-text
     (else the model's default text). --image on a text model, or --text on a vision model, is refused."""
-    from cli.errors import UsageError
+    from attnlab.cli.errors import UsageError
 
     image = getattr(args, "image", None)
     if lm.reads_image:
@@ -96,8 +96,8 @@ def model_inputs(lm, args):
 def read_image(path: str):
     """uint8 [H, W, 3] of the PNG/JPEG at `path` (model.images.decode_image's limits); one line when it is
     missing, unreadable or not such an image."""
-    from cli.errors import UsageError
-    from model.images import MAX_IMAGE_BYTES, decode_image
+    from attnlab.cli.errors import UsageError
+    from attnlab.model.images import MAX_IMAGE_BYTES, decode_image
 
     try:
         with open(path, "rb") as f:
@@ -111,7 +111,7 @@ def read_image(path: str):
 
 def sample_image():
     """The image a ViT command reads by default: the first eval-split shape image (uint8 [32, 32, 3])."""
-    from model.lecture.shapes import shape_images
+    from attnlab.model.lecture.shapes import shape_images
 
     return shape_images(1, 0, "eval")[0].image
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from cli.commands.common import print_json
-from model.config import BACKENDS
+from attnlab.cli.commands.common import print_json
+from attnlab.model.config import BACKENDS
 
 
 def add_parser(sub) -> None:
@@ -19,8 +19,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from model.gguf.compare import compare_gguf, is_gguf
-    from model.parity import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS, compare_hf, within_tolerance
+    from attnlab.model.gguf.compare import compare_gguf, is_gguf
+    from attnlab.model.parity import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS, compare_hf, within_tolerance
 
     if is_gguf(args.model):
         report = compare_gguf(args.model, args.text, backend=args.backend)

@@ -3,7 +3,7 @@ source?"""
 
 from __future__ import annotations
 
-from cli.commands.common import load_model, print_json
+from attnlab.cli.commands.common import load_model, print_json
 
 
 def add_parser(sub) -> None:
@@ -25,14 +25,14 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from analysis.faithfulness import MAX_EXAMPLES, faithfulness, top_heads
-    from model.inputs import InputError
+    from attnlab.analysis.faithfulness import MAX_EXAMPLES, faithfulness, top_heads
+    from attnlab.model.inputs import InputError
 
     if not 1 <= args.n <= MAX_EXAMPLES:
         raise InputError(f"--n must be between 1 and {MAX_EXAMPLES}, got {args.n}")
     lm = load_model(args.model)
     if args.image is not None:
-        from cli.errors import UsageError
+        from attnlab.cli.errors import UsageError
 
         raise UsageError("faithfulness scores generated shape images, whose red and blue objects' pixels are known; an image "
                          "file has no such outline to score against. For one image's maps use `attnlab capture "
@@ -66,8 +66,8 @@ def run(args) -> int:
 
 def _ship(lm, name: str) -> int:
     """--ship: the default report written beside a bundled text model's checkpoint."""
-    from analysis.faithfulness_store import ship, shipped_dir
-    from cli.errors import UsageError
+    from attnlab.analysis.faithfulness_store import ship, shipped_dir
+    from attnlab.cli.errors import UsageError
 
     if shipped_dir(lm) is None or lm.reads_image:
         raise UsageError(f"--ship writes beside a bundled text model's checkpoint; {name} is not one (see "
@@ -79,7 +79,7 @@ def _ship(lm, name: str) -> int:
 
 def _run_images(lm, args) -> int:
     """A ViT on shape images: pointing-game accuracy and mass inside the red and blue objects per method, against chance."""
-    from analysis.faithfulness_images import image_faithfulness
+    from attnlab.analysis.faithfulness_images import image_faithfulness
 
     report = image_faithfulness(lm, n=args.n, seed=args.seed)
     if args.json:

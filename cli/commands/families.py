@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cli.commands.common import print_json
+from attnlab.cli.commands.common import print_json
 
 
 def add_parser(sub) -> None:
@@ -12,7 +12,7 @@ def add_parser(sub) -> None:
 
 
 def rows() -> list[dict]:
-    from model.families import FAMILIES
+    from attnlab.model.families import FAMILIES
 
     return [{"model_type": f.model_type, "covers": f.summary, "reads": "images" if f.reads_image else "text",
              "specials": f.specials} for f in FAMILIES.values()]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from cli.errors import UsageError
+from attnlab.cli.errors import UsageError
 
 
 def add_parser(sub) -> None:
@@ -18,7 +18,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     import logging
 
-    from app.tour.handout import handout_html, print_pdf, views
+    from attnlab.app.tour.handout import handout_html, print_pdf, views
 
     for name in ("streamlit", "streamlit.runtime"):  # cached entry points outside `streamlit run` warn per call
         logging.getLogger(name).setLevel(logging.ERROR)

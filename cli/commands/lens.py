@@ -6,7 +6,7 @@ and, with --answer, the direct logit attribution of that answer at the last posi
 
 from __future__ import annotations
 
-from cli.commands.common import load_model, print_json
+from attnlab.cli.commands.common import load_model, print_json
 
 
 def add_parser(sub) -> None:
@@ -25,9 +25,9 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from analysis.dla import direct_logit_attribution
-    from analysis.lens import logit_lens
-    from model.inputs import InputError
+    from attnlab.analysis.dla import direct_logit_attribution
+    from attnlab.analysis.lens import logit_lens
+    from attnlab.model.inputs import InputError
 
     if not 1 <= args.top <= 20:
         raise InputError(f"--top must be between 1 and 20, got {args.top}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cli.commands.common import print_json
+from attnlab.cli.commands.common import print_json
 
 
 def add_parser(sub) -> None:
@@ -12,7 +12,7 @@ def add_parser(sub) -> None:
 
 
 def available_models() -> list[dict]:
-    from model.registry import known_names, load
+    from attnlab.model.registry import known_names, load
 
     out = []
     for name in known_names():
@@ -27,7 +27,7 @@ def available_models() -> list[dict]:
 def cached_models() -> list[dict]:
     """The loadable models in the local Hugging Face cache (offline, read-only), without loading them; each says
     how it runs ("converted", or "transformers view" for a family without a converter)."""
-    from model.hf.cache import list_cached
+    from attnlab.model.hf.cache import list_cached
 
     return [m.to_dict() for m in list_cached()]
 

@@ -6,7 +6,7 @@ share of the clean–corrupted logit difference each patched activation restores
 
 from __future__ import annotations
 
-from cli.commands.common import load_model, print_json
+from attnlab.cli.commands.common import load_model, print_json
 
 
 def add_parser(sub) -> None:
@@ -27,9 +27,8 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     import numpy as np
-
-    from analysis.patching import activation_patching
-    from model.inputs import InputError
+    from attnlab.analysis.patching import activation_patching
+    from attnlab.model.inputs import InputError
 
     layers = None
     if args.layers:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from cli.commands.common import print_json
+from attnlab.cli.commands.common import print_json
 
 
 def add_parser(sub) -> None:
@@ -18,9 +18,9 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from model import hub
-    from model.hf.cache import resolve_cached
-    from model.memory import fmt_gb
+    from attnlab.model import hub
+    from attnlab.model.hf.cache import resolve_cached
+    from attnlab.model.memory import fmt_gb
 
     p = hub.plan(args.repo_id, args.revision)
     hub.check_room(p)

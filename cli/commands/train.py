@@ -10,7 +10,7 @@ VIT_IGNORES = ("questions", "mask_share", "hint", "hint_steps", "hint_tasks", "c
 
 
 def add_parser(sub) -> None:
-    from model.lecture.train_command import add_arguments
+    from attnlab.model.lecture.train_command import add_arguments
 
     p = sub.add_parser("train", help="train a bundled lecture model (lecture-decoder, lecture-encoder, lecture-encdec, "
                                      "lecture-vit)")
@@ -21,7 +21,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from cli.errors import UsageError
+    from attnlab.cli.errors import UsageError
 
     for name in ("steps", "stop", "batch", "save_every", "eval_every"):
         value = getattr(args, name, None)
@@ -31,17 +31,17 @@ def run(args) -> int:
         return _train_vit(args)
     if getattr(args, "stop", None) is not None:
         raise UsageError("--stop is lecture-vit's; the text recipes stop at --steps (or resume with --resume)")
-    from model.lecture.train_command import run as train_run
+    from attnlab.model.lecture.train_command import run as train_run
 
     return train_run(args)
 
 
 def _train_vit(args) -> int:
 
-    from cli.errors import UsageError
-    from model.lecture.train_vit import NAME
-    from model.lecture.train_vit import run as vit_run
-    from model.registry import BUNDLED_DIR
+    from attnlab.cli.errors import UsageError
+    from attnlab.model.lecture.train_vit import NAME
+    from attnlab.model.lecture.train_vit import run as vit_run
+    from attnlab.model.registry import BUNDLED_DIR
 
     unused = [f"--{k.replace('_', '-')}" for k in VIT_IGNORES if getattr(args, k, None) is not None]
     if unused:
@@ -58,13 +58,13 @@ def write_vit_card(folder: Path, n_eval: int = 1000, n_faith: int = 200, n_pictu
     import json
     import sys
 
-    from analysis.faithfulness_images import image_faithfulness
-    from analysis.image_runs import paper_pictures, sincos_grid
-    from model.checkpoint import read_config
-    from model.lecture.card_vit import render_card, write_card
-    from model.lecture.evaluate_vit import evaluate_images
-    from model.lecture.shapes import shape_images
-    from model.registry import load_attnlab_folder
+    from attnlab.analysis.faithfulness_images import image_faithfulness
+    from attnlab.analysis.image_runs import paper_pictures, sincos_grid
+    from attnlab.model.checkpoint import read_config
+    from attnlab.model.lecture.card_vit import render_card, write_card
+    from attnlab.model.lecture.evaluate_vit import evaluate_images
+    from attnlab.model.lecture.shapes import shape_images
+    from attnlab.model.registry import load_attnlab_folder
 
     folder = Path(folder)
     lm = load_attnlab_folder(folder, "lecture-vit", str(folder))

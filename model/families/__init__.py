@@ -9,7 +9,7 @@ module and one row below.
 
 from __future__ import annotations
 
-from model.families import (
+from attnlab.model.families import (
     albert,
     bart,
     bert,
@@ -36,7 +36,7 @@ from model.families import (
     vit,
     xlm_roberta,
 )
-from model.families.family import Family, fixed
+from attnlab.model.families.family import Family, fixed
 
 __all__ = ["FAMILIES", "Family", "fixed", "supported_families"]
 

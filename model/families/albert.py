@@ -1,6 +1,6 @@
 """ALBERT (AlbertModel, AlbertForMaskedLM): factorised embeddings and one layer shared by every block
 (model/families/bert_like.py)."""
 
-from model.families.bert_like import row
+from attnlab.model.families.bert_like import row
 
 FAMILY = row("albert", "ALBERT and other AlbertModel/AlbertForMaskedLM checkpoints (one layer group)")

@@ -16,11 +16,10 @@ import math
 
 import numpy as np
 import torch
-
-from model.checkpoint import CheckpointError
-from model.config import ModelConfig
-from model.families.common import Mapper, State, build, refuse, require, strip
-from model.families.family import Family, fixed
+from attnlab.model.checkpoint import CheckpointError
+from attnlab.model.config import ModelConfig
+from attnlab.model.families.common import Mapper, State, build, refuse, require, strip
+from attnlab.model.families.family import Family, fixed
 
 FAMILIES = ("bart", "marian")
 CLASSES = {"bart": "BartForConditionalGeneration", "marian": "MarianMTModel"}

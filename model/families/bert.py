@@ -5,11 +5,19 @@ from __future__ import annotations
 from collections.abc import Collection
 
 import torch
-
-from model.checkpoint import CheckpointError
-from model.config import ModelConfig
-from model.families.common import Mapper, State, activation, build, refuse, rename_gamma_beta, require, strip
-from model.families.family import Family
+from attnlab.model.checkpoint import CheckpointError
+from attnlab.model.config import ModelConfig
+from attnlab.model.families.common import (
+    Mapper,
+    State,
+    activation,
+    build,
+    refuse,
+    rename_gamma_beta,
+    require,
+    strip,
+)
+from attnlab.model.families.family import Family
 
 
 def bert_config(hf: dict, names: Collection[str] | None = None) -> ModelConfig:

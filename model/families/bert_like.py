@@ -17,10 +17,9 @@ from __future__ import annotations
 from collections.abc import Collection
 
 import torch
-
-from model.checkpoint import CheckpointError
-from model.config import ModelConfig
-from model.families.common import (
+from attnlab.model.checkpoint import CheckpointError
+from attnlab.model.config import ModelConfig
+from attnlab.model.families.common import (
     Mapper,
     State,
     activation,
@@ -30,7 +29,7 @@ from model.families.common import (
     require,
     strip,
 )
-from model.families.family import Family
+from attnlab.model.families.family import Family
 
 FAMILIES = ("roberta", "xlm-roberta", "distilbert", "electra", "albert")
 # family → (base class, MLM class) in transformers, for parity

@@ -7,9 +7,8 @@ anything else is a CheckpointError naming the key. No `transformers` import here
 from __future__ import annotations
 
 import torch
-
-from model.checkpoint import CheckpointError
-from model.config import ModelConfig
+from attnlab.model.checkpoint import CheckpointError
+from attnlab.model.config import ModelConfig
 
 # Hugging Face activation names → our MLP choice.
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}

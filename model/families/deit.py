@@ -1,8 +1,8 @@
 """DeiT (DeiTModel, DeiTForImageClassification, DeiTForImageClassificationWithTeacher): ViT with a distillation
 token (model/families/vision_towers.py)."""
 
-from model.families.family import Family
-from model.families.vision_towers import convert_deit, deit_heads, read_prep, vision_config
+from attnlab.model.families.family import Family
+from attnlab.model.families.vision_towers import convert_deit, deit_heads, read_prep, vision_config
 
 CLASSES = {"teacher": "DeiTForImageClassificationWithTeacher", "classes": "DeiTForImageClassification",
            "none": "DeiTModel"}

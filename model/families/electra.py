@@ -1,7 +1,7 @@
 """ELECTRA (ElectraModel, ElectraForMaskedLM generators, ElectraForPreTraining discriminators without their head):
 BERT's encoder over factorised embeddings (model/families/bert_like.py)."""
 
-from model.families.bert_like import row
+from attnlab.model.families.bert_like import row
 
 FAMILY = row("electra", "ELECTRA discriminators and generators (ElectraModel, ElectraForPreTraining, "
                         "ElectraForMaskedLM checkpoints)")

@@ -6,8 +6,8 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from model.config import ModelConfig
-from model.families.common import State
+from attnlab.model.config import ModelConfig
+from attnlab.model.families.common import State
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import math
 
-from model.config import ModelConfig
-from model.families.common import State, build
-from model.families.family import Family, fixed
-from model.families.llama import convert_llama, decoder_fields
+from attnlab.model.config import ModelConfig
+from attnlab.model.families.common import State, build
+from attnlab.model.families.family import Family, fixed
+from attnlab.model.families.llama import convert_llama, decoder_fields
 
 NORMS = (".ln_attn.weight", ".ln_mlp.weight", ".ln_attn_out.weight", ".ln_mlp_out.weight", "ln_f.weight")
 ACTS = ("gelu_pytorch_tanh", "gelu")  # "gelu": old Gemma configs, meant as the tanh approximation (transformers too)

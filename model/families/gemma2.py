@@ -5,11 +5,11 @@ starting with the first, when it names none)."""
 
 from __future__ import annotations
 
-from model.checkpoint import CheckpointError
-from model.config import ModelConfig
-from model.families.common import build
-from model.families.family import Family, fixed
-from model.families.gemma import convert_gemma, gemma_fields
+from attnlab.model.checkpoint import CheckpointError
+from attnlab.model.config import ModelConfig
+from attnlab.model.families.common import build
+from attnlab.model.families.family import Family, fixed
+from attnlab.model.families.gemma import convert_gemma, gemma_fields
 
 
 def sliding_layers(hf: dict) -> tuple[int, ...]:

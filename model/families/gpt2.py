@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from model.config import ModelConfig
-from model.families.common import Mapper, State, activation, build, lm_head, refuse, require, strip
-from model.families.family import Family, fixed
+from attnlab.model.config import ModelConfig
+from attnlab.model.families.common import Mapper, State, activation, build, lm_head, refuse, require, strip
+from attnlab.model.families.family import Family, fixed
 
 
 def gpt2_config(hf: dict, names=None) -> ModelConfig:

@@ -4,11 +4,11 @@ and q, k, v fused per head: query_key_value's rows are [head][q | k | v][d_head]
 
 from __future__ import annotations
 
-from model.checkpoint import CheckpointError
-from model.config import ModelConfig
-from model.families.common import Mapper, State, activation, build, lm_head, require, strip
-from model.families.family import Family, fixed
-from model.families.rope_params import rope_fields
+from attnlab.model.checkpoint import CheckpointError
+from attnlab.model.config import ModelConfig
+from attnlab.model.families.common import Mapper, State, activation, build, lm_head, require, strip
+from attnlab.model.families.family import Family, fixed
+from attnlab.model.families.rope_params import rope_fields
 
 
 def gpt_neox_config(hf: dict, names=None) -> ModelConfig:

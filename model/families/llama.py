@@ -14,12 +14,12 @@ CheckpointError naming the key. No `transformers` import here.
 
 from __future__ import annotations
 
-from model.checkpoint import CheckpointError
-from model.config import ModelConfig
-from model.families.common import Mapper, State, build, lm_head, require, strip
-from model.families.family import Family, fixed
-from model.families.mixtral_experts import mixtral_fields, take_experts
-from model.families.rope_params import rope_fields
+from attnlab.model.checkpoint import CheckpointError
+from attnlab.model.config import ModelConfig
+from attnlab.model.families.common import Mapper, State, build, lm_head, require, strip
+from attnlab.model.families.family import Family, fixed
+from attnlab.model.families.mixtral_experts import mixtral_fields, take_experts
+from attnlab.model.families.rope_params import rope_fields
 
 FAMILIES = ("llama", "qwen2", "mistral", "mixtral")  # the model_types this layout reads
 

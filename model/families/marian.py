@@ -1,8 +1,8 @@
 """Marian (MarianMTModel, the Helsinki-NLP opus-mt translators): BART's layout with fixed sinusoidal positions
 and scaled embeddings (model/families/bart.py)."""
 
-from model.families.bart import SPECIALS, bart_config, convert_bart
-from model.families.family import Family, fixed
+from attnlab.model.families.bart import SPECIALS, bart_config, convert_bart
+from attnlab.model.families.family import Family, fixed
 
 FAMILY = Family("marian", "MarianMT (Helsinki-NLP opus-mt and other MarianMTModel checkpoints, shared vocabulary)",
                 lambda hf, names=None: bart_config(hf), lambda state, cfg: convert_bart(state, cfg, "marian"),

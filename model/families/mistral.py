@@ -1,7 +1,7 @@
 """Mistral (MistralForCausalLM): Llama's layout with a sliding window (model/families/llama.py)."""
 
-from model.families.family import Family, fixed
-from model.families.llama import convert_llama, llama_config
+from attnlab.model.families.family import Family, fixed
+from attnlab.model.families.llama import convert_llama, llama_config
 
 FAMILY = Family("mistral", "Mistral and other MistralForCausalLM checkpoints, sliding window included", llama_config,
                 lambda state, cfg: convert_llama(state, cfg, "mistral"), fixed("MistralForCausalLM"),

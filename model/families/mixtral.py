@@ -1,7 +1,7 @@
 """Mixtral (MixtralForCausalLM): Mistral with mixture-of-experts MLPs (model/families/mixtral_experts.py)."""
 
-from model.families.family import Family, fixed
-from model.families.llama import convert_llama, llama_config
+from attnlab.model.families.family import Family, fixed
+from attnlab.model.families.llama import convert_llama, llama_config
 
 FAMILY = Family("mixtral", "Mixtral and other MixtralForCausalLM mixture-of-experts checkpoints", llama_config,
                 lambda state, cfg: convert_llama(state, cfg, "mixtral"), fixed("MixtralForCausalLM"),

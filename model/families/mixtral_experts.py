@@ -10,9 +10,9 @@ them, or fused `mlp.experts.gate_up_proj` [E, 2·I, D] (gate rows first) and `ml
 
 from __future__ import annotations
 
-from model.checkpoint import CheckpointError
-from model.config import ModelConfig
-from model.families.common import Mapper
+from attnlab.model.checkpoint import CheckpointError
+from attnlab.model.config import ModelConfig
+from attnlab.model.families.common import Mapper
 
 
 def mixtral_fields(hf: dict) -> dict:

@@ -4,10 +4,10 @@ false, as OPT-350m), a tied LM head. Checkpoints with word_embed_proj_dim ≠ hi
 
 from __future__ import annotations
 
-from model.checkpoint import CheckpointError
-from model.config import ModelConfig
-from model.families.common import Mapper, State, activation, build, lm_head, refuse, require, strip
-from model.families.family import Family, fixed
+from attnlab.model.checkpoint import CheckpointError
+from attnlab.model.config import ModelConfig
+from attnlab.model.families.common import Mapper, State, activation, build, lm_head, refuse, require, strip
+from attnlab.model.families.family import Family, fixed
 
 OFFSET = 2  # OPTLearnedPositionalEmbedding's offset
 

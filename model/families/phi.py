@@ -4,10 +4,10 @@ head too), a GELU (tanh) MLP, optional LayerNorm over each head's q and k."""
 
 from __future__ import annotations
 
-from model.config import ModelConfig
-from model.families.common import Mapper, State, activation, build, lm_head, require, strip
-from model.families.family import Family, fixed
-from model.families.rope_params import rope_fields
+from attnlab.model.config import ModelConfig
+from attnlab.model.families.common import Mapper, State, activation, build, lm_head, require, strip
+from attnlab.model.families.family import Family, fixed
+from attnlab.model.families.rope_params import rope_fields
 
 
 def phi_config(hf: dict, names=None) -> ModelConfig:

@@ -4,10 +4,10 @@ rope_parameters asks. Longrope (Phi-3 128k) is refused by model/families/rope_pa
 
 from __future__ import annotations
 
-from model.config import ModelConfig
-from model.families.common import State, build, shaped, strip
-from model.families.family import Family, fixed
-from model.families.llama import convert_llama, decoder_fields
+from attnlab.model.config import ModelConfig
+from attnlab.model.families.common import State, build, shaped, strip
+from attnlab.model.families.family import Family, fixed
+from attnlab.model.families.llama import convert_llama, decoder_fields
 
 
 def phi3_config(hf: dict, names=None) -> ModelConfig:

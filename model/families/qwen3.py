@@ -3,10 +3,10 @@ that need not be hidden_size / heads (model/families/llama.py converts it)."""
 
 from __future__ import annotations
 
-from model.config import ModelConfig
-from model.families.common import build
-from model.families.family import Family, fixed
-from model.families.llama import convert_llama, decoder_fields, full_attention_only
+from attnlab.model.config import ModelConfig
+from attnlab.model.families.common import build
+from attnlab.model.families.family import Family, fixed
+from attnlab.model.families.llama import convert_llama, decoder_fields, full_attention_only
 
 
 def qwen3_config(hf: dict, names=None) -> ModelConfig:

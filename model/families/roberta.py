@@ -1,6 +1,6 @@
 """RoBERTa (RobertaModel, RobertaForMaskedLM): BERT's encoder with positions counted from padding_idx + 1
 (model/families/bert_like.py)."""
 
-from model.families.bert_like import row
+from attnlab.model.families.bert_like import row
 
 FAMILY = row("roberta", "RoBERTa, DistilRoBERTa and other RobertaModel/RobertaForMaskedLM checkpoints")

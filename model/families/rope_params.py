@@ -8,7 +8,7 @@ longrope scale the angles' magnitudes too).
 
 from __future__ import annotations
 
-from model.checkpoint import CheckpointError
+from attnlab.model.checkpoint import CheckpointError
 
 KEYS = {"default": set(), "linear": {"factor"},
         "llama3": {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}}

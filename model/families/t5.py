@@ -15,11 +15,10 @@ T5 multiplies the decoder's output by d_model^-0.5 before the LM head (`logit_sc
 from __future__ import annotations
 
 import torch
-
-from model.checkpoint import CheckpointError
-from model.config import ModelConfig
-from model.families.common import Mapper, State, build, refuse, require
-from model.families.family import Family, fixed
+from attnlab.model.checkpoint import CheckpointError
+from attnlab.model.config import ModelConfig
+from attnlab.model.families.common import Mapper, State, build, refuse, require
+from attnlab.model.families.family import Family, fixed
 
 FAMILIES = ("t5",)
 CLASSES = {"t5": "T5ForConditionalGeneration"}

@@ -17,11 +17,11 @@ import json
 import re
 from pathlib import Path
 
-from model.checkpoint import CheckpointError
-from model.config import ModelConfig
-from model.families.common import Mapper, State, build, require, strip
-from model.families.vit import _side, class_names, map_vit_encoder
-from model.images import ImagePrep, hf_prep
+from attnlab.model.checkpoint import CheckpointError
+from attnlab.model.config import ModelConfig
+from attnlab.model.families.common import Mapper, State, build, require, strip
+from attnlab.model.families.vit import _side, class_names, map_vit_encoder
+from attnlab.model.images import ImagePrep, hf_prep
 
 FAMILIES = ("deit", "clip", "clip_vision_model")
 CLASSES = {"deit": "DeiTModel", "clip": "CLIPVisionModel", "clip_vision_model": "CLIPVisionModel"}

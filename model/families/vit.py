@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from model.checkpoint import CheckpointError
-from model.config import ModelConfig
-from model.families.common import Mapper, State, activation, build, require, strip
-from model.families.family import Family
-from model.images import ImagePrep, hf_prep
+from attnlab.model.checkpoint import CheckpointError
+from attnlab.model.config import ModelConfig
+from attnlab.model.families.common import Mapper, State, activation, build, require, strip
+from attnlab.model.families.family import Family
+from attnlab.model.images import ImagePrep, hf_prep
 
 
 def _side(v, name: str) -> int:

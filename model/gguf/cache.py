@@ -18,12 +18,12 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from model.gguf.convert import hf_config, hf_tensors, model_type
-from model.gguf.dequant import check_types
-from model.gguf.reader import GGUFError, GGUFFile, read_gguf
-from model.gguf.tokenizer import build_tokenizer
-from model.hf.load import load_hf_folder
-from model.loaded import LoadedModel
+from attnlab.model.gguf.convert import hf_config, hf_tensors, model_type
+from attnlab.model.gguf.dequant import check_types
+from attnlab.model.gguf.reader import GGUFError, GGUFFile, read_gguf
+from attnlab.model.gguf.tokenizer import build_tokenizer
+from attnlab.model.hf.load import load_hf_folder
+from attnlab.model.loaded import LoadedModel
 
 FORMAT = 1  # bump when the converted folder's layout or contents change
 CHUNK = 4 * 2**20

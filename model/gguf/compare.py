@@ -8,12 +8,11 @@ import io
 from pathlib import Path
 
 import torch
-
-from model.gguf.convert import CLASSES
-from model.gguf.smollm2 import NAME as SMOLLM2
-from model.inputs import InputError
-from model.parity import DEFAULT_TEXT, GREEDY_TOKENS, compare_models
-from model.registry import load
+from attnlab.model.gguf.convert import CLASSES
+from attnlab.model.gguf.smollm2 import NAME as SMOLLM2
+from attnlab.model.inputs import InputError
+from attnlab.model.parity import DEFAULT_TEXT, GREEDY_TOKENS, compare_models
+from attnlab.model.registry import load
 
 
 def is_gguf(name_or_path: str) -> bool:

@@ -13,9 +13,8 @@ import re
 from collections.abc import Iterator
 
 import numpy as np
-
-from model.gguf.dequant import dequantize, unpermute
-from model.gguf.reader import GGUFError, GGUFFile
+from attnlab.model.gguf.dequant import dequantize, unpermute
+from attnlab.model.gguf.reader import GGUFError, GGUFFile
 
 ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "mistral": "mistral"}  # GGUF architecture → HF model_type
 PERMUTED = ("llama", "mistral")  # llama.cpp reorders q/k rows for these (qwen2 runs NEOX RoPE unpermuted)

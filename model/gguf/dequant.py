@@ -8,10 +8,9 @@ is the inverse, so our rotate-half RoPE sees the rows transformers' checkpoints 
 from __future__ import annotations
 
 import numpy as np
+from attnlab.model.gguf.reader import GGUFError, GGUFFile, TensorInfo
 from gguf import quants
 from gguf.constants import GGMLQuantizationType as Q
-
-from model.gguf.reader import GGUFError, GGUFFile, TensorInfo
 
 SUPPORTED = (Q.F32, Q.F16, Q.BF16, Q.Q8_0, Q.Q4_0, Q.Q4_1, Q.Q4_K, Q.Q5_K, Q.Q6_K)
 

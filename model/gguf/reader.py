@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from attnlab.model.checkpoint import CheckpointError
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
-
-from model.checkpoint import CheckpointError
 
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)

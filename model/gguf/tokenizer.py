@@ -9,8 +9,7 @@ vocabularies with the same rule) splits every digit on its own before GPT-2's sp
 from __future__ import annotations
 
 import numpy as np
-
-from model.gguf.reader import GGUFError, GGUFFile
+from attnlab.model.gguf.reader import GGUFError, GGUFFile
 
 TOKENIZER_KEYS = {  # tokenizer.ggml.KEY → transformers' tokenizer_dict key
     "model": "tokenizer_type", "pre": "pre_tokenizer_type", "tokens": "tokens", "scores": "scores",

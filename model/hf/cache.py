@@ -27,7 +27,7 @@ import struct
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from model.families import FAMILIES
+from attnlab.model.families import FAMILIES
 
 PREFIX = "models--"
 MAX_HEADER = 100 * 2**20  # bytes of safetensors header read at most (real headers are kilobytes)

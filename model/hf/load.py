@@ -12,16 +12,15 @@ import json
 from pathlib import Path
 
 import torch
-
-from model import hub, view  # view: `from model import` (model/view/loaded.py imports this module)
-from model.checkpoint import CheckpointError, build_for_weights, load_state, load_weights, read_config
-from model.config import ModelConfig
-from model.families import FAMILIES, supported_families
-from model.families.common import State
-from model.hf.cache import has_converter
-from model.hf.target import TargetTokenizer
-from model.loaded import LoadedModel
-from model.tokenizer import HFTokenizer
+from attnlab.model import hub, view  # view: `from model import` (model/view/loaded.py imports this module)
+from attnlab.model.checkpoint import CheckpointError, build_for_weights, load_state, load_weights, read_config
+from attnlab.model.config import ModelConfig
+from attnlab.model.families import FAMILIES, supported_families
+from attnlab.model.families.common import State
+from attnlab.model.hf.cache import has_converter
+from attnlab.model.hf.target import TargetTokenizer
+from attnlab.model.loaded import LoadedModel
+from attnlab.model.tokenizer import HFTokenizer
 
 PICKLES = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.bin", "model.pt", "model.pth", "model.ckpt")
 CONVERT_HINT = (

@@ -4,7 +4,7 @@ shift-right feed it); the source side is the plain tokenizer."""
 
 from __future__ import annotations
 
-from model.tokenizer import Encoding, HFTokenizer
+from attnlab.model.tokenizer import Encoding, HFTokenizer
 
 
 class TargetTokenizer:

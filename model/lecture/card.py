@@ -1,7 +1,7 @@
 """The model card (README.md) beside a bundled lecture model's weights: its recipe, held-out accuracy,
 learning curve and the heads worth showing (model/lecture/card_heads.py).
 
-    python -m model.lecture.card --model lecture-decoder [--n 1000]   # re-evaluate, find heads, rewrite
+    python -m attnlab.model.lecture.card --model lecture-decoder [--n 1000]   # re-evaluate, find heads, rewrite
 """
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ import json
 from pathlib import Path
 
 import torch
-
-from model.registry import BUNDLED_DIR, load_attnlab_folder
+from attnlab.model.registry import BUNDLED_DIR, load_attnlab_folder
 
 from .card_heads import EVAL_SEED, find_heads, look_at
 from .curve import draw, jump, tasks_of
@@ -178,7 +177,7 @@ def finalize(folder: Path, name: str, eval_n: int = EVAL_N, note: str = "") -> d
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m model.lecture.card", description="rewrite a lecture model's card")
+    p = argparse.ArgumentParser(prog="python -m attnlab.model.lecture.card", description="rewrite a lecture model's card")
     p.add_argument("--model", required=True)
     p.add_argument("--folder", default=None)
     p.add_argument("--n", type=int, default=EVAL_N)

@@ -11,8 +11,7 @@ from collections import defaultdict
 from itertools import islice
 
 import torch
-
-from model.inputs import Inputs
+from attnlab.model.inputs import Inputs
 
 from .corpus import model_stream, stream
 from .evaluate import _pad, _vocab

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from model.config import ModelConfig
+from attnlab.model.config import ModelConfig
 
 from .card import CURVE_PNG
 from .shapes import CLASSES, DISTRACTORS, EVAL_BUCKETS, IMAGE_SIZE, MARGIN, SHAPES, SIZES

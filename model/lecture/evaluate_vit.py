@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-
-from model.images import ImagePrep
+from attnlab.model.images import ImagePrep
 
 from .shapes import CLASSES, shape_images
 

@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnlab.data import data_folder
+
 from .corpus import MODELS
 from .tasks_base import MASK, MAX_LEN
 from .tasks_language import solve_agreement, translate
@@ -18,7 +20,7 @@ from .tasks_retrieval import solve_retrieval
 from .tasks_sequences import solve_brackets, solve_induction
 from .tasks_story import solve_story
 
-SAMPLES_PATH = Path(__file__).resolve().parents[2] / "sample_texts" / "lecture.json"
+SAMPLES_PATH = data_folder("sample_texts") / "lecture.json"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Train the three bundled lecture models on the generated corpus (CPU-friendly, seeded, reproducible).
 
-    python -m model.lecture.train --model lecture-decoder          # or: attnlab train --model ...
+    python -m attnlab.model.lecture.train --model lecture-decoder          # or: attnlab train --model ...
 
 One recipe per model (config, steps, batch, learning rate). Batches come from the corpus's
 deterministic stream (`model_stream(kind, seed)`), are padded with [PAD] on the right, and the loss
@@ -29,14 +29,13 @@ from random import Random
 
 import torch
 import torch.nn.functional as F
-
-from model import hooks
-from model.checkpoint import load_folder, save_folder
-from model.config import ModelConfig
-from model.moe import router_loss, upcycle
-from model.registry import BUNDLED_DIR
-from model.tokenizer import HFTokenizer
-from model.transformer import build_model
+from attnlab.model import hooks
+from attnlab.model.checkpoint import load_folder, save_folder
+from attnlab.model.config import ModelConfig
+from attnlab.model.moe import router_loss, upcycle
+from attnlab.model.registry import BUNDLED_DIR
+from attnlab.model.tokenizer import HFTokenizer
+from attnlab.model.transformer import build_model
 
 from .batches import IGNORE, Bank, Batcher, denser
 from .corpus import model_stream, vocabulary

@@ -1,6 +1,6 @@
 """Train lecture-vit, the bundled vision transformer, on generated shape images (CPU-friendly, seeded).
 
-    attnlab train --model lecture-vit [--steps N]      # or: python -m model.lecture.train_vit
+    attnlab train --model lecture-vit [--steps N]      # or: python -m attnlab.model.lecture.train_vit
 
 Each step draws a fresh batch of training images (model/lecture/shapes.py: the label is where the red object lies
 relative to the blue one); cross-entropy on the [CLS] classifier, plus the training-only extras of
@@ -22,12 +22,11 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-
-from model.checkpoint import save_folder
-from model.config import ModelConfig
-from model.images import ImagePrep
-from model.registry import BUNDLED_DIR
-from model.transformer import build_model
+from attnlab.model.checkpoint import save_folder
+from attnlab.model.config import ModelConfig
+from attnlab.model.images import ImagePrep
+from attnlab.model.registry import BUNDLED_DIR
+from attnlab.model.transformer import build_model
 
 from .card import CURVE_PNG
 from .curve import draw
@@ -176,7 +175,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m model.lecture.train_vit", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m attnlab.model.lecture.train_vit", description=__doc__.splitlines()[0])
     add_arguments(p)
     return run(p.parse_args(argv))
 

@@ -15,9 +15,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
-from model.images import ImagePrep
-from model.patches import sinusoidal_2d
+from attnlab.model.images import ImagePrep
+from attnlab.model.patches import sinusoidal_2d
 
 
 def sincos_init(model: nn.Module, scale: float = 1.0) -> None:

@@ -7,7 +7,7 @@ record.py:  ViewRecord, an AttentionRecord that holds weights only (no scores, q
 loaded.py:  ViewModel, the LoadedModel interface the pages use, and what it cannot do.
 """
 
-from model.view.loaded import ViewModel, load_view
+from attnlab.model.view.loaded import ViewModel, load_view
 
 MODE = "transformers view"  # how `attnlab models` and the app name this way of running a model
 

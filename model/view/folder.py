@@ -11,10 +11,9 @@ import json
 from pathlib import Path
 
 import torch
-
-from model.checkpoint import CheckpointError
-from model.hf.cache import count_params
-from model.memory import FIT_SHARE, available_bytes, fmt_gb
+from attnlab.model.checkpoint import CheckpointError
+from attnlab.model.hf.cache import count_params
+from attnlab.model.memory import FIT_SHARE, available_bytes, fmt_gb
 
 SLACK = 1.05  # a config may describe at most this many times the parameters the weights hold (tied copies aside)
 PICKLE_HINT = "convert the weights to model.safetensors on a machine you trust"

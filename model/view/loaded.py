@@ -12,17 +12,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-
-from model.captured import CapturedRun
-from model.checkpoint import CheckpointError
-from model.device import dtype_name
-from model.hf import load as hf_load  # a module: model/hf/load.py dispatches to this one
-from model.inputs import InputError, Inputs, check_tokens, validate_text
-from model.model_io import ModelIO
-from model.tokenizer import HFTokenizer
-from model.view.config import ViewConfig
-from model.view.folder import check_size, check_view_folder, kind_of, model_class
-from model.view.record import view_records
+from attnlab.model.captured import CapturedRun
+from attnlab.model.checkpoint import CheckpointError
+from attnlab.model.device import dtype_name
+from attnlab.model.hf import load as hf_load  # a module: model/hf/load.py dispatches to this one
+from attnlab.model.inputs import InputError, Inputs, check_tokens, validate_text
+from attnlab.model.model_io import ModelIO
+from attnlab.model.tokenizer import HFTokenizer
+from attnlab.model.view.config import ViewConfig
+from attnlab.model.view.folder import check_size, check_view_folder, kind_of, model_class
+from attnlab.model.view.record import view_records
 
 KINDS = {"decoder": "decoder", "encoder": "encoder", "encdec": "encoder–decoder"}
 MODE = "transformers view"

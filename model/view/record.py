@@ -10,9 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from model.inputs import InputError
-from model.record import AttentionRecord
+from attnlab.model.inputs import InputError
+from attnlab.model.record import AttentionRecord
 
 NO_QK = ("a transformers view records attention weights only: scores, q and k are not returned by transformers "
          "(load a converted family for them)")

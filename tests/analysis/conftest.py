@@ -1,8 +1,7 @@
 """Shared fixtures of the analysis tests: the seeded random models, loaded once per session."""
 
 import pytest
-
-from model.registry import load
+from attnlab.model.registry import load
 
 
 @pytest.fixture(scope="session")
@@ -27,6 +26,6 @@ def vit():
 
 @pytest.fixture(scope="session")
 def vit_image():
-    from model.lecture.shapes import shape_images
+    from attnlab.model.lecture.shapes import shape_images
 
     return shape_images(1, 0, "eval")[0]

@@ -2,11 +2,10 @@
 random model (RMSNorm, RoPE, SwiGLU, grouped-query attention)."""
 
 import torch
-
-from model.config import ModelConfig
-from model.loaded import LoadedModel
-from model.tokenizer import ByteTokenizer
-from model.transformer import build_model
+from attnlab.model.config import ModelConfig
+from attnlab.model.loaded import LoadedModel
+from attnlab.model.tokenizer import ByteTokenizer
+from attnlab.model.transformer import build_model
 
 STORY = ("fenna is twelve . fenna has a parrot . garo is seven . garo owns a rabbit . hildo is sixteen . "
          "hildo has a turtle . what pet does garo have ?")

@@ -4,18 +4,18 @@ faithfulness rows on lecture-decoder's retrieval examples."""
 import numpy as np
 import pytest
 import torch
-
-from analysis.attributions import (
+from attnlab.analysis.attributions import (
     MAX_STEPS,
     attention_x_gradient,
     input_x_gradient,
     integrated_gradients,
 )
-from analysis.embed_path import baseline_ids
-from analysis.faithfulness import faithfulness, make_cases
-from model import hooks
-from model.inputs import InputError
-from model.registry import load
+from attnlab.analysis.embed_path import baseline_ids
+from attnlab.analysis.faithfulness import faithfulness, make_cases
+from attnlab.model import hooks
+from attnlab.model.inputs import InputError
+from attnlab.model.registry import load
+
 from tests.analysis.test_relevance import encode, tiny
 
 GRAD_METHODS = ["input_x_gradient", "integrated_gradients", "attention_x_gradient"]

@@ -1,11 +1,11 @@
 """A mixture of experts' backend comparison runs the fused backend on the reference's experts."""
 
 import torch
+from attnlab.analysis.backends import compare_backends, same_experts
+from attnlab.model.hooks import capture
+from attnlab.model.moe import force_expert
+from attnlab.model.registry import load
 
-from analysis.backends import compare_backends, same_experts
-from model.hooks import capture
-from model.moe import force_expert
-from model.registry import load
 from tests.model.helpers import tiny, tokens
 
 MOE = dict(mlp="moe", n_experts=4, top_k=2, d_mlp=24)

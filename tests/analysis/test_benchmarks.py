@@ -1,11 +1,10 @@
-"""analysis.benchmarks: the `attnlab bench` JSON's one reader, on the checked-in run and on bad files."""
+"""attnlab.analysis.benchmarks: the `attnlab bench` JSON's one reader, on the checked-in run and on bad files."""
 
 import json
 from pathlib import Path
 
 import pytest
-
-from analysis import benchmarks as B
+from attnlab.analysis import benchmarks as B
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL = ROOT / "docs" / "benchmarks.json"

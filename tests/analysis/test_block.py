@@ -4,11 +4,16 @@ and the random-weight variants (shared weights, BatchNorm's leak, QK-norm's scor
 import numpy as np
 import pytest
 import torch
-
-from analysis.block import block_walk, sampling_probs, walk_stream
-from analysis.block_variants import BATCHNORM, SeqBatchNorm, build_variants, compare_variants, norm_leak
-from model import ModelConfig, build_model
-from model.registry import bundled_names, load
+from attnlab.analysis.block import block_walk, sampling_probs, walk_stream
+from attnlab.analysis.block_variants import (
+    BATCHNORM,
+    SeqBatchNorm,
+    build_variants,
+    compare_variants,
+    norm_leak,
+)
+from attnlab.model import ModelConfig, build_model
+from attnlab.model.registry import bundled_names, load
 
 TEXT = "The cat sat on the mat."
 MODELS = ["random-decoder"] + (["lecture-decoder"] if "lecture-decoder" in bundled_names() else [])

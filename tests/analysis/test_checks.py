@@ -1,10 +1,9 @@
-"""analysis.checks: `run_checks` is the named checks in order, each with the same numbers on its own."""
+"""attnlab.analysis.checks: `run_checks` is the named checks in order, each with the same numbers on its own."""
 
 from __future__ import annotations
 
 import pytest
-
-from analysis.checks import (
+from attnlab.analysis.checks import (
     FUSED,
     check_backend,
     check_greedy_cache,
@@ -12,7 +11,7 @@ from analysis.checks import (
     check_kv_cache,
     run_checks,
 )
-from model.registry import load
+from attnlab.model.registry import load
 
 TEXT = "the cat sat on the mat"
 NAMES = ["rows_sum_to_one", "no_mass_outside_mask", "finite", "eager_vs_sdpa", "eager_vs_flash",
@@ -45,8 +44,7 @@ def test_check_backend_detail_is_what_the_row_judges():
 # -- 16-bit rules on the CPU ----------------------------------------------------------------------------------
 def test_rules_per_dtype():
     import torch
-
-    from analysis.checks import FP32, TOL_BACKEND, rules_for
+    from attnlab.analysis.checks import FP32, TOL_BACKEND, rules_for
 
     assert rules_for(torch.float32) is FP32 and FP32.backend == TOL_BACKEND == 1e-5 and not FP32.half
     bf = rules_for(torch.bfloat16)

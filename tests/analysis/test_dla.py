@@ -3,15 +3,15 @@
 import numpy as np
 import pytest
 import torch
+from attnlab.analysis.dla import direct_logit_attribution
+from attnlab.model.config import ModelConfig
+from attnlab.model.hooks import capture
+from attnlab.model.inputs import InputError
+from attnlab.model.loaded import LoadedModel
+from attnlab.model.registry import load
+from attnlab.model.tokenizer import ByteTokenizer
+from attnlab.model.transformer import build_model
 
-from analysis.dla import direct_logit_attribution
-from model.config import ModelConfig
-from model.hooks import capture
-from model.inputs import InputError
-from model.loaded import LoadedModel
-from model.registry import load
-from model.tokenizer import ByteTokenizer
-from model.transformer import build_model
 from tests.analysis.interp_models import STORY, tiny_llama
 
 

@@ -5,9 +5,8 @@ import json
 import numpy as np
 import pytest
 import torch
-
-from analysis.ablation import ablation_deltas
-from analysis.faithfulness import (
+from attnlab.analysis.ablation import ablation_deltas
+from attnlab.analysis.faithfulness import (
     GRADIENT_METHODS,
     METHODS,
     faithfulness,
@@ -16,13 +15,13 @@ from analysis.faithfulness import (
     token_ids,
     top1,
 )
-from analysis.relevance import attention_sites
-from cli.main import main
-from model import hooks
-from model.inputs import InputError
-from model.lecture import MASK, decoder_examples
-from model.registry import BUNDLED_DIR, load
-from model.tokenizer import HFTokenizer
+from attnlab.analysis.relevance import attention_sites
+from attnlab.cli.main import main
+from attnlab.model import hooks
+from attnlab.model.inputs import InputError
+from attnlab.model.lecture import MASK, decoder_examples
+from attnlab.model.registry import BUNDLED_DIR, load
+from attnlab.model.tokenizer import HFTokenizer
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +134,7 @@ def test_batched_ablation_equals_zeroing_one_head_alone(models):
 
 
 def test_chance_is_one_over_the_number_of_candidates(models):
-    from analysis.faithfulness import chance
+    from attnlab.analysis.faithfulness import chance
 
     for c in make_cases(models["decoder"], 5, seed=0):
         assert chance(c) == pytest.approx(1 / c.candidates.sum())
@@ -149,7 +148,7 @@ def test_top1_ranks_only_candidates_and_breaks_ties_low():
 
 
 def test_a_vocabulary_without_lecture_words_is_an_input_error():
-    from model.lecture.tokenizer import build_tokenizer
+    from attnlab.model.lecture.tokenizer import build_tokenizer
 
     tok = HFTokenizer(build_tokenizer(), bos="[BOS]")
     assert token_ids(tok, ["[BOS]", "cat"])[0] == 2

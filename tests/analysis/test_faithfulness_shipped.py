@@ -6,10 +6,9 @@ import json
 from unittest import mock
 
 import pytest
-
-from analysis import faithfulness as faithfulness_
-from analysis import faithfulness_store as store
-from model.registry import bundled_names, load
+from attnlab.analysis import faithfulness as faithfulness_
+from attnlab.analysis import faithfulness_store as store
+from attnlab.model.registry import bundled_names, load
 
 FAST = tuple(m for m in faithfulness_.METHODS if m != "integrated_gradients")
 
@@ -64,7 +63,7 @@ def test_ship_refuses_a_model_that_is_not_bundled():
 
 
 def test_cli_ship_refuses_a_model_that_is_not_bundled(capsys):
-    from cli.main import main
+    from attnlab.cli.main import main
 
     rc = main(["faithfulness", "--model", "random-decoder", "--ship"])
     assert rc == 2 and "--ship writes beside a bundled text model's checkpoint" in capsys.readouterr().err

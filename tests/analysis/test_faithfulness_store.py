@@ -5,10 +5,15 @@ from unittest import mock
 
 import pytest
 import torch
-
-from analysis import faithfulness as faithfulness_
-from analysis.faithfulness_store import joined, kept_faithfulness, read_report, report_path, weights_hash
-from model.registry import load
+from attnlab.analysis import faithfulness as faithfulness_
+from attnlab.analysis.faithfulness_store import (
+    joined,
+    kept_faithfulness,
+    read_report,
+    report_path,
+    weights_hash,
+)
+from attnlab.model.registry import load
 
 
 def test_kept_report_equals_fresh_and_is_read_back(tmp_path):
@@ -47,7 +52,7 @@ def test_unwritable_folder_still_reports(tmp_path):
 
 @pytest.mark.parametrize("n", [0])
 def test_bad_n_is_refused(tmp_path, n):
-    from model.inputs import InputError
+    from attnlab.model.inputs import InputError
     with pytest.raises(InputError):
         kept_faithfulness(load("random-decoder"), n, 0, folder=tmp_path)
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from analysis.flash_tiling import head_tiling, tiled_attention
-from model.softmax import masked_softmax
+from attnlab.analysis.flash_tiling import head_tiling, tiled_attention
+from attnlab.model.softmax import masked_softmax
 
 
 @pytest.mark.parametrize("bq, bk", [(1, 1), (4, 3), (16, 16), (64, 64)])
@@ -58,11 +57,10 @@ def test_biased_and_soft_capped_heads_tile_exactly(kw):
     """ALiBi's bias and Gemma 2's soft-cap are applied tile by tile (FlashAttention-2 does both): the tiled output
     equals the model's own head output."""
     import torch
-
-    from model.config import ModelConfig
-    from model.loaded import LoadedModel
-    from model.tokenizer import ByteTokenizer
-    from model.transformer import build_model
+    from attnlab.model.config import ModelConfig
+    from attnlab.model.loaded import LoadedModel
+    from attnlab.model.tokenizer import ByteTokenizer
+    from attnlab.model.transformer import build_model
 
     cfg = ModelConfig(arch="decoder", vocab_size=260, d_model=32, n_heads=4, n_layers=2, max_len=64, **kw)
     torch.manual_seed(3)

@@ -1,11 +1,10 @@
 import numpy as np
 import pytest
+from attnlab.analysis.flow import MAX_TOKENS, attention_flow
+from attnlab.analysis.rollout import attention_rollout, layer_matrix
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog
-
-from analysis.flow import MAX_TOKENS, attention_flow
-from analysis.rollout import attention_rollout, layer_matrix
 
 A1 = np.array([[1.0, 0, 0], [0.5, 0.5, 0], [0.2, 0.3, 0.5]])
 A2 = np.array([[1.0, 0, 0], [0.4, 0.6, 0], [0.1, 0.6, 0.3]])

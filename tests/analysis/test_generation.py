@@ -1,12 +1,11 @@
-"""analysis.generation: generation traced step by step, greedy and sampled."""
+"""attnlab.analysis.generation: generation traced step by step, greedy and sampled."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
-
-from analysis import generation as G
-from model.inputs import Inputs
+from attnlab.analysis import generation as G
+from attnlab.model.inputs import Inputs
 
 TEXT = "the cat sat on the mat"
 

@@ -1,8 +1,7 @@
 import numpy as np
 import pytest
 import torch
-
-from analysis.head_runs import (
+from attnlab.analysis.head_runs import (
     COLUMNS,
     collect_patterns,
     cross_head_statistics,
@@ -11,8 +10,8 @@ from analysis.head_runs import (
     repeated_random_inputs,
     special_ids,
 )
-from model.inputs import InputError
-from model.tokenizer import HFTokenizer
+from attnlab.model.inputs import InputError
+from attnlab.model.tokenizer import HFTokenizer
 
 
 def test_repeated_sequence_is_bos_then_two_identical_random_periods(decoder):
@@ -38,7 +37,7 @@ def test_encdec_repeats_both_sides(encdec):
 
 
 def test_lecture_tokenizer_specials():
-    from model.lecture.tokenizer import build_tokenizer
+    from attnlab.model.lecture.tokenizer import build_tokenizer
 
     tok = HFTokenizer(build_tokenizer(), bos="[BOS]", eos="[EOS]", pad="[PAD]", mask="[MASK]")
     assert special_ids(tok) == {0, 1, 2, 3, 4, 5}  # [UNK] and [SEP] too: added special tokens

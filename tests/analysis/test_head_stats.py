@@ -1,9 +1,8 @@
 import numpy as np
 import pytest
+from attnlab.analysis.head_stats import duplicate_token_score, head_metrics, head_statistics, induction_score
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from analysis.head_stats import duplicate_token_score, head_metrics, head_statistics, induction_score
 
 
 def causal(t: int) -> np.ndarray:

@@ -2,9 +2,8 @@
 
 import numpy as np
 import pytest
-
-from analysis import vision
-from analysis.image_runs import (
+from attnlab.analysis import vision
+from attnlab.analysis.image_runs import (
     gradient_map,
     head_maps,
     image_capture,
@@ -13,9 +12,9 @@ from analysis.image_runs import (
     region_report,
     run_map,
 )
-from model.inputs import InputError
-from model.lecture.shapes import shape_images
-from model.registry import load, model_choices
+from attnlab.model.inputs import InputError
+from attnlab.model.lecture.shapes import shape_images
+from attnlab.model.registry import load, model_choices
 
 pytestmark = pytest.mark.skipif("lecture-vit" not in model_choices(kind="image"), reason="lecture-vit not bundled")
 

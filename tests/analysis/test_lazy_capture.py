@@ -5,13 +5,12 @@ tests/bench.)"""
 import numpy as np
 import pytest
 import torch
-
-from analysis.longinput import exact_window, overview, rollout_query
-from analysis.pooling import pool_matrix
-from analysis.rollout import attention_rollout
-from model import hooks
-from model.config import ModelConfig
-from model.longinput import (
+from attnlab.analysis.longinput import exact_window, overview, rollout_query
+from attnlab.analysis.pooling import pool_matrix
+from attnlab.analysis.rollout import attention_rollout
+from attnlab.model import hooks
+from attnlab.model.config import ModelConfig
+from attnlab.model.longinput import (
     _weighted_columns_fused,
     full_pattern,
     iter_pattern_rows,
@@ -19,9 +18,9 @@ from model.longinput import (
     visible_columns,
     weighted_columns,
 )
-from model.masks import MaskSpec
-from model.record import AttentionRecord
-from model.transformer import build_model
+from attnlab.model.masks import MaskSpec
+from attnlab.model.record import AttentionRecord
+from attnlab.model.transformer import build_model
 
 
 def tiny(seed=0, **kw):

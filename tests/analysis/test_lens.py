@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 import torch
+from attnlab.analysis.lens import logit_lens, rows_logits
+from attnlab.analysis.readout import logits_of
+from attnlab.model.inputs import InputError
+from attnlab.model.registry import load
 
-from analysis.lens import logit_lens, rows_logits
-from analysis.readout import logits_of
-from model.inputs import InputError
-from model.registry import load
 from tests.analysis.interp_models import STORY, tiny_llama
 
 

@@ -1,6 +1,5 @@
 import numpy as np
-
-from analysis.masks import zero_after_softmax_vs_neg_inf
+from attnlab.analysis.masks import zero_after_softmax_vs_neg_inf
 
 
 def test_zero_after_softmax_vs_neg_inf():

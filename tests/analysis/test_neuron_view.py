@@ -1,13 +1,12 @@
-"""analysis.stepwise.neuron_view: one real score dimension by dimension, against the record's own numbers."""
+"""attnlab.analysis.stepwise.neuron_view: one real score dimension by dimension, against the record's own numbers."""
 
 import numpy as np
 import torch
-
-from analysis.stepwise import neuron_view
-from model.config import ModelConfig
-from model.loaded import LoadedModel
-from model.tokenizer import ByteTokenizer
-from model.transformer import build_model
+from attnlab.analysis.stepwise import neuron_view
+from attnlab.model.config import ModelConfig
+from attnlab.model.loaded import LoadedModel
+from attnlab.model.tokenizer import ByteTokenizer
+from attnlab.model.transformer import build_model
 
 
 def test_sum_scale_and_weight_are_the_records_own(dec):

@@ -9,10 +9,10 @@ import textwrap
 
 import numpy as np
 import pytest
+from attnlab.analysis import pass_size
+from attnlab.analysis.attributions import ig_passes, ig_refusal, input_x_gradient, integrated_gradients
+from attnlab.model.registry import load
 
-from analysis import pass_size
-from analysis.attributions import ig_passes, ig_refusal, input_x_gradient, integrated_gradients
-from model.registry import load
 from tests.analysis.test_relevance import encode, tiny
 
 
@@ -41,11 +41,11 @@ def test_integrated_gradients_in_one_row_passes_equals_one_batch(arch, monkeypat
 MEASURE = textwrap.dedent("""
     import json, resource, sys
     import torch
-    from analysis import attributions, pass_size
-    from model.config import ModelConfig
-    from model.registry import LoadedModel
-    from model.tokenizer import ByteTokenizer
-    from model.transformer import build_model
+    from attnlab.analysis import attributions, pass_size
+    from attnlab.model.config import ModelConfig
+    from attnlab.model.registry import LoadedModel
+    from attnlab.model.tokenizer import ByteTokenizer
+    from attnlab.model.transformer import build_model
 
     torch.manual_seed(0)
     cfg = ModelConfig(vocab_size=32768, d_model=64, n_heads=4, n_layers=2, max_len=128)

@@ -3,10 +3,10 @@ to one plain hooked run per cell, the retrieval story's heads, and bad input as 
 
 import numpy as np
 import pytest
+from attnlab.analysis.patching import _Setup, activation_patching
+from attnlab.model.inputs import InputError
+from attnlab.model.registry import load
 
-from analysis.patching import _Setup, activation_patching
-from model.inputs import InputError
-from model.registry import load
 from tests.analysis.interp_models import CORRUPT, STORY, tiny_llama
 
 

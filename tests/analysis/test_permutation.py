@@ -1,12 +1,11 @@
-"""analysis.permutation: the permutation helpers on exact values, and equivariance measured hook by hook —
+"""attnlab.analysis.permutation: the permutation helpers on exact values, and equivariance measured hook by hook —
 exact without positions and mask, broken by each position scheme and by a causal mask, each where it should."""
 
 import numpy as np
 import pytest
-
-from analysis import permutation as P
-from model.inputs import InputError
-from model.tokenizer import ByteTokenizer
+from attnlab.analysis import permutation as P
+from attnlab.model.inputs import InputError
+from attnlab.model.tokenizer import ByteTokenizer
 
 Q = list(P.QUANTITIES)  # q, k, v, scores, weights, outputs
 

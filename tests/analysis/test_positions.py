@@ -1,11 +1,10 @@
-"""analysis.positions: sinusoidal table and similarity, RoPE, ALiBi, a model's own table."""
+"""attnlab.analysis.positions: sinusoidal table and similarity, RoPE, ALiBi, a model's own table."""
 
 from __future__ import annotations
 
 import numpy as np
-
-from analysis import positions as P
-from model.registry import load
+from attnlab.analysis import positions as P
+from attnlab.model.registry import load
 
 
 def test_positions():

@@ -3,12 +3,11 @@
 import numpy as np
 import pytest
 import torch
-
-from analysis.qk_view import align, head_vectors, pca_2d, qk_points, qk_table, site_tokens
-from model.config import ModelConfig
-from model.loaded import LoadedModel
-from model.tokenizer import ByteTokenizer
-from model.transformer import build_model
+from attnlab.analysis.qk_view import align, head_vectors, pca_2d, qk_points, qk_table, site_tokens
+from attnlab.model.config import ModelConfig
+from attnlab.model.loaded import LoadedModel
+from attnlab.model.tokenizer import ByteTokenizer
+from attnlab.model.transformer import build_model
 
 
 def test_pca_of_points_on_a_line_by_hand():

@@ -1,14 +1,13 @@
 import numpy as np
 import pytest
 import torch
-
-from analysis.relevance import attention_sites, gradient_relevance
-from model import hooks
-from model.config import ModelConfig
-from model.inputs import InputError
-from model.registry import LoadedModel, load
-from model.tokenizer import ByteTokenizer
-from model.transformer import build_model
+from attnlab.analysis.relevance import attention_sites, gradient_relevance
+from attnlab.model import hooks
+from attnlab.model.config import ModelConfig
+from attnlab.model.inputs import InputError
+from attnlab.model.registry import LoadedModel, load
+from attnlab.model.tokenizer import ByteTokenizer
+from attnlab.model.transformer import build_model
 
 TEXT = "abcabx"
 

@@ -1,9 +1,8 @@
 import numpy as np
 import pytest
+from attnlab.analysis.rollout import attention_rollout, cross_rollout, discard_smallest, rollout_row
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from analysis.rollout import attention_rollout, cross_rollout, discard_smallest, rollout_row
 
 # previous-token head over 3 tokens (token 0 attends to itself): one-hot rows
 SHIFT = np.array([[1.0, 0, 0], [1, 0, 0], [0, 1, 0]])

@@ -1,4 +1,4 @@
-"""analysis.routing: the routing of a run equals its router records, forcing an expert changes exactly the
+"""attnlab.analysis.routing: the routing of a run equals its router records, forcing an expert changes exactly the
 routing it may change, and the specialisation table counts first choices as separate runs do."""
 
 from __future__ import annotations
@@ -6,14 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
-from analysis.routing import force_expert_run, route_text, specialisation, specialists
-from model.config import ModelConfig
-from model.inputs import InputError
-from model.loaded import LoadedModel
-from model.registry import load
-from model.tokenizer import ByteTokenizer
-from model.transformer import build_model
+from attnlab.analysis.routing import force_expert_run, route_text, specialisation, specialists
+from attnlab.model.config import ModelConfig
+from attnlab.model.inputs import InputError
+from attnlab.model.loaded import LoadedModel
+from attnlab.model.registry import load
+from attnlab.model.tokenizer import ByteTokenizer
+from attnlab.model.transformer import build_model
 
 TEXT = "the cat sat on the mat"
 

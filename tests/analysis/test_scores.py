@@ -1,7 +1,6 @@
 import numpy as np
 import pytest
-
-from analysis.scores import (
+from attnlab.analysis.scores import (
     check_patterns,
     counterfactual_softmax,
     effective_keys,
@@ -9,7 +8,7 @@ from analysis.scores import (
     saturation,
     score_stats,
 )
-from model.softmax import masked_softmax
+from attnlab.model.softmax import masked_softmax
 
 LN3 = np.log(3)
 

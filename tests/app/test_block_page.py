@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from attnlab.analysis.block import block_walk
+from attnlab.analysis.block_variants import compare_variants, norm_leak
+from attnlab.model.registry import load
 
-from analysis.block import block_walk
-from analysis.block_variants import compare_variants, norm_leak
-from model.registry import load
 from tests.app.conftest import arr, ok, open_page, titled
 
 MODEL = "random-decoder"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.chart_link import ANCHOR, SWITCHED
+from attnlab.app.chart_link import ANCHOR, SWITCHED
 
 from .conftest import ok, open_page, titled
 

@@ -7,12 +7,11 @@ from unittest import mock
 
 import pytest
 import streamlit as st
+from attnlab.app.frame import title_icon
+from attnlab.app.navigation import APP_ICON, PAGES, SECTIONS, icon_of, sections
+from attnlab.app.presets import note_head, presets
+from attnlab.app.url_state import HISTORY_JS
 from streamlit.testing.v1 import AppTest
-
-from app.frame import title_icon
-from app.navigation import APP_ICON, PAGES, SECTIONS, icon_of, sections
-from app.presets import note_head, presets
-from app.url_state import HISTORY_JS
 
 from .conftest import ENTRY, ok, open_page, titled, widget
 

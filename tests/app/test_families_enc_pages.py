@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from attnlab.app.notebook import VIEWS, show
+from attnlab.model import registry
 
-from app.notebook import VIEWS, show
-from model import registry
 from tests import family_grid as G
 from tests.app.conftest import ok, open_page, specs
 

@@ -66,8 +66,8 @@ def test_every_decoder_page_renders_gemma2(folders):
 @pytest.mark.parametrize("model_type", ["qwen3", "gemma2", "phi", "gpt_neox", "opt"])
 def test_notebook_views(tmp_path, model_type):
     """Each notebook view of a converted family draws its attention: the heads view holds the record's patterns."""
-    from app.notebook import VIEWS, show
-    from model.hf.load import load_hf_folder
+    from attnlab.app.notebook import VIEWS, show
+    from attnlab.model.hf.load import load_hf_folder
 
     cls, conf = G.TINY[model_type]
     lm = load_hf_folder(G.make(tmp_path / model_type, model_type, cls, **conf))

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.io as pio
+from attnlab.app.figures.bars import box_stats, score_boxes
+from attnlab.app.figures.head_view import head_view
+from attnlab.app.figures.matrix import matrix_heatmap
+from attnlab.app.figures.mosaic import mosaic
+from attnlab.app.figures.rows import method_rows
 
-from app.figures.bars import box_stats, score_boxes
-from app.figures.head_view import head_view
-from app.figures.matrix import matrix_heatmap
-from app.figures.mosaic import mosaic
-from app.figures.rows import method_rows
 from tests.app.conftest import z_of
 
 
@@ -146,7 +146,7 @@ def test_head_view_labels_every_kth_token_of_a_long_text_and_the_strongest_keys(
 
 
 def test_matrix_margins_hold_the_longest_labels_and_the_colour_bar():
-    from app.figures.matrix import label_margins
+    from attnlab.app.figures.matrix import label_margins
 
     m = label_margins(["a", "&lt;tok&gt;"], ["abcdefghij"], size=11, colorbar=True)  # "<tok>": 5 characters shown
     assert m == {"l": int(10 * 0.62 * 11 + 22 + 16), "b": int(5 * 0.62 * 11 * 0.87 + 22 + 20), "r": 90}

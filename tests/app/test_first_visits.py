@@ -2,8 +2,8 @@
 
 from unittest import mock
 
-from analysis import faithfulness as faithfulness_
-from app import state
+from attnlab.analysis import faithfulness as faithfulness_
+from attnlab.app import state
 
 
 def test_faithfulness_table_kept_across_server_restarts(tmp_path, monkeypatch):
@@ -20,8 +20,8 @@ def test_faithfulness_table_kept_across_server_restarts(tmp_path, monkeypatch):
 def test_rollout_first_visit_scores_integrated_gradients_only_when_asked(tmp_path, monkeypatch):
     """A model's first visit scores every held-out method but integrated gradients (seconds); its row waits for
     the button, which scores each example once; the next server reads the whole table back from disk."""
-    from analysis import faithfulness_store as kept_
-    from app.held_out import IG
+    from attnlab.analysis import faithfulness_store as kept_
+    from attnlab.app.held_out import IG
 
     from .conftest import ok, open_page
 
@@ -72,8 +72,8 @@ def test_kv_cache_first_visit_feeds_the_model_a_bounded_number_of_tokens(monkeyp
     """A first visit of KV cache (an empty cache, the 64-token default sample) feeds the model the cache check's
     chunks and its full pass, the page's capture and the output scale (T each), and the prefixes 1..32 with one
     run of the first 32 tokens: 4·64 + 32 + 32·33/2 = 816 tokens, not the 2,400 of every prefix up to 64."""
-    from analysis import kv_cache
-    from model.loaded import LoadedModel
+    from attnlab.analysis import kv_cache
+    from attnlab.model.loaded import LoadedModel
 
     from .conftest import ok, open_page
 

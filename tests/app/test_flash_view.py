@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+from attnlab.analysis.flash_tiling import head_tiling
+from attnlab.model.registry import load
 
-from analysis.flash_tiling import head_tiling
-from model.registry import load
 from tests.app.conftest import arr, ok, open_page, titled, z_of
 
 TEXT = "fenna is twelve . fenna has a parrot . garo is seven . what pet does fenna have ?"

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from app.figures.matrix import matrix_heatmap
-from app.figures.switcher import SWITCH_BYTES, SWITCH_PNG_BYTES, head_switcher, switch_layers
-from model.registry import load
+from attnlab.app.figures.matrix import matrix_heatmap
+from attnlab.app.figures.switcher import SWITCH_BYTES, SWITCH_PNG_BYTES, head_switcher, switch_layers
+from attnlab.model.registry import load
 
 from .conftest import ok, open_page, specs, titled, z_of
 
@@ -119,7 +118,7 @@ def test_the_layer_row_sits_a_button_row_above_the_head_row(t):
 
 
 def test_scores_page_switches_the_counterfactual_of_every_head_at_its_scale_and_temperature():
-    from analysis.scores import counterfactual_softmax
+    from attnlab.analysis.scores import counterfactual_softmax
 
     at = open_page("scores", model="random-decoder", text=TEXT, layer=1, head=2, tau=0.5, sqrt_dk=0)
     ok(at)
@@ -140,8 +139,8 @@ def test_scores_page_switches_the_counterfactual_of_every_head_at_its_scale_and_
 
 
 def test_pngs_are_encoded_once_per_matrix_and_colour_range():
-    from app.figures import matrix
-    from app.figures.matrix import PNG_CACHE, colour_png, png_of
+    from attnlab.app.figures import matrix
+    from attnlab.app.figures.matrix import PNG_CACHE, colour_png, png_of
 
     z = np.random.default_rng(3).random((300, 300)).astype(np.float32)  # [q, k]
     z[0, 1] = np.nan

@@ -11,7 +11,8 @@ pytest.importorskip("transformers")
 
 
 def test_heads_page_shows_the_kv_groups(tmp_path, monkeypatch):
-    from app.inputs import FOLDER
+    from attnlab.app.inputs import FOLDER
+
     from tests.hf_fixtures import build
 
     folder = build("llama", "llama-gqa2-tied-theta", tmp_path)

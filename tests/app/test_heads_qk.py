@@ -2,9 +2,9 @@
 escaped hover text, and its options in the URL."""
 
 import numpy as np
+from attnlab.app.presets import presets
+from attnlab.model.registry import load
 
-from app.presets import presets
-from model.registry import load
 from tests.app.conftest import arr, ok, open_page, titled, widget
 
 TEXT = "<b>x</b> & y"

@@ -52,7 +52,7 @@ def fetched(hub, repo: str) -> int:
 
 
 def test_a_local_server_downloads_a_typed_hub_id_and_shows_its_heads(online):
-    from model.hf.cache import resolve_cached
+    from attnlab.model.hf.cache import resolve_cached
 
     config.set_option("server.address", "127.0.0.1")
     at = open_page("heatmaps", model="tinyview", text=TEXT)

@@ -5,9 +5,7 @@ import io
 
 import numpy as np
 import pytest
-from PIL import Image
-
-from app.figures.image import (
+from attnlab.app.figures.image import (
     cell_size,
     distance_figure,
     grid_lines,
@@ -18,6 +16,7 @@ from app.figures.image import (
     png_uri,
     position_similarity_figure,
 )
+from PIL import Image
 
 IMG = (np.arange(8 * 12 * 3).reshape(8, 12, 3) % 256).astype(np.uint8)  # [H=8, W=12, 3], grid 2×3: 4-px cells
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from attnlab.analysis.dla import direct_logit_attribution
+from attnlab.analysis.lens import logit_lens
+from attnlab.analysis.patching import activation_patching
+from attnlab.app.interp_examples import RETRIEVAL
+from attnlab.model.registry import load
 
-from analysis.dla import direct_logit_attribution
-from analysis.lens import logit_lens
-from analysis.patching import activation_patching
-from app.interp_examples import RETRIEVAL
-from model.registry import load
 from tests.app.conftest import arr, ok, open_page, titled, z_of
 
 

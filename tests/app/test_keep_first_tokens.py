@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from attnlab.model.inputs import OverContextError
+from attnlab.model.registry import load
 
-from model.inputs import OverContextError
-from model.registry import load
 from tests.app.conftest import open_page
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.figures.lines import scaling
-from app.figures.style import log_ticks
+from attnlab.app.figures.lines import scaling
+from attnlab.app.figures.style import log_ticks
 
 
 def test_log_ticks_are_whole_numbers():

@@ -7,11 +7,10 @@ import json
 import logging
 
 import pytest
-
-from app import state
-from app.frame import show_error
-from model.inputs import InputError
-from model.transformer import ContextLengthError
+from attnlab.app import state
+from attnlab.app.frame import show_error
+from attnlab.model.inputs import InputError
+from attnlab.model.transformer import ContextLengthError
 
 
 @pytest.mark.parametrize("error", [InputError("the text is empty; type or choose some text"),

@@ -7,15 +7,15 @@ import html
 
 import numpy as np
 import pytest
+from attnlab.analysis.longinput import rollout_query
+from attnlab.analysis.pooling import pool_matrix
+from attnlab.analysis.rollout import attention_rollout
+from attnlab.app import longinput as L
+from attnlab.app.figures.overview import overview_heatmap, payload_bytes, row_bands, window_heatmap
+from attnlab.app.navigation import PAGES
+from attnlab.model.inputs import InputError
+from attnlab.model.registry import CPU_CONTEXT, RANDOM, load
 
-from analysis.longinput import rollout_query
-from analysis.pooling import pool_matrix
-from analysis.rollout import attention_rollout
-from app import longinput as L
-from app.figures.overview import overview_heatmap, payload_bytes, row_bands, window_heatmap
-from app.navigation import PAGES
-from model.inputs import InputError
-from model.registry import CPU_CONTEXT, RANDOM, load
 from tests.app.conftest import ok, open_page, overview_z, specs, z_of
 
 T = 4096
@@ -216,7 +216,7 @@ def test_page_says_when_the_text_is_over_the_context():
 
 
 def test_the_cpu_limit_is_one_property(lm, monkeypatch):
-    from model.loaded import LoadedModel
+    from attnlab.model.loaded import LoadedModel
 
     assert lm.context == 4096 and lm.info()["context"] == 4096 and lm.describe()["full_context"] == 32768
     assert load("random-decoder").context == 256 and load("random-decoder").describe()["full_context"] == 256

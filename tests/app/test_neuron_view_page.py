@@ -2,8 +2,8 @@
 from the score to the weight, equal to the model's own records."""
 
 import numpy as np
+from attnlab.model.registry import load
 
-from model.registry import load
 from tests.app.conftest import ok, open_page, titled, z_of
 
 

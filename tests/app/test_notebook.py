@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from attnlab.analysis.rollout import attention_rollout, cross_rollout
+from attnlab.app.figures.style import tick_labels
+from attnlab.app.notebook import VIEWS, show, to_html
+from attnlab.model.registry import load
 
-from analysis.rollout import attention_rollout, cross_rollout
-from app.figures.style import tick_labels
-from app.notebook import VIEWS, show, to_html
-from model.registry import load
 from tests.app.conftest import ok, open_page, titled, z_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -241,7 +241,7 @@ def test_notebook_runs_and_shows_the_figures(tmp_path, monkeypatch):
 
 
 def test_attributions_are_the_rollout_pages_rows():
-    from app.notebook import attributions
+    from attnlab.app.notebook import attributions
 
     lm = load("random-decoder")
     at = open_page("rollout", model="random-decoder", text=TEXT)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from attnlab.model.registry import bundled_names
 
-from model.registry import bundled_names
 from tests.app.conftest import ok, open_page, panel, specs, titled, widget, z_of
 
 DEFAULT = "lecture-decoder" if "lecture-decoder" in bundled_names() else "random-decoder"
@@ -13,7 +13,7 @@ MARKUP = "<b>x</b> & y"  # byte tokens '<', 'b', '>', '&' must stay text
 
 
 def _shape(model: str) -> tuple[int, int]:
-    from model.registry import load
+    from attnlab.model.registry import load
 
     cfg = load(model).cfg
     return cfg.n_layers, cfg.n_heads
@@ -251,7 +251,7 @@ def test_presentation_mode_hides_options_and_keeps_state_across_pages():
 
 
 def test_bookmarked_preset_opens_its_text():
-    from app.presets import presets
+    from attnlab.app.presets import presets
 
     p = presets(DEFAULT)[-1]
     at = open_page("rollout", model=DEFAULT, preset=p.id)
@@ -262,7 +262,8 @@ def test_bookmarked_preset_opens_its_text():
 
 def test_heatmaps_sets_grouped_query_heads_side_by_side(tmp_path, monkeypatch):
     """A Llama folder with 4 query heads on 2 k/v heads: the mosaic labels each head's k/v head."""
-    from app.inputs import FOLDER
+    from attnlab.app.inputs import FOLDER
+
     from tests.hf_fixtures import build
 
     folder = build("llama", "llama-gqa2-tied-theta", tmp_path)

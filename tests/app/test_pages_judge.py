@@ -5,9 +5,9 @@ messages that name CLI flags."""
 import json
 
 import pytest
+from attnlab.app.presets import presets
+from attnlab.cli.main import main
 
-from app.presets import presets
-from cli.main import main
 from tests.app.conftest import ok, open_page
 
 N = 20  # held-out examples: small, to keep the benchmark fast
@@ -69,8 +69,8 @@ def test_missing_source_names_the_box_in_the_app_and_the_flag_on_the_command_lin
 
 
 def test_cpu_limit_message_has_no_device_flag_in_the_app():
-    from app.frame import error_message
-    from model.inputs import InputError
+    from attnlab.app.frame import error_message
+    from attnlab.model.inputs import InputError
 
     cli = ("the text is 5,000 tokens long; the CPU limit of random-long-decoder is 4,096 tokens (a run on a CUDA "
            "GPU, --device cuda, reads up to 32,768)")
@@ -81,8 +81,8 @@ def test_cpu_limit_message_has_no_device_flag_in_the_app():
 # -- generation that stops at the model's context says so ---------------------------------------------------
 @pytest.mark.parametrize("page, key, n", [("generate", "gen_n", 48), ("kv_cache", "kv_n", 32)])
 def test_generation_stopped_by_the_context_says_so(page, key, n):
-    from app.presets import presets
-    from model.registry import load
+    from attnlab.app.presets import presets
+    from attnlab.model.registry import load
 
     story = {p.id: p.text for p in presets("lecture-decoder")}
     text = story["decoder-retrieval-4"] + " " + story["decoder-retrieval-2"]  # two stories: near the context
@@ -105,7 +105,7 @@ def strips(at) -> list[str]:
 
 @pytest.mark.parametrize("page", ["explore", "rollout", "generate", "kv_cache"])
 def test_english_in_a_lecture_model_marks_unknown_tokens(page):
-    from model.registry import load
+    from attnlab.model.registry import load
 
     text = "The weather is nice today"
     lm = load("lecture-decoder")
@@ -138,7 +138,7 @@ def test_unknown_source_words_are_marked_on_cross_attention():
 
 # -- a page that needs another kind of model keeps the session's model --------------------------------------
 def test_visiting_cross_attention_keeps_the_sessions_decoder_on_explore():
-    from model.registry import load
+    from attnlab.model.registry import load
 
     at = open_page(None, model="lecture-decoder", preset="decoder-agreement-1")
     ok(at)
@@ -160,8 +160,8 @@ def test_visiting_cross_attention_keeps_the_sessions_decoder_on_explore():
 
 
 def test_vocabulary_unk_id_per_tokenizer():
-    from app.token_strip import unknown_positions, vocabulary
-    from model.registry import load
+    from attnlab.app.token_strip import unknown_positions, vocabulary
+    from attnlab.model.registry import load
 
     lecture, minilm, byte = (vocabulary(load(n)) for n in ("lecture-decoder", "minilm", "random-decoder"))
     assert lecture["unk_id"] == load("lecture-decoder").tokenizer.tok.token_to_id("[UNK]") and lecture["size"] == 322

@@ -8,10 +8,10 @@ import json
 import numpy as np
 import pytest
 import torch
+from attnlab.analysis.checks import TOL_BACKEND, TOL_CACHE
+from attnlab.cli.main import main as attnlab
+from attnlab.model.registry import bundled_names
 
-from analysis.checks import TOL_BACKEND, TOL_CACHE
-from cli.main import main as attnlab
-from model.registry import bundled_names
 from tests.app.conftest import arr, ok, open_page, specs, titled, z_of
 
 TEXT = "abc def ghij"
@@ -118,7 +118,7 @@ def test_backends_verdict_equals_attnlab_check_kernels_and_live_costs(check_json
 
 
 def test_backends_reads_the_benchmark_json(tmp_path, monkeypatch):
-    from app import state
+    from attnlab.app import state
 
     bench = tmp_path / "benchmarks.json"
     bench.write_text(json.dumps({"schema": "attnlab-bench/1", "machine": {"cpu": "test cpu"}, "results": [
@@ -141,8 +141,8 @@ def test_backends_reads_the_benchmark_json(tmp_path, monkeypatch):
 def test_page_verdicts_are_run_checks_values():
     """The KV-cache and Backends pages call one check each (analysis.checks); their verdict rows carry exactly
     the values, tolerances and verdicts `run_checks` (= `attnlab check`) gives for those checks."""
-    from analysis.checks import run_checks
-    from model.registry import load
+    from attnlab.analysis.checks import run_checks
+    from attnlab.model.registry import load
 
     lm = load("random-decoder")
     want = {c["name"]: c for c in run_checks(lm, lm.encode(TEXT))["checks"]}

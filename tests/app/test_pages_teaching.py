@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from attnlab.app.figures.rows import COVER
+from attnlab.model.registry import bundled_names
 
-from app.figures.rows import COVER
-from model.registry import bundled_names
 from tests.app.conftest import arr, ok, open_page, titled, z_of
 
 TEXT = "abc def ghij"
@@ -65,7 +65,7 @@ def test_step_by_step_url_matrix_mask_and_multi_head():
 def test_cross_attention_matrices_and_replay():
     at = open_page("cross_attention", model=ENCDEC, x_head=1, x_n=4, x_step=2)
     ok(at)
-    from model.registry import load
+    from attnlab.model.registry import load
 
     lm = load(ENCDEC)
     src, tgt = at.session_state["src"], at.session_state["text"]
@@ -119,7 +119,7 @@ def test_positions_schemes(scheme):
 
 @pytest.mark.parametrize("model", sorted({ENCDEC, "random-decoder"}))
 def test_positions_default_is_the_model_in_use(model):
-    from model.registry import load
+    from attnlab.model.registry import load
 
     cfg = load(model).cfg
     at = open_page("positions", model=model)

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from app.figures.matrix import masked, matrix_heatmap
-from app.figures.panels import TITLE_PX, Panel, panel_grid, panel_layers, run_panels
-from model.registry import load
+from attnlab.app.figures.matrix import masked, matrix_heatmap
+from attnlab.app.figures.panels import TITLE_PX, Panel, panel_grid, panel_layers, run_panels
+from attnlab.model.registry import load
 
 from .conftest import ok, open_page, panel, specs, widget, z_of
 

@@ -2,10 +2,9 @@
 
 import pytest
 import torch
-
-from app.presets import presets
-from model.lecture.tokenizer import build_tokenizer
-from model.registry import default_model, load
+from attnlab.app.presets import presets
+from attnlab.model.lecture.tokenizer import build_tokenizer
+from attnlab.model.registry import default_model, load
 
 
 def top1(name: str, text: str, row: int) -> str:
@@ -38,7 +37,7 @@ def test_the_default_preset_is_the_first_lectures_story_answered():
 def test_a_borrowing_model_is_offered_only_samples_of_tasks_it_was_trained_on():
     import json
 
-    from model.registry import BUNDLED_DIR
+    from attnlab.model.registry import BUNDLED_DIR
 
     mix = json.loads((BUNDLED_DIR / "lecture-moe" / "config.json").read_text())["training"]["mix"]
     got = presets("lecture-moe")

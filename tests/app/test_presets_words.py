@@ -1,7 +1,7 @@
 """A preset that names its query and source by word points at those tokens whatever the tokenizer's indices."""
 
-from app.presets import default_query, presets, source_index
-from model.registry import load
+from attnlab.app.presets import default_query, presets, source_index
+from attnlab.model.registry import load
 
 
 def test_minilm_it_preset_asks_about_it_and_points_at_animal():

@@ -1,9 +1,8 @@
 """The query–key scatter (app.figures.qk) by its data: one trace per kind, counts, escaped hover, axes."""
 
 import numpy as np
-
-from analysis.qk_view import QKPoints
-from app.figures.qk import qk_scatter
+from attnlab.analysis.qk_view import QKPoints
+from attnlab.app.figures.qk import qk_scatter
 
 
 def test_two_colours_counts_and_escaped_hover():

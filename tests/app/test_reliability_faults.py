@@ -13,14 +13,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from attnlab.app import state
+from attnlab.model.checkpoint import save_folder
+from attnlab.model.config import ModelConfig
+from attnlab.model.families import supported_families
+from attnlab.model.lecture.corpus import vocabulary
+from attnlab.model.registry import BUNDLED_DIR
+from attnlab.model.transformer import build_model
 
-from app import state
-from model.checkpoint import save_folder
-from model.config import ModelConfig
-from model.families import supported_families
-from model.lecture.corpus import vocabulary
-from model.registry import BUNDLED_DIR
-from model.transformer import build_model
 from tests.app.conftest import open_page, specs, titled, z_of
 from tests.app.reliability import (
     CHANGE,

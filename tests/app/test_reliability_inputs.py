@@ -8,16 +8,16 @@ import re
 
 import numpy as np
 import pytest
+from attnlab.app import frame, state
+from attnlab.app.figures.head_view import head_view
+from attnlab.app.figures.matrix import matrix_heatmap
+from attnlab.app.figures.mosaic import mosaic
+from attnlab.app.figures.style import md
+from attnlab.model.inputs import MAX_GENERATE, MAX_TEXT_CHARS, InputError
+from attnlab.model.registry import RANDOM, bundled_names
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
-from app import frame, state
-from app.figures.head_view import head_view
-from app.figures.matrix import matrix_heatmap
-from app.figures.mosaic import mosaic
-from app.figures.style import md
-from model.inputs import MAX_GENERATE, MAX_TEXT_CHARS, InputError
-from model.registry import RANDOM, bundled_names
 from tests.app.conftest import open_page, specs, titled, z_of
 from tests.app.reliability import (
     CHANGE,

@@ -8,9 +8,9 @@ import time
 
 import numpy as np
 import pytest
+from attnlab.app import state
+from attnlab.model.registry import RANDOM, bundled_names
 
-from app import state
-from model.registry import RANDOM, bundled_names
 from tests.app.conftest import open_page, specs
 from tests.app.reliability import (
     errors,

@@ -3,12 +3,12 @@ text, in the held-out table, and the explanation of the ranking written from the
 
 import numpy as np
 import pytest
+from attnlab.analysis.attributions import attention_x_gradient, input_x_gradient
+from attnlab.analysis.faithfulness import make_cases
+from attnlab.analysis.faithfulness_why import ranking_reasons
+from attnlab.app.presets import presets
+from attnlab.model.registry import load
 
-from analysis.attributions import attention_x_gradient, input_x_gradient
-from analysis.faithfulness import make_cases
-from analysis.faithfulness_why import ranking_reasons
-from app.presets import presets
-from model.registry import load
 from tests.app.conftest import ok, open_page, titled, z_of
 
 N = 20

@@ -1,9 +1,10 @@
 """The Rollout page refuses integrated gradients in one line above the size analysis.pass_size allows, and
 still shows the other gradient methods."""
 
-from analysis import attributions, pass_size
-from analysis.attributions import ig_refusal
-from model.registry import load
+from attnlab.analysis import attributions, pass_size
+from attnlab.analysis.attributions import ig_refusal
+from attnlab.model.registry import load
+
 from tests.app.conftest import ok, open_page, titled
 
 TEXT = "The cat sat on the mat."

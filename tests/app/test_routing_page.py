@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from attnlab.analysis.routing import force_expert_run, route_text
+from attnlab.app.presets import default_query, presets
+from attnlab.model.registry import load
 
-from analysis.routing import force_expert_run, route_text
-from app.presets import default_query, presets
-from model.registry import load
 from tests.app.conftest import arr, ok, open_page, titled, z_of
 
 MODEL = "lecture-moe"
@@ -101,7 +101,7 @@ def test_widgets_change_the_view(lm):
 
 
 def test_figures_escape_token_labels_on_integer_axes():
-    from app.figures.routing import entropy_lines, gate_heatmap
+    from attnlab.app.figures.routing import entropy_lines, gate_heatmap
 
     tokens = ["[BOS]", "<b>", "a&b"]
     fig = gate_heatmap(np.eye(3, 4, dtype=np.float32), tokens, chosen=np.array([[0, 1], [1, 0], [2, 3]]))

@@ -4,8 +4,8 @@ offered. Slow: loads SmolLM2 (a first conversion when the GGUF cache is empty)."
 from __future__ import annotations
 
 import pytest
+from attnlab.model.gguf import smollm2_file
 
-from model.gguf import smollm2_file
 from tests.app.conftest import ok, open_page, titled
 
 pytestmark = [pytest.mark.slow,

@@ -7,9 +7,8 @@ import threading
 
 import numpy as np
 import pytest
-
-from app import downloads, frame, state
-from model.loaded import TOP_K
+from attnlab.app import downloads, frame, state
+from attnlab.model.loaded import TOP_K
 
 
 def test_capture_is_picklable_numpy():
@@ -53,8 +52,8 @@ def test_busy_lock_gives_a_clear_error(monkeypatch):
 
 
 def test_error_messages_say_what_to_do():
-    from model.checkpoint import CheckpointError
-    from model.inputs import InputError
+    from attnlab.model.checkpoint import CheckpointError
+    from attnlab.model.inputs import InputError
 
     assert frame.error_message(InputError("the text is empty"))[1].startswith("The text is empty.")
     assert "Pick another model" in frame.error_message(CheckpointError("bad shapes"))[1]

@@ -4,8 +4,8 @@ the measured answers and attention (analysis/story_compare.py). Slow: loads Smol
 from __future__ import annotations
 
 import pytest
+from attnlab.model.gguf import smollm2_file
 
-from model.gguf import smollm2_file
 from tests.app.conftest import ok, open_page
 
 pytestmark = [pytest.mark.slow,

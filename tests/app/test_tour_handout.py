@@ -13,10 +13,9 @@ import subprocess
 import plotly
 import plotly.io as pio
 import pytest
-
-from app.tour import STEPS
-from app.tour.handout import chromium, embedded_figures, handout_html, md_html, print_pdf, views
-from cli.main import main
+from attnlab.app.tour import STEPS
+from attnlab.app.tour.handout import chromium, embedded_figures, handout_html, md_html, print_pdf, views
+from attnlab.cli.main import main
 
 N = len(STEPS)
 

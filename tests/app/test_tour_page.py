@@ -7,25 +7,25 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from attnlab.analysis import checks, positions, vision
+from attnlab.analysis.block import block_walk
+from attnlab.analysis.image_runs import image_capture, model_view, region_report, run_map
+from attnlab.analysis.lens import logit_lens
+from attnlab.analysis.patching import activation_patching
+from attnlab.analysis.permutation import permutation_study
+from attnlab.analysis.relevance import gradient_relevance
+from attnlab.analysis.rollout import attention_rollout, fuse_heads
+from attnlab.analysis.routing import route_text
+from attnlab.analysis.scores import counterfactual_softmax
+from attnlab.analysis.stepwise import QUIZ_SCORES
+from attnlab.app.interp_examples import RETRIEVAL
+from attnlab.app.presets import presets
+from attnlab.app.tour import STEPS, step_of
+from attnlab.app.tour.handout import embedded_figures, handout_html, views
+from attnlab.model.gguf.smollm2 import INSTALL, smollm2_file
+from attnlab.model.lecture.shapes import shape_images
+from attnlab.model.registry import load
 
-from analysis import checks, positions, vision
-from analysis.block import block_walk
-from analysis.image_runs import image_capture, model_view, region_report, run_map
-from analysis.lens import logit_lens
-from analysis.patching import activation_patching
-from analysis.permutation import permutation_study
-from analysis.relevance import gradient_relevance
-from analysis.rollout import attention_rollout, fuse_heads
-from analysis.routing import route_text
-from analysis.scores import counterfactual_softmax
-from analysis.stepwise import QUIZ_SCORES
-from app.interp_examples import RETRIEVAL
-from app.presets import presets
-from app.tour import STEPS, step_of
-from app.tour.handout import embedded_figures, handout_html, views
-from model.gguf.smollm2 import INSTALL, smollm2_file
-from model.lecture.shapes import shape_images
-from model.registry import load
 from tests.app.conftest import ok, open_page, specs
 
 N = len(STEPS)
@@ -221,7 +221,7 @@ def test_presentation_mode_keeps_the_link_and_hides_the_download():
 
 
 def test_the_real_english_step_says_in_one_line_when_smollm2_is_missing(monkeypatch):
-    from app.tour import beyond
+    from attnlab.app.tour import beyond
 
     monkeypatch.setattr(beyond, "smollm2_file", lambda: None)
     view = beyond.real_english(False)

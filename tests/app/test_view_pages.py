@@ -38,7 +38,7 @@ def _infos(at) -> str:
 
 
 def test_heatmaps_show_every_head_of_the_view(gptj):
-    import model
+    import attnlab.model as model
 
     run = model.load(gptj).run(TEXT)
     at = open_page("heatmaps", model=gptj, text=TEXT)
@@ -54,15 +54,15 @@ def test_heatmaps_show_every_head_of_the_view(gptj):
 
 
 def test_explore_rollout_and_heads_read_the_weights(gptj):
-    import model
-    from analysis.head_runs import head_table
+    import attnlab.model as model
+    from attnlab.analysis.head_runs import head_table
 
     at = open_page(None, model=gptj, text=TEXT)
     ok(at)
     assert specs(at) and at.dataframe[0].value.shape == (5, 2)  # rows per layer and the top-5 prediction
     at.switch_page("../pages/rollout.py").run()
     ok(at)
-    from analysis.rollout import attention_rollout
+    from attnlab.analysis.rollout import attention_rollout
 
     fig = titled(at, "Which tokens matter")
     assert fig["data"][0]["y"] == ["last-layer attention", "rollout", "flow", "gradient relevance",
@@ -94,7 +94,7 @@ def test_pages_that_need_a_converted_family_say_so(gptj, page):
 
 
 def test_cross_attention_of_an_unconverted_encoder_decoder(pegasus):
-    import model
+    import attnlab.model as model
 
     run = model.load(pegasus).run("the cat", SRC)
     at = open_page("cross_attention", model=pegasus, text="the cat", src=SRC)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import io
 
 import numpy as np
+from attnlab.analysis import vision
+from attnlab.analysis.image_runs import image_capture
+from attnlab.app.vision_captions import aspect_note, distance_caption, position_caption
+from attnlab.model.lecture.shapes import shape_images
+from attnlab.model.registry import load
 from PIL import Image
 
-from analysis import vision
-from analysis.image_runs import image_capture
-from app.vision_captions import aspect_note, distance_caption, position_caption
-from model.lecture.shapes import shape_images
-from model.registry import load
 from tests.app.conftest import ok, open_page
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from attnlab.analysis import vision
+from attnlab.analysis.image_runs import image_capture
+from attnlab.model import registry
+from attnlab.model.lecture.shapes import MIN_SIZE, shape_images, shape_sizes
 
-from analysis import vision
-from analysis.image_runs import image_capture
-from model import registry
-from model.lecture.shapes import MIN_SIZE, shape_images, shape_sizes
 from tests import family_grid as G
 from tests.app.conftest import arr, ok, open_page, specs, titled, z_of
 

@@ -9,12 +9,12 @@ import json
 
 import numpy as np
 import pytest
+from attnlab.analysis import vision
+from attnlab.analysis.image_runs import image_capture
+from attnlab.model.lecture.shapes import shape_images
+from attnlab.model.registry import load, model_choices
 from PIL import Image
 
-from analysis import vision
-from analysis.image_runs import image_capture
-from model.lecture.shapes import shape_images
-from model.registry import load, model_choices
 from tests.app.conftest import arr, ok, open_page, specs, titled, widget, z_of
 
 pytestmark = pytest.mark.skipif("lecture-vit" not in model_choices(kind="image"), reason="lecture-vit not bundled")
@@ -121,11 +121,11 @@ def test_a_fused_backend_draws_the_same_map():
 
 
 def test_exports_hold_the_maps(vit, monkeypatch):
-    import app.downloads
+    import attnlab.app.downloads
 
     calls = {}
-    real = app.downloads.downloads
-    monkeypatch.setattr(app.downloads, "downloads", lambda name, **kw: calls.update({name: kw}) or real(name, **kw))
+    real = attnlab.app.downloads.downloads
+    monkeypatch.setattr(attnlab.app.downloads, "downloads", lambda name, **kw: calls.update({name: kw}) or real(name, **kw))
     at = open_page("vision", v_map="rollout", v_fusion="max")
     ok(at)
     assert {"⬇ CSV", "⬇ NPZ", "⬇ JSON"} <= {b.proto.label for b in at.get("download_button")}
@@ -201,7 +201,7 @@ def titled_or_none(at, text: str):
                                           ("integrated gradients", "integrated_gradients"),
                                           ("attention × gradient", "attention_x_gradient")])
 def test_gradient_attribution_maps_and_their_region_rows(vit, kind, method):
-    from analysis.attributions import attribute
+    from attnlab.analysis.attributions import attribute
 
     at = open_page("vision", v_map=kind, v_target="below")
     ok(at)

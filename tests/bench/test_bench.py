@@ -9,16 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from analysis.benchmarks import read_benchmarks
-from bench import forward as F
-from bench import worker as W
-from bench.payload import PAGES
-from bench.runner import run_job
-from bench.specs import MODES, predicted_bytes, save_gpt2_weights
-from bench.tables import markdown
-from bench.targets import evaluate_targets
-from model import hooks
+from attnlab.analysis.benchmarks import read_benchmarks
+from attnlab.bench import forward as F
+from attnlab.bench import worker as W
+from attnlab.bench.payload import PAGES
+from attnlab.bench.runner import run_job
+from attnlab.bench.specs import MODES, predicted_bytes, save_gpt2_weights
+from attnlab.bench.tables import markdown
+from attnlab.bench.targets import evaluate_targets
+from attnlab.model import hooks
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -144,7 +143,7 @@ def test_smollm2_target_is_judged_per_round_at_128_and_512():
 
 
 def test_cli_registers_bench():
-    from cli.main import build_parser
+    from attnlab.cli.main import build_parser
 
     args = build_parser().parse_args(["bench", "--quick", "--json", "--out", "x.json"])
     assert args.quick and args.out == "x.json"

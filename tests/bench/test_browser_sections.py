@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from analysis.benchmarks import SCHEMA, Browser, ClassLoad, Top, read_browser
-from bench.classload import rss_slope
-from bench.tables import browser_markdown, class_markdown, markdown
+from attnlab.analysis.benchmarks import SCHEMA, Browser, ClassLoad, Top, read_browser
+from attnlab.bench.classload import rss_slope
+from attnlab.bench.tables import browser_markdown, class_markdown, markdown
 
 ROW = {Browser.PAGE: "heatmaps", Browser.CASE: "lecture-decoder", Browser.QUERY: "model=lecture-decoder",
        Browser.COLD: 9.5, Browser.WARM: 1.25, Browser.LOAD_START: [1.5, 1, 1], Browser.LOAD_END: [2.0, 1, 1],
@@ -62,7 +62,7 @@ WS_RUN = {ClassLoad.SESSIONS: 30, ClassLoad.N_REPLICAS: 1, ClassLoad.SECONDS: 60
 
 
 def test_ws_class_table_and_floor_line():
-    from bench.tables import ws_class_markdown
+    from attnlab.bench.tables import ws_class_markdown
 
     lines = ws_class_markdown([WS_RUN])
     (row,) = [x for x in lines if x.startswith("| 30 |")]
@@ -76,7 +76,7 @@ def test_ws_class_table_and_floor_line():
 
 
 def test_view_targets_judge_the_browser_and_class_sections():
-    from bench.view_targets import view_targets
+    from attnlab.bench.view_targets import view_targets
 
     masks = {Browser.PAGE: "masks", Browser.CASE: "lecture-decoder", Browser.WARM: 5.2,
              Browser.WIDGETS: {"layer": {Browser.MEDIAN: 1.9}, "head": {Browser.MEDIAN: 1.5},
@@ -110,7 +110,7 @@ NAV = [{Browser.PAGE: "Heatmaps", Browser.FIRST_VISIT: 0.8, Browser.REVISIT: 0.4
 
 
 def test_navigation_table_and_target():
-    from bench.view_targets import view_targets
+    from attnlab.bench.view_targets import view_targets
 
     section = SECTION | {Browser.NAVIGATION: NAV, Browser.NAV_QUERY: "model=lecture-decoder"}
     lines = browser_markdown(section)
@@ -128,7 +128,7 @@ def test_navigation_table_and_target():
 
 
 def test_the_tour_is_judged_on_its_slowest_cached_next_and_kept_out_of_other_widgets():
-    from bench.view_targets import view_targets
+    from attnlab.bench.view_targets import view_targets
 
     tour = {Browser.PAGE: "tour", Browser.CASE: "lecture-decoder", Browser.WARM: 1.1, Browser.WIDGETS: {
         "next step, first visit": {Browser.MEDIAN: 2.0, Browser.TIMES: [2.0, 3.5, 1.0]},

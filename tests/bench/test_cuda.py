@@ -1,9 +1,9 @@
-"""bench.cuda's pure parts with fake timings: rows, the targets' judgement and the tables (the GPU
+"""attnlab.bench.cuda's pure parts with fake timings: rows, the targets' judgement and the tables (the GPU
 measurement itself runs only with `attnlab bench --device cuda` on a CUDA machine)."""
 
 from __future__ import annotations
 
-from bench.cuda import CUDA_LENGTHS, CUDA_MODES, LONGEST_T, judge_targets, markdown, result_row
+from attnlab.bench.cuda import CUDA_LENGTHS, CUDA_MODES, LONGEST_T, judge_targets, markdown, result_row
 
 
 def fake_rows(lazy_scale: float = 1.1, skip_lazy_at_longest: bool = False) -> list[dict]:

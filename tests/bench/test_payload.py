@@ -5,10 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from streamlit import config
-from streamlit.testing.v1 import AppTest
-
-from bench.payload import (
+from attnlab.bench.payload import (
     MODEL,
     NOT_MEASURED,
     PAGES,
@@ -18,7 +15,9 @@ from bench.payload import (
     run_script,
     sent_bytes,
 )
-from model.registry import load
+from attnlab.model.registry import load
+from streamlit import config
+from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,7 +36,7 @@ def apptest_run(page: str, **query) -> AppTest:
 
 
 def test_every_page_is_measured_or_says_why_not():
-    from app.navigation import PAGES as NAV
+    from attnlab.app.navigation import PAGES as NAV
 
     pages = {p.stem for p in (ROOT / "pages").glob("*.py")}
     assert set(PAGES) | set(NOT_MEASURED) == pages and not set(PAGES) & set(NOT_MEASURED)
@@ -110,8 +109,8 @@ def test_images_are_counted_with_the_charts(tmp_path):
 
 
 def test_vision_is_measured_with_its_own_model():
-    from analysis.benchmarks import Payload
-    from model.registry import model_choices
+    from attnlab.analysis.benchmarks import Payload
+    from attnlab.model.registry import model_choices
 
     if "lecture-vit" not in model_choices(kind="image"):
         pytest.skip("lecture-vit not bundled")

@@ -3,11 +3,11 @@ section renders as its table and targets."""
 
 from urllib.parse import parse_qs
 
-from analysis.benchmarks import Browser, Target, Top
-from app.presets import presets
-from bench.smollm2_charts import SMOL_CASES, SMOL_PAGES, smollm2_chart_targets, smollm2_markdown
-from bench.tables import browser_markdown
-from model.registry import load
+from attnlab.analysis.benchmarks import Browser, Target, Top
+from attnlab.app.presets import presets
+from attnlab.bench.smollm2_charts import SMOL_CASES, SMOL_PAGES, smollm2_chart_targets, smollm2_markdown
+from attnlab.bench.tables import browser_markdown
+from attnlab.model.registry import load
 
 
 def test_cases_are_presets_of_at_most_64_tokens():

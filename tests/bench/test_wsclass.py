@@ -7,17 +7,17 @@ from __future__ import annotations
 
 from unittest import mock
 
-from analysis.benchmarks import ClassLoad
-from bench.classload import head_ticks, tokens_of
-from bench.readback import Run, strip_tokens
-from bench.wsclass import STEPS, WsSession, class_on_server, merge_run
+from attnlab.analysis.benchmarks import ClassLoad
+from attnlab.bench.classload import head_ticks, tokens_of
+from attnlab.bench.readback import Run, strip_tokens
+from attnlab.bench.wsclass import STEPS, WsSession, class_on_server, merge_run
 
 
 def _strip_html(tokens, unknown=()) -> str:
     """What app.token_strip.token_strip writes, caught from st.html."""
-    from app.token_strip import token_strip
+    from attnlab.app.token_strip import token_strip
 
-    with mock.patch("app.token_strip.st") as st:
+    with mock.patch("attnlab.app.token_strip.st") as st:
         token_strip(tokens, [0.1] * len(tokens), query=0, unknown=unknown)
     (body,), _ = st.html.call_args
     return body

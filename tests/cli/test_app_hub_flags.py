@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from cli.main import main
+from attnlab.cli.main import main
 
 
 @pytest.mark.parametrize("flags, want", [([], None), (["--allow-hub"], "1"), (["--no-hub"], "0")])

@@ -6,8 +6,7 @@ import sys
 
 import numpy as np
 import pytest
-
-from cli.main import main
+from attnlab.cli.main import main
 
 
 def run_cli(capsys, *argv):

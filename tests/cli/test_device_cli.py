@@ -8,8 +8,7 @@ import json
 import numpy as np
 import pytest
 import torch
-
-from cli.main import main
+from attnlab.cli.main import main
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")
 

@@ -4,8 +4,8 @@ line with exit 2."""
 import json
 
 import pytest
+from attnlab.cli.main import main
 
-from cli.main import main
 from tests.analysis.interp_models import CORRUPT, STORY
 
 

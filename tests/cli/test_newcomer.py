@@ -6,9 +6,8 @@ import json
 
 import numpy as np
 import pytest
+from attnlab.cli.main import main
 from PIL import Image
-
-from cli.main import main
 
 
 def run_cli(capsys, *argv):
@@ -18,7 +17,7 @@ def run_cli(capsys, *argv):
 
 
 def test_capture_on_a_lecture_model_warns_of_unknown_words_and_saves_ids(tmp_path, capsys):
-    from model.registry import load
+    from attnlab.model.registry import load
 
     out = tmp_path / "cap.npz"
     rc, _, err = run_cli(capsys, "capture", "--model", "lecture-decoder", "--text", "garo has a zebra .",
@@ -36,8 +35,8 @@ def test_capture_on_a_lecture_model_warns_of_unknown_words_and_saves_ids(tmp_pat
 
 
 def test_capture_and_check_read_an_image_for_a_vision_model(tmp_path, capsys):
-    from model.lecture.shapes import shape_images
-    from model.registry import load
+    from attnlab.model.lecture.shapes import shape_images
+    from attnlab.model.registry import load
 
     img = shape_images(2, 3, "eval")[1].image  # uint8 [32, 32, 3]
     path = tmp_path / "shape.png"
@@ -103,7 +102,7 @@ def test_src_text_alone_keeps_the_default_target(capsys, tmp_path):
 
 
 def test_help_says_defaults(capsys):
-    from cli.main import build_parser
+    from attnlab.cli.main import build_parser
 
     p = build_parser()
     sub = next(a for a in p._actions if a.__class__.__name__ == "_SubParsersAction")

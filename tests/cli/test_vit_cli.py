@@ -5,10 +5,10 @@ import json
 
 import numpy as np
 import pytest
+from attnlab.analysis.vision import patch_region
+from attnlab.cli.main import main
+from attnlab.model.lecture.shapes import shape_images
 
-from analysis.vision import patch_region
-from cli.main import main
-from model.lecture.shapes import shape_images
 from tests.model.test_vit_hf import make_vit
 
 

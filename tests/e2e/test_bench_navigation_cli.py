@@ -9,7 +9,7 @@ from .conftest import _need_browser
 
 def test_navigation_alone_is_merged_into_the_browser_section(tmp_path, capsys):
     _need_browser()
-    from cli.main import main
+    from attnlab.cli.main import main
 
     out = tmp_path / "bench.json"
     row = {"page": "heatmaps", "case": "lecture-decoder", "warm_first_chart_s": 1.25, "errors": [],

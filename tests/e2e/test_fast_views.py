@@ -8,11 +8,11 @@ from __future__ import annotations
 import re
 
 import numpy as np
+from attnlab.bench.browser import WATCH_RUN_JS, frames, measure_page, run_browser, wait_chart
+from attnlab.bench.classload import run_class
+from attnlab.bench.widgets import chart_button
+from attnlab.model.registry import load
 
-from bench.browser import WATCH_RUN_JS, frames, measure_page, run_browser, wait_chart
-from bench.classload import run_class
-from bench.widgets import chart_button
-from model.registry import load
 from tests.app.conftest import z_of
 from tests.e2e.conftest import EXC
 

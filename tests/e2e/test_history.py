@@ -49,9 +49,8 @@ def test_back_returns_the_previous_head(st_app, page):
 
 
 def test_navigation_sections_show_every_page_with_material_icons(st_app, page):
+    from attnlab.app.navigation import PAGES, SECTIONS
     from playwright.sync_api import expect
-
-    from app.navigation import PAGES, SECTIONS
 
     open_app(page, st_app["url"])
     nav = page.locator('[data-testid="stSidebarNav"]')

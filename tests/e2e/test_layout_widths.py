@@ -10,8 +10,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 import pytest
+from attnlab.bench.browser import IDLE
 
-from bench.browser import IDLE
 from tests.e2e.conftest import EXC
 
 # each table's grid: the width of its columns vs the width it is shown in (glide-data-grid's scroller)

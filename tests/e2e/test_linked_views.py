@@ -9,10 +9,10 @@ import re
 
 import numpy as np
 import pytest
+from attnlab.bench.browser import IDLE, WATCH_RUN_JS, frames, wait_chart
+from attnlab.bench.widgets import chart_button
+from attnlab.model.registry import load
 
-from bench.browser import IDLE, WATCH_RUN_JS, frames, wait_chart
-from bench.widgets import chart_button
-from model.registry import load
 from tests.e2e.conftest import EXC
 from tests.e2e.test_fast_views import visible
 

@@ -3,8 +3,8 @@ its own title and its first chart (or is drawn without one), with no error."""
 
 from __future__ import annotations
 
-from app.navigation import PAGES
-from bench.navigation import navigation_times
+from attnlab.app.navigation import PAGES
+from attnlab.bench.navigation import navigation_times
 
 NO_CHART = {"Long inputs"}  # pages that draw no chart at their default inputs (an empty text box)
 

@@ -17,10 +17,10 @@ import time
 
 import numpy as np
 import pytest
+from attnlab.app.figures.matrix import matrix_heatmap
+from attnlab.app.figures.rows import method_rows
+from attnlab.model.registry import load
 
-from app.figures.matrix import matrix_heatmap
-from app.figures.rows import method_rows
-from model.registry import load
 from tests.e2e.conftest import ARTIFACTS, EXC
 
 LOAD_CONTEXTS = 5

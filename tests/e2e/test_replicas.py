@@ -1,4 +1,4 @@
-"""scripts/replicas.sh: two `attnlab app` replicas behind nginx on loopback. Each browser session stays on its
+"""bench/replicas.sh: two `attnlab app` replicas behind nginx on loopback. Each browser session stays on its
 replica (the page, its scripts and the /_stcore/stream websocket: nginx's access log, keyed by the sticky
 cookie), both replicas serve, and a page works through the proxy."""
 
@@ -10,10 +10,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-
-from bench.browser import new_page, wait_chart
-from bench.replicas import nginx_path
-from bench.replicas import replicas as start_replicas
+from attnlab.bench.browser import new_page, wait_chart
+from attnlab.bench.replicas import nginx_path
+from attnlab.bench.replicas import replicas as start_replicas
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import re
 
-from app.tour import STEPS
+from attnlab.app.tour import STEPS
+
 from tests.e2e.conftest import ARTIFACTS
 from tests.e2e.test_browser_mech import clean, open_page, painted, wait_idle
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from attnlab.model.registry import model_choices
 
-from model.registry import model_choices
 from tests.e2e.test_browser_mech import clean, open_page, painted, shot, wait_idle
 
 pytestmark = pytest.mark.skipif("lecture-vit" not in model_choices(kind="image"), reason="lecture-vit not bundled")

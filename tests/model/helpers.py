@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import torch
-
-from model.config import ModelConfig
-from model.transformer import build_model
+from attnlab.model.config import ModelConfig
+from attnlab.model.transformer import build_model
 
 
 def tiny(arch: str = "decoder", seed: int = 0, **kw):

@@ -9,10 +9,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import torch  # noqa: E402
-
-from model import hooks  # noqa: E402
-from model.checkpoint import load_weights  # noqa: E402
-from model.transformer import build_model  # noqa: E402
+from attnlab.model import hooks  # noqa: E402
+from attnlab.model.checkpoint import load_weights  # noqa: E402
+from attnlab.model.transformer import build_model  # noqa: E402
 
 TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS = 1e-5, 1e-4, 1e-4
 
@@ -70,7 +69,7 @@ def seq2seq_diffs(model, hf, src, tgt, backend: str = "eager") -> dict:
 
 def greedy_equal(model, hf, src, start: int, n: int = 8) -> bool:
     """Ours (KV cache, cross keys once) and transformers (full recompute) continue [start] identically."""
-    from model.generate import generate
+    from attnlab.model.generate import generate
 
     prompt = torch.tensor([[start]])
     mine = generate(model, prompt, n, src=src, use_cache=True)

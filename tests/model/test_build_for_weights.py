@@ -6,10 +6,9 @@ import threading
 
 import pytest
 import torch
-
-from model.checkpoint import _NoRandomInit, build_for_weights, load_weights
-from model.config import ModelConfig
-from model.transformer import build_model
+from attnlab.model.checkpoint import _NoRandomInit, build_for_weights, load_weights
+from attnlab.model.config import ModelConfig
+from attnlab.model.transformer import build_model
 
 CONFIGS = {
     "gpt2-like": dict(vocab_size=40, d_model=32, n_heads=4, n_layers=2, max_len=32),

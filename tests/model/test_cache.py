@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 import torch
+from attnlab.analysis.kv_cache import chunks, stitch
+from attnlab.model.cache import KVCache
+from attnlab.model.generate import generate
+from attnlab.model.hooks import capture
 
-from analysis.kv_cache import chunks, stitch
-from model.cache import KVCache
-from model.generate import generate
-from model.hooks import capture
 from tests.model.helpers import tiny, tokens
 
 

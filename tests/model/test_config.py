@@ -1,6 +1,5 @@
 import pytest
-
-from model.config import ModelConfig
+from attnlab.model.config import ModelConfig
 
 
 @pytest.mark.parametrize(

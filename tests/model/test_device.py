@@ -1,4 +1,4 @@
-"""model.device and a 16-bit run on the CPU: choices resolve in one place, cuda without a GPU is one clear
+"""attnlab.model.device and a 16-bit run on the CPU: choices resolve in one place, cuda without a GPU is one clear
 InputError, a bfloat16 model keeps a float32 reference, and its records are float32 numpy."""
 
 from __future__ import annotations
@@ -9,10 +9,9 @@ import sys
 import numpy as np
 import pytest
 import torch
-
-from model.device import NO_CUDA, dtype_name, is_half, resolve, resolve_device, resolve_dtype
-from model.inputs import InputError
-from model.registry import load
+from attnlab.model.device import NO_CUDA, dtype_name, is_half, resolve, resolve_device, resolve_dtype
+from attnlab.model.inputs import InputError
+from attnlab.model.registry import load
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")
 

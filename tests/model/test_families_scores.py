@@ -9,12 +9,12 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+from attnlab.analysis.positions import rope_frequencies
+from attnlab.analysis.scores import counterfactual_softmax, score_steps_table
+from attnlab.model.families.llama import llama_config
+from attnlab.model.hf.load import load_hf_folder
+from attnlab.model.softmax import masked_softmax
 
-from analysis.positions import rope_frequencies
-from analysis.scores import counterfactual_softmax, score_steps_table
-from model.families.llama import llama_config
-from model.hf.load import load_hf_folder
-from model.softmax import masked_softmax
 from tests import family_grid as G
 from tests.model.helpers import tiny, tokens
 from tests.model.test_families_decoders import _LLAMA3, GRID
@@ -63,7 +63,7 @@ def test_alternating_window_in_the_records(gemma2):
 
 def test_alibi_steps_end_with_the_bias():
     model = tiny(positional="alibi")
-    from model.hooks import capture
+    from attnlab.model.hooks import capture
 
     with capture() as cap, torch.no_grad():
         model(tokens(9))
@@ -93,8 +93,8 @@ def test_rope_frequencies_are_transformers(rope):
 
 
 def test_long_input_and_neuron_view_read_the_cap(gemma2):
-    from analysis.stepwise import neuron_view
-    from model.longinput import full_pattern, pattern_rows
+    from attnlab.analysis.stepwise import neuron_view
+    from attnlab.model.longinput import full_pattern, pattern_rows
 
     rec = gemma2.forward(gemma2.encode(G.TEXT), backend="eager").capture["blocks.1.attn"]
     lazy = dataclasses.replace(rec, pattern_full=None)

@@ -7,11 +7,11 @@ import json
 
 import pytest
 import torch
+from attnlab.model.checkpoint import CheckpointError, load_weights, read_config
+from attnlab.model.families import FAMILIES, supported_families
+from attnlab.model.hf.load import load_hf_folder, read_weights
+from attnlab.model.transformer import build_model
 
-from model.checkpoint import CheckpointError, load_weights, read_config
-from model.families import FAMILIES, supported_families
-from model.hf.load import load_hf_folder, read_weights
-from model.transformer import build_model
 from tests import family_grid as G
 
 pytest.importorskip("transformers")
@@ -47,7 +47,7 @@ def test_row_consumes_every_tensor(folders, model_type):
 def test_row_parity_eager(folders, model_type):
     """Each row against its transformers class on the tiny shape (the families' own tests run the full grid)."""
     if FAMILIES[model_type].reads_image:
-        from model.parity import compare_hf, within_tolerance
+        from attnlab.model.parity import compare_hf, within_tolerance
 
         assert within_tolerance(compare_hf(str(folders[model_type])))
         return
@@ -55,7 +55,7 @@ def test_row_parity_eager(folders, model_type):
 
 
 def test_refusal_lists_every_family(tmp_path, capsys):
-    from cli.main import main
+    from attnlab.cli.main import main
 
     folder = tmp_path / "no-family"  # a model_type without a converter runs as a transformers view (model/view)
     folder.mkdir()
@@ -71,7 +71,7 @@ def test_refusal_lists_every_family(tmp_path, capsys):
 def test_docs_read_the_table(capsys):
     from pathlib import Path
 
-    from cli.main import main
+    from attnlab.cli.main import main
 
     assert main(["families"]) == 0
     out = capsys.readouterr().out

@@ -3,12 +3,12 @@ result whose invariants hold or a clear InputError — never anything else."""
 
 import numpy as np
 import pytest
+from attnlab.model.inputs import InputError
+from attnlab.model.registry import RANDOM, bundled_names
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import model as al
-from model.inputs import InputError
-from model.registry import RANDOM, bundled_names
+import attnlab as al
 
 HOSTILE = [
     "<img src=x onerror=alert(1)>", "<b>bold</b> &amp; <script>alert(1)</script>", "שלום עולם مرحبا",

@@ -10,12 +10,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from attnlab.model.gguf import cache, read_gguf  # noqa: E402
+from attnlab.model.gguf.dequant import dequantize, permute, unpermute  # noqa: E402
+from attnlab.model.parity import TOL_ATTENTION, TOL_LOGITS, compare_models  # noqa: E402
 from gguf.constants import GGMLQuantizationType as Q  # noqa: E402
 
-import model as al  # noqa: E402
-from model.gguf import cache, read_gguf  # noqa: E402
-from model.gguf.dequant import dequantize, permute, unpermute  # noqa: E402
-from model.parity import TOL_ATTENTION, TOL_LOGITS, compare_models  # noqa: E402
+import attnlab as al  # noqa: E402
 from tests import gguf_fixtures as G  # noqa: E402
 
 TEXT = "the cat sat on the mat because the mat was warm"
@@ -117,7 +117,7 @@ def test_q8_0_q4_0_q4_1_formulas():
 @pytest.mark.parametrize("name", ["llama-gqa2-q4_0-q8_0", "qwen2-gqa2-kquants"])
 def test_equal_to_transformers_gguf_loader(files, name):
     """transformers reads the same file with its own GGUF loader (its own dequantisation and q/k un-permutation)."""
-    from model.gguf.compare import load_transformers_gguf
+    from attnlab.model.gguf.compare import load_transformers_gguf
 
     lm = al.load(str(files[name][0]))
     report = compare_models(lm, load_transformers_gguf(lm), lm.encode(TEXT), backend="sdpa", greedy_tokens=8)

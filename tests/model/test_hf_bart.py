@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from attnlab.model.checkpoint import CheckpointError
+from attnlab.model.families.bart import bart_config, convert_bart, decoder_start, marian_positions
 
-from model.checkpoint import CheckpointError
-from model.families.bart import bart_config, convert_bart, decoder_start, marian_positions
 from tests.hf_fixtures import quiet_transformers
 from tests.model.parity import (
     TOL_ATTENTION,

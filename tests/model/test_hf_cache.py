@@ -11,10 +11,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from attnlab.model.hf import cache
+from attnlab.model.hf.load import load_hf_folder
 from safetensors.torch import load_file, save_file
 
-from model.hf import cache
-from model.hf.load import load_hf_folder
 from tests.hf_fixtures import build
 
 REV_OLD, REV_NEW = "a" * 40, "b" * 40
@@ -191,8 +191,8 @@ def test_odd_names_and_repo_ids():
 
 # -- wired in: the registry, `attnlab models`, the app's model choices, the memory refusal -----------------------
 def test_a_cached_repo_id_loads_by_name_and_is_listed(hub, monkeypatch, capsys):
-    from cli.main import main
-    from model import registry
+    from attnlab.cli.main import main
+    from attnlab.model import registry
 
     root, _, _ = hub
     monkeypatch.setenv("HF_HUB_CACHE", str(root))
@@ -210,8 +210,8 @@ def test_a_cached_repo_id_loads_by_name_and_is_listed(hub, monkeypatch, capsys):
 
 
 def test_a_folder_too_large_for_the_free_memory_is_refused_before_loading(hub, monkeypatch):
-    from model import memory, registry
-    from model.inputs import InputError
+    from attnlab.model import memory, registry
+    from attnlab.model.inputs import InputError
 
     root, _, _ = hub
     monkeypatch.setenv("HF_HUB_CACHE", str(root))

@@ -9,12 +9,12 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from attnlab.model.checkpoint import CheckpointError, load_weights  # noqa: E402
+from attnlab.model.families import FAMILIES, supported_families  # noqa: E402
+from attnlab.model.families.bert import bert_config, convert_bert, has_mlm_head  # noqa: E402
+from attnlab.model.families.gpt2 import convert_gpt2, gpt2_config  # noqa: E402
+from attnlab.model.transformer import build_model  # noqa: E402
 
-from model.checkpoint import CheckpointError, load_weights  # noqa: E402
-from model.families import FAMILIES, supported_families  # noqa: E402
-from model.families.bert import bert_config, convert_bert, has_mlm_head  # noqa: E402
-from model.families.gpt2 import convert_gpt2, gpt2_config  # noqa: E402
-from model.transformer import build_model  # noqa: E402
 from tests.hf_fixtures import quiet_transformers  # noqa: E402
 
 transformers = pytest.importorskip("transformers")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from attnlab.model.checkpoint import CheckpointError
+from attnlab.model.families.bert_like import convert_encoder, encoder_config, has_mlm_head
 
-from model.checkpoint import CheckpointError
-from model.families.bert_like import convert_encoder, encoder_config, has_mlm_head
 from tests.hf_fixtures import quiet_transformers
 from tests.model.parity import (
     TOL_ATTENTION,

@@ -9,8 +9,8 @@ import time
 
 import pytest
 import torch
+from attnlab.model.hf.load import load_hf_folder
 
-from model.hf.load import load_hf_folder
 from tests.hf_fixtures import EOT, bpe_tokenizer, quiet_transformers
 
 pytestmark = pytest.mark.slow

@@ -16,13 +16,13 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from attnlab.cli.main import main  # noqa: E402
+from attnlab.model import parity as compare  # noqa: E402
+from attnlab.model.checkpoint import CheckpointError  # noqa: E402
+from attnlab.model.families.llama import convert_llama, llama_config  # noqa: E402
+from attnlab.model.hf.load import load_hf_folder  # noqa: E402
+from attnlab.model.parity import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS, compare_models, load_transformers  # noqa: E402
 
-from cli.main import main  # noqa: E402
-from model import parity as compare  # noqa: E402
-from model.checkpoint import CheckpointError  # noqa: E402
-from model.families.llama import convert_llama, llama_config  # noqa: E402
-from model.hf.load import load_hf_folder  # noqa: E402
-from model.parity import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS, compare_models, load_transformers  # noqa: E402
 from tests import hf_fixtures as F  # noqa: E402
 
 pytest.importorskip("transformers")

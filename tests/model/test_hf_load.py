@@ -14,14 +14,14 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from attnlab.cli.main import main  # noqa: E402
+from attnlab.model import parity as compare  # noqa: E402
+from attnlab.model.checkpoint import CheckpointError  # noqa: E402
+from attnlab.model.hf.load import load_hf_folder  # noqa: E402
+from attnlab.model.inputs import InputError  # noqa: E402
+from attnlab.model.parity import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS, compare_models, load_transformers  # noqa: E402
+from attnlab.model.registry import load  # noqa: E402
 
-from cli.main import main  # noqa: E402
-from model import parity as compare  # noqa: E402
-from model.checkpoint import CheckpointError  # noqa: E402
-from model.hf.load import load_hf_folder  # noqa: E402
-from model.inputs import InputError  # noqa: E402
-from model.parity import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS, compare_models, load_transformers  # noqa: E402
-from model.registry import load  # noqa: E402
 from tests import hf_fixtures as F  # noqa: E402
 
 pytest.importorskip("transformers")
@@ -299,7 +299,8 @@ def test_cli_compare_hf_exit_codes(folders, capsys, monkeypatch, tmp_path):
 
 
 def test_generated_byte_level_tokens_get_readable_labels():
-    from model.tokenizer import HFTokenizer
+    from attnlab.model.tokenizer import HFTokenizer
+
     from tests.hf_fixtures import EOT, bpe_tokenizer
 
     tok = HFTokenizer(bpe_tokenizer())

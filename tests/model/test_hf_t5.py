@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from attnlab.model import hooks
+from attnlab.model.checkpoint import CheckpointError
+from attnlab.model.families.t5 import convert_t5, decoder_start, t5_config
+from attnlab.model.relative_bias import relative_buckets
 
-from model import hooks
-from model.checkpoint import CheckpointError
-from model.families.t5 import convert_t5, decoder_start, t5_config
-from model.relative_bias import relative_buckets
 from tests.hf_fixtures import quiet_transformers
 from tests.model.parity import (
     TOL_ATTENTION,

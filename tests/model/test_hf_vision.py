@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from attnlab.model.checkpoint import CheckpointError
+from attnlab.model.families.vision_towers import convert_clip_vision, convert_deit, deit_heads, vision_config
+from attnlab.model.patches import patch_labels
 
-from model.checkpoint import CheckpointError
-from model.families.vision_towers import convert_clip_vision, convert_deit, deit_heads, vision_config
-from model.patches import patch_labels
 from tests.hf_fixtures import quiet_transformers
 from tests.model.parity import (
     TOL_ATTENTION,

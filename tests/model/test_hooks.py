@@ -3,8 +3,8 @@ import threading
 import numpy as np
 import pytest
 import torch
+from attnlab.model.hooks import capture, intervene, replace_with, zero_head
 
-from model.hooks import capture, intervene, replace_with, zero_head
 from tests.model.helpers import tiny, tokens
 
 POINTS = ["hook_q", "hook_k", "hook_v", "hook_attn_scores", "hook_mask", "hook_pattern", "hook_z", "hook_result"]

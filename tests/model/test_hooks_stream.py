@@ -3,10 +3,10 @@ backend, the identities between them hold, and each can be replaced."""
 
 import pytest
 import torch
+from attnlab.model.config import ModelConfig
+from attnlab.model.hooks import capture, intervene
+from attnlab.model.transformer import build_model
 
-from model.config import ModelConfig
-from model.hooks import capture, intervene
-from model.transformer import build_model
 from tests.model.helpers import tiny, tokens
 
 ARCHS = [

@@ -5,9 +5,9 @@ import itertools
 import numpy as np
 import pytest
 import torch
+from attnlab.model.hooks import capture
+from attnlab.model.masks import MaskSpec
 
-from model.hooks import capture
-from model.masks import MaskSpec
 from tests.model.helpers import tiny, tokens
 
 POSITIONALS = ["learned", "sinusoidal", "rope", "alibi", "none"]

@@ -10,10 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from model.lecture import (
+from attnlab.model.lecture import (
     BOS,
     EOS,
     MASK,
@@ -30,15 +27,17 @@ from model.lecture import (
     split_of,
     vocabulary,
 )
-from model.lecture.samples import Sample, load_samples, validate_samples
-from model.lecture.tasks_language import ADJECTIVES, COPULA, LEXICON, NUMBER_OF, translate
-from model.lecture.tasks_retrieval import AGES, NAMES, PETS, solve_retrieval
-from model.lecture.tasks_sequences import CLOSER_OF, CLOSERS, OPENERS, solve_brackets, solve_induction
-from model.lecture.tasks_story import FIRST_LEN, solve_story
-from model.lecture.tokenizer import (
+from attnlab.model.lecture.samples import Sample, load_samples, validate_samples
+from attnlab.model.lecture.tasks_language import ADJECTIVES, COPULA, LEXICON, NUMBER_OF, translate
+from attnlab.model.lecture.tasks_retrieval import AGES, NAMES, PETS, solve_retrieval
+from attnlab.model.lecture.tasks_sequences import CLOSER_OF, CLOSERS, OPENERS, solve_brackets, solve_induction
+from attnlab.model.lecture.tasks_story import FIRST_LEN, solve_story
+from attnlab.model.lecture.tokenizer import (
     build_tokenizer,
     unknown_words,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK_OBJ = [(t, o) for t in TASKS for o in TASK_OBJECTIVES[t]]
@@ -201,7 +200,7 @@ def check_ground_truth(e: Example) -> None:
 
 
 def solve_agreement_masked(e: Example):
-    from model.lecture.tasks_language import solve_agreement
+    from attnlab.model.lecture.tasks_language import solve_agreement
 
     return solve_agreement(e.masked_tokens, e.answer_positions[0])
 

@@ -5,12 +5,11 @@ from itertools import islice
 from random import Random
 
 import pytest
-
-from model.lecture import MASK, generate, model_stream
-from model.lecture.batches import Batcher, denser
-from model.lecture.tasks_retrieval import ask_more, solve_retrieval
-from model.lecture.tasks_sequences import mask_more, solve_brackets
-from model.lecture.train import RECIPES
+from attnlab.model.lecture import MASK, generate, model_stream
+from attnlab.model.lecture.batches import Batcher, denser
+from attnlab.model.lecture.tasks_retrieval import ask_more, solve_retrieval
+from attnlab.model.lecture.tasks_sequences import mask_more, solve_brackets
+from attnlab.model.lecture.train import RECIPES
 
 
 def test_ask_more_keeps_the_first_question_and_answers_each_from_the_story():
@@ -80,8 +79,7 @@ def test_hint_loss_rewards_one_head_that_finds_every_source_not_one_per_example(
     import math
 
     import torch
-
-    from model.lecture.train import hint_loss
+    from attnlab.model.lecture.train import hint_loss
 
     T = 4
     hint = torch.tensor([[0, 3, 1, 0], [1, 3, 2, 0]])  # two examples: row 3 should look at key 1, then key 2
@@ -119,7 +117,7 @@ def test_shipped_recipes_leave_the_options_off():
 def test_train_command_takes_the_options_and_records_them(tmp_path, capsys):
     import json
 
-    from cli.main import main
+    from attnlab.cli.main import main
 
     out = tmp_path / "dec"
     rc = main(["train", "--model", "lecture-decoder", "--steps", "2", "--batch", "4", "--questions", "3",
@@ -136,8 +134,7 @@ def test_hint_halves_take_a_lower_head_and_the_lookup_an_upper_one():
     import math
 
     import torch
-
-    from model.lecture.train import hint_loss
+    from attnlab.model.lecture.train import hint_loss
 
     T = 4
     hint = torch.tensor([[0, 3, 1, 0], [0, 1, 0, 1]])  # task 0: the lookup (row 3 → key 1); task 1: its first half

@@ -7,14 +7,13 @@ from random import Random
 
 import pytest
 import torch
+from attnlab.model.lecture import model_stream
+from attnlab.model.lecture.batches import IGNORE, Bank, Batcher
+from attnlab.model.lecture.curve import draw, jump, tasks_of
+from attnlab.model.lecture.resume import has_state
+from attnlab.model.lecture.tasks_retrieval import NAMES, owner_position
+from attnlab.model.lecture.train import CHUNK, TINY, Recipe, batches_from, train
 from PIL import Image
-
-from model.lecture import model_stream
-from model.lecture.batches import IGNORE, Bank, Batcher
-from model.lecture.curve import draw, jump, tasks_of
-from model.lecture.resume import has_state
-from model.lecture.tasks_retrieval import NAMES, owner_position
-from model.lecture.train import CHUNK, TINY, Recipe, batches_from, train
 
 RECIPE = Recipe("decoder", TINY, steps=8, batch=8, lr=3e-3, warmup=2)
 
@@ -119,7 +118,7 @@ def test_induction_prev_hints_point_one_token_back():
 
 
 def test_two_hop_answers_can_be_their_own_hint_task():
-    from model.lecture.tasks_retrieval import is_two_hop
+    from attnlab.model.lecture.tasks_retrieval import is_two_hop
 
     examples = [ex for ex in islice(model_stream("decoder", 0), 80) if ex.task == "retrieval"]
     assert {is_two_hop(ex.tokens, ex.answer_positions[0]) for ex in examples} == {True, False}
@@ -131,7 +130,7 @@ def test_two_hop_answers_can_be_their_own_hint_task():
 
 
 def test_card_carries_the_curve_picture_its_jump_and_the_stages(tmp_path):
-    from model.lecture.card import CURVE_PNG, write_card
+    from attnlab.model.lecture.card import CURVE_PNG, write_card
 
     training = {"steps": "100 + 200", "batch": 8, "lr": 1e-3, "seed": 0, "seconds": 90.0,
                 "stages": [{"command": "attnlab train --model lecture-decoder", "steps": 100, "seconds": 30},
@@ -145,7 +144,7 @@ def test_card_carries_the_curve_picture_its_jump_and_the_stages(tmp_path):
 
 
 def test_one_hop_curriculum_leaves_two_hop_questions_out_of_the_first_chunks():
-    from model.lecture.tasks_retrieval import is_two_hop
+    from attnlab.model.lecture.tasks_retrieval import is_two_hop
 
     recipe = replace(RECIPE, batch=16, questions=4, mix={"retrieval": 1.0}, one_hop=CHUNK,
                      cfg=replace(TINY, max_len=96))

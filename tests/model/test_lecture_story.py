@@ -4,18 +4,17 @@ from dataclasses import replace
 from random import Random
 
 import torch
-
-from model.checkpoint import save_folder
-from model.lecture import generate, vocabulary
-from model.lecture.batches import Batcher, denser
-from model.lecture.evaluate import evaluate
-from model.lecture.tasks_story import FIRST_LEN, STORY_LEN, ask_more_story, facts, solve_story
-from model.lecture.tokenizer import build_tokenizer, unknown_words
-from model.lecture.train import RECIPES, SPECIALS, grow_vocab, train
-from model.moe import upcycle
-from model.registry import load_attnlab_folder
-from model.tokenizer import HFTokenizer
-from model.transformer import build_model
+from attnlab.model.checkpoint import save_folder
+from attnlab.model.lecture import generate, vocabulary
+from attnlab.model.lecture.batches import Batcher, denser
+from attnlab.model.lecture.evaluate import evaluate
+from attnlab.model.lecture.tasks_story import FIRST_LEN, STORY_LEN, ask_more_story, facts, solve_story
+from attnlab.model.lecture.tokenizer import build_tokenizer, unknown_words
+from attnlab.model.lecture.train import RECIPES, SPECIALS, grow_vocab, train
+from attnlab.model.moe import upcycle
+from attnlab.model.registry import load_attnlab_folder
+from attnlab.model.tokenizer import HFTokenizer
+from attnlab.model.transformer import build_model
 
 LECTURE = ("alex has a friend called john . he is 46 years of age . alex has a best friend named mary . "
            "she is 48 years young . alex has a bunch of orange cats who bully him . they are 2 or 3 years old . "
@@ -132,7 +131,7 @@ def test_a_decoder_with_the_story_words_is_scored_on_stories():
 
 
 def test_curve_point_keeps_the_story_two_hop_apart():
-    from model.lecture.train_command import curve_point
+    from attnlab.model.lecture.train_command import curve_point
 
     metrics = {"tasks": {"story": {"n": 4, "accuracy": 0.5, "kinds": {"best": {"n": 2, "accuracy": 0.25},
                                                                       "bridge": {"n": 2, "accuracy": 0.75}}}}}

@@ -8,14 +8,13 @@ from random import Random
 
 import pytest
 import torch
-
-from cli.main import main
-from model.lecture import model_stream
-from model.lecture.batches import IGNORE, Batcher
-from model.lecture.evaluate import evaluate
-from model.lecture.tasks_retrieval import ONE_HOP
-from model.lecture.train import RECIPES, TINY, Recipe, train
-from model.registry import bundled_names, load
+from attnlab.cli.main import main
+from attnlab.model.lecture import model_stream
+from attnlab.model.lecture.batches import IGNORE, Batcher
+from attnlab.model.lecture.evaluate import evaluate
+from attnlab.model.lecture.tasks_retrieval import ONE_HOP
+from attnlab.model.lecture.train import RECIPES, TINY, Recipe, train
+from attnlab.model.registry import bundled_names, load
 
 BUNDLED = ["lecture-decoder", "lecture-encoder", "lecture-encdec"]
 TINY_RECIPE = Recipe("decoder", TINY, steps=50, batch=16, lr=3e-3, warmup=10)
@@ -63,7 +62,7 @@ def test_recipes_share_size_between_decoder_and_encoder():
 
 def test_bundled_checkpoints_are_shipped_and_small():
     assert set(BUNDLED) <= set(bundled_names())
-    from model.registry import BUNDLED_DIR
+    from attnlab.model.registry import BUNDLED_DIR
 
     total = sum(p.stat().st_size for name in BUNDLED for p in (BUNDLED_DIR / name).iterdir())
     assert total <= 15 * 2**20

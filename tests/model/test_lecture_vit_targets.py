@@ -4,13 +4,12 @@ the card and the page use are computed from the model (analysis.image_runs.paper
 
 import numpy as np
 import pytest
-
-from analysis import vision
-from analysis.image_runs import image_capture, paper_pictures
-from app.vision_captions import GRID_R, GROWS, distance_caption, position_caption
-from model.lecture.evaluate_vit import evaluate_images
-from model.lecture.shapes import shape_images
-from model.registry import load
+from attnlab.analysis import vision
+from attnlab.analysis.image_runs import image_capture, paper_pictures
+from attnlab.app.vision_captions import GRID_R, GROWS, distance_caption, position_caption
+from attnlab.model.lecture.evaluate_vit import evaluate_images
+from attnlab.model.lecture.shapes import shape_images
+from attnlab.model.registry import load
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,10 @@
-"""model.masks: every mask kind as a truth table, cached rows aligned bottom-right, key padding per key."""
+"""attnlab.model.masks: every mask kind as a truth table, cached rows aligned bottom-right, key padding per key."""
 
 import numpy as np
 import pytest
 import torch
-
-from model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, build_mask, mask_array, pair_mask
-from model.softmax import masked_softmax
+from attnlab.model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, build_mask, mask_array, pair_mask
+from attnlab.model.softmax import masked_softmax
 
 
 def table(spec: MaskSpec, T: int, q_len: int | None = None, q_offset: int | None = None) -> np.ndarray:

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from model import memory
-from model.config import ModelConfig
-from model.families.llama import llama_config
-from model.inputs import InputError
-from model.registry import RANDOM, random_model
+from attnlab.model import memory
+from attnlab.model.config import ModelConfig
+from attnlab.model.families.llama import llama_config
+from attnlab.model.inputs import InputError
+from attnlab.model.registry import RANDOM, random_model
 
 QWEN2_05B = dict(  # Qwen/Qwen2-0.5B's config.json (the fields the converter reads)
     model_type="qwen2", vocab_size=151936, hidden_size=896, num_attention_heads=14, num_key_value_heads=2,
@@ -155,8 +154,8 @@ def folders(tmp_path_factory):
 
 
 def test_folder_config_is_what_loads(folders):
-    from model.hf.load import load_hf_folder
-    from model.registry import BUNDLED_DIR, load
+    from attnlab.model.hf.load import load_hf_folder
+    from attnlab.model.registry import BUNDLED_DIR, load
 
     for name, folder in folders.items():
         lm = load_hf_folder(folder)
@@ -170,7 +169,7 @@ def test_folder_config_is_what_loads(folders):
 
 
 def test_check_folder_fits(folders, tmp_path):
-    from model.checkpoint import CheckpointError
+    from attnlab.model.checkpoint import CheckpointError
 
     folder = folders["qwen2-gqa4-bias-tied"]
     est = memory.check_folder_fits(folder, 16, "float32", available=10**9)

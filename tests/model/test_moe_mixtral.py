@@ -13,12 +13,12 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from attnlab.cli.main import main  # noqa: E402
+from attnlab.model.checkpoint import CheckpointError  # noqa: E402
+from attnlab.model.families.llama import convert_llama, llama_config  # noqa: E402
+from attnlab.model.hf.load import load_hf_folder  # noqa: E402
+from attnlab.model.parity import TOL_LOGITS, compare_models, load_transformers, within_tolerance  # noqa: E402
 
-from cli.main import main  # noqa: E402
-from model.checkpoint import CheckpointError  # noqa: E402
-from model.families.llama import convert_llama, llama_config  # noqa: E402
-from model.hf.load import load_hf_folder  # noqa: E402
-from model.parity import TOL_LOGITS, compare_models, load_transformers, within_tolerance  # noqa: E402
 from tests import hf_fixtures as F  # noqa: E402
 
 pytest.importorskip("transformers")
@@ -94,7 +94,7 @@ def test_fused_expert_layout_converts_the_same(folders):
 
 
 def test_missing_expert_is_named(folders):
-    from model.checkpoint import load_state
+    from attnlab.model.checkpoint import load_state
 
     folder = folders["mixtral-4x-top2-gqa"]
     cfg = llama_config(json.loads((folder / "config.json").read_text()))

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
-from model.generate import next_token, sampling_probs
-from model.softmax import masked_softmax, shifted_exp
+from attnlab.model.generate import next_token, sampling_probs
+from attnlab.model.softmax import masked_softmax, shifted_exp
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,7 +26,7 @@ def test_sampling_probs_temperature_and_top_k():
 
 
 def test_block_and_generation_read_the_one_sampling_distribution():
-    from analysis import block
+    from attnlab.analysis import block
 
     logits = np.array([3.0, 1.0, 0.0, -2.0])
     for t, k in ((0.0, None), (0.7, None), (1.3, 2), (1.0, 10)):
@@ -54,8 +53,8 @@ def test_shifted_exp_is_the_softmax_numerators():
 
 
 def test_router_probs_and_explain_weight_use_the_softmax():
-    from analysis.stepwise import attention_steps, explain_weight
-    from model.router_record import RouterRecord
+    from attnlab.analysis.stepwise import attention_steps, explain_weight
+    from attnlab.model.router_record import RouterRecord
 
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(1, 5, 4)).astype(np.float32)  # [batch, T, experts]

@@ -2,9 +2,9 @@ import math
 
 import numpy as np
 import torch
+from attnlab.model.hooks import capture
+from attnlab.model.positions import alibi_bias, alibi_slopes, apply_rope, rope_angles, sinusoidal_table
 
-from model.hooks import capture
-from model.positions import alibi_bias, alibi_slopes, apply_rope, rope_angles, sinusoidal_table
 from tests.model.helpers import tiny, tokens
 
 

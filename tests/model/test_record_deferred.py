@@ -7,11 +7,10 @@ import pickle
 import numpy as np
 import pytest
 import torch
-
-from model import hooks
-from model.config import ModelConfig
-from model.record import AttentionRecord, CausalMask
-from model.transformer import build_model
+from attnlab.model import hooks
+from attnlab.model.config import ModelConfig
+from attnlab.model.record import AttentionRecord, CausalMask
+from attnlab.model.transformer import build_model
 
 
 def tiny(**kw):

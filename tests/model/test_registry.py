@@ -1,10 +1,10 @@
 import pytest
 import torch
+from attnlab.model.checkpoint import CheckpointError, load_folder, save_folder
+from attnlab.model.inputs import InputError
+from attnlab.model.tokenizer import ByteTokenizer
 
-import model as al
-from model.checkpoint import CheckpointError, load_folder, save_folder
-from model.inputs import InputError
-from model.tokenizer import ByteTokenizer
+import attnlab as al
 
 
 def test_byte_tokenizer_labels_parts_of_characters():
@@ -70,7 +70,7 @@ def test_model_roots_confine_typed_folders(tmp_path, monkeypatch):
     (inside / "tokenizer.json").write_text("{}")
     outside = save_folder(lm.model, lm.cfg, tmp_path / "elsewhere" / "enc")
     monkeypatch.setenv("ATTNLAB_MODEL_ROOTS", str(tmp_path / "allowed"))
-    from model.registry import model_roots
+    from attnlab.model.registry import model_roots
 
     roots = model_roots()
     assert roots == [(tmp_path / "allowed").resolve()]

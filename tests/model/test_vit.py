@@ -3,13 +3,12 @@
 import numpy as np
 import pytest
 import torch
-
-from model import hooks, registry
-from model.config import ModelConfig
-from model.inputs import InputError
-from model.loaded import LoadedModel
-from model.patches import patch_labels, sinusoidal_2d
-from model.transformer import build_model
+from attnlab.model import hooks, registry
+from attnlab.model.config import ModelConfig
+from attnlab.model.inputs import InputError
+from attnlab.model.loaded import LoadedModel
+from attnlab.model.patches import patch_labels, sinusoidal_2d
+from attnlab.model.transformer import build_model
 
 IMAGE = np.random.default_rng(0).integers(0, 256, (20, 28, 3), dtype=np.uint8)
 

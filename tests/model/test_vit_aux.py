@@ -4,15 +4,14 @@ table; inpainting paints whole patches, trains its own head and leaves the saved
 
 import numpy as np
 import torch
-
-from analysis.image_runs import image_capture
-from model.checkpoint import save_folder
-from model.lecture.shapes import BACKGROUND, shape_images
-from model.lecture.train_vit import CONFIG, PREP
-from model.lecture.vit_aux import Inpainter, Locality, sincos_init
-from model.patches import sinusoidal_2d
-from model.registry import load_attnlab_folder
-from model.transformer import build_model
+from attnlab.analysis.image_runs import image_capture
+from attnlab.model.checkpoint import save_folder
+from attnlab.model.lecture.shapes import BACKGROUND, shape_images
+from attnlab.model.lecture.train_vit import CONFIG, PREP
+from attnlab.model.lecture.vit_aux import Inpainter, Locality, sincos_init
+from attnlab.model.patches import sinusoidal_2d
+from attnlab.model.registry import load_attnlab_folder
+from attnlab.model.transformer import build_model
 
 CFG = CONFIG.replace(d_model=32, n_layers=2, n_heads=2)
 

@@ -5,10 +5,10 @@ import json
 import numpy as np
 import pytest
 import torch
+from attnlab.model.checkpoint import CheckpointError
+from attnlab.model.parity import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS, compare_hf, probe_image
+from attnlab.model.registry import load
 
-from model.checkpoint import CheckpointError
-from model.parity import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS, compare_hf, probe_image
-from model.registry import load
 from tests.hf_fixtures import _perturb, quiet_transformers
 
 LABELS = {0: "cat", 1: "dog", 2: "fish"}
@@ -74,7 +74,8 @@ def test_non_square_vit_is_refused(tmp_path):
 
 
 def test_a_cached_vit_is_an_image_choice_only(tmp_path, monkeypatch):
-    from model import registry
+    from attnlab.model import registry
+
     from tests.model.test_hf_cache import add_repo, folder_files
 
     folder = make_vit(tmp_path / "vit", True)

@@ -4,11 +4,10 @@ import io
 
 import numpy as np
 import pytest
+from attnlab.model.images import ImagePrep, decode_image
+from attnlab.model.inputs import InputError
+from attnlab.model.lecture.shapes import BLUE, CLASSES, RED, shape_images, split_of
 from PIL import Image
-
-from model.images import ImagePrep, decode_image
-from model.inputs import InputError
-from model.lecture.shapes import BLUE, CLASSES, RED, shape_images, split_of
 
 
 def encoded(im: Image.Image, fmt: str) -> bytes:

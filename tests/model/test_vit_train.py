@@ -2,10 +2,9 @@
 
 import numpy as np
 import torch
-
-from model.lecture.evaluate_vit import evaluate_images
-from model.lecture.train_vit import CONFIG, VitRecipe, batch_of, train
-from model.registry import load
+from attnlab.model.lecture.evaluate_vit import evaluate_images
+from attnlab.model.lecture.train_vit import CONFIG, VitRecipe, batch_of, train
+from attnlab.model.registry import load
 
 
 def test_a_quick_run_lowers_the_loss_on_its_batch():

@@ -20,7 +20,7 @@ TEXT = "the cat sat on the mat"
 
 
 def cli(*argv: str) -> dict:
-    from cli.main import main
+    from attnlab.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -64,8 +64,9 @@ def same_attention(a, b) -> bool:
 
 
 def main(root: Path, work: Path) -> dict:
-    from model import registry
-    from model.hf.cache import list_cached, resolve_cached
+    from attnlab.model import registry
+    from attnlab.model.hf.cache import list_cached, resolve_cached
+
     from tests.view.hub_standin import StandInHub
 
     repos = write_repos(root, work)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 import pickle
 
+import attnlab.model as model
 import numpy as np
 import pytest
 import torch
+from attnlab.model.checkpoint import CheckpointError
+from attnlab.model.inputs import InputError
+from attnlab.model.view import MODE, ViewModel
 
-import model
-from model.checkpoint import CheckpointError
-from model.inputs import InputError
-from model.view import MODE, ViewModel
 from tests.view.fixtures import FAMILIES, hf_attentions, make_view_model
 
 TEXT, SRC = "the cat sat on the mat because the mat was warm", "a dog ran in the park"
@@ -80,8 +80,8 @@ def test_weights_only_and_what_it_cannot_do(folders):
 
 
 def test_head_statistics_and_rollout_read_it(folders):
-    from analysis.head_runs import head_table
-    from analysis.rollout import attention_rollout
+    from attnlab.analysis.head_runs import head_table
+    from attnlab.analysis.rollout import attention_rollout
 
     lm = model.load(str(folders["bloom"]))
     df, period = head_table(lm, lm.encode(TEXT))
@@ -135,7 +135,7 @@ def test_context_and_empty_text(folders):
 
 
 def test_notebook_views(folders):
-    from app.notebook import show
+    from attnlab.app.notebook import show
 
     for fam in ("gptj", "pegasus"):
         lm = model.load(str(folders[fam]))
@@ -148,9 +148,10 @@ def test_notebook_views(folders):
 def test_a_view_of_a_converted_family_agrees_with_our_model(tmp_path):
     """The same GPT-2 weights as our converted model and as a transformers view: the same weights per head and
     the same gradient relevance (the view's gradients flow through transformers' own attention weights)."""
-    from analysis.relevance import gradient_relevance
-    from model.checkpoint import read_config
-    from model.view import load_view
+    from attnlab.analysis.relevance import gradient_relevance
+    from attnlab.model.checkpoint import read_config
+    from attnlab.model.view import load_view
+
     from tests.hf_fixtures import build
 
     folder = build("gpt2", "gpt2-3heads-bpe", tmp_path)
@@ -169,7 +170,7 @@ def test_a_view_of_a_converted_family_agrees_with_our_model(tmp_path):
 
 
 def test_relevance_of_an_unconverted_encoder_decoder(folders):
-    from analysis.relevance import gradient_relevance
+    from attnlab.analysis.relevance import gradient_relevance
 
     lm = model.load(str(folders["pegasus"]))
     rel = gradient_relevance(lm, lm.encode("the cat", SRC), -1)

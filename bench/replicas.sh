@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Serve the app from K `attnlab app` processes behind nginx with sticky sessions, all on loopback.
-#   scripts/replicas.sh [K=2] [PORT=8500]   → nginx on 127.0.0.1:PORT, replicas on PORT+1 … PORT+K
+#   bash bench/replicas.sh [K=2] [PORT=8500]   → nginx on 127.0.0.1:PORT, replicas on PORT+1 … PORT+K
 # Runs in the foreground; Ctrl-C (or SIGTERM) stops nginx and the replicas it started. nginx runs as the
 # current user from a temp folder (config, pid, logs); no system config is touched. PYTHON picks the
-# interpreter (default .venv/bin/python, else python3); ATTNLAB_REPLICAS_DIR keeps the folder.
+# interpreter (default python3; one that has attnlab installed); ATTNLAB_REPLICAS_DIR keeps the folder.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+HERE=$(cd "$(dirname "$0")" && pwd)
 K=${1:-2}
 PORT=${2:-8500}
-PY=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}
+PY=${PYTHON:-python3}
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 [ -x "$NGINX" ] || { echo "replicas.sh: nginx not found (apt-get install nginx)" >&2; exit 2; }
 DIR=${ATTNLAB_REPLICAS_DIR:-$(mktemp -d /tmp/attnlab-replicas.XXXXXX)}
@@ -25,13 +25,13 @@ trap 'exit 0' INT TERM
 servers=""
 for i in $(seq 1 "$K"); do
   p=$((PORT + i))
-  "$PY" -m cli app --host 127.0.0.1 --port "$p" > "$DIR/replica-$i.log" 2>&1 &
+  "$PY" -m attnlab.cli app --host 127.0.0.1 --port "$p" > "$DIR/replica-$i.log" 2>&1 &
   pids+=($!)
   servers+="        server 127.0.0.1:$p;"$'\n'
 done
 user_line=""
 [ "$(id -u)" = 0 ] && user_line="user root;"  # workers would otherwise drop to nobody and lose the temp dirs
-sed -e "s|@DIR@|$DIR|g" -e "s|@PORT@|$PORT|g" -e "s|@USER_LINE@|$user_line|" scripts/nginx-replicas.conf.template \
+sed -e "s|@DIR@|$DIR|g" -e "s|@PORT@|$PORT|g" -e "s|@USER_LINE@|$user_line|" "$HERE/nginx-replicas.conf.template" \
   | awk -v s="$servers" '{ if ($0 == "@SERVERS@") printf "%s", s; else print }' > "$DIR/nginx.conf"
 
 for i in $(seq 1 "$K"); do  # every replica healthy before nginx takes requests

@@ -1,0 +1,1 @@
+"""Sample texts and measured presets (JSON) that the app and the lecture models read."""
