@@ -166,8 +166,10 @@ def _flips(rep: dict) -> str:
 
 def check_backend_half(lm, inputs, other: str, rules: Rules) -> CheckResult:
     """`eager_vs_<other>` of a 16-bit model: `other` in the model's dtype against the float32 eager reference —
-    patterns within rules.backend, outputs within rules.backend·max(1, max|logits|), and the worst output
-    error at most rules.vs_eager × that of eager in the same dtype. Detail: compare_backends against the
+    patterns within rules.backend (or rules.vs_eager × eager's own pattern error in the same dtype, where that is
+    larger: peaked patterns of large scores lose more to 16-bit rounding), outputs within
+    rules.backend·max(1, max|logits|), and the worst output error at most rules.vs_eager × that of eager in the
+    same dtype. Detail: compare_backends against the
     reference, plus `tolerance`, `eager_error` (eager in the dtype vs the reference) and `rules`."""
     ref = lm.reference_model()
     rep = compare_backends(lm, inputs, other, ref_lm=ref)
@@ -178,10 +180,11 @@ def check_backend_half(lm, inputs, other: str, rules: Rules) -> CheckResult:
     worst = max(rep["max_abs_logits"], rep["max_abs_hidden"])
     eager_worst = max(eager["max_abs_logits"], eager["max_abs_hidden"])
     rep["vs_eager"] = worst / eager_worst if eager_worst > 0 else (0.0 if worst == 0 else float("inf"))
-    ok = (worst <= rep["tolerance"] and rep["max_abs_pattern"] <= rules.backend
+    pattern_bound = max(rules.backend, rules.vs_eager * eager["max_abs_pattern"])
+    ok = (worst <= rep["tolerance"] and rep["max_abs_pattern"] <= pattern_bound
           and worst <= rules.vs_eager * eager_worst + 1e-6)
-    note = (f"{rules.dtype} vs the float32 eager reference: patterns within {rules.backend:g} absolute (worst "
-            f"{rep['max_abs_pattern']:.2e}); outputs within {rules.backend:g}·max(1, max|logits|) and at most "
+    note = (f"{rules.dtype} vs the float32 eager reference: patterns within {pattern_bound:.3g} absolute (worst "
+            f"{rep['max_abs_pattern']:.2e}, eager's {eager['max_abs_pattern']:.2e}); outputs within {rules.backend:g}·max(1, max|logits|) and at most "
             f"{rules.vs_eager:g}× eager in {rules.dtype} (worst {worst:.2e} vs eager's {eager_worst:.2e}); "
             "kernel: " + ", ".join(rep["kernels"]) + _flips(rep))
     return CheckResult([Check(f"eager_vs_{other}", max(worst, rep["max_abs_pattern"]), rep["tolerance"], ok,

@@ -16,12 +16,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from attnlab.analysis.pooling import pool_edges, pool_matrix
+from attnlab.analysis.pooling import pool_edges
 from attnlab.analysis.rollout import fuse_heads, rollout_row, rownorm
 from attnlab.model.longinput import (
     full_pattern,
     iter_pattern_rows,
     pattern_rows,
+    pooled_rows,
     visible_columns,
     weighted_columns,
 )
@@ -52,17 +53,8 @@ def overview(rec: AttentionRecord, head=0, max_cells: int = 512, how: str = "max
         if k1 == k0:
             continue
         c0, c1 = k0 // bk, -(-k1 // bk)  # the column blocks holding every visible key
-        a, b = c0 * bk, min(c1 * bk, K)
-        slab = np.full((len(heads), q1 - q0, (c1 - c0) * bk), np.nan, dtype=np.float32)  # NaN pads the last block
-        slab[:, :, :b - a] = pattern_rows(rec, heads, q0, q1, a, b, batch).numpy()
-        if masked_nan and rec.has_mask:
-            slab[:, :, :b - a][:, ~rec.mask_for(batch, (q0, q1, a, b))] = np.nan
-        n = -(-(q1 - q0) // bq)  # pooled rows in this slab (the last may be short)
-        for i0, i1 in ((0, (q1 - q0) // bq), ((q1 - q0) // bq, n)):
-            if i1 > i0:  # cells [h, i, j] of shape [rows, bk], each pooled whole (max_cells=1: one block)
-                rows = slab[:, i0 * bq:min(i1 * bq, q1 - q0)]
-                cells = rows.reshape(len(heads), i1 - i0, -1, c1 - c0, bk).transpose(0, 1, 3, 2, 4)
-                out[:, q0 // bq + i0:q0 // bq + i1, c0:c1] = pool_matrix(cells, 1, how)[0][..., 0, 0]
+        cells = pooled_rows(rec, heads, q0, q1, c0 * bk, min(c1 * bk, K), bq, bk, how, masked_nan, batch)
+        out[:, q0 // bq:q0 // bq + cells.shape[1], c0:c1] = cells  # [h, row blocks of this slab, c1 − c0]
     return (out[0] if single else out), qe, ke
 
 

@@ -253,14 +253,15 @@ class Attention(nn.Module):
         return ctx.mask
 
     def _record(self, q, k, ctx, backend, kernel, scores, pattern) -> AttentionRecord:
-        """q, k and the bias stay tensors where they are (a GPU's: no copy, no sync) until the record is read."""
-        def np32(t):
-            return None if t is None else t.detach().float().cpu().numpy()
+        """q, k, the bias and an eager run's scores and pattern stay tensors where they are (a GPU's: no copy, no
+        sync) until the record is read."""
+        def kept(t):
+            return None if t is None else t.detach()
 
         return AttentionRecord(
             site=self.site, stack=self.stack, layer=self.layer, attn_type="cross" if self.cross else "self",
             backend=backend, kernel=kernel, scale=self.scale, q_offset=ctx.q_offset,
             q=q.detach(), k=k.detach(), mask=ctx.record_mask(k.shape[2]),
-            bias=None if ctx.bias is None else ctx.bias.detach(), scores_full=np32(scores), pattern_full=np32(pattern),
+            bias=None if ctx.bias is None else ctx.bias.detach(), scores_full=kept(scores), pattern_full=kept(pattern),
             softcap=self.softcap,
         )

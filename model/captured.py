@@ -42,7 +42,7 @@ class CapturedRun:
     def lazy_above(self, max_cells: int = MAX_STORED_CELLS) -> CapturedRun:
         """This run, its records keeping q and k only (patterns recomputed exactly on demand) when the stored
         patterns hold more than `max_cells` cells."""
-        cells = sum(r.pattern_full.size for r in self.records.values() if r.pattern_full is not None)
+        cells = sum(r.stored_cells for r in self.records.values())
         if cells <= max_cells:
             return self
         lazy = {s: replace(r, scores_full=None, pattern_full=None) for s, r in self.records.items()}

@@ -56,21 +56,9 @@ def compute_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-@torch.no_grad()
-def pattern_rows(rec: AttentionRecord, heads=None, q0: int = 0, q1: int | None = None, k0: int = 0,
-                 k1: int | None = None, batch: int = 0, device: str | None = None) -> torch.Tensor:
-    """Pattern rows q0..q1−1, columns k0..k1−1, of `heads` (int, list or None = all): float32
-    [h, q, k] on the CPU (a single int head still gives a leading axis), computed on `device` (default
-    `compute_device()`). Columns outside k0..k1 must carry no visible key for these rows (see
-    `visible_columns`), or the softmax would miss them."""
-    hs = _heads(rec, heads)
-    q1 = rec.q_len if q1 is None else q1
-    k1 = rec.k_len if k1 is None else k1
-    if not (0 <= q0 < q1 <= rec.q_len and 0 <= k0 <= k1 <= rec.k_len):
-        raise IndexError(f"rows {q0}:{q1}, columns {k0}:{k1} outside [0,{rec.q_len})×[0,{rec.k_len})")
-    if k1 == k0:
-        return torch.zeros(len(hs), q1 - q0, 0)
-    device = device or compute_device()
+def _rows(rec: AttentionRecord, hs: list[int], q0: int, q1: int, k0: int, k1: int, batch: int,
+          device: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(pattern rows float32 [h, q, k], mask bool [q, k] or None) on `device`; a causal mask is built there."""
 
     def t(a: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(a)).to(device)
@@ -82,8 +70,63 @@ def pattern_rows(rec: AttentionRecord, heads=None, q0: int = 0, q1: int | None =
         s = torch.tanh(s / rec.softcap) * rec.softcap
     if rec.bias is not None:
         s += t(rec.bias[hs, q0:q1, k0:k1])
-    m = None if not rec.has_mask else t(rec.mask_for(batch, (q0, q1, k0, k1)))  # [b, kb]
-    return masked_softmax_torch(s, m, in_place=True).cpu()
+    if not rec.has_mask:
+        m = None
+    elif rec.causal:  # query i sees keys 0..i: made on the device, no [q, k] array travels
+        m = torch.arange(q0, q1, device=device)[:, None] >= torch.arange(k0, k1, device=device)[None, :]
+    else:
+        m = t(rec.mask_for(batch, (q0, q1, k0, k1)))  # [b, kb]
+    return masked_softmax_torch(s, m, in_place=True), m
+
+
+def _checked(rec: AttentionRecord, q0: int, q1: int | None, k0: int, k1: int | None) -> tuple[int, int]:
+    q1 = rec.q_len if q1 is None else q1
+    k1 = rec.k_len if k1 is None else k1
+    if not (0 <= q0 < q1 <= rec.q_len and 0 <= k0 <= k1 <= rec.k_len):
+        raise IndexError(f"rows {q0}:{q1}, columns {k0}:{k1} outside [0,{rec.q_len})×[0,{rec.k_len})")
+    return q1, k1
+
+
+@torch.no_grad()
+def pattern_rows(rec: AttentionRecord, heads=None, q0: int = 0, q1: int | None = None, k0: int = 0,
+                 k1: int | None = None, batch: int = 0, device: str | None = None) -> torch.Tensor:
+    """Pattern rows q0..q1−1, columns k0..k1−1, of `heads` (int, list or None = all): float32
+    [h, q, k] on the CPU (a single int head still gives a leading axis), computed on `device` (default
+    `compute_device()`). Columns outside k0..k1 must carry no visible key for these rows (see
+    `visible_columns`), or the softmax would miss them."""
+    hs = _heads(rec, heads)
+    q1, k1 = _checked(rec, q0, q1, k0, k1)
+    if k1 == k0:
+        return torch.zeros(len(hs), q1 - q0, 0)
+    return _rows(rec, hs, q0, q1, k0, k1, batch, device or compute_device())[0].cpu()
+
+
+@torch.no_grad()
+def pooled_rows(rec: AttentionRecord, heads, q0: int, q1: int, k0: int, k1: int, bq: int, bk: int,
+                how: str = "max", masked_nan: bool = True, batch: int = 0, device: str | None = None) -> np.ndarray:
+    """`pattern_rows` pooled where they are computed into blocks of bq rows × bk columns, counted from (q0, k0):
+    float32 [h, ⌈(q1−q0)/bq⌉, ⌈(k1−k0)/bk⌉], the max or mean of each block's cells. Cells past q1 or k1 are
+    not counted, nor masked cells when `masked_nan` (else they count as the zeros the pattern holds); a block
+    with no cell counted is NaN. Only the pooled blocks travel back from a GPU."""
+    if how not in ("max", "mean"):
+        raise ValueError(f"how must be 'max' or 'mean', got {how!r}")
+    hs = _heads(rec, heads)
+    q1, k1 = _checked(rec, q0, q1, k0, k1)
+    device = device or compute_device()
+    p, m = _rows(rec, hs, q0, q1, k0, k1, batch, device)  # [h, r, kb], [r, kb] or None
+    h, r, kb = p.shape
+    nr, nc = -(-r // bq), -(-kb // bk)
+    cells = p.new_zeros(h, nr * bq, nc * bk)
+    cells[:, :r, :kb] = p
+    seen = torch.zeros(nr * bq, nc * bk, dtype=torch.bool, device=p.device)
+    seen[:r, :kb] = True if (m is None or not masked_nan) else m
+    cells, seen = cells.view(h, nr, bq, nc, bk), seen.view(1, nr, bq, nc, bk)  # [h, block row, row, block col, col]
+    count = seen.sum((2, 4))  # [1, nr, nc]
+    if how == "max":
+        pooled = cells.masked_fill(~seen, float("-inf")).amax((2, 4))
+    else:
+        pooled = cells.masked_fill(~seen, 0.0).sum((2, 4)) / count.clamp(min=1)
+    return pooled.masked_fill(count == 0, float("nan")).cpu().numpy()
 
 
 def iter_pattern_rows(rec: AttentionRecord, heads=None, block: int = 256, batch: int = 0, rows=None,

@@ -36,6 +36,9 @@ def check_all(out: Path) -> list[dict]:
             models.append(str(make(tmp / family, family, cls, **conf)))
         except Exception as e:  # noqa: BLE001 — a fixture that cannot be built here is a row, not a stop
             models.append(f"!{family}: {e}")
+    only = os.environ.get("GPU_RUN_MODELS")  # a comma-separated subset, by name (a rerun)
+    if only:
+        models = [m for m in models if Path(m.lstrip("!").split(":")[0]).name in only.split(",")]
     rows = []
     for m in models:
         for dtype in ("bfloat16", "float32"):

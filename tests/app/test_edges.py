@@ -73,7 +73,7 @@ def test_back_returns_the_previous_text_and_model():
 def test_icons_are_material_names_never_emoji():
     assert _material(APP_ICON) and all(_material(p[3]) for p in PAGES)
     calls = []
-    for f in sorted((ROOT / "pages").glob("*.py")):
+    for f in sorted((ROOT / "pages").glob("[!_]*.py")):
         for node in ast.walk(ast.parse(f.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "page":
                 title = node.args[0].value
@@ -92,7 +92,7 @@ def test_navigation_sections_keep_every_url_path():
                  "logit-lens", "patching", "tour"}
     paths = [p[2] for p in PAGES]  # bookmarks keep working: every published path stays; new pages need no edit here
     assert published <= set(paths) and len(set(paths)) == len(paths)
-    assert {f for f, *_ in PAGES} == {f.name for f in (ROOT / "pages").glob("*.py")}  # one entry per page script
+    assert {f for f, *_ in PAGES} == {f.name for f in (ROOT / "pages").glob("[!_]*.py")}  # one entry per page script
     grouped = [e for entries in sections().values() for e in entries]
     assert sorted(grouped) == sorted(PAGES) and len(grouped) == len(PAGES)  # each page in one section
     assert len(SECTIONS) >= 3 and all(len(v) <= 6 for v in SECTIONS.values())
