@@ -47,6 +47,8 @@ class QKAttribution:
     query_parts: list[str]  # the query side's parts, in stream order
     key_parts: list[str]  # the key side's parts
     values: np.ndarray  # float64 [len(query_parts), len(key_parts)]: scale·q_a·k_b
+    q_vectors: np.ndarray  # float64 [len(query_parts), d_head]: each part's q (summing to the record's q)
+    k_vectors: np.ndarray  # float64 [len(key_parts), d_head]: each part's k (summing to the record's k)
     position_bias: float | None  # ALiBi / relative bias at (q, k), or None
     score: float  # the record's score (before the soft cap, when the model caps)
     capped_score: float | None  # the record's soft-capped score (Gemma 2), else None
@@ -160,6 +162,7 @@ def qk_attribution(lm, inputs, layer: int, head: int, query: int = -1, key: int 
     if capped is None:
         score = float(rec.scores(head)[query, key])
     return QKAttribution(lm.name, list(inputs.tokens), layer, head, g, query, key, list(q_side), list(k_side), values,
+                         qv.cpu().numpy(), kv.cpu().numpy(),
                          bias, score, capped, float(rec.pattern(head)[query, key]),
                          not bool(rec.mask_for()[query, key]), type(blk.ln_attn).__name__.replace("Identity", "none"),
                          q_scale, k_scale)
