@@ -77,6 +77,11 @@ class QKAttribution:
         rows.sort(key=lambda t: -abs(t["value"]))
         return rows if top is None else rows[:top]
 
+    def sums(self, side: str) -> dict[str, float]:
+        """{part: Σ of its terms} for side "query" (summing over keys) or "key", sorted by |value|."""
+        parts, v = (self.query_parts, self.values.sum(1)) if side == "query" else (self.key_parts, self.values.sum(0))
+        return dict(sorted(((p, float(x)) for p, x in zip(parts, v)), key=lambda t: -abs(t[1])))
+
     def top_matrix(self, n_pairs: int = 12) -> tuple[list[str], list[str], np.ndarray]:
         """(query parts, key parts, values [q, k]): every part of the `n_pairs` largest pairs, both sides, and
         all their pairs' values (the small matrix the Heads page draws)."""
@@ -99,6 +104,7 @@ class QKAttribution:
                 "weight": r(self.weight), "masked": self.masked,
                 "terms": [t | {"value": r(t["value"])} for t in shown],
                 **({"rest": r(rest)} if top is not None else {}), "residual": float(f"{self.residual:.3g}"),
+                **{f"by_{side}_side": {p: r(v) for p, v in self.sums(side).items()} for side in ("query", "key")},
                 "frozen_scale": {"norm": self.norm, "query": r(self.query_scale), "key": r(self.key_scale),
                                  "note": FROZEN}}
 
