@@ -118,14 +118,22 @@ def _position(i: int | None, n: int, what: str) -> int | None:
     return j
 
 
-def check_model(lm) -> None:
-    """One line when QK attribution does not apply: a transformers view, an encoder–decoder, a vision model."""
+def refusal(lm) -> str | None:
+    """One line saying why QK attribution does not apply to `lm` (a transformers view, an encoder–decoder, a vision
+    model), or None when it does."""
     if not getattr(lm, "converted", False):
-        raise InputError(f"QK attribution needs a converted model: {lm.name} runs in transformers as a view "
-                         "(patterns only, no hook on each head's output)")
+        return (f"QK attribution needs a converted model: {lm.name} runs in transformers as a view (patterns only, "
+                "no hook on each head's output)")
     if lm.arch not in ("decoder", "encoder"):
-        what = {"encdec": "an encoder–decoder", "vit": "a vision transformer"}[lm.arch]
-        raise InputError(f"QK attribution covers one self-attention stack (a decoder or an encoder); {lm.name} is {what}")
+        what = {"encdec": "an encoder–decoder", "vit": "a vision transformer"}.get(lm.arch, lm.arch)
+        return f"QK attribution covers one self-attention stack (a decoder or an encoder); {lm.name} is {what}"
+    return None
+
+
+def check_model(lm) -> None:
+    """InputError with `refusal`'s line when QK attribution does not apply."""
+    if (why := refusal(lm)) is not None:
+        raise InputError(why)
 
 
 @torch.no_grad()
