@@ -8,8 +8,8 @@ from attnlab.analysis.qk_view import qk_points, qk_table
 from attnlab.app import state
 from attnlab.app.downloads import downloads
 from attnlab.app.figures.grids import grid_heatmap
-from attnlab.app.figures.qk import qk_scatter, qk_terms
-from attnlab.app.figures.style import esc, head_names, md
+from attnlab.app.figures.qk import qk_scatter, qk_terms, why_title
+from attnlab.app.figures.style import head_names, md
 from attnlab.app.frame import chart, guard, options, page, presenting
 from attnlab.app.inputs import inputs, lacks
 from attnlab.app.presets import default_query, presets
@@ -159,9 +159,7 @@ with page("Heads", "What does each head do — and does the model need it?"):
             a = state.qk_attribution(inp.model, inp.text, inp.src, cap.records[why_site].layer, why_head, why_q, why_k)
             qs, ks, m = a.top_matrix(WHY_PAIRS)
             shown = float(m.sum())
-            title = (f"{why_site}, head {why_head}: {esc(toks[why_q])} ({why_q}) → {esc(toks[why_k])} ({why_k}), "
-                     f"score {a.score:.3f}, weight {a.weight:.3f}")
-            chart(qk_terms(qs, ks, m, present=present, title=title), key="why-terms", name="qk-attribution")
+            chart(qk_terms(qs, ks, m, present=present, title=why_title(a)), key="why-terms", name="qk-attribution")
             cap_note = (f" The model soft-caps it: cap·tanh(score/cap) = {a.capped_score:.3f} is what the softmax reads."
                         if a.capped_score is not None else "")
             st.caption(f"Each cell is one term scale·q·k of the score of query {md(toks[why_q])} against key "

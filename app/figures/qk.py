@@ -44,3 +44,10 @@ def qk_terms(q_parts: list[str], k_parts: list[str], values, *, title: str = "",
     fig.update_xaxes(title="key side")
     fig.update_yaxes(title="query side")
     return fig
+
+
+def why_title(a) -> str:
+    """The title of a QK attribution's matrix: site, head, query → key (escaped tokens), score and weight."""
+    t = a.tokens
+    return (f"blocks.{a.layer}.attn, head {a.head}: {esc(t[a.query])} ({a.query}) → {esc(t[a.key])} ({a.key}), "
+            f"score {a.score:.3f}, weight {a.weight:.3f}")

@@ -77,3 +77,14 @@ def test_an_encoder_decoder_gets_one_line():
     ok(at)
     assert any("QK attribution covers one self-attention stack" in c.value and "encoder–decoder" in c.value
                for c in at.caption)
+
+
+def test_the_notebook_draws_the_same_matrix():
+    from attnlab.app.notebook import why_attend
+
+    lm = load("lecture-decoder")
+    fig = why_attend(lm, STORY, layer=3, head=2)
+    qs, ks, m = qk_attribution(lm, lm.encode(STORY), 3, 2, 63).top_matrix(12)
+    np.testing.assert_allclose(np.asarray(fig.data[0].z), m, rtol=0, atol=0)
+    assert list(fig.layout.yaxis.ticktext) == qs and list(fig.layout.xaxis.ticktext) == ks
+    assert fig.layout.title.text.startswith("blocks.3.attn, head 2: is (63) → 48 (25), score 26.062")
