@@ -66,6 +66,14 @@ def test_lecture_decoder_answer_head_at_the_answer_source(lecture):
     assert len(js["terms"]) == 5 and js["score"] == pytest.approx(sum(t["value"] for t in js["terms"]) + js["rest"]
                                                                  + js["residual"], abs=1e-5)
     assert "frozen" in js["frozen_scale"]["note"] and js["key_token"] == "48"
+    # the README's note: `48` against john's age `46`, and which key-side parts make the difference
+    b = qk_attribution(lecture, inputs, 3, 2, STORY["query_index"], 10)
+    assert b.tokens[10] == "46" and b.score == pytest.approx(7.992, abs=1e-3)
+    diff = {p: v - b.sums("key")[p] for p, v in a.sums("key").items()}
+    assert diff["blocks.1.attn.head.0"] == pytest.approx(11.29, abs=5e-3)
+    assert diff["blocks.2.mlp"] == pytest.approx(6.32, abs=5e-3)
+    embed = sum(t["value"] for t in terms if "embed" in (t["query_side"], t["key_side"]))
+    assert abs(embed) < 0.02
 
 
 def test_lecture_decoder_every_head(lecture):
