@@ -169,12 +169,10 @@ def qk_attribution(lm, inputs, layer: int, head: int, query: int = -1, key: int 
     k_side, k_scale = _side(lm, blk.ln_attn, attn, parts, key, cfg.n_heads + g, "k")
     qv, kv = torch.stack(list(q_side.values())), torch.stack(list(k_side.values()))  # [Cq, d], [Ck, d]
     values = (qv @ kv.T * attn.scale).cpu().numpy()  # [Cq, Ck]
-    raw = float(rec.raw_qk(head)[query, key]) * rec.scale  # the record's score before any cap and bias
     bias = None if rec.bias is None else float(rec.bias[head, query, key])
-    score = raw + (bias or 0.0)
-    capped = float(rec.scores(head)[query, key]) if rec.softcap is not None else None
-    if capped is None:
-        score = float(rec.scores(head)[query, key])
+    score, capped = float(rec.scores(head)[query, key]), None
+    if rec.softcap is not None:  # the terms sum to the scaled score before the cap (+ the bias after it)
+        score, capped = float(rec.raw_qk(head)[query, key] * np.float32(rec.scale)) + (bias or 0.0), score
     return QKAttribution(lm.name, list(inputs.tokens), layer, head, g, query, key, list(q_side), list(k_side), values,
                          qv.cpu().numpy(), kv.cpu().numpy(),
                          bias, score, capped, float(rec.pattern(head)[query, key]),
