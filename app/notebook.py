@@ -9,6 +9,7 @@
     show(run, "rollout")                   # the rollout matrix (the Rollout page's "As matrices")
     show(run, "tokens")                    # where the query token looks, head mean per layer (the Explore page)
     attributions(model.load("lecture-decoder"), "the cat sat on the mat")  # seven methods' rows (the Rollout page)
+    why_attend(model.load("lecture-decoder"), "the cat sat on the mat", layer=3, head=2)  # QK attribution (Heads page)
     open("heads.html", "w").write(to_html(show(run, "heads")))   # one self-contained file, works offline
 
 Each view calls the same app/figures builder with the same arguments as its page, with the page's defaults
@@ -27,11 +28,13 @@ import plotly.graph_objects as go
 from attnlab.analysis.attributions import attribute
 from attnlab.analysis.flow import MAX_TOKENS as FLOW_MAX
 from attnlab.analysis.flow import attention_flow
+from attnlab.analysis.qk_attribution import qk_attribution
 from attnlab.analysis.relevance import gradient_relevance
 from attnlab.analysis.rollout import attention_rollout, cross_rollout, fuse_heads
 from attnlab.app.figures.head_view import head_view, head_view_title
 from attnlab.app.figures.matrix import matrix_heatmap
 from attnlab.app.figures.mosaic import mosaic
+from attnlab.app.figures.qk import qk_terms, why_title
 from attnlab.app.figures.rows import method_rows
 from attnlab.app.figures.style import esc
 from attnlab.app.figures.switcher import head_switcher, switch_layers
@@ -204,3 +207,18 @@ def attributions(lm, text: str, query: int | None = None, src: str | None = None
         rows[label] = attribute(lm, inputs, m, q, target_id).row
     return method_rows(rows, tokens, present=present, exclude=q,
                        title=f"Which tokens matter for token {q} ({esc(tokens[q])})?")
+
+
+def why_attend(lm, text: str, layer: int | None = None, head: int = 0, query: int | None = None,
+               key: int | None = None, pairs: int = 12, present: bool = False) -> go.Figure:
+    """The Heads page's "Why does this head attend here?" for `text` on `lm` (a converted decoder or encoder): the
+    parts of the `pairs` largest terms of the head's score at (query, key) as a query-side × key-side matrix
+    (analysis.qk_attribution), at the page's defaults: the last layer, the [MASK] or last token, its most attended
+    key."""
+    inputs = lm.encode(text)
+    tokens = list(inputs.tokens)
+    layer = _pick(lm.cfg.n_layers, layer, lm.cfg.n_layers - 1, "layer")
+    query = _pick(len(tokens), query, tokens.index("[MASK]") if "[MASK]" in tokens else len(tokens) - 1, "query")
+    a = qk_attribution(lm, inputs, layer, head, query, key)
+    qs, ks, m = a.top_matrix(pairs)
+    return qk_terms(qs, ks, m, present=present, title=why_title(a))

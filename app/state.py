@@ -44,6 +44,7 @@ from attnlab.analysis import flow as flow_
 from attnlab.analysis import image_runs as images_
 from attnlab.analysis import lens as lens_
 from attnlab.analysis import patching as patching_
+from attnlab.analysis import qk_attribution as qk_
 from attnlab.analysis import routing as routing_
 from attnlab.analysis import vision as vision_
 from attnlab.analysis.benchmarks import DEFAULT_PATH, read_benchmarks
@@ -184,6 +185,9 @@ ablation_sweep = on_text(ablation.head_sweep)  # (name, text, src, position, tar
 # beyond attention: the logit lens, direct logit attribution, activation patching (name, texts, tokens, ...)
 logit_lens = on_model(lens_.logit_lens, spinner="Reading every layer through the unembedding…")
 logit_attribution = on_model(dla_.direct_logit_attribution)
+# (name, text, src, layer, head, query, key) -> why the head attends there (analysis.qk_attribution.QKAttribution)
+qk_attribution = on_text(qk_.qk_attribution, entries=32)
+qk_refusal = on_model(qk_.refusal)  # (name) -> why QK attribution does not apply, or None
 patching = on_model(patching_.activation_patching, entries=8, spinner="Patching every layer, position and head…")
 
 

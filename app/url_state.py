@@ -24,7 +24,7 @@ URL = "_url_now"  # session_state[URL][key]: the values this run writes to the U
 URL_DONE = "_url_done"  # set after a session's first run: from then on the URL seeds widgets only after Back
 URL_LAST = "_url_last"  # the URL this session wrote last
 URL_BACK = "_url_back"  # True during a run whose URL the browser changed (Back/Forward): the URL seeds widgets
-POSITION_KEYS = ("query", "zoom_q", "zoom_k", "target", "strip_layer", "strip_head")  # forgotten with the text
+POSITION_KEYS = ("query", "zoom_q", "zoom_k", "target", "strip_layer", "strip_head", "why_query", "why_key")  # forgotten with the text
 BUTTONS = 6  # index(): one button per value up to this many (they fit a quarter of the page), a slider beyond
 
 

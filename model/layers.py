@@ -96,6 +96,7 @@ class Block(nn.Module):
         self.ln_mlp, self.ln_mlp_out = norms()
         self.has_cross = cross
         self.parallel = cfg.norm == "parallel"  # GPT-NeoX, Phi: attention and MLP read the same x
+        self.norm_rule = cfg.norm  # pre | post | peri | parallel (model/frozen_stream.py reads it)
         self.site = "block"  # set by name_sites()
 
     def forward(self, x, self_ctx, cross_ctx=None):

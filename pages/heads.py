@@ -3,13 +3,14 @@
 import numpy as np
 import pandas as pd
 import streamlit as st
+from attnlab.analysis.qk_attribution import FROZEN
 from attnlab.analysis.qk_view import qk_points, qk_table
 from attnlab.app import state
 from attnlab.app.downloads import downloads
 from attnlab.app.figures.grids import grid_heatmap
-from attnlab.app.figures.qk import qk_scatter
-from attnlab.app.figures.style import head_names
-from attnlab.app.frame import chart, options, page, presenting
+from attnlab.app.figures.qk import qk_scatter, qk_terms, why_title
+from attnlab.app.figures.style import head_names, md
+from attnlab.app.frame import chart, guard, options, page, presenting
 from attnlab.app.inputs import inputs, lacks
 from attnlab.app.presets import default_query, presets
 from attnlab.app.token_strip import predictions_table
@@ -25,6 +26,7 @@ STAT_HELP = {
 SHORT = {"max_weight": "max weight", "mean_distance": "distance", "sink_mass": "sink", "diagonal_mass": "diagonal",
          "prev_token": "previous", "duplicate_token": "duplicate"}  # table headers; the help names the statistic
 QK_INPUTS = 6  # inputs in the query–key view: the current text and the first sample texts
+WHY_PAIRS = 12  # the largest terms whose parts make the "why does this head attend here?" matrix
 
 with page("Heads", "What does each head do — and does the model need it?"):
     inp = inputs()
@@ -137,6 +139,36 @@ with page("Heads", "What does each head do — and does the model need it?"):
                    + (f" Under grouped-query attention the keys are k/v head {qk_head // kv_groups[qk_site]}'s, "
                       f"shared by {kv_groups[qk_site]} query heads." if kv_groups[qk_site] > 1 else ""))
         downloads("heads-qk", csv=pd.DataFrame(qk_table(points)))
+
+    st.subheader("Why does this head attend here?")
+    if lacks(inp.model, "has_qk", "view splits a head's scores into the parts of the residual stream"):
+        pass
+    elif (why_not := state.qk_refusal(inp.model)) is not None:
+        st.caption(f"{why_not}.")
+    else:
+        with guard():
+            c1, c2, c3, c4 = st.columns(4)
+            why_site = select("Attention site", list(cap.records), "why_site", list(cap.records)[-1], where=c1)
+            why_head = index("Head", cap.n_heads, "why_head", 0, where=c2)
+            toks = cap.tokens
+            why_q = token_select("Query", toks, "why_query", default_query(cap, inp.preset), where=c3)
+            top = int(np.argmax(cap.records[why_site].pattern(why_head)[why_q]))
+            pick = select("Key", ["top", *range(len(toks))], "why_key", "top", where=c4,
+                          format_func=lambda i: f"most attended: {top} · {toks[top]}" if i == "top" else f"{i} · {toks[i]}")
+            why_k = top if pick == "top" else pick
+            a = state.qk_attribution(inp.model, inp.text, inp.src, cap.records[why_site].layer, why_head, why_q, why_k)
+            qs, ks, m = a.top_matrix(WHY_PAIRS)
+            shown = float(m.sum())
+            chart(qk_terms(qs, ks, m, present=present, title=why_title(a)), key="why-terms", name="qk-attribution")
+            cap_note = (f" The model soft-caps it: cap·tanh(score/cap) = {a.capped_score:.3f} is what the softmax reads."
+                        if a.capped_score is not None else "")
+            st.caption(f"Each cell is one term scale·q·k of the score of query {md(toks[why_q])} against key "
+                       f"{md(toks[why_k])}: the row's part of the query's residual stream through W_Q, the column's "
+                       f"part of the key's through W_K. The matrix holds the parts of the {WHY_PAIRS} largest terms "
+                       f"(their cells sum to {shown:.3f}); all {len(a.terms())} terms sum to {a.total:.4f}, the score "
+                       f"{a.score:.4f} (residual {a.residual:.1e}).{cap_note} Frozen scale: {FROZEN}."
+                       + (" The key is masked for this query: its score never reaches the softmax." if a.masked else ""))
+            downloads("heads-qk-attribution", json_obj=a.to_json())
 
     downloads("heads", csv=df, json_obj={"model": inp.model, "text": inp.text, "period": period,
                                          "heads": df.to_dict("records")})
