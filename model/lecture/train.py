@@ -1,6 +1,6 @@
 """Train the three bundled lecture models on the generated corpus (CPU-friendly, seeded, reproducible).
 
-    python -m attnlab.model.lecture.train --model lecture-decoder          # or: attnlab train --model ...
+    attnlab train --model lecture-decoder          # or: python -m attnlab.model.lecture.train_command ...
 
 One recipe per model (config, steps, batch, learning rate). Batches come from the corpus's
 deterministic stream (`model_stream(kind, seed)`), are padded with [PAD] on the right, and the loss
@@ -249,9 +249,3 @@ def train(recipe: Recipe, *, progress: bool = True, on_eval=None, log=None, out:
 
 def save(model, cfg: ModelConfig, folder: Path, extra: dict | None = None) -> Path:
     return save_folder(model, cfg, folder, tokenizer=HFTokenizer(build_tokenizer()), specials=SPECIALS, extra=extra)
-
-
-if __name__ == "__main__":
-    from .train_command import main
-
-    raise SystemExit(main())

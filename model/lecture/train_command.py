@@ -1,4 +1,4 @@
-"""`attnlab train` (and `python -m attnlab.model.lecture.train`): a recipe with the command line's overrides,
+"""`attnlab train` (and `python -m attnlab.model.lecture.train_command`): a recipe with the command line's overrides,
 evaluated and saved every --eval-every steps (weights, card, learning curve), resumable with --resume."""
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def run(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m attnlab.model.lecture.train", description="train a bundled lecture model")
+    p = argparse.ArgumentParser(prog="python -m attnlab.model.lecture.train_command", description="train a bundled lecture model")
     add_arguments(p)
     return run(p.parse_args(argv))
 
