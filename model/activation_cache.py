@@ -148,6 +148,10 @@ def as_inputs(lm, x) -> Inputs:
 class TransformerLensRuns:
     """LoadedModel's TransformerLens-style entry points (needs `forward`, `model`, `cfg`, `encode`, `label`)."""
 
+    def to_tokens(self, text_or_texts) -> torch.Tensor:
+        """Token ids [batch, pos] of a text or a list of texts of one length (TransformerLens's model.to_tokens)."""
+        return as_inputs(self, text_or_texts).ids
+
     def run_with_cache(self, text_or_inputs, names=None, *, backend: str = "eager"):
         """(logits [B, T, V], ActivationCache) of one forward; `names` (globs, a list, or a filter on full names)
         chooses the hooks kept, default every one. Keeping a hook never changes the logits."""
