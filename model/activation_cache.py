@@ -100,6 +100,9 @@ class HookPoint:
     name: str
 
     def layer(self) -> int:
+        """The block index of the hook ('blocks.3.attn.hook_z' → 3)."""
+        if "blocks." not in self.name:
+            raise ValueError(f"{self.name} is not in a block: it has no layer")
         return int(self.name.split("blocks.")[1].split(".")[0])
 
 

@@ -189,7 +189,11 @@ def replace_with(value: torch.Tensor, head: int | None = None) -> Intervention:
             return value.to(x)
         idx = head_index(name, x, head)
         x = x.clone()
-        x[idx] = value.to(x)
+        try:
+            x[idx] = value.to(x)
+        except RuntimeError:
+            raise ValueError(f"patch for head {head} of {name} has shape {tuple(value.shape)}, needs "
+                             f"{tuple(x[idx].shape)}") from None
         return x
 
     return fn

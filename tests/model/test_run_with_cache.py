@@ -102,6 +102,8 @@ def test_run_with_hooks_takes_transformerlens_hook_functions(lecture):
     assert torch.equal(every, halved)
     with pytest.raises(InputError, match="blocks.7.attn.hook_z is not a hook of this model"):
         lecture.run_with_hooks(TEXT, fwd_hooks=[("z7", halve)])
+    with pytest.raises(ValueError, match="^hook_embed is not in a block: it has no layer$"):
+        lecture.run_with_hooks(TEXT, fwd_hooks=[("embed", lambda x, hook: hook.layer())])
 
 
 def test_batches_of_texts_and_token_ids():

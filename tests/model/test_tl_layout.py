@@ -100,6 +100,10 @@ def test_a_hook_without_a_head_axis_or_a_missing_head_is_refused_in_one_line():
     with pytest.raises(ValueError, match=r"^head 2 is out of range: blocks\.0\.attn\.hook_v has 1 heads \(axis 2\)$"):
         with intervene({"blocks.0.attn.hook_v": zero_head(2)}):
             tiny(n_kv_heads=1)(x)
+    with pytest.raises(ValueError, match=r"^patch for head 1 of blocks\.0\.attn\.hook_z has shape \(1, 6, 4, 8\), "
+                                         r"needs \(1, 6, 8\)$"):
+        with intervene({"blocks.0.attn.hook_z": replace_with(torch.zeros(1, 6, 4, 8), head=1)}):
+            m(x)
     with pytest.raises(ValueError, match="hook_mask has no head axis"):
         with intervene({"blocks.0.attn.hook_mask": replace_with(torch.zeros(1), head=0)}):
             m(x)
@@ -127,3 +131,16 @@ def test_replacing_with_the_runs_own_value_changes_nothing_and_in_place_changes_
         with intervene({"blocks.0.attn.hook_result": zero_head(3)}):
             b = m(x).logits
     assert torch.equal(a, b) and (a - base).abs().max() > 1e-4
+
+
+def test_a_kept_pattern_with_gradients_is_the_one_on_the_path():
+    """With gradients (detach=False, as training's attention hints and gradient rollout keep them), a kept pattern
+    must be the one the output is computed from: the site runs eager even under sdpa, and the logits depend on it."""
+    m = tiny()
+    x = tokens(6)
+    with capture(names="blocks.1.attn.hook_pattern", detach=False) as cap:
+        logits = m(x, backend="sdpa").logits
+    pattern = cap.tensor("blocks.1.attn.hook_pattern")
+    (g,) = torch.autograd.grad(logits[0, -1, 3], pattern)
+    assert g.shape == (1, 4, 6, 6) and g.abs().sum() > 0
+    assert cap["blocks.1.attn"].kernel.startswith("eager") and not cap["blocks.0.attn"].kernel.startswith("eager")
