@@ -146,6 +146,23 @@ def test_activation_patching(demo):
             patched_logit_diff = logits_to_ave_logit_diff(patched_logits, answer_tokens, per_prompt=True)
             patched_residual_stream_diff[layer, position] = normalize_patched_logit_diff(patched_logit_diff)
     np.testing.assert_allclose(patched_residual_stream_diff[..., 0].numpy(), mine.resid, atol=1e-5)
+    # the attention and MLP layers' outputs, the same way
+    patched_attn_diff = torch.zeros(model.cfg.n_layers, tokens.shape[1], 2)
+    patched_mlp_diff = torch.zeros(model.cfg.n_layers, tokens.shape[1], 2)
+    for layer in range(model.cfg.n_layers):
+        for position in range(tokens.shape[1]):
+            hook_fn = partial(patch_residual_component, pos=position, clean_cache=cache)
+            patched_attn_logits = model.run_with_hooks(corrupted_tokens, fwd_hooks=[
+                (get_act_name("attn_out", layer), hook_fn)], return_type="logits")
+            patched_attn_logit_diff = logits_to_ave_logit_diff(patched_attn_logits, answer_tokens, per_prompt=True)
+            patched_mlp_logits = model.run_with_hooks(corrupted_tokens, fwd_hooks=[
+                (get_act_name("mlp_out", layer), hook_fn)], return_type="logits")
+            patched_mlp_logit_diff = logits_to_ave_logit_diff(patched_mlp_logits, answer_tokens, per_prompt=True)
+            patched_attn_diff[layer, position] = normalize_patched_logit_diff(patched_attn_logit_diff)
+            patched_mlp_diff[layer, position] = normalize_patched_logit_diff(patched_mlp_logit_diff)
+    first = int((tokens[0] != corrupted_tokens[0]).nonzero()[0])  # the question's name: before it, equal streams
+    assert (patched_attn_diff[:, :first] == 0).all() and (patched_mlp_diff[:, :first] == 0).all()
+    assert patched_attn_diff[1, -1].min() > 0.9  # layer 1's attention moves the answer to "?"
     patched_head_z_diff = torch.zeros(model.cfg.n_layers, model.cfg.n_heads, 2)
     for layer in range(model.cfg.n_layers):
         for head_index in range(model.cfg.n_heads):
