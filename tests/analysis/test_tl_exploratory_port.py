@@ -13,8 +13,8 @@ import torch
 from attnlab.analysis.dla import direct_logit_attribution
 from attnlab.analysis.patching import activation_patching
 from attnlab.analysis.readout import final_scale
-from attnlab.model import zero_head
-from attnlab.model.activation_cache import as_inputs, get_act_name
+from attnlab.model import get_act_name, zero_head
+from attnlab.model.activation_cache import as_inputs
 from attnlab.model.registry import load
 
 from tests.analysis.interp_models import CORRUPT, STORY
