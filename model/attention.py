@@ -242,7 +242,7 @@ class Attention(nn.Module):
             z, scores, pattern = eager_attention(q, k, v, self._mask(ctx, q, k), ctx.bias, self.scale, s, cap,
                                                  self.softcap)
             backend = "eager"
-            kernel = "eager" if ctx.backend == "eager" else "eager (a pattern hook was requested)" \
+            kernel = "eager" if ctx.backend == "eager" else "eager (a pattern hook is on the path)" \
                 if self.softcap is None else "eager (soft-capped scores: SDPA has no tanh cap)"
         else:
             z = fused_attention(q, k, v, ctx.mask, ctx.bias, self.scale, ctx.is_causal, ctx.backend)
