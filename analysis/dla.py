@@ -98,7 +98,7 @@ def direct_logit_attribution(lm, text: str, answer: str, wrong: str | None = Non
         for m, out in ((attn, heads), (cattn, cross)):
             if m is None:
                 continue
-            out.append(read(_head_results(m, t(f"{m.site}.hook_z")[0, :, pos])))  # [H]
+            out.append(read(_head_results(m, t(f"{m.site}.hook_z")[0, pos])))  # [H]
             if m.out.bias is not None:
                 bias = bias + read(m.out.bias)
     mlps = torch.stack([read(t(f"{blk.site}.hook_mlp_out")[0, pos]) for blk in blocks])  # [L]

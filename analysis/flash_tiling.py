@@ -126,8 +126,8 @@ def head_tiling(lm, inputs, site: str, head: int, block_q: int = 16, block_k: in
         cap = lm.forward(inputs, backend="eager", names=[f"{site}.hook_v", f"{site}.hook_z"]).capture
     rec = cap[site]
     group = rec.q.shape[1] // rec.k.shape[1]  # query heads per k/v head (GQA)
-    v = cap.tensor(f"{site}.hook_v")[0, head // group].float().cpu().numpy()  # [S, d_head]
-    z = cap.tensor(f"{site}.hook_z")[0, head].float().cpu().numpy()  # [T, d_head]
+    v = cap.tensor(f"{site}.hook_v")[0, :, head // group].float().cpu().numpy()  # [B, S, Hkv, d] -> [S, d_head]
+    z = cap.tensor(f"{site}.hook_z")[0, :, head].float().cpu().numpy()  # [B, T, H, d] -> [T, d_head]
     mask = rec.mask_for()  # [T, S]
     bias = None if rec.bias is None else rec.bias[head]  # [T, S]: ALiBi's or T5's positional bias
     tiling = tiled_attention(rec.q[0, head], rec.k[0, head // group], v, mask, rec.scale, block_q, block_k,

@@ -148,8 +148,8 @@ def prefix_stability(lm, inputs, backend: str = "eager", max_len: int = PREFIX_T
         r = k = v = 0.0
         for s in sites:
             r = max(r, float(np.abs(cap[s].pattern() - full[s].pattern(window=(0, t, 0, t))).max()))
-            k = max(k, float((cap.tensor(f"{s}.hook_k") - full.tensor(f"{s}.hook_k")[:, :, :t]).abs().max()))
-            v = max(v, float((cap.tensor(f"{s}.hook_v") - full.tensor(f"{s}.hook_v")[:, :, :t]).abs().max()))
+            k = max(k, float((cap.tensor(f"{s}.hook_k") - full.tensor(f"{s}.hook_k")[:, :t]).abs().max()))
+            v = max(v, float((cap.tensor(f"{s}.hook_v") - full.tensor(f"{s}.hook_v")[:, :t]).abs().max()))
         lengths.append(t)
         d_rows.append(r)
         d_k.append(k)

@@ -81,7 +81,7 @@ class _Setup:
             fwd = lm.forward(inp, backend=backend, names=names, records=False)
             t = fwd.capture.tensor
             self.resid[key] = [t(n) for n in resid_names(self.stack)[:-1]]  # L × [1, T, D]
-            self.z[key] = [t(f"{blk.attn.site}.hook_z") for blk in blocks]  # L × [1, H, T, d]
+            self.z[key] = [t(f"{blk.attn.site}.hook_z") for blk in blocks]  # L × [1, T, H, d]
             self.ld[key] = float(self.read(t(resid_names(self.stack)[-1])[:, -1])[0])
         self.gap = self.ld["clean"] - self.ld["corrupt"]
         if abs(self.gap) < 1e-6 * max(1.0, abs(self.ld["clean"])):
@@ -149,14 +149,14 @@ def _z_runs(s: _Setup, layers: list[int], cells: list[tuple[int, int | None]]) -
 
             def fix(z, n, i=i, cs=cs):
                 z = z.clone()
-                clean = s.z["clean"][i][0]  # [H, T, d]
+                clean = s.z["clean"][i][0]  # [T, H, d]
                 for r, c in enumerate(cs):
                     h, p = cells[c]
                     row = z.shape[0] - n + r
                     if p is None:
-                        z[row, h] = clean[h]
+                        z[row, :, h] = clean[:, h]
                     else:
-                        z[row, h, p] = clean[h, p]
+                        z[row, p, h] = clean[p, h]
                 return z
 
             fixes[i] = fix

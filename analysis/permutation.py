@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from attnlab.model.config import ModelConfig
+from attnlab.model.hooks import HEAD_AXIS
 from attnlab.model.inputs import InputError, Inputs, validate_text
 from attnlab.model.loaded import LoadedModel
 from attnlab.model.masks import CAUSAL
@@ -103,9 +104,15 @@ def hooks_of(lm: LoadedModel, ids: torch.Tensor, labels: list[str], causal: bool
                      records=False)
     out = {}
     for q, hook in QUANTITIES.items():
-        per_layer = [fwd.capture.tensor(f"blocks.{i}.attn.{hook}")[0] for i in range(lm.cfg.n_layers)]  # [H, T, …]
+        per_layer = [heads_first(fwd.capture.tensor(f"blocks.{i}.attn.{hook}")[0], hook)
+                     for i in range(lm.cfg.n_layers)]  # [H, T, …]
         out[q] = torch.stack(per_layer).float().cpu().numpy()  # [L, H, T, …]
     return out
+
+
+def heads_first(x: torch.Tensor, hook: str) -> torch.Tensor:
+    """One batch row of a hook value with its heads first: q, k, v, z [T, H, d] -> [H, T, d]; patterns as they are."""
+    return x.transpose(0, 1) if HEAD_AXIS[hook] == 2 else x
 
 
 def unpermute(x: np.ndarray, quantity: str, inv: np.ndarray) -> np.ndarray:

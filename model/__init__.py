@@ -1,5 +1,6 @@
 """attnlab model layer: a hooked transformer with exact attention capture (PyTorch only)."""
 
+from attnlab.model.activation_cache import ActivationCache, get_act_name
 from attnlab.model.cache import KVCache
 from attnlab.model.captured import CapturedRun
 from attnlab.model.config import ModelConfig
@@ -13,8 +14,7 @@ from attnlab.model.registry import load
 from attnlab.model.transformer import Decoder, Encoder, EncoderDecoder, build_model
 
 __all__ = [
-    "AttentionRecord", "CapturedRun", "Decoder", "Encoder", "EncoderDecoder", "Forward", "InputError", "Inputs",
-    "KVCache", "LoadedModel",
-    "MaskSpec", "ModelConfig", "build_model", "capture", "generate", "intervene", "load", "replace_with",
-    "zero_head",
+    "ActivationCache", "AttentionRecord", "CapturedRun", "Decoder", "Encoder", "EncoderDecoder", "Forward",
+    "InputError", "Inputs", "KVCache", "LoadedModel", "MaskSpec", "ModelConfig", "build_model", "capture", "generate",
+    "get_act_name", "intervene", "load", "replace_with", "zero_head",
 ]

@@ -93,6 +93,12 @@ def eager_attention(q, k, v, mask, bias, scale, site, cap, softcap=None):
     return torch.matmul(pattern, v), scores, pattern
 
 
+def _hook_heads(cap, name: str, x: torch.Tensor) -> torch.Tensor:
+    """Fire hook `name` on x [B, H, T, d] in TransformerLens's layout [B, T, H, d]; the (maybe replaced) value back
+    in [B, H, T, d]."""
+    return cap.hook(name, x.transpose(1, 2)).transpose(1, 2)  # [B, H, T, d] -> [B, T, H, d] -> [B, H, T, d]
+
+
 def flash_kernels(q) -> list:
     """The kernels backend='flash' may run: flash alone on the CPU; on CUDA, whose flash kernel takes no explicit
     mask, no float32 and not every head size, the next fused kernel and then the math one, in that order (the
@@ -140,9 +146,10 @@ class Attention(nn.Module):
     """Multi-head (or grouped-query) attention. Self-attention reads x; cross-attention takes keys/values
     from ctx.memory. qkv's output rows are [q (n_heads·d_head) | k (n_kv_heads·d_head) | v (same)].
 
-    Hook points: hook_q [B, H, q, d]; hook_k, hook_v [B, Hkv, k, d] (the k/v heads, not repeated);
-    hook_attn_scores, hook_mask, hook_pattern [B, H, q, k]; hook_z [B, H, q, d]; hook_result [B, q, H, D]
-    (each head's output before the sum, on demand)."""
+    Hook points, in TransformerLens's layouts (the maths inside runs [B, H, T, d]): hook_q [B, q, H, d]; hook_k,
+    hook_v [B, k, Hkv, d] (the k/v heads, not repeated; every key so far under a KV cache); hook_attn_scores,
+    hook_pattern [B, H, q, k]; hook_mask [B|1, 1, q, k]; hook_z [B, q, H, d]; hook_result [B, q, H, D] (each head's
+    output before the sum, on demand)."""
 
     def __init__(self, cfg: ModelConfig, cross: bool = False):
         super().__init__()
@@ -207,35 +214,44 @@ class Attention(nn.Module):
         return self.out(z.transpose(1, 2).reshape(B, T, H * d))  # [B, H, T, d] -> [B, T, D]
 
     def _out_captured(self, z: torch.Tensor, cap: hooks.Capture) -> torch.Tensor:
-        """The output projection; each head's share (hook_result [B, T, H, D], summing with the bias to the
-        output) is computed only when kept or intervened on."""
-        B, H, T, d = z.shape
+        """The output projection of z [B, T, H, d], as the fast path computes it. Each head's share (hook_result
+        [B, T, H, D], summing with the bias to the output) is computed only when kept or intervened on, beside the
+        projection: kept, it leaves the output bit-identical; changed, the output moves by exactly the change."""
+        B, T, H, d = z.shape
+        out = self.out(z.reshape(B, T, H * d))  # [B, T, H, d] -> [B, T, D]
         name = f"{self.site}.hook_result"
         if not cap.touches(name):
-            return self.out(z.transpose(1, 2).reshape(B, T, H * d))  # [B, H, T, d] -> [B, T, D]
+            return out
         w = self.out.weight.view(-1, H, d)  # [D, H·d] -> [D, H, d]
-        result = cap.hook(name, torch.einsum("bhtd,ehd->bthe", z, w))  # [B, T, H, D]
-        out = result.sum(2)
-        return out if self.out.bias is None else out + self.out.bias
+        result = torch.einsum("bthd,ehd->bthe", z, w)  # [B, T, H, D]
+        if name not in cap.interventions:
+            cap.hook(name, result)
+            return out
+        before = result.clone()  # an intervention may change its argument in place (TransformerLens hooks do)
+        return out + (cap.hook(name, result) - before).sum(2)
 
     def _forward_captured(self, q, k, v, ctx: AttnCtx, cap: hooks.Capture) -> torch.Tensor:
+        """z [B, q, H, d] (TransformerLens's layout, after hook_z) with every hook of the site fired."""
         s = self.site
-        q, k, v = cap.hook(f"{s}.hook_q", q), cap.hook(f"{s}.hook_k", k), cap.hook(f"{s}.hook_v", v)
+        q, k, v = (_hook_heads(cap, f"{s}.hook_{n}", x) for n, x in (("q", q), ("k", k), ("v", v)))
         k_kv = k  # the record keeps the k/v heads only
         k, v = repeat_kv(k, self.group), repeat_kv(v, self.group)  # [B, Hkv, k, d] -> [B, H, k, d]
-        eager = ctx.backend == "eager" or cap.wants_pattern(s) or self.softcap is not None
+        eager = ctx.backend == "eager" or cap.changes_pattern(s) or self.softcap is not None
         scores = pattern = None
         if eager:
             z, scores, pattern = eager_attention(q, k, v, self._mask(ctx, q, k), ctx.bias, self.scale, s, cap,
                                                  self.softcap)
             backend = "eager"
-            kernel = "eager" if ctx.backend == "eager" else "eager (a pattern hook was requested)" \
+            kernel = "eager" if ctx.backend == "eager" else "eager (a pattern hook is on the path)" \
                 if self.softcap is None else "eager (soft-capped scores: SDPA has no tanh cap)"
         else:
             z = fused_attention(q, k, v, ctx.mask, ctx.bias, self.scale, ctx.is_causal, ctx.backend)
             backend = ctx.backend
             kernel = ctx.kernel(q, k, v, ctx.bias, self.scale)
-        z = cap.hook(f"{s}.hook_z", z)
+            if cap.wants_pattern(s):  # kept only: the eager scores and pattern beside the kernel, z stays its own
+                _, scores, pattern = eager_attention(q, k, v, self._mask(ctx, q, k), ctx.bias, self.scale, s, cap,
+                                                     self.softcap)
+        z = cap.hook(f"{s}.hook_z", z.transpose(1, 2))  # [B, H, q, d] -> [B, q, H, d]
         if cap.keep_records:
             # Scores are kept only when an intervention changed them; otherwise scale·q·kᵀ + bias is
             # recomputed from q and k on demand (holding a second [B, H, T, T] per layer made an eager

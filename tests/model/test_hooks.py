@@ -48,9 +48,9 @@ def test_every_hook_fires_with_expected_shapes():
         m(src, tgt)
     assert sorted(cap.tensors) == sorted(m.hook_names())
     assert cap.tensor("decoder.blocks.1.cross_attn.hook_pattern").shape == (1, 4, 5, 7)
-    assert cap.tensor("decoder.blocks.1.cross_attn.hook_k").shape == (1, 4, 7, 8)
+    assert cap.tensor("decoder.blocks.1.cross_attn.hook_k").shape == (1, 7, 4, 8)
     assert cap.tensor("encoder.blocks.0.attn.hook_mask").dtype == torch.bool
-    assert cap.tensor("decoder.blocks.0.attn.hook_z").shape == (1, 4, 5, 8)
+    assert cap.tensor("decoder.blocks.0.attn.hook_z").shape == (1, 5, 4, 8)
 
 
 def test_no_hook_state_outside_capture():
@@ -126,7 +126,7 @@ def test_patching_k_changes_scores_as_computed():
     with capture(names="blocks.0.attn.hook_k") as cap:
         m(x)
     k = cap.tensor("blocks.0.attn.hook_k")
-    new_k = torch.zeros_like(k[:, 0])
+    new_k = torch.zeros_like(k[:, :, 0])  # [B, pos, head, d]: head 0
     with capture(interventions={"blocks.0.attn.hook_k": replace_with(new_k, head=0)}) as patched:
         m(x)
     rec = patched["blocks.0.attn"]

@@ -1,0 +1,173 @@
+"""TransformerLens-style access to one run's hook tensors: `lm.run_with_cache(text)` → (logits, ActivationCache),
+`lm.run_with_hooks(text, fwd_hooks=[(name, fn)])` → logits, and `get_act_name`'s short names ("pattern", 3)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import torch
+from attnlab.model.inputs import InputError, Inputs
+
+_ATTN = ("k", "v", "q", "z", "rot_k", "rot_q", "result", "pattern", "attn_scores")
+_MLP = ("pre", "post", "mid", "pre_linear")
+_LAYER_TYPES = {"a": "attn", "m": "mlp", "b": "", "block": "", "blocks": "", "attention": "attn"}
+_ALIASES = {"attn": "pattern", "attn_logits": "attn_scores", "key": "k", "query": "q", "value": "v",
+            "mlp_pre": "pre", "mlp_mid": "mid", "mlp_post": "post"}
+
+
+def get_act_name(name: str, layer: int | None = None, layer_type: str | None = None) -> str:
+    """A full hook name from TransformerLens's short form (its `utils.get_act_name` rules): ("pattern", 3) →
+    'blocks.3.attn.hook_pattern', ("resid_pre", 2) → 'blocks.2.hook_resid_pre', "k6" → 'blocks.6.attn.hook_k',
+    ("normalized",) → 'ln_final.hook_normalized'; a full name comes back as it is."""
+    if ("." in name or name.startswith("hook_")) and layer is None and layer_type is None:
+        return name
+    match = re.match(r"([a-z]+)(\d+)([a-z]?.*)", name)
+    if match is not None:
+        name, layer, layer_type = match.groups(0)
+    name = _ALIASES.get(name, name)
+    full = f"blocks.{layer}." if layer is not None else ""
+    if name in _ATTN:
+        layer_type = "attn"
+    elif name in _MLP:
+        layer_type = "mlp"
+    elif layer_type in _LAYER_TYPES:
+        layer_type = _LAYER_TYPES[layer_type]
+    full += (f"{layer_type}." if layer_type else "") + f"hook_{name}"
+    return f"ln_final.{full}" if name in ("scale", "normalized") and layer is None else full
+
+
+class ActivationCache:
+    """The hook tensors of one run by full name, each with its batch axis (TransformerLens's layouts). Indexed by
+    full name or TransformerLens's short keys: cache["pattern", 3], cache["z", 1, "attn"], cache["resid_pre", -1]
+    (a negative layer counts from the end)."""
+
+    def __init__(self, tensors: dict[str, torch.Tensor], n_layers: int):
+        self.cache_dict, self.n_layers = tensors, n_layers
+
+    def name(self, key) -> str:
+        """The full hook name of `key` (a name, a short name, or a (name, layer[, layer_type]) tuple)."""
+        if isinstance(key, str):
+            return key if key in self.cache_dict else get_act_name(key)
+        name, *rest = key
+        if rest and rest[0] is not None and rest[0] < 0:
+            rest[0] += self.n_layers
+        return get_act_name(name, *rest)
+
+    def __getitem__(self, key) -> torch.Tensor:
+        name = self.name(key)
+        if name not in self.cache_dict:
+            raise KeyError(f"{name} is not in this cache ({len(self.cache_dict)} hooks; see cache.keys())")
+        return self.cache_dict[name]
+
+    def __contains__(self, key) -> bool:
+        return self.name(key) in self.cache_dict
+
+    def keys(self):
+        return self.cache_dict.keys()
+
+    def values(self):
+        return self.cache_dict.values()
+
+    def items(self):
+        return self.cache_dict.items()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.cache_dict)
+
+    def __len__(self) -> int:
+        return len(self.cache_dict)
+
+    def stack_head_results(self, layer: int = -1, pos_slice: int | slice | None = None, return_labels: bool = False):
+        """Every head's output in the layers before `layer` (-1 or None: every layer), [layers·heads, batch, (pos,)
+        d_model] in (layer, head) order, from the cached hook_result; labels 'L{l}H{h}' with return_labels."""
+        n = self.n_layers if layer is None or layer == -1 else layer
+        parts, labels = [], []
+        for i in range(n):
+            r = self[("result", i)]  # [B, T, H, D]
+            r = r if pos_slice is None else r[:, pos_slice]
+            parts.append(r.movedim(-2, 0))  # [B, (T,) H, D] -> [H, B, (T,) D]
+            labels += [f"L{i}H{h}" for h in range(r.shape[-2])]
+        stacked = torch.cat(parts)  # [L·H, B, (T,) D]
+        return (stacked, labels) if return_labels else stacked
+
+
+@dataclass(frozen=True)
+class HookPoint:
+    """What a TransformerLens hook function receives beside the activation: the hook's name and layer."""
+
+    name: str
+
+    def layer(self) -> int:
+        """The block index of the hook ('blocks.3.attn.hook_z' → 3)."""
+        if "blocks." not in self.name:
+            raise ValueError(f"{self.name} is not in a block: it has no layer")
+        return int(self.name.split("blocks.")[1].split(".")[0])
+
+
+TLHook = Callable[[torch.Tensor, HookPoint], torch.Tensor | None]
+
+
+def tl_interventions(fwd_hooks: list[tuple[str | Callable[[str], bool], TLHook]], hook_names: list[str]) -> dict:
+    """Our interventions {full name: f(x, name)} from TransformerLens's fwd_hooks [(name or filter, fn(x, hook))]; a
+    hook function may change x in place and return None. Several on one name run in order."""
+    chain: dict[str, list[TLHook]] = {}
+    for key, fn in fwd_hooks:
+        names = [n for n in hook_names if key(n)] if callable(key) else [get_act_name(key)]
+        for n in names:
+            if n not in hook_names:
+                raise InputError(f"{n} is not a hook of this model (lm.model.hook_names() lists them)")
+            chain.setdefault(n, []).append(fn)
+
+    def run(fns):
+        def fn(x: torch.Tensor, name: str) -> torch.Tensor:
+            for f in fns:
+                out = f(x, HookPoint(name))
+                x = x if out is None else out
+            return x
+        return fn
+
+    return {n: run(fns) for n, fns in chain.items()}
+
+
+def as_inputs(lm, x) -> Inputs:
+    """Inputs from a text, a list of texts of one length (a batch), ready Inputs, or token ids [B, T] / [T]."""
+    if isinstance(x, Inputs):
+        return x
+    if isinstance(x, str):
+        return lm.encode(x)
+    if isinstance(x, torch.Tensor):
+        ids = x[None] if x.dim() == 1 else x  # [T] -> [1, T]
+        return Inputs(ids.long(), [lm.label(i) for i in ids[0].tolist()])
+    if isinstance(x, (list, tuple)) and x and all(isinstance(t, str) for t in x):
+        rows = [lm.encode(t) for t in x]
+        if len({r.ids.shape[1] for r in rows}) != 1:
+            raise InputError(f"a batch of texts needs one length; these are {[r.ids.shape[1] for r in rows]} tokens")
+        return Inputs(torch.cat([r.ids for r in rows]), rows[0].tokens)  # [B, T]
+    raise InputError("run_with_cache and run_with_hooks take a text, a list of texts, Inputs or token ids")
+
+
+class TransformerLensRuns:
+    """LoadedModel's TransformerLens-style entry points (needs `forward`, `model`, `cfg`, `encode`, `label`)."""
+
+    def to_tokens(self, text_or_texts) -> torch.Tensor:
+        """Token ids [batch, pos] of a text or a list of texts of one length (TransformerLens's model.to_tokens)."""
+        return as_inputs(self, text_or_texts).ids
+
+    def run_with_cache(self, text_or_inputs, names=None, *, backend: str = "eager"):
+        """(logits [B, T, V], ActivationCache) of one forward; `names` (globs, a list, or a filter on full names)
+        chooses the hooks kept, default every one. Keeping a hook never changes the logits."""
+        fwd = self.forward(as_inputs(self, text_or_inputs), backend=backend, names="*" if names is None else names,
+                           records=False)
+        tensors = {n: ts[-1] for n, ts in fwd.capture.tensors.items()}
+        return fwd.logits, ActivationCache(tensors, self.cfg.n_layers)
+
+    def run_with_hooks(self, text_or_inputs, fwd_hooks=(), *, backend: str = "eager", return_type: str = "logits"):
+        """The logits [B, T, V] of one forward with TransformerLens hook functions: fwd_hooks [(name, fn)], name a
+        full or short name (get_act_name) or a filter on full names, fn(activation, hook) returning the new value
+        or None after changing it in place."""
+        if return_type != "logits":
+            raise InputError(f"return_type {return_type!r}: run_with_hooks returns logits here")
+        iv = tl_interventions(list(fwd_hooks), self.model.hook_names())
+        return self.forward(as_inputs(self, text_or_inputs), backend=backend, interventions=iv, records=False).logits

@@ -1,0 +1,117 @@
+"""lm.run_with_cache and lm.run_with_hooks, TransformerLens's way: get_act_name's short names, a cache indexed by
+them and by full name, logits that keeping hooks never changes, and hook functions fn(activation, hook)."""
+
+import pytest
+import torch
+from attnlab.model.activation_cache import get_act_name
+from attnlab.model.inputs import InputError
+from attnlab.model.registry import load
+
+from tests.analysis.interp_models import tiny_llama
+
+TEXT = "garo is seven . garo owns a rabbit ."
+
+
+@pytest.fixture(scope="module")
+def lecture():
+    return load("lecture-decoder")
+
+
+def test_get_act_name_follows_transformerlens_rules():
+    """The examples of TransformerLens's utils.get_act_name docstring, and the aliases."""
+    assert get_act_name("k", 6, "a") == "blocks.6.attn.hook_k"
+    assert get_act_name("pre", 2) == "blocks.2.mlp.hook_pre"
+    assert get_act_name("embed") == "hook_embed"
+    assert get_act_name("normalized", 27, "ln2") == "blocks.27.ln2.hook_normalized"
+    assert get_act_name("k6") == "blocks.6.attn.hook_k"
+    assert get_act_name("scale4ln1") == "blocks.4.ln1.hook_scale"
+    assert get_act_name("pre5") == "blocks.5.mlp.hook_pre"
+    assert get_act_name("attn", 3) == "blocks.3.attn.hook_pattern"
+    assert get_act_name("resid_pre", 2) == "blocks.2.hook_resid_pre"
+    assert get_act_name("z", 1, "attn") == "blocks.1.attn.hook_z"
+    assert get_act_name("normalized") == "ln_final.hook_normalized"
+    assert get_act_name("blocks.0.attn.hook_q") == "blocks.0.attn.hook_q"
+
+
+def test_the_cache_is_indexed_like_transformerlens(lecture):
+    logits, cache = lecture.run_with_cache(TEXT)
+    T = len(lecture.encode(TEXT).tokens)
+    assert logits.shape == (1, T, lecture.cfg.vocab_size)
+    assert list(cache.keys()) == lecture.model.hook_names() and len(cache) == len(lecture.model.hook_names())
+    assert cache["pattern", 3] is cache["blocks.3.attn.hook_pattern"] and cache["pattern", 3].shape == (1, 4, T, T)
+    assert cache["q", 0].shape == (1, T, 4, 32) and cache["z", 1, "attn"].shape == (1, T, 4, 32)
+    assert cache["resid_pre", 2].shape == (1, T, 128) and cache["result", 0].shape == (1, T, 4, 128)
+    assert cache["resid_post", -1] is cache["blocks.3.hook_resid_post"] and cache["k2"] is cache["blocks.2.attn.hook_k"]
+    assert ("pattern", 3) in cache and "blocks.0.hook_resid_mid" in cache and ("pattern", 9) not in cache
+    assert torch.equal(cache["normalized"], cache["ln_final.hook_normalized"])
+    with pytest.raises(KeyError, match="blocks.9.attn.hook_pattern is not in this cache"):
+        cache["pattern", 9]
+
+
+@pytest.mark.parametrize("backend", ["eager", "sdpa"])
+def test_run_with_cache_logits_are_the_plain_runs_bit_for_bit(lecture, backend):
+    inputs = lecture.encode(TEXT)
+    plain = lecture.model(inputs.ids, backend=backend).logits
+    logits, cache = lecture.run_with_cache(TEXT, backend=backend)
+    assert torch.equal(logits, plain)
+    few, small = lecture.run_with_cache(inputs, names=["*.hook_z", "blocks.0.hook_resid_pre"], backend=backend)
+    assert torch.equal(few, plain) and sorted(small) == ["blocks.0.attn.hook_z", "blocks.0.hook_resid_pre",
+                                                          "blocks.1.attn.hook_z", "blocks.2.attn.hook_z",
+                                                          "blocks.3.attn.hook_z"]
+    _, one = lecture.run_with_cache(inputs, names=lambda n: n.endswith("hook_pattern"), backend=backend)
+    assert len(one) == 4 and torch.equal(one["pattern", 2], cache["pattern", 2])
+
+
+def test_stacked_head_results_sum_with_the_bias_to_attn_out(lecture):
+    _, cache = lecture.run_with_cache(TEXT)
+    heads, labels = cache.stack_head_results(layer=-1, pos_slice=-1, return_labels=True)
+    assert heads.shape == (16, 1, 128) and labels[:5] == ["L0H0", "L0H1", "L0H2", "L0H3", "L1H0"]
+    for i in range(4):
+        want = cache["attn_out", i][:, -1] - lecture.model.blocks[i].attn.out.bias
+        torch.testing.assert_close(heads[4 * i:4 * i + 4].sum(0), want, rtol=1e-6, atol=1e-6)
+    assert cache.stack_head_results(layer=2).shape == (8, 1, len(lecture.encode(TEXT).tokens), 128)
+
+
+def test_run_with_hooks_takes_transformerlens_hook_functions(lecture):
+    """fn(activation, hook): in place and returning None, or returning a value; a filter on names; several hooks on
+    one name in order; each equal to the same intervention through forward(interventions=…)."""
+    inputs = lecture.encode(TEXT)
+    seen = []
+
+    def ablate(z, hook):
+        seen.append((hook.name, hook.layer()))
+        z[:, :, 1, :] = 0.0  # head 1 of [batch, pos, head, d_head], in place, returns None
+
+    def halve(z, hook):
+        return z / 2
+
+    got = lecture.run_with_hooks(TEXT, fwd_hooks=[(get_act_name("z", 2, "attn"), ablate), ("z2", halve)])
+    assert seen == [("blocks.2.attn.hook_z", 2)]
+
+    def both(z, name):
+        z = z.clone()
+        z[:, :, 1] = 0
+        return z / 2
+
+    want = lecture.forward(inputs, interventions={"blocks.2.attn.hook_z": both}, records=False).logits
+    assert torch.equal(got, want)
+    every = lecture.run_with_hooks(inputs, fwd_hooks=[(lambda n: n.endswith("attn.hook_z"), halve)])
+    assert sorted(n for n, _ in seen) == ["blocks.2.attn.hook_z"]
+    halved = lecture.forward(inputs, interventions={f"blocks.{i}.attn.hook_z": lambda z, n: z / 2 for i in range(4)},
+                             records=False).logits
+    assert torch.equal(every, halved)
+    with pytest.raises(InputError, match="blocks.7.attn.hook_z is not a hook of this model"):
+        lecture.run_with_hooks(TEXT, fwd_hooks=[("z7", halve)])
+    with pytest.raises(ValueError, match="^hook_embed is not in a block: it has no layer$"):
+        lecture.run_with_hooks(TEXT, fwd_hooks=[("embed", lambda x, hook: hook.layer())])
+
+
+def test_batches_of_texts_and_token_ids():
+    lm = tiny_llama()
+    logits, cache = lm.run_with_cache(["hello world", "jello world"])
+    assert logits.shape == (2, 12, 260) and cache["k", 0].shape == (2, 12, 2, 8)  # 2 of 6 heads keep k/v
+    ids = torch.cat([lm.encode("hello world").ids, lm.encode("jello world").ids])  # [2, T]
+    assert torch.equal(lm.run_with_hooks(ids), logits)
+    assert torch.equal(lm.run_with_cache(ids[1])[0], logits[1:])
+    with pytest.raises(InputError, match="a batch of texts needs one length; these are"):
+        lm.run_with_cache(["hello", "hello world"])
