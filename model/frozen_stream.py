@@ -80,11 +80,11 @@ def embed_parts(embed: nn.Module, tok: torch.Tensor, pos: torch.Tensor | None, t
 
 
 def attn_parts(attn: nn.Module, z: torch.Tensor) -> Parts:
-    """A self-attention's output as parts: `{site}.head.{h}` = z_h·W_O[h] for each head (z [H, T, d]) and
-    `{site}.bias` (the output bias b_O, when there is one), all [T, D]."""
-    H, T, d = z.shape
+    """A self-attention's output as parts: `{site}.head.{h}` = z_h·W_O[h] for each head and
+    `{site}.bias` (the output bias b_O, when there is one), all [T, D]. z is one sequence of hook_z: [T, H, d]."""
+    T, H, d = z.shape
     w = attn.out.weight.detach().double().view(-1, H, d)  # [D, H·d] -> [D, H, d]
-    heads = torch.einsum("htd,ehd->hte", z.double(), w)  # [H, T, D]
+    heads = torch.einsum("thd,ehd->hte", z.double(), w)  # [H, T, D]
     parts = {f"{attn.site}.head.{h}": heads[h] for h in range(H)}
     if attn.out.bias is not None:
         parts[f"{attn.site}.bias"] = attn.out.bias.detach().double().expand(T, -1).clone()
