@@ -47,6 +47,7 @@ from attnlab.analysis import patching as patching_
 from attnlab.analysis import routing as routing_
 from attnlab.analysis import vision as vision_
 from attnlab.analysis.benchmarks import DEFAULT_PATH, read_benchmarks
+from attnlab.analysis.circuit import find as circuit_
 from attnlab.analysis.relevance import gradient_relevance
 from attnlab.app import longinput, token_strip
 from attnlab.model.device import cuda_available, dtype_name, resolve
@@ -185,6 +186,8 @@ ablation_sweep = on_text(ablation.head_sweep)  # (name, text, src, position, tar
 logit_lens = on_model(lens_.logit_lens, spinner="Reading every layer through the unembedding…")
 logit_attribution = on_model(dla_.direct_logit_attribution)
 patching = on_model(patching_.activation_patching, entries=8, spinner="Patching every layer, position and head…")
+# (name, clean, corrupt, answer, wrong, method=, edges=, steps=) -> analysis.circuit.Circuit
+circuit = on_model(circuit_.find_circuit, entries=8, spinner="Scoring every edge and running the circuits…")
 
 
 def _flow(run, name: str, text: str, src: str | None, backend: str, group: str, query: int,

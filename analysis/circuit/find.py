@@ -132,9 +132,9 @@ def curve_sizes(total: int, n: int, points: int = 16) -> list[int]:
 
 
 def find_circuit(lm, clean: str, corrupt: str, answer: str, wrong: str, *, method: str = "eap-ig",
-                 edges: int | None = None, steps: int = IG_STEPS, curve: bool = True) -> Circuit:
-    """Score every edge and measure the top-`edges` circuit (default: 5 % of the edges); `curve`: also the
-    faithfulness of circuits from no edge to every edge."""
+                 edges: int | None = None, share: float = SHARE, steps: int = IG_STEPS, curve: bool = True) -> Circuit:
+    """Score every edge and measure the top-`edges` circuit (default: `share` of the edges, at least one);
+    `curve`: also the faithfulness of circuits from no edge to every edge."""
     t0 = time.perf_counter()
     points = alphas(method, steps)
     runs = setup(lm, clean, corrupt, answer, wrong)
@@ -143,7 +143,7 @@ def find_circuit(lm, clean: str, corrupt: str, answer: str, wrong: str, *, metho
     scores = edge_scores(runs, mean_gradient(runs, points))
     sec["scores"] = time.perf_counter() - t
     total = runs.graph.n_edges
-    n = max(1, int(SHARE * total)) if edges is None else edges
+    n = max(1, int(share * total)) if edges is None else edges
     if not 0 <= n <= total:
         raise InputError(f"--edges {n} is out of range: this model's graph has {total:,} edges")
     res = Circuit(lm.name, method, len(points), list(runs.clean.tokens), list(lm.encode(corrupt).tokens),
