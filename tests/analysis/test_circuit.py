@@ -107,11 +107,11 @@ def test_a_heads_outgoing_scores_are_the_gradient_on_its_output(llama, runs, eap
 
 
 def test_eap_ig_is_complete_on_the_embeddings(runs):
-    """Integrated gradients on the path of the embeddings: Σ_v score(embed → v) → M(corrupt) − M(clean); the
-    midpoint rule's error falls as 1/m² (measured: 1.3e-3 of it at m = 10, 5e-5 at m = 50)."""
+    """Integrated gradients on the path of the embeddings: Σ_v score(embed → v) → M(corrupt) − M(clean) as m grows
+    with the midpoint rule's 1/m² (measured: 1.3e-3 of it off at m = 10, 1.3e-5 at m = 100)."""
     want = runs.m["corrupt"] - runs.m["clean"]
-    errs = [abs(edge_scores(runs, mean_gradient(runs, alphas("eap-ig", m)))[0].sum() - want) for m in (10, 50)]
-    assert errs[1] < 2e-4 * abs(want) and errs[1] < errs[0] / 5
+    errs = [abs(edge_scores(runs, mean_gradient(runs, alphas("eap-ig", m)))[0].sum() - want) for m in (10, 100)]
+    assert errs[1] < 1e-4 * abs(want) and errs[1] < errs[0] / 30
 
 
 # -- circuits ------------------------------------------------------------------------------------------
