@@ -184,3 +184,12 @@ def test_card_roles_read_both_card_formats():
     table = "| type | strongest heads (layer.head score) |\n| --- | --- |\n| induction | 18.6 0.85, 17.4 0.67 |\n"
     assert card_roles(table) == {"blocks.18.attn.head.6": ["induction"], "blocks.17.attn.head.4": ["induction"]}
     assert card_roles(None) == {}
+
+
+def test_type_roles_name_every_typed_head_of_a_head_table():
+    import pandas as pd
+    from attnlab.analysis.circuit.names import type_roles
+
+    df = pd.DataFrame({"stack": "decoder", "layer": [0, 0, 1], "head": [0, 1, 0],
+                       "label": ["previous-token", "mixed", "induction"]})
+    assert type_roles(df) == {"blocks.0.attn.head.0": ["previous-token"], "blocks.1.attn.head.0": ["induction"]}
