@@ -22,7 +22,8 @@ from attnlab.model.inputs import InputError
 
 MAX_TOKENS = 128  # prompt length circuit discovery accepts
 SHARE = 0.05  # the default circuit: this share of the edges
-CURVE_BATCH = 8  # circuit runs per forward
+CURVE_BATCH = 8  # circuit runs per forward, at most
+DELTA_BYTES = 2**30  # a batch of circuit runs keeps every sender's difference [S, K, T, D] within this
 
 
 @dataclass
@@ -118,9 +119,10 @@ def faithfulness_of(runs: Runs, order: np.ndarray, sizes: list[int]) -> list[flo
     """The faithfulness of the top-n circuit for each n in sizes."""
     shape = (len(runs.graph.senders), len(runs.graph.receivers))
     gap = runs.m["clean"] - runs.m["corrupt"]
+    per = max(1, min(CURVE_BATCH, DELTA_BYTES // (4 * runs.acts["corrupt"].numel())))
     out = []
-    for i in range(0, len(sizes), CURVE_BATCH):
-        m = runs.circuit_m(keep_masks(order, sizes[i:i + CURVE_BATCH], shape, runs.valid.device))
+    for i in range(0, len(sizes), per):
+        m = runs.circuit_m(keep_masks(order, sizes[i:i + per], shape, runs.valid.device))
         out += [(float(x) - runs.m["corrupt"]) / gap for x in m.double().cpu()]
     return out
 
