@@ -48,6 +48,7 @@ from attnlab.analysis import qk_attribution as qk_
 from attnlab.analysis import routing as routing_
 from attnlab.analysis import vision as vision_
 from attnlab.analysis.benchmarks import DEFAULT_PATH, read_benchmarks
+from attnlab.analysis.circuit import find as circuit_
 from attnlab.analysis.relevance import gradient_relevance
 from attnlab.app import longinput, token_strip
 from attnlab.model.device import cuda_available, dtype_name, resolve
@@ -189,6 +190,8 @@ logit_attribution = on_model(dla_.direct_logit_attribution)
 qk_attribution = on_text(qk_.qk_attribution, entries=32)
 qk_refusal = on_model(qk_.refusal)  # (name) -> why QK attribution does not apply, or None
 patching = on_model(patching_.activation_patching, entries=8, spinner="Patching every layer, position and head…")
+# (name, clean, corrupt, answer, wrong, method=, edges=, steps=) -> analysis.circuit.Circuit
+circuit = on_model(circuit_.find_circuit, entries=8, spinner="Scoring every edge and running the circuits…")
 
 
 def _flow(run, name: str, text: str, src: str | None, backend: str, group: str, query: int,

@@ -191,7 +191,11 @@ class Attention(nn.Module):
                 k, v = cached
             return self.q_norm(q), k, v
         q, k, v = self.qkv(x).split(self.split, dim=-1)
-        q, k, v = self.q_norm(self._heads(q)), self.k_norm(self._heads(k)), self._heads(v)
+        return self._finish(self._heads(q), self._heads(k), self._heads(v), ctx)
+
+    def _finish(self, q, k, v, ctx: AttnCtx):
+        """q [B, H, q, d], k, v [B, Hkv, k, d] from their projections: q/k norms, RoPE, the cache."""
+        q, k = self.q_norm(q), self.k_norm(k)
         if ctx.rope is not None:
             q, k = apply_rope(q, *ctx.rope), apply_rope(k, *ctx.rope)
         if ctx.cache is not None:
@@ -213,6 +217,23 @@ class Attention(nn.Module):
         B, H, T, d = z.shape
         return self.out(z.transpose(1, 2).reshape(B, T, H * d))  # [B, H, T, d] -> [B, T, D]
 
+    def forward_split(self, xq: torch.Tensor, xk: torch.Tensor, xv: torch.Tensor, ctx: AttnCtx) -> torch.Tensor:
+        """forward (inside a capture) from one normed input per query head, xq [B, T, H, D], and per k/v head,
+        xk and xv [B, T, Hkv, D]: head h's q reads xq[:, :, h] only (self-attention)."""
+        if self.cross:
+            raise ValueError("split inputs are for self-attention; cross-attention reads the encoder's output")
+        w = self.qkv.weight.split(self.split)  # [H·d, D], [Hkv·d, D], [Hkv·d, D]
+        b = (None,) * 3 if self.qkv.bias is None else self.qkv.bias.split(self.split)
+        q, k, v = (self._per_head(x, wi, bi) for x, wi, bi in zip((xq, xk, xv), w, b))
+        cap = hooks.active()
+        return self._out_captured(self._forward_captured(*self._finish(q, k, v, ctx), ctx, cap), cap)
+
+    def _per_head(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+        """Each head's projection of its own input: x [B, T, n, D], w [n·d, D] -> [B, n, T, d]."""
+        n = x.shape[2]
+        y = torch.einsum("btne,nde->bntd", x, w.view(n, self.d_head, -1))  # w: [n·d, D] -> [n, d, D]
+        return y if b is None else y + b.view(n, 1, self.d_head)
+
     def _out_captured(self, z: torch.Tensor, cap: hooks.Capture) -> torch.Tensor:
         """The output projection of z [B, T, H, d], as the fast path computes it. Each head's share (hook_result
         [B, T, H, D], summing with the bias to the output) is computed only when kept or intervened on, beside the
@@ -226,7 +247,12 @@ class Attention(nn.Module):
         result = torch.einsum("bthd,ehd->bthe", z, w)  # [B, T, H, D]
         if name not in cap.interventions:
             cap.hook(name, result)
-            return out
+            if cap.detach:
+                return out
+            # kept with gradients: the gradient reaches z through the heads' shares alone (∂/∂result is the gradient
+            # on each share), while the value stays the fast path's, bit for bit (x − x.detach() is exactly 0)
+            shares = result.sum(2) if self.out.bias is None else result.sum(2) + self.out.bias  # [B, T, D]
+            return out.detach() + (shares - shares.detach())
         before = result.clone()  # an intervention may change its argument in place (TransformerLens hooks do)
         return out + (cap.hook(name, result) - before).sum(2)
 

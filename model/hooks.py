@@ -32,6 +32,10 @@ PATTERN_HOOKS = ("hook_attn_scores", "hook_mask", "hook_pattern")
 # [B, pos, head, d_model]; hook_attn_scores, hook_pattern [B, head, q, k]. The axis of each that indexes heads:
 HEAD_AXIS = {"hook_q": 2, "hook_k": 2, "hook_v": 2, "hook_z": 2, "hook_result": 2, "hook_attn_scores": 1,
              "hook_pattern": 1}
+# Hooks of a run with split inputs (`capture(split_inputs=True)`, TransformerLens's use_split_qkv_input and
+# use_hook_mlp_in): each head's own copy of the stream it reads, attn.hook_q_input [B, T, H, D] per query head,
+# attn.hook_k_input and attn.hook_v_input [B, T, Hkv, D] per k/v head, and the MLP's, hook_mlp_in [B, T, D].
+SPLIT_HOOKS = ("attn.hook_q_input", "attn.hook_k_input", "attn.hook_v_input", "hook_mlp_in")
 
 Intervention = Callable[[torch.Tensor, str], torch.Tensor]
 
@@ -57,6 +61,7 @@ class Capture:
         interventions: dict[str, Intervention] | None = None,
         records: bool = True,
         detach: bool = True,
+        split_inputs: bool = False,
     ):
         self.records: dict[str, list[AttentionRecord]] = {}
         self.tensors: dict[str, list[torch.Tensor]] = {}
@@ -64,6 +69,7 @@ class Capture:
         self.interventions = dict(interventions or {})
         self.keep_records = records
         self.detach = detach
+        self.split_inputs = split_inputs  # every receiver reads its own copy of the stream (SPLIT_HOOKS)
         self._want = _name_filter(names)
 
     # -- used by the attention sites -------------------------------------------------------------
@@ -135,13 +141,15 @@ def _name_filter(names) -> Callable[[str], bool]:
 
 @contextmanager
 def capture(
-    names=None, interventions: dict[str, Intervention] | None = None, records: bool = True, detach: bool = True
+    names=None, interventions: dict[str, Intervention] | None = None, records: bool = True, detach: bool = True,
+    split_inputs: bool = False,
 ) -> Iterator[Capture]:
     """Collect attention records (and hook tensors matching `names`, glob patterns) for the block.
 
     `interventions` maps a full hook name (e.g. "blocks.0.attn.hook_pattern") to f(tensor, name).
+    `split_inputs`: each head's q, k and v input and each MLP's input is a hook of its own (SPLIT_HOOKS).
     """
-    cap = Capture(names, interventions, records, detach)
+    cap = Capture(names, interventions, records, detach, split_inputs)
     token = _ACTIVE.set(cap)
     try:
         yield cap

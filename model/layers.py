@@ -97,6 +97,7 @@ class Block(nn.Module):
         self.has_cross = cross
         self.parallel = cfg.norm == "parallel"  # GPT-NeoX, Phi: attention and MLP read the same x
         self.norm_rule = cfg.norm  # pre | post | peri | parallel (model/frozen_stream.py reads it)
+        self.splits = cfg.norm in ("pre", "parallel")  # the stream is a plain sum of the sub-layers' outputs
         self.site = "block"  # set by name_sites()
 
     def forward(self, x, self_ctx, cross_ctx=None):
@@ -114,6 +115,8 @@ class Block(nn.Module):
         """forward with the residual-stream hooks (hooks.BLOCK_HOOKS, CROSS_HOOKS). hook_attn_out and
         hook_mlp_out are the sub-layers' outputs before any norm on their way back (peri/post-norm); a parallel
         block (attention and MLP read the same x) has no hook_resid_mid."""
+        if cap.split_inputs:
+            return self._forward_split(x, self_ctx, cap)
         s = self.site
         x = cap.hook(f"{s}.hook_resid_pre", x)
         if getattr(self, "parallel", False):
@@ -128,3 +131,19 @@ class Block(nn.Module):
             x = cap.hook(f"{s}.hook_resid_mid_cross", x)
         x = self.residual(x, lambda h: cap.hook(f"{s}.hook_mlp_out", self.mlp(h)), self.ln_mlp, self.ln_mlp_out)
         return cap.hook(f"{s}.hook_resid_post", x)
+
+    def _forward_split(self, x, ctx, cap: hooks.Capture):
+        """_forward_hooked with split inputs (hooks.SPLIT_HOOKS): each query head, each k/v head's k and v, and
+        the MLP read their own copy of the stream, so an intervention can give each one its own input. Pre-norm
+        and parallel blocks only (elsewhere a norm stands between the stream and the sub-layers' sum)."""
+        if not self.splits or self.has_cross:
+            raise ValueError("split inputs need a pre-norm or parallel decoder block without cross-attention")
+        s, a = self.site, self.attn
+        x = cap.hook(f"{s}.hook_resid_pre", x)
+        B, T, D = x.shape
+        per = [cap.hook(f"{a.site}.hook_{p}_input", x[:, :, None].expand(B, T, n, D))  # [B, T, D] -> [B, T, n, D]
+               for p, n in (("q", a.n_heads), ("k", a.n_kv_heads), ("v", a.n_kv_heads))]
+        attn = cap.hook(f"{s}.hook_attn_out", a.forward_split(*(self.ln_attn(p) for p in per), ctx))
+        mid = x + attn if self.parallel else cap.hook(f"{s}.hook_resid_mid", x + attn)
+        mlp_in = cap.hook(f"{s}.hook_mlp_in", x if self.parallel else mid)
+        return cap.hook(f"{s}.hook_resid_post", mid + cap.hook(f"{s}.hook_mlp_out", self.mlp(self.ln_mlp(mlp_in))))

@@ -217,16 +217,19 @@ class LoadedModel(ModelIO, ImageIO, TransformerLensRuns):
     # -- running -----------------------------------------------------------------------------------
     def forward(self, inputs: Inputs, *, backend: str = "eager", cache: KVCache | None = None,
                 mask: MaskSpec | None = None, interventions: dict | None = None, names=None,
-                records: bool = True, grad: bool = False, as_computed: bool = False) -> Forward:
+                records: bool = True, grad: bool = False, as_computed: bool = False,
+                split_inputs: bool = False) -> Forward:
         """One forward pass over `inputs` with capture (records, hook tensors `names`, `interventions`). The
         inputs move to the model's device; records are float32 numpy whatever the model's dtype.
 
         A 16-bit model's records without interventions keep q and k only and recompute patterns from them
         in float32 (rows sum to 1 within float32, as after a fused run); `as_computed` keeps an eager run's
-        16-bit patterns as the kernel computed them (what the invariants check measures)."""
+        16-bit patterns as the kernel computed them (what the invariants check measures). `split_inputs`: each
+        head's q, k and v input and each MLP's input its own hook (hooks.SPLIT_HOOKS; pre-norm decoders)."""
         inputs = inputs.to(self.device)
         with torch.set_grad_enabled(grad), hooks.capture(names=names, interventions=interventions,
-                                                         records=records, detach=not grad) as cap:
+                                                         records=records, detach=not grad,
+                                                         split_inputs=split_inputs) as cap:
             out = self.model.forward_inputs(inputs, backend=backend, cache=cache, mask=mask)
         if is_half(self.dtype) and not interventions and not as_computed:
             for site, recs in cap.records.items():
