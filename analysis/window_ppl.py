@@ -91,3 +91,8 @@ def window_perplexity(lm, text: str, window: int = WINDOW, sinks: int = SINKS, b
     late = {k: None if v is None else math.exp(float(v[first:].mean())) for k, v in nll.items()}
     return WindowPPL(window, sinks, T, ppl["full"], ppl["with_sinks"], ppl["without_sinks"],
                      ppl["with_sinks_cache_positions"], late)
+
+
+def window_test(lm, window: int | None = None) -> WindowPPL:
+    """The window test on the model's own text (`window_text`), W = `window` or `default_window`."""
+    return window_perplexity(lm, window_text(lm), window or default_window(lm))

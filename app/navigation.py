@@ -28,6 +28,8 @@ PAGES = [
     # issue #28: beyond attention maps
     ("lens.py", "Logit lens", "logit-lens", ":material/layers:"),
     ("patching.py", "Activation patching", "patching", ":material/healing:"),
+    # issue #41: attention sinks and the StreamingLLM window test
+    ("sinks.py", "Attention sinks", "sinks", ":material/anchor:"),
     # issue #30: the lecture as a guided tour
     ("tour.py", "Lecture tour", "tour", ":material/school:"),
 ]
@@ -38,7 +40,7 @@ SECTIONS = {
     "How it is computed": ["step-by-step", "scores", "masks"],
     "Block and positions": ["block", "positions", "permutation", "routing"],
     "Running a model": ["generate", "kv-cache", "backends", "long-inputs"],
-    "Beyond attention": ["logit-lens", "patching"],
+    "Beyond attention": ["logit-lens", "patching", "sinks"],
     "Lecture": ["tour"],
 }
 APP_ICON = ":material/search:"
