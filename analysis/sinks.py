@@ -111,7 +111,7 @@ def text_measures(lm, text: str) -> tuple[np.ndarray, dict[str, np.ndarray] | No
     fwd = lm.forward(inp, names=["*.attn.hook_k", "*.attn.hook_v", "*.attn.hook_z", "*.attn.hook_pattern",
                                  "*.hook_resid_post"], records=False)
     t = {n: x[0].double() for n, x in ((n, fwd.capture.tensor(n)) for n in fwd.capture.tensors)}
-    layers = range(len(lm.model.blocks))
+    layers = range(lm.cfg.n_layers)
     pats = [t[f"blocks.{i}.attn.hook_pattern"] for i in layers]
     share = np.stack([first_token_share(p.cpu().numpy()) for p in pats])
     per = [layer_norms(t[f"blocks.{i}.attn.hook_k"], t[f"blocks.{i}.attn.hook_v"], t[f"blocks.{i}.attn.hook_z"],

@@ -12,6 +12,7 @@ import math
 from dataclasses import asdict, dataclass
 
 import torch
+import torch.nn.functional as F
 from attnlab.analysis.sinks import sink_data, sink_texts
 from attnlab.model.inputs import InputError
 from attnlab.model.streaming import cache_position_interventions, can_move_sinks, window_mask
@@ -58,12 +59,11 @@ def window_test_lacks(lm) -> str | None:
 
 
 def token_nll(lm, inputs, mask=None, interventions=None, backend: str = "sdpa") -> torch.Tensor:
-    """float64 [T − 1]: −log p(token t+1 | tokens ≤ t) under `mask` (a MaskSpec; None: the model's own)."""
+    """[T − 1] float64 (computed in float32): −log p(token t+1 | tokens ≤ t) under `mask` (a MaskSpec; None: the model's own)."""
     fwd = lm.forward(inputs, backend="eager" if interventions else backend, mask=mask, interventions=interventions,
                      records=False)
-    ids = inputs.ids  # [1, T]
-    logp = torch.log_softmax(fwd.logits[0, :-1].double(), dim=-1)  # [T − 1, V]
-    return -logp.gather(1, ids[0, 1:, None].to(logp.device))[:, 0]  # [T − 1]
+    logits = fwd.logits[0, :-1].float()  # [T − 1, V]
+    return F.cross_entropy(logits, inputs.ids[0, 1:].to(logits.device), reduction="none").double()  # [T − 1]
 
 
 def window_perplexity(lm, text: str, window: int = WINDOW, sinks: int = SINKS, backend: str = "sdpa") -> WindowPPL:

@@ -3,7 +3,7 @@ the first token's key, value, output and residual norms against the others', and
 
 import streamlit as st
 from attnlab.analysis.sinks import SINK_SHARE
-from attnlab.analysis.window_ppl import SINKS
+from attnlab.analysis.window_ppl import SINKS, window_test_lacks
 from attnlab.app import state
 from attnlab.app.downloads import downloads
 from attnlab.app.figures.sinks import NORM_NAMES, norm_lines, ppl_bars, share_grid
@@ -49,10 +49,10 @@ with page("Attention sinks", "Why does almost every token attend to the first on
     elif report.note:
         st.caption(report.note + ".")
     st.subheader("The window test (StreamingLLM)")
-    can = info.get("can", {})
+    lacks = window_test_lacks(state.model(name))
     ppl = None
-    if not (can.get("next_token") and can.get("masks")):
-        st.caption(f"{name} cannot run it: it needs a converted decoder (a next-token model that takes our masks).")
+    if lacks:
+        st.caption(f"No window test: {lacks}.")
     elif toggle("Run the window test", "sinks_window", False,
                 help="Four passes over the long text (SmolLM2: 2,204 tokens, about a minute on a free CPU)."):
         with guard():
