@@ -9,6 +9,7 @@
     show(run, "rollout")                   # the rollout matrix (the Rollout page's "As matrices")
     show(run, "tokens")                    # where the query token looks, head mean per layer (the Explore page)
     attributions(model.load("lecture-decoder"), "the cat sat on the mat")  # seven methods' rows (the Rollout page)
+    sinks(model.load("smollm2"), "share")  # each head's share on the first token, sink heads ringed (the Sinks page)
     open("heads.html", "w").write(to_html(show(run, "heads")))   # one self-contained file, works offline
 
 Each view calls the same app/figures builder with the same arguments as its page, with the page's defaults
@@ -204,3 +205,31 @@ def attributions(lm, text: str, query: int | None = None, src: str | None = None
         rows[label] = attribute(lm, inputs, m, q, target_id).row
     return method_rows(rows, tokens, present=present, exclude=q,
                        title=f"Which tokens matter for token {q} ({esc(tokens[q])})?")
+
+
+SINK_VIEWS = ("share", "norms", "window")
+
+
+def sinks(lm, view: str = "share", norm: str = "out", window: int | None = None, present: bool = False) -> go.Figure:
+    """The Attention sinks page's figures for `lm` over its sink texts (analysis.sinks): 'share' (layers × heads, the
+    mean weight on the first token, sink heads ringed), 'norms' (`norm` = key | value | out | resid per layer: the
+    first token against the others) or 'window' (the window test's perplexities, W = `window` or the default)."""
+    from attnlab.analysis.sinks import SINK_SHARE, measure_sinks
+    from attnlab.analysis.window_ppl import window_test
+    from attnlab.app.figures.sinks import NORM_NAMES, norm_lines, ppl_bars, share_grid
+
+    if view not in SINK_VIEWS:
+        raise ValueError(f"unknown view {view!r}; choose one of {', '.join(SINK_VIEWS)}")
+    if view == "window":
+        w = window_test(lm, window).to_json()
+        return ppl_bars(w, present=present, title=f"perplexity over {w['tokens']:,} tokens, window of {w['window']} keys")
+    r = measure_sinks(lm)
+    if view == "share":
+        return share_grid(r.share, SINK_SHARE, present=present,
+                          title=f"{lm.name}: each head's mean weight on the first token ({r.n_texts} texts)")
+    if norm not in NORM_NAMES:
+        raise ValueError(f"unknown norm {norm!r}; choose one of {', '.join(NORM_NAMES)}")
+    if r.norms is None:
+        raise ValueError(r.note)
+    return norm_lines(r.norms, norm, present=present,
+                      title=f"{NORM_NAMES[norm]} per layer: the first token against the others")

@@ -59,3 +59,17 @@ def test_an_encoder_decoder_gets_one_line():
 
 def titled_any(at, text: str) -> bool:
     return any(text in (s["layout"].get("title", {}).get("text") or "") for s in specs(at))
+
+
+def test_notebook_figures_are_the_pages(lecture):
+    from attnlab.app.notebook import sinks
+
+    lm, r = lecture
+    fig = sinks(lm, "share")
+    np.testing.assert_allclose(np.asarray(fig.data[0].z), r.share, atol=1e-12)
+    assert list(fig.data[1].y) == [h["layer"] for h in r.sink_heads]
+    np.testing.assert_allclose(sinks(lm, "norms", norm="resid").data[0].y, r.norms["resid_first"], rtol=1e-12)
+    w = window_test(lm).to_json()
+    np.testing.assert_allclose(sinks(lm, "window").data[0].y[-1], w["without_sinks"], rtol=1e-12)
+    with pytest.raises(ValueError, match="unknown view"):
+        sinks(lm, "nope")
