@@ -61,8 +61,9 @@ with page("Attention sinks", "Why does almost every token attend to the first on
                                                         f"{ppl['window']} keys"), key="sinks-ppl", name="sinks-window")
             st.markdown(
                 f"Every query sees the last **{ppl['window']}** keys; *window + sinks* also sees the first "
-                f"{ppl['sinks']} tokens. Dropping them costs {ppl['without_sinks'] / ppl['with_sinks']:.2f}× in "
-                f"perplexity; keeping them lands {ppl['with_sinks'] / ppl['full']:.2f}× from full attention. Every "
+                f"{ppl['sinks']} tokens. Against full attention the perplexity is {ppl['with_sinks'] / ppl['full']:.2f}× "
+                f"with the sinks and {ppl['without_sinks'] / ppl['full']:.2f}× without: dropping them costs "
+                f"{ppl['without_sinks'] / ppl['with_sinks']:.2f}×. Every "
                 "token stays at its own position; *cache positions* moves the sinks next to the window, as "
                 "StreamingLLM's cache does (RoPE models).")
     downloads("sinks", json_obj=report.to_json() | {"window_ppl": ppl})

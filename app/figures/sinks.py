@@ -27,6 +27,8 @@ def share_grid(share, threshold: float, *, kv_group: int = 1, present: bool = Fa
     fig.add_trace(go.Scatter(x=cols, y=rows, mode="markers", name=f"sink head (≥ {threshold})",
                              marker={"symbol": "circle-open", "size": 22, "color": RING, "line": {"width": 3}},
                              hovertemplate="layer %{y} · head %{x}: sink head<extra></extra>"))
+    fig.update_xaxes(range=[-0.5, share.shape[1] - 0.5])  # the rings must not pad the grid's axes
+    fig.update_yaxes(range=[share.shape[0] - 0.5, -0.5], autorange=False)
     return fig
 
 
@@ -35,7 +37,9 @@ def norm_lines(norms: dict, which: str, *, present: bool = False, title: str = "
     first, rest = np.asarray(norms[f"{which}_first"]), np.asarray(norms[f"{which}_rest"])  # [L], [L]
     fig = lines(np.arange(len(first)), {"first token": first, "other tokens (mean)": rest}, title=title,
                 xlabel="layer", ylabel=NORM_NAMES[which], present=present)
-    fig.update_xaxes(tickmode="array", tickvals=np.arange(len(first)), dtick=1)
+    fig.update_xaxes(tickmode="array", tickvals=np.arange(len(first)))
+    if which == "resid":  # the first token can be 100× the others (massive activations): a log axis shows both
+        fig.update_yaxes(type="log")
     return fig
 
 
