@@ -1,12 +1,15 @@
 """attnlab.model.streaming: the sliding window with sinks as a mask, and StreamingLLM's cache positions (RoPE) checked
-against the cache itself: on one layer, query i of the cached run reads exactly a plain forward over the tokens the
-cache holds (sinks, then the window) at positions 0.."""
+against the cache itself: a literal StreamingLLM cache run token by token (keys kept before RoPE, turned by their
+slot), and on one layer a plain forward over the tokens the cache holds (sinks, then the window) at positions 0.."""
 
 import numpy as np
 import pytest
 import torch
 from attnlab.model import hooks
+from attnlab.model.cache import KVCache
 from attnlab.model.masks import CAUSAL, MaskSpec, pair_mask
+from attnlab.model.positions import apply_rope
+from attnlab.model.rope import rope_cos_sin, rope_inv_freq
 from attnlab.model.streaming import cache_position_interventions, can_move_sinks, window_mask
 
 from tests.model.helpers import tiny, tokens
@@ -61,6 +64,49 @@ def test_cache_positions_equal_streamingllm_cache_on_one_layer():
         torch.testing.assert_close(moved[i], logits(model, held, CAUSAL)[-1], rtol=0, atol=2e-5)
     torch.testing.assert_close(moved[:S + W], kept[:S + W], rtol=0, atol=1e-6)  # before the slide: same positions
     assert (moved[S + W:] - kept[S + W:]).abs().max() > 1e-4  # after it the sinks sit closer (measured 8e-4)
+
+
+class StreamingCache(KVCache):
+    """StreamingLLM's cache, literally: keys kept before RoPE, the first S and the last W − 1 after each step, and
+    every key turned by its slot in the cache when read (the query sits at the next slot)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.inv, self.held = rope_inv_freq(cfg), 0  # keys held per site before this step
+
+    def _turn(self, k, slots):
+        return apply_rope(k, *rope_cos_sin(slots, self.inv))
+
+    def append(self, site, k, v):
+        slot = len(self)  # the slot this step's query and key were turned to
+        raw = self._turn(k, torch.tensor([-slot]))  # undo RoPE: [B, Hkv, 1, d]
+        if site in self.self_kv:
+            raw, v = torch.cat([self.self_kv[site][0], raw], dim=2), torch.cat([self.self_kv[site][1], v], dim=2)
+        self.self_kv[site] = (raw, v)
+        return self._turn(raw, torch.arange(raw.shape[2])), v
+
+    def advance(self, n):
+        self.held = min(self.held + n, S + W - 1)
+        for site, (k, v) in self.self_kv.items():
+            if k.shape[2] > S + W - 1:  # evict the oldest key after the sinks
+                keep = [*range(S), *range(k.shape[2] - (W - 1), k.shape[2])]
+                self.self_kv[site] = (k[:, :, keep], v[:, :, keep])
+
+    def __len__(self):
+        return self.held
+
+
+def test_cache_positions_equal_a_literal_streaming_cache_on_three_layers():
+    model = tiny(positional="rope", n_kv_heads=2, n_layers=3)
+    ids = tokens(T)
+    moved = logits(model, ids, window_mask(W, S), cache_position_interventions(model.cfg, sites(model), W, S))
+    cache = StreamingCache(model.cfg)
+    with torch.no_grad():
+        steps = torch.cat([model(ids[:, i:i + 1], cache=cache, backend="eager").logits[0] for i in range(T)])  # [T, V]
+    assert len(cache) == S + W - 1
+    torch.testing.assert_close(moved, steps, rtol=0, atol=1e-6)  # measured 1.3e-7
+    kept = logits(model, ids, window_mask(W, S))  # the sinks at their own positions: not the cache's run
+    assert (kept - steps).abs().max() > 1e-4  # measured 7.5e-4
 
 
 def test_cache_positions_only_for_rope():
