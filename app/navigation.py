@@ -30,6 +30,8 @@ PAGES = [
     ("patching.py", "Activation patching", "patching", ":material/healing:"),
     # issue #41: circuit discovery (EAP, EAP-IG)
     ("circuit.py", "Circuit", "circuit", ":material/hub:"),
+    # issue #41: attention sinks and the StreamingLLM window test
+    ("sinks.py", "Attention sinks", "sinks", ":material/anchor:"),
     # issue #30: the lecture as a guided tour
     ("tour.py", "Lecture tour", "tour", ":material/school:"),
 ]
@@ -40,7 +42,7 @@ SECTIONS = {
     "How it is computed": ["step-by-step", "scores", "masks"],
     "Block and positions": ["block", "positions", "permutation", "routing"],
     "Running a model": ["generate", "kv-cache", "backends", "long-inputs"],
-    "Beyond attention": ["logit-lens", "patching", "circuit"],
+    "Beyond attention": ["logit-lens", "patching", "circuit", "sinks"],
     "Lecture": ["tour"],
 }
 APP_ICON = ":material/search:"

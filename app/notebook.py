@@ -10,6 +10,7 @@
     show(run, "tokens")                    # where the query token looks, head mean per layer (the Explore page)
     attributions(model.load("lecture-decoder"), "the cat sat on the mat")  # seven methods' rows (the Rollout page)
     why_attend(model.load("lecture-decoder"), "the cat sat on the mat", layer=3, head=2)  # QK attribution (Heads page)
+    sinks(model.load("smollm2"), "share")  # each head's share on the first token, sink heads ringed (the Sinks page)
     open("heads.html", "w").write(to_html(show(run, "heads")))   # one self-contained file, works offline
 
 Each view calls the same app/figures builder with the same arguments as its page, with the page's defaults
@@ -31,11 +32,14 @@ from attnlab.analysis.flow import attention_flow
 from attnlab.analysis.qk_attribution import qk_attribution
 from attnlab.analysis.relevance import gradient_relevance
 from attnlab.analysis.rollout import attention_rollout, cross_rollout, fuse_heads
+from attnlab.analysis.sinks import SINK_SHARE, measure_sinks
+from attnlab.analysis.window_ppl import window_test
 from attnlab.app.figures.head_view import head_view, head_view_title
 from attnlab.app.figures.matrix import matrix_heatmap
 from attnlab.app.figures.mosaic import mosaic
 from attnlab.app.figures.qk import qk_terms, why_title
 from attnlab.app.figures.rows import method_rows
+from attnlab.app.figures.sinks import NORM_NAMES, norm_lines, ppl_bars, share_grid
 from attnlab.app.figures.style import esc
 from attnlab.app.figures.switcher import head_switcher, switch_layers
 from attnlab.app.presets import default_query
@@ -222,3 +226,25 @@ def why_attend(lm, text: str, layer: int | None = None, head: int = 0, query: in
     a = qk_attribution(lm, inputs, layer, head, query, key)
     qs, ks, m = a.top_matrix(pairs)
     return qk_terms(qs, ks, m, present=present, title=why_title(a))
+SINK_VIEWS = ("share", "norms", "window")
+
+
+def sinks(lm, view: str = "share", norm: str = "out", window: int | None = None, present: bool = False) -> go.Figure:
+    """The Attention sinks page's figures for `lm` over its sink texts (analysis.sinks): 'share' (layers × heads, the
+    mean weight on the first token, sink heads ringed), 'norms' (`norm` = key | value | out | resid per layer: the
+    first token against the others) or 'window' (the window test's perplexities, W = `window` or the default)."""
+    if view not in SINK_VIEWS:
+        raise ValueError(f"unknown view {view!r}; choose one of {', '.join(SINK_VIEWS)}")
+    if view == "window":
+        w = window_test(lm, window).to_json()
+        return ppl_bars(w, present=present, title=f"perplexity over {w['tokens']:,} tokens, window of {w['window']} keys")
+    r = measure_sinks(lm)
+    if view == "share":
+        return share_grid(r.share, SINK_SHARE, present=present,
+                          title=f"{lm.name}: each head's mean weight on the first token ({r.n_texts} texts)")
+    if norm not in NORM_NAMES:
+        raise ValueError(f"unknown norm {norm!r}; choose one of {', '.join(NORM_NAMES)}")
+    if r.norms is None:
+        raise ValueError(r.note)
+    return norm_lines(r.norms, norm, present=present,
+                      title=f"{NORM_NAMES[norm]} per layer: the first token against the others")

@@ -46,7 +46,9 @@ from attnlab.analysis import lens as lens_
 from attnlab.analysis import patching as patching_
 from attnlab.analysis import qk_attribution as qk_
 from attnlab.analysis import routing as routing_
+from attnlab.analysis import sinks as sinks_
 from attnlab.analysis import vision as vision_
+from attnlab.analysis import window_ppl as window_ppl_
 from attnlab.analysis.benchmarks import DEFAULT_PATH, read_benchmarks
 from attnlab.analysis.circuit import find as circuit_
 from attnlab.analysis.relevance import gradient_relevance
@@ -311,3 +313,11 @@ image_gradient_map = on_model(images_.gradient_map, entries=32)  # (name, image,
 position_similarity = on_model(vision_.position_similarity, entries=4)  # (name) -> [N, rows, cols]
 image_classes = on_model(images_.class_names, entries=8)  # (name) -> class names
 shape_samples = st.cache_data(max_entries=16, show_spinner=False)(shape_images)  # (n, seed, split) -> samples
+
+
+# -- attention sinks (the Sinks page) ----------------------------------------------------------------------------
+sink_report = on_model(sinks_.measure_sinks, entries=8,
+                       spinner="Measuring every head's share on the first token over the sample texts…")  # (name)
+window_test = on_model(window_ppl_.window_test, entries=8,
+                       spinner="The window test: the long text with full attention, a window with and without "
+                               "sinks…")  # (name, window) -> WindowPPL

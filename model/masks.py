@@ -20,6 +20,7 @@ class MaskSpec:
 
     kind: str = "causal"
     window: int | None = None  # sliding_window: a query sees itself and window−1 earlier keys
+    sinks: int = 0  # sliding_window: and keys 0..sinks−1 too (StreamingLLM's attention sinks)
     prefix: int | None = None  # prefix_lm: keys < prefix are visible to every query
     custom: torch.Tensor | None = None
 
@@ -28,6 +29,8 @@ class MaskSpec:
             raise ValueError(f"mask kind {self.kind!r} is not one of {', '.join(KINDS)}")
         if self.kind == "sliding_window" and (self.window is None or self.window < 1):
             raise ValueError("a sliding_window mask needs window ≥ 1")
+        if self.sinks < 0 or (self.sinks and self.kind != "sliding_window"):
+            raise ValueError("sinks (keys every query sees) need a sliding_window mask and sinks ≥ 0")
         if self.kind == "prefix_lm" and (self.prefix is None or self.prefix < 0):
             raise ValueError("a prefix_lm mask needs prefix ≥ 0")
         if self.kind == "custom":
@@ -64,7 +67,7 @@ def pair_mask(spec: MaskSpec, q_len: int, k_len: int, q_offset: int = 0, device=
     if spec.kind == "causal":
         m = kp <= qp
     elif spec.kind == "sliding_window":
-        m = (kp <= qp) & (qp - kp < spec.window)
+        m = (kp <= qp) & ((qp - kp < spec.window) | (kp < spec.sinks))
     elif spec.kind == "prefix_lm":
         m = (kp <= qp) | (kp < spec.prefix)
     else:
