@@ -113,8 +113,9 @@ def text_measures(lm, text: str) -> tuple[np.ndarray, dict[str, np.ndarray] | No
     layers = range(lm.cfg.n_layers)
     pats = [t[f"blocks.{i}.attn.hook_pattern"] for i in layers]
     share = np.stack([first_token_share(p.cpu().numpy()) for p in pats])
-    per = [layer_norms(t[f"blocks.{i}.attn.hook_k"], t[f"blocks.{i}.attn.hook_v"], t[f"blocks.{i}.attn.hook_z"],
-                       pats[i], t[f"blocks.{i}.hook_resid_post"]) for i in layers]
+    heads_first = {n: x.transpose(0, 1) for n, x in t.items() if n.endswith(("hook_k", "hook_v", "hook_z"))}  # [T, H, d] -> [H, T, d]
+    per = [layer_norms(heads_first[f"blocks.{i}.attn.hook_k"], heads_first[f"blocks.{i}.attn.hook_v"],
+                       heads_first[f"blocks.{i}.attn.hook_z"], pats[i], t[f"blocks.{i}.hook_resid_post"]) for i in layers]
     return share, {k: np.array([float(p[k]) for p in per]) for k in per[0]}, T
 
 

@@ -50,7 +50,8 @@ def cache_position_interventions(cfg: ModelConfig, sites: list[str], window: int
 
     def move_sinks(scores: torch.Tensor, name: str) -> torch.Tensor:
         site = name.rsplit(".", 1)[0]
-        q, k = kept.pop(f"{site}.hook_q"), kept.pop(f"{site}.hook_k")  # [B, H, T, d], [B, Hkv, T, d]
+        # hook_q [B, T, H, d], hook_k [B, T, Hkv, d] (TransformerLens's layouts) -> [B, H, T, d], [B, Hkv, T, d]
+        q, k = kept.pop(f"{site}.hook_q").transpose(1, 2), kept.pop(f"{site}.hook_k").transpose(1, 2)
         T = q.shape[2]
         if T <= last_slot + 1 or sinks == 0:
             return scores
