@@ -25,7 +25,7 @@ from attnlab.model.gguf.tokenizer import build_tokenizer
 from attnlab.model.hf.load import load_hf_folder
 from attnlab.model.loaded import LoadedModel
 
-FORMAT = 1  # bump when the converted folder's layout or contents change
+FORMAT = 2  # bump when the converted folder's layout or contents change
 CHUNK = 4 * 2**20
 
 
