@@ -144,12 +144,27 @@ def _hw(v, what: str) -> tuple[int, ...]:
     raise ValueError(f"{what} {v!r} is not a supported size (height/width, shortest_edge or one integer)")
 
 
-def hf_prep(pre: dict, image_size: int, class_names: tuple[str, ...] = (), defaults: dict | None = None) -> ImagePrep:
-    """A Hugging Face preprocessor_config.json → ImagePrep. Missing keys take `defaults` (the processor class's
-    own: ViT's when None). ValueError for a size it cannot read or a crop the model would not read."""
+PROCESSOR_DEFAULTS = {  # what an image processor class does for a key its preprocessor_config.json leaves out
+    "ViTImageProcessor": {},
+    "DeiTImageProcessor": {"size": {"height": 256, "width": 256}, "crop_size": {"height": 224, "width": 224},
+                           "do_center_crop": True, "resample": 3},
+    "CLIPImageProcessor": {"size": {"shortest_edge": 224}, "crop_size": {"height": 224, "width": 224},
+                           "do_center_crop": True, "resample": 3, "image_mean": (0.48145466, 0.4578275, 0.40821073),
+                           "image_std": (0.26862954, 0.26130258, 0.27577711)},
+}
+
+
+def hf_prep(pre: dict, image_size: int, class_names: tuple[str, ...] = (), default_class: str | None = None
+            ) -> ImagePrep:
+    """A Hugging Face preprocessor_config.json → ImagePrep. Missing keys take the defaults of the class it names
+    (image_processor_type), else of `default_class`, else ViTImageProcessor's. ValueError for a size it cannot
+    read or an unknown class."""
+    named = str(pre.get("image_processor_type") or default_class or "ViTImageProcessor").removesuffix("Fast")
+    if named.removesuffix("Pil") not in PROCESSOR_DEFAULTS:
+        raise ValueError(f"image processor {named!r} is not supported ({', '.join(PROCESSOR_DEFAULTS)} are)")
     pre = {"size": {"height": image_size, "width": image_size}, "do_resize": True, "do_center_crop": False,
            "resample": 2, "image_mean": (0.5, 0.5, 0.5), "image_std": (0.5, 0.5, 0.5), "do_rescale": True,
-           "rescale_factor": 1 / 255, "do_normalize": True} | (defaults or {}) | pre
+           "rescale_factor": 1 / 255, "do_normalize": True} | PROCESSOR_DEFAULTS[named.removesuffix("Pil")] | pre
     resize = _hw(pre["size"], "size")
     crop = bool(pre["do_center_crop"])
     out = _hw(pre.get("crop_size"), "crop_size") if crop else resize

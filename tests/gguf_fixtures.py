@@ -104,10 +104,11 @@ def tokenizer_metadata(writer: GGUFWriter, tok, kind: str = "gpt2", extra: dict 
 
 
 def write_gguf(path: Path, family: str, types: dict[str, Q], seed: int = 0, tokenizer: str = "gpt2",
-               tokenizer_extra: dict | None = None, **cfg):
+               tokenizer_extra: dict | None = None, n_embeddings: int | None = None, **cfg):
     """A random `family` (llama, qwen2) model written as GGUF with tensor types by role ("embed", "attn",
     "mlp", "norm", "head") and a `tokenizer` as tokenizer_metadata writes it. Returns (path, the transformers
-    model holding the dequantised weights, the byte-level tokenizer)."""
+    model holding the dequantised weights, the byte-level tokenizer). `n_embeddings`: the model's vocabulary when
+    not the tokenizer's (written as {family}.vocab_size)."""
     import transformers
 
     F.quiet_transformers()
@@ -115,7 +116,9 @@ def write_gguf(path: Path, family: str, types: dict[str, Q], seed: int = 0, toke
     w = GGUFWriter(str(path), family)
     n_vocab = tokenizer_metadata(w, tok, tokenizer, tokenizer_extra)
     conf_cls, model_cls = (getattr(transformers, n) for n in F.LLAMA_CLASSES[family])
-    conf = conf_cls(vocab_size=n_vocab, attn_implementation="eager", **cfg)
+    conf = conf_cls(vocab_size=n_embeddings or n_vocab, attn_implementation="eager", **cfg)
+    if n_embeddings:
+        w.add_vocab_size(n_embeddings)
     torch.manual_seed(seed)
     model = model_cls(conf).eval()
     F._perturb(model, seed)

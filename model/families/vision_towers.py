@@ -121,28 +121,20 @@ def convert_clip_vision(hf_state: State, cfg: ModelConfig) -> State:
     return m.done()
 
 
-PROCESSOR_DEFAULTS = {  # what DeiTImageProcessor and CLIPImageProcessor do for a key their file leaves out
-    "deit": {"size": {"height": 256, "width": 256}, "crop_size": {"height": 224, "width": 224},
-             "do_center_crop": True, "resample": 3},
-    "clip": {"size": {"shortest_edge": 224}, "crop_size": {"height": 224, "width": 224}, "do_center_crop": True,
-             "resample": 3, "image_mean": (0.48145466, 0.4578275, 0.40821073),
-             "image_std": (0.26862954, 0.26130258, 0.27577711)},
-}
-
-
 def read_prep(folder: Path, hf: dict, cfg: ModelConfig) -> ImagePrep:
     """preprocessor_config.json → ImagePrep: resize (DeiT: to a square; CLIP: the shortest edge), centre crop,
-    rescale and normalise as the checkpoint's image processor does (its class defaults for a key it leaves out).
+    rescale and normalise as the checkpoint's image processor does (the class its file names, else the family's;
+    that class's defaults for a key it leaves out).
     No file: a resize straight to the model's image size."""
     path = folder / "preprocessor_config.json"
     mt = hf.get("model_type", "")
-    pre, defaults = {}, {}
+    pre, defaults = {}, None
     if path.is_file():
         try:
             pre = json.loads(path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise CheckpointError(f"{path} is not valid JSON ({e})") from None
-        defaults = PROCESSOR_DEFAULTS["deit" if mt == "deit" else "clip"]
+        defaults = "DeiTImageProcessor" if mt == "deit" else "CLIPImageProcessor"  # unless the file names its own
     try:
         prep = hf_prep(pre, cfg.image_size, class_names(vision_fields(hf, mt) if mt == "clip" else hf, cfg.n_classes),
                        defaults)

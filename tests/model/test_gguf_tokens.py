@@ -93,3 +93,15 @@ def test_compare_hf_fails_on_a_tokenizer_difference(files, monkeypatch, capsys, 
     assert main(["compare-hf", "--model", str(files["llama-add-bos"]), "--text", TEXT]) == 1
     out = capsys.readouterr().out
     assert "differ at position 0" in out and "transformers 1" in out and "FAIL" in out
+
+
+def test_refusal_names_the_file_not_a_temporary_folder(tmp_path):
+    """More tokens than embeddings is refused — said of the .gguf the user gave, not of the converted folder."""
+    from attnlab.model.gguf.reader import GGUFError
+
+    path = G.write_gguf(tmp_path / "short.gguf", "llama", {}, tokenizer="llama", n_embeddings=300, **CONF)[0]
+    with pytest.raises(GGUFError) as e:
+        al.load(str(path))
+    msg = str(e.value)
+    assert msg == f"short.gguf: the tokenizer has {len(G.sentencepiece_tokens())} tokens but the model only 300 embeddings"
+    assert "config.json" not in msg and "/" not in msg
