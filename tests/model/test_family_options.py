@@ -9,6 +9,7 @@ import math
 
 import pytest
 import torch
+from attnlab.analysis.checks import run_checks
 from attnlab.model.checkpoint import CheckpointError
 from attnlab.model.hf.load import load_hf_folder
 
@@ -23,6 +24,7 @@ GRID = {
     # name: (model_type, transformers class, config kwargs)
     "llama-attention-bias": ("llama", "LlamaForCausalLM", dict(_D, attention_bias=True)),
     "llama-attention-and-mlp-bias": ("llama", "LlamaForCausalLM", dict(_D, attention_bias=True, mlp_bias=True)),
+    "qwen3-attention-bias": ("qwen3", "Qwen3ForCausalLM", dict(_D, head_dim=16, attention_bias=True)),
     "gpt2-inverse-layer-idx": ("gpt2", "GPT2LMHeadModel", dict(_GPT2, scale_attn_by_inverse_layer_idx=True)),
     "gpt2-unscaled": ("gpt2", "GPT2LMHeadModel", dict(_GPT2, scale_attn_weights=False)),
     "gpt2-unscaled-inverse-layer-idx": ("gpt2", "GPT2LMHeadModel", dict(_GPT2, scale_attn_weights=False,
@@ -128,6 +130,16 @@ def test_long_factors_are_used_past_the_original_length(folders):
     lm.model = other
     got = torch.from_numpy(lm.capture(inputs)["blocks.0.attn"].scores())
     assert (got - want).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("name", ["gpt2-inverse-layer-idx", "llama-attention-and-mlp-bias", "llama-yarn",
+                                  "phi3-longrope-short", "phi3-longrope-long", "bart-ffn-40-56"])
+def test_attnlab_check(folders, name):
+    """eager ≡ sdpa ≡ flash and cached ≡ uncached; phi3-longrope-short's greedy run crosses its original length
+    (32) and recomputes once, as transformers' generation does."""
+    lm = load_hf_folder(folders[name])
+    report = run_checks(lm, lm.encode_reading(G.TEXT))
+    assert report["passed"], [c for c in report["checks"] if not c["passed"]]
 
 
 @pytest.mark.parametrize("model_type, cls, conf, words", [
