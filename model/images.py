@@ -160,11 +160,14 @@ def hf_prep(pre: dict, image_size: int, class_names: tuple[str, ...] = (), defau
     (image_processor_type), else of `default_class`, else ViTImageProcessor's. ValueError for a size it cannot
     read or an unknown class."""
     named = str(pre.get("image_processor_type") or default_class or "ViTImageProcessor").removesuffix("Fast")
-    if named.removesuffix("Pil") not in PROCESSOR_DEFAULTS:
+    named = named.removesuffix("Pil")
+    if named not in PROCESSOR_DEFAULTS:
         raise ValueError(f"image processor {named!r} is not supported ({', '.join(PROCESSOR_DEFAULTS)} are)")
+    if named == "CLIPImageProcessor" and isinstance(pre.get("size"), int):  # CLIP reads one number as a short edge
+        pre = {**pre, "size": {"shortest_edge": pre["size"]}}
     pre = {"size": {"height": image_size, "width": image_size}, "do_resize": True, "do_center_crop": False,
            "resample": 2, "image_mean": (0.5, 0.5, 0.5), "image_std": (0.5, 0.5, 0.5), "do_rescale": True,
-           "rescale_factor": 1 / 255, "do_normalize": True} | PROCESSOR_DEFAULTS[named.removesuffix("Pil")] | pre
+           "rescale_factor": 1 / 255, "do_normalize": True} | PROCESSOR_DEFAULTS[named] | pre
     resize = _hw(pre["size"], "size")
     crop = bool(pre["do_center_crop"])
     out = _hw(pre.get("crop_size"), "crop_size") if crop else resize

@@ -86,3 +86,30 @@ def test_prep_round_trips():
     prep = ImagePrep(size=(16, 16), resize=(19,), crop=True, resample=3)
     assert ImagePrep.from_dict(prep.to_dict()) == prep
     assert ImagePrep.from_dict({k: v for k, v in prep.to_dict().items() if k not in ("resize", "crop")}).crop is False
+
+
+def test_old_feature_extractor_files(folders, tmp_path):
+    """Old checkpoints' preprocessor_config.json (feature_extractor_type, sizes as one number): CLIP reads the
+    number as its shortest edge, DeiT as a square; both equal AutoImageProcessor on that file."""
+    import json
+    import shutil
+
+    import transformers
+
+    files = {"clip": {"feature_extractor_type": "CLIPFeatureExtractor", "size": 19, "crop_size": 16,
+                      "do_center_crop": True, "do_resize": True, "do_normalize": True, "resample": 3,
+                      "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258,
+                                                                                       0.27577711]},
+             "deit": {"feature_extractor_type": "DeiTFeatureExtractor", "size": 21, "crop_size": 16,
+                      "do_center_crop": True, "do_resize": True, "do_normalize": True, "resample": 3,
+                      "image_mean": [0.485, 0.456, 0.406], "image_std": [0.229, 0.224, 0.225]}}
+    for name, pre in files.items():
+        folder = shutil.copytree(folders[name], tmp_path / name)
+        (folder / "preprocessor_config.json").write_text(json.dumps(pre))
+        lm = load_hf_folder(folder)
+        assert lm.image.resize == ((19,) if name == "clip" else (21, 21))
+        processor = transformers.AutoImageProcessor.from_pretrained(str(folder))
+        for h, w in IMAGES:
+            image = probe_image((h, w))
+            theirs = processor(images=image, return_tensors="np")["pixel_values"]
+            assert np.abs(lm.encode_image(image).pixels.numpy() - theirs).max() <= TOL_PIXELS, (name, h, w)
