@@ -59,7 +59,7 @@ def check_view_folder(folder: Path, hf: dict) -> None:
 def refuse_unreadable(folder: Path, hf: dict) -> None:
     """Refuse (CheckpointError, one line, from config.json alone: before transformers or any weight reads it) a
     model that reads audio, images, or images with text: a view feeds token ids only. A config that names a
-    text head (…ForCausalLM, …ForMaskedLM, a seq2seq LM) of a model that does not read audio stays."""
+    text head (…ForCausalLM, …ForMaskedLM, a seq2seq LM: token ids in) stays."""
     from attnlab.model.families import FAMILIES
     from transformers.models.auto import modeling_auto as auto
 
@@ -70,7 +70,7 @@ def refuse_unreadable(folder: Path, hf: dict) -> None:
     reads = next((kind for kind, tasks in READS.items() if mt in model_types(tasks)), None)
     reads = reads or next((kind for key, kind in SUB_CONFIGS.items() if isinstance(hf.get(key), dict)), None)
     text_heads = {c for h in HEADS.values() for c in getattr(auto, h).values() if isinstance(c, str)}
-    if reads is None or (reads != "audio" and any(a in text_heads for a in archs)):
+    if reads is None or any(a in text_heads for a in archs):
         return
     images = ", ".join(f for f, row in FAMILIES.items() if row.image_prep is not None)
     named = f" ({', '.join(archs)})" if archs else ""

@@ -59,6 +59,8 @@ def test_a_text_head_of_a_multimodal_config_is_not_refused():
         refuse_unreadable("x", {"model_type": "new_vlm", "architectures": ["NewVlmForConditionalGeneration"],
                                 "vision_config": {}})
     refuse_unreadable(None, {"model_type": "gptj", "architectures": ["GPTJForCausalLM"]})
+    with pytest.raises(CheckpointError, match="model_type 'whisper' reads audio"):  # no architectures: model_type
+        refuse_unreadable("x", {"model_type": "whisper"})
 
 
 def test_no_progress_bar_on_a_refusal_after_loading(tmp_path, capfd):
