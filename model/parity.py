@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from attnlab.model.families import FAMILIES
 from attnlab.model.inputs import InputError, Inputs
-from attnlab.model.parity_inputs import TOL_PIXELS, pixel_report, token_report, transformers_tokenizer
+from attnlab.model.parity_inputs import TOL_PIXELS, pixel_report, token_report
 from attnlab.model.registry import load
 
 TOL_HIDDEN = 1e-4  # last hidden states, absolute
@@ -36,7 +36,7 @@ def compare_hf(folder_or_name: str, text: str | None = None, *, pair: str | None
     # an encoder–decoder reads the text as its source; its target is the decoder's start token
     inputs = lm.encode("", text) if lm.arch == "encdec" else lm.encode(text, pair=pair)
     ours = (inputs.src_ids if lm.arch == "encdec" else inputs.ids)[0].tolist()
-    tokens = token_report(ours, transformers_tokenizer(lm.card["folder"]), text, pair)
+    tokens = token_report(ours, lm.card["folder"], text, pair)
     return compare_models(lm, hf, inputs, backend=backend, greedy_tokens=greedy_tokens) | tokens
 
 

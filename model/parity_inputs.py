@@ -37,11 +37,14 @@ def _json(path: Path) -> dict:
     return d if isinstance(d, dict) else {}
 
 
-def token_report(ours: list[int], tokenizer, text: str, pair: str | None = None) -> dict:
-    """{"tokens_equal", "first_token_difference"}: our ids against `tokenizer`'s for the same text; the first
-    position where they differ (an id is None past the shorter sequence), or None; `tokens_note` when
-    transformers cannot tokenize it (then tokens_equal is None)."""
+def token_report(ours: list[int], folder: str | Path, text: str, pair: str | None = None,
+                 gguf_file: str | None = None) -> dict:
+    """{"tokens_equal", "first_token_difference"}: our ids against those of transformers' tokenizer for this
+    checkpoint (transformers_tokenizer) on the same text; the first position where they differ (an id is None past
+    the shorter sequence), or None; `tokens_note` when transformers cannot build it or tokenize the text (then
+    tokens_equal is None)."""
     try:
+        tokenizer = transformers_tokenizer(folder, gguf_file)
         theirs = list(tokenizer(text, pair)["input_ids"] if pair is not None else tokenizer(text)["input_ids"])
     except Exception as e:  # noqa: BLE001 — its first line is the reason
         return {"tokens_equal": None, "first_token_difference": None,

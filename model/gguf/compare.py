@@ -12,7 +12,7 @@ from attnlab.model.gguf.convert import CLASSES
 from attnlab.model.gguf.smollm2 import NAME as SMOLLM2
 from attnlab.model.inputs import InputError
 from attnlab.model.parity import DEFAULT_TEXT, GREEDY_TOKENS, compare_models
-from attnlab.model.parity_inputs import token_report, transformers_tokenizer
+from attnlab.model.parity_inputs import token_report
 from attnlab.model.registry import load
 
 
@@ -51,5 +51,5 @@ def compare_gguf(name_or_path: str, text: str | None = None, *, backend: str = "
     inputs = lm.encode(text)
     path = Path(lm.card["gguf_path"])
     with contextlib.redirect_stderr(io.StringIO()):
-        tokens = token_report(inputs.ids[0].tolist(), transformers_tokenizer(path.parent, path.name), text)
+        tokens = token_report(inputs.ids[0].tolist(), path.parent, text, gguf_file=path.name)
     return compare_models(lm, hf, inputs, backend=backend, greedy_tokens=greedy_tokens or GREEDY_TOKENS) | tokens

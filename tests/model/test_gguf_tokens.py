@@ -105,3 +105,12 @@ def test_refusal_names_the_file_not_a_temporary_folder(tmp_path):
     msg = str(e.value)
     assert msg == f"short.gguf: the tokenizer has {len(G.sentencepiece_tokens())} tokens but the model only 300 embeddings"
     assert "config.json" not in msg and "/" not in msg
+
+
+def test_a_tokenizer_transformers_cannot_build_is_a_note(tmp_path):
+    """tokenizer_config.json naming a class transformers lacks: the token check says why, it does not crash."""
+    from attnlab.model.parity_inputs import token_report
+
+    (tmp_path / "tokenizer_config.json").write_text('{"tokenizer_class": "NoSuchTokenizer"}')
+    report = token_report([1, 2], tmp_path, "the cat")
+    assert report["tokens_equal"] is None and report["tokens_note"].startswith("transformers' tokenizer failed: ")
