@@ -12,6 +12,9 @@ page that calls one check shows exactly the numbers `attnlab check` prints for i
 The tolerances follow the model's dtype (`rules_for`): float32 keeps the tolerances below; a 16-bit model
 (bfloat16, float16) compares its fused backends with a float32 eager reference (the model's fp32 copy)
 within TOL_HALF, and no worse than HALF_VS_EAGER × the error of eager in the same dtype against it.
+
+A transformers view (model/view) returns weights only and runs transformers' eager attention: its invariants
+are checked on those weights; the backend, cache and greedy rows SKIP with a note saying why.
 """
 
 from __future__ import annotations
@@ -112,10 +115,12 @@ def invariants(records: dict[str, AttentionRecord]) -> dict[str, float]:
     """Worst row-sum error (rows with any visible key), largest weight outside the mask, non-finite count."""
     row_err, outside, nonfinite = 0.0, 0.0, 0
     for rec in records.values():
-        for b in range(rec.q.shape[0]):
+        has_scores = rec.q is not None or rec.scores_full is not None  # a view's record holds weights only
+        for b in range((rec.q if rec.q is not None else rec.pattern_full).shape[0]):
             p = rec.pattern(batch=b)  # [H, q, k]
             m = rec.mask_for(b)  # [q, k]
-            nonfinite += int((~np.isfinite(p)).sum() + (~np.isfinite(rec.scores(batch=b))).sum())
+            nonfinite += int((~np.isfinite(p)).sum() + (~np.isfinite(rec.scores(batch=b))).sum() if has_scores
+                             else (~np.isfinite(p)).sum())
             live = m.any(-1)  # rows with at least one visible key
             sums = p.sum(-1)[:, live]  # [H, live rows]
             if sums.size:
@@ -137,6 +142,21 @@ def check_invariants(lm, inputs) -> CheckResult:
         Check("rows_sum_to_one", inv["row_sum_error"], tol, inv["row_sum_error"] <= tol),
         Check("no_mass_outside_mask", inv["mass_outside_mask"], 0.0, inv["mass_outside_mask"] == 0.0),
         Check("finite", float(inv["nonfinite"]), 0.0, inv["nonfinite"] == 0)], inv)
+
+
+# -- what a transformers view cannot run ------------------------------------------------------------------
+VIEW_NO_FUSED = ("not applicable: a transformers view runs transformers' eager attention only (no fused backend "
+                 "of ours to compare)")
+VIEW_NO_CACHE = "not applicable: a transformers view has no KV cache of ours"
+VIEW_NO_GREEDY = "not applicable: a transformers view does not generate (no KV cache of ours)"
+
+
+def view_skips() -> list[Check]:
+    """The rows a transformers view skips (backends, cache, greedy), each with its reason."""
+    rows = [(f"eager_vs_{b}", VIEW_NO_FUSED) for b in FUSED] + [
+        ("cache_vs_no_cache_logits", VIEW_NO_CACHE), ("cache_vs_no_cache_pattern", VIEW_NO_CACHE),
+        ("greedy_cache_tokens_equal", VIEW_NO_GREEDY)]
+    return [Check(name, None, None, True, note=why) for name, why in rows]
 
 
 # -- backends ---------------------------------------------------------------------------------------------
@@ -265,9 +285,12 @@ def _shown(gen: dict, context: int) -> dict:
 def run_checks(lm, inputs) -> dict:
     """The `attnlab check` report: {"passed": bool, "checks": [...]}, the named checks in order. Away from
     float32 on the CPU it also says where it ran and under which rules: "device", "dtype", "rules"."""
-    results = [check_invariants(lm, inputs), *(check_backend(lm, inputs, b) for b in FUSED),
-               check_kv_cache(lm, inputs), check_greedy_cache(lm, inputs)]
-    checks = [c for r in results for c in r.checks]
+    if not getattr(lm, "converted", True):  # a transformers view: its weights' invariants, the rest skipped
+        checks = check_invariants(lm, inputs).checks + view_skips()
+    else:
+        results = [check_invariants(lm, inputs), *(check_backend(lm, inputs, b) for b in FUSED),
+                   check_kv_cache(lm, inputs), check_greedy_cache(lm, inputs)]
+        checks = [c for r in results for c in r.checks]
     report = {"passed": all(c.passed for c in checks), "checks": [c.to_dict() for c in checks]}
     rules = rules_for(lm.dtype)
     if rules.half or lm.device != "cpu":

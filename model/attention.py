@@ -165,7 +165,7 @@ class Attention(nn.Module):
             self.kv = nn.Linear(d, 2 * d_kv, bias=cfg.attn_bias)
         else:
             self.qkv = nn.Linear(d, d_q + 2 * d_kv, bias=cfg.attn_bias)
-        self.out = nn.Linear(d_q, d, bias=cfg.bias)
+        self.out = nn.Linear(d_q, d, bias=cfg.attn_out_bias)
         if cfg.qk_norm:
             self.q_norm = make_norm(cfg, cfg.d_head)
             self.k_norm = make_norm(cfg, cfg.d_head)

@@ -16,7 +16,7 @@ MLPS = ("gelu", "gelu_tanh", "swiglu", "moe", "geglu", "relu", "quick_gelu", "si
 EXPERT_MLPS = ("gelu", "gelu_tanh", "swiglu")
 BACKENDS = ("eager", "sdpa", "flash")
 OUTPUT_HEADS = ("none", "lm", "mlm")
-ROPE_SCALINGS = ("none", "linear", "llama3")  # how RoPE's frequencies are rescaled (model/rope.py)
+ROPE_SCALINGS = ("none", "linear", "llama3", "yarn", "longrope")  # how RoPE's frequencies are rescaled (model/rope.py)
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ class ModelConfig:
     n_kv_heads: int | None = None  # k/v heads (grouped-query attention): None = n_heads, 1 = multi-query
     n_layers: int = 2
     n_dec_layers: int | None = None  # encdec only: decoder depth (default n_layers)
+    dec_d_mlp: int | None = None  # encdec only: the decoder's MLP width when not d_mlp (BART's decoder_ffn_dim)
     d_mlp: int | None = None  # default 4·d_model (gelu) or 8·d_model/3 rounded (swiglu)
     max_len: int = 128
     positional: str = "learned"
@@ -39,6 +40,9 @@ class ModelConfig:
     qk_norm: bool = False
     bias: bool = True
     qkv_bias: bool | None = None  # biases on the q, k, v projections only (Qwen2); None = follow `bias`
+    out_bias: bool | None = None  # a bias on the attention output projection; None = follow `bias` (Llama's
+    # attention_bias: q, k, v and o)
+    mlp_bias: bool | None = None  # biases on the MLP's linear layers; None = follow `bias` (Llama's mlp_bias)
     tie_embeddings: bool = True
     output_head: str | None = None  # none | lm | mlm; default lm for decoders, none otherwise
     type_vocab_size: int = 0  # BERT token types (0: none)
@@ -66,8 +70,14 @@ class ModelConfig:
     rope_factor: float = 1.0  # linear and llama3: long wavelengths are stretched by this factor
     rope_low_freq: float = 1.0  # llama3's low_freq_factor
     rope_high_freq: float = 4.0  # llama3's high_freq_factor
-    rope_original_len: int = 8192  # llama3's original_max_position_embeddings
+    rope_original_len: int = 8192  # llama3's, yarn's and longrope's original_max_position_embeddings
+    rope_attn_factor: float = 1.0  # yarn, longrope: cos and sin × this (so every score × its square)
+    rope_beta: tuple[float, float] = (32.0, 1.0)  # yarn's beta_fast, beta_slow: the ramp's bounds in rotations
+    rope_truncate: bool = True  # yarn: the ramp's bounds rounded outwards to whole dims
+    rope_short: tuple[float, ...] = ()  # longrope: each frequency ÷ this while positions stay ≤ rope_original_len
+    rope_long: tuple[float, ...] = ()  # longrope: … ÷ this once a forward reaches past it
     attn_scale: float | None = None  # the score scale when not 1/√d_head (Gemma 2: query_pre_attn_scalar^-½)
+    scale_by_layer: bool = False  # layer i's score scale ÷ (i + 1) (GPT-2's scale_attn_by_inverse_layer_idx)
     attn_softcap: float | None = None  # scaled scores → cap·tanh(score/cap) before the bias and mask (Gemma 2)
     logit_softcap: float | None = None  # logits → cap·tanh(logits/cap) (Gemma 2)
     embed_scale: float = 1.0  # token embeddings × this (Gemma: √d_model)
@@ -109,8 +119,10 @@ class ModelConfig:
             raise ValueError(f"sliding_window={self.sliding_window} needs a decoder and a window ≥ 1")
         if self.positional == "rope" and self.d_head % 2:
             raise ValueError(f"RoPE needs an even head size, got d_head={self.d_head}")
-        if self.n_dec_layers is not None and self.arch != "encdec":
-            raise ValueError("n_dec_layers is only for arch='encdec'")
+        if (self.n_dec_layers is not None or self.dec_d_mlp is not None) and self.arch != "encdec":
+            raise ValueError("n_dec_layers and dec_d_mlp are only for arch='encdec'")
+        if self.dec_d_mlp is not None and self.dec_d_mlp < 1:
+            raise ValueError(f"dec_d_mlp must be ≥ 1, got {self.dec_d_mlp}")
         if self.d_mlp is not None and self.d_mlp < 1:
             raise ValueError(f"d_mlp must be ≥ 1, got {self.d_mlp}")
         if self.type_vocab_size < 0:
@@ -157,6 +169,13 @@ class ModelConfig:
             raise ValueError(f"rope_factor must be > 0, got {self.rope_factor}")
         if self.rope_scaling == "llama3" and not 0 < self.rope_low_freq < self.rope_high_freq:
             raise ValueError("llama3 RoPE scaling needs 0 < rope_low_freq < rope_high_freq")
+        for name in ("rope_beta", "rope_short", "rope_long"):  # JSON gives lists
+            object.__setattr__(self, name, tuple(float(x) for x in getattr(self, name)))
+        half = (self.rotary_dim or self.d_head) // 2
+        if self.rope_scaling == "longrope" and not len(self.rope_short) == len(self.rope_long) == half:
+            raise ValueError(f"longrope needs rope_short and rope_long of rotary dims / 2 = {half} factors each")
+        if not self.rope_attn_factor > 0:
+            raise ValueError(f"rope_attn_factor must be > 0, got {self.rope_attn_factor}")
         for name in ("attn_scale", "attn_softcap", "logit_softcap"):
             if getattr(self, name) is not None and not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
@@ -215,6 +234,16 @@ class ModelConfig:
     def attn_bias(self) -> bool:
         """Whether the q, k, v projections have biases."""
         return self.bias if self.qkv_bias is None else self.qkv_bias
+
+    @property
+    def attn_out_bias(self) -> bool:
+        """Whether the attention output projection has a bias."""
+        return self.bias if self.out_bias is None else self.out_bias
+
+    @property
+    def mlp_biases(self) -> bool:
+        """Whether the MLP's linear layers have biases."""
+        return self.bias if self.mlp_bias is None else self.mlp_bias
 
     @property
     def hidden(self) -> int:

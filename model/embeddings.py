@@ -51,14 +51,16 @@ class Embeddings(nn.Module):
 
 
 class MLMHead(nn.Module):
-    """BERT's masked-LM head: dense → GELU → LayerNorm → tied decoder + bias (to the embedding width d_embed
-    when factorised: ALBERT, ELECTRA's generator)."""
+    """BERT's masked-LM head: dense → the layers' activation (GELU, tanh-GELU or ReLU; GELU otherwise) →
+    LayerNorm → tied decoder + bias (to the embedding width d_embed when factorised: ALBERT, ELECTRA's
+    generator)."""
 
     def __init__(self, cfg: ModelConfig, embedding: nn.Embedding):
         super().__init__()
         e = cfg.d_embed or cfg.d_model
         self.dense = nn.Linear(cfg.d_model, e)
-        self.act = nn.GELU(approximate="tanh" if cfg.mlp in ("gelu_tanh", "geglu") else "none")
+        self.act = nn.ReLU() if cfg.mlp == "relu" else nn.GELU(
+            approximate="tanh" if cfg.mlp in ("gelu_tanh", "geglu") else "none")
         self.norm = nn.LayerNorm(e, eps=cfg.norm_eps)
         self.decoder = nn.Linear(e, cfg.vocab_size)
         self.decoder.weight = embedding.weight

@@ -29,6 +29,11 @@ def next_token(logits: torch.Tensor, temperature: float, top_k: int | None, gen:
     return torch.multinomial(sampling_probs(logits, temperature, top_k), 1, generator=gen)[:, 0]
 
 
+def crosses_longrope(cfg, cached: int, total: int) -> bool:
+    """True when `total` positions reach past longrope's original length but the `cached` ones did not."""
+    return cfg.rope_scaling == "longrope" and cached <= cfg.rope_original_len < total
+
+
 @torch.no_grad()
 def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, temperature: float = 0.0,
              top_k: int | None = None, seed: int | None = None, use_cache: bool = True,
@@ -37,7 +42,8 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, temperature: f
     """Extend `prompt` [B, T] by up to max_new_tokens ids; an encoder–decoder needs `src` [B, S].
 
     With the cache each step feeds only the new token; without it every step reruns the whole
-    sequence. `step_logits`, when given, receives each step's last-position logits [B, V].
+    sequence. A longrope model recomputes once when the sequence first reaches past its original length
+    (every key is then turned by the long factors, as transformers' Phi-3 generation does). `step_logits`, when given, receives each step's last-position logits [B, V].
     """
     if max_new_tokens < 0:
         raise ValueError("max_new_tokens must be ≥ 0")
@@ -49,6 +55,8 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, temperature: f
     for _ in range(max_new_tokens):
         if ids.shape[1] >= max_len:
             break
+        if cache is not None and crosses_longrope(model.cfg, len(cache), ids.shape[1]):
+            cache, feed = KVCache(), ids  # the cached keys turned by the short factors: recompute, as transformers
         out = model.forward_inputs(replace(inputs, ids=feed), cache=cache, backend=backend)
         logits = out.logits[:, -1]  # [B, V]
         if step_logits is not None:

@@ -33,10 +33,10 @@ class MLP(nn.Module):
         kind = cfg.mlp
         self.gated = kind in GATED
         if self.gated:
-            self.gate = nn.Linear(cfg.d_model, cfg.hidden, bias=cfg.bias)
-        self.up = nn.Linear(cfg.d_model, cfg.hidden, bias=cfg.bias)
+            self.gate = nn.Linear(cfg.d_model, cfg.hidden, bias=cfg.mlp_biases)
+        self.up = nn.Linear(cfg.d_model, cfg.hidden, bias=cfg.mlp_biases)
         self.site: str | None = None  # set by name_sites() (None: a MoE expert, not hooked)
-        self.down = nn.Linear(cfg.hidden, cfg.d_model, bias=cfg.bias)
+        self.down = nn.Linear(cfg.hidden, cfg.d_model, bias=cfg.mlp_biases)
         self.act = ACTIVATIONS[kind]()
 
     @property

@@ -1,6 +1,8 @@
 """Parity: ours against `transformers` on the same token ids (an image model: the same pixels): hidden states,
 logits, every attention pattern and (decoders) a greedy continuation; a mixture of experts' router logits too.
-fp32, CPU; `transformers` runs its eager attention, as the class the family's row names (model/families)."""
+fp32, CPU; `transformers` runs its eager attention, as the class the family's row names (model/families).
+`compare_hf` also tokenizes the text (prepares the image) on each side separately (model/parity_inputs.py):
+our ids against transformers' own tokenizer's, our pixels against the checkpoint's image processor's."""
 
 from __future__ import annotations
 
@@ -8,12 +10,14 @@ import numpy as np
 import torch
 from attnlab.model.families import FAMILIES
 from attnlab.model.inputs import InputError, Inputs
+from attnlab.model.parity_inputs import TOL_PIXELS, pixel_report, token_report
 from attnlab.model.registry import load
 
 TOL_HIDDEN = 1e-4  # last hidden states, absolute
 TOL_LOGITS = 1e-4
 TOL_ATTENTION = 1e-5  # every attention weight
 GREEDY_TOKENS = 20
+PROBE_SIZE = (45, 61)  # (H, W) of the probe image compare_hf prepares on both sides
 DEFAULT_TEXT = "The cat sat on the mat because the mat was warm."
 
 
@@ -24,17 +28,24 @@ def compare_hf(folder_or_name: str, text: str | None = None, *, pair: str | None
     lm = load(folder_or_name)
     hf = load_transformers(lm)
     if lm.reads_image:
-        inputs = lm.encode_image(probe_image(lm.image_size))
-        return compare_models(lm, hf, inputs, backend=backend)
+        image = probe_image(PROBE_SIZE)  # not square, not the model's size: the resize and crop matter
+        inputs = lm.encode_image(image)
+        report = compare_models(lm, hf, inputs, backend=backend)
+        return report | pixel_report(inputs.pixels.numpy(), lm.card["folder"], image)
     text = text if text is not None else DEFAULT_TEXT
     # an encoder–decoder reads the text as its source; its target is the decoder's start token
     inputs = lm.encode("", text) if lm.arch == "encdec" else lm.encode(text, pair=pair)
-    return compare_models(lm, hf, inputs, backend=backend, greedy_tokens=greedy_tokens)
+    ours = (inputs.src_ids if lm.arch == "encdec" else inputs.ids)[0].tolist()
+    tokens = token_report(ours, lm.card["folder"], text, pair)
+    return compare_models(lm, hf, inputs, backend=backend, greedy_tokens=greedy_tokens) | tokens
 
 
 def load_transformers(lm):
     """The same checkpoint through `transformers` (eager attention, fp32, local files only)."""
     folder = lm.card.get("folder")
+    if folder is not None and not lm.converted:  # a transformers view: transformers itself runs it
+        raise InputError(f"{lm.name} runs as a transformers view (model_type {lm.family!r} has no converter): "
+                         "transformers itself computes its attention, so there is nothing to compare")
     if folder is None or lm.family not in FAMILIES:
         raise InputError(f"{lm.name} is not a Hugging Face checkpoint ({', '.join(FAMILIES)} family); "
                          "nothing to compare with")
@@ -152,4 +163,6 @@ def within_tolerance(report: dict) -> bool:
         ok = ok and report["max_abs_logits"] <= TOL_LOGITS
     if report.get("max_abs_router_logits") is not None:
         ok = ok and report["max_abs_router_logits"] <= TOL_LOGITS
-    return ok and report["greedy_equal"] is not False
+    if report.get("max_abs_pixels") is not None:
+        ok = ok and report["max_abs_pixels"] <= TOL_PIXELS
+    return ok and report["greedy_equal"] is not False and report.get("tokens_equal") is not False

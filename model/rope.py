@@ -1,7 +1,9 @@
 """RoPE's frequencies for a config: θ_i = base^(−2i/r) over the rotary dims r (all of d_head, or rotary_dim), then
-rescaled as the checkpoint asks: linear (every θ_i / factor) or llama3 (Llama 3.1: long wavelengths / factor,
-short ones kept, a smooth blend between). Computed as transformers does, so converted checkpoints get bit-identical
-angles."""
+rescaled as the checkpoint asks: linear (every θ_i / factor), llama3 (Llama 3.1: long wavelengths / factor,
+short ones kept, a smooth blend between), yarn (interpolated and extrapolated frequencies blended by a ramp over
+the dims) or longrope (Phi-3: θ_i / short_i, or / long_i once a forward reaches past the original length). yarn
+and longrope also multiply cos and sin by an attention factor, so every score carries its square. Computed as
+transformers does, so converted checkpoints get bit-identical angles."""
 
 from __future__ import annotations
 
@@ -28,9 +30,37 @@ def llama3_inv_freq(inv: torch.Tensor, factor: float, low: float, high: float, o
     return torch.where(medium, blended, scaled)
 
 
-def rope_inv_freq(cfg: ModelConfig, device=None) -> torch.Tensor:
-    """The frequencies cfg's RoPE turns each pair of rotary dims by, per position: float32 [rotary dims / 2]."""
-    inv = base_inv_freq(cfg.rotary_dim or cfg.d_head, cfg.rope_base, device)
+def yarn_inv_freq(cfg: ModelConfig, device=None) -> torch.Tensor:
+    """YaRN: θ_i / factor (interpolated) for the slow dims, θ_i (extrapolated) for the fast ones, blended by a
+    linear ramp between the dims that turn beta_fast and beta_slow times over the original length."""
+    rot, base, original = cfg.rotary_dim or cfg.d_head, cfg.rope_base, cfg.rope_original_len
+
+    def dim_of(rotations: float) -> float:  # the dim that turns `rotations` times over the original length
+        return (rot * math.log(original / (rotations * 2 * math.pi))) / (2 * math.log(base))
+
+    low, high = dim_of(cfg.rope_beta[0]), dim_of(cfg.rope_beta[1])
+    if cfg.rope_truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, rot - 1)
+    if low == high:
+        high += 0.001  # no zero-width ramp
+    pos_freqs = base ** (torch.arange(0, rot, 2).to(device=device, dtype=torch.float) / rot)
+    ramp = ((torch.arange(rot // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1).to(device)
+    extrapolation = 1 - ramp
+    return (1.0 / (cfg.rope_factor * pos_freqs)) * (1 - extrapolation) + (1.0 / pos_freqs) * extrapolation
+
+
+def rope_inv_freq(cfg: ModelConfig, device=None, n_positions: int = 0) -> torch.Tensor:
+    """The frequencies cfg's RoPE turns each pair of rotary dims by, per position: float32 [rotary dims / 2].
+    `n_positions` (the highest position of the forward + 1) picks longrope's long factors past the original length."""
+    rot = cfg.rotary_dim or cfg.d_head
+    if cfg.rope_scaling == "yarn":
+        return yarn_inv_freq(cfg, device)
+    if cfg.rope_scaling == "longrope":
+        ext = cfg.rope_long if n_positions > cfg.rope_original_len else cfg.rope_short
+        shape = torch.arange(0, rot, 2, dtype=torch.int64, device=device).float() / rot
+        return 1.0 / (torch.tensor(ext, dtype=torch.float32, device=device) * cfg.rope_base ** shape)
+    inv = base_inv_freq(rot, cfg.rope_base, device)
     if cfg.rope_scaling == "linear":
         return inv / cfg.rope_factor
     if cfg.rope_scaling == "llama3":
@@ -38,8 +68,12 @@ def rope_inv_freq(cfg: ModelConfig, device=None) -> torch.Tensor:
     return inv
 
 
-def rope_cos_sin(positions: torch.Tensor, inv_freq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos, sin [T, rot] for the rotate-half convention: angle θ_i·p, the rot/2 angles written twice."""
+def rope_cos_sin(positions: torch.Tensor, inv_freq: torch.Tensor,
+                 attn_factor: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin [T, rot] for the rotate-half convention: angle θ_i·p, the rot/2 angles written twice; both × the
+    attention factor (yarn, longrope)."""
     ang = positions.float()[:, None] * inv_freq[None, :]  # [T, rot/2]
     ang = torch.cat([ang, ang], dim=-1)  # [T, rot]
-    return ang.cos(), ang.sin()
+    if attn_factor == 1.0:
+        return ang.cos(), ang.sin()
+    return ang.cos() * attn_factor, ang.sin() * attn_factor

@@ -55,6 +55,8 @@ class Stack(nn.Module):
             for m in blk.modules():
                 if isinstance(m, (Attention, MoE)):
                     m.stack, m.layer = self.stack_name, i
+                if isinstance(m, Attention) and cfg.scale_by_layer:  # GPT-2's scale_attn_by_inverse_layer_idx
+                    m.scale = cfg.score_scale / (i + 1)
 
     def run(self, tokens, *, mask=None, attention_mask=None, token_type_ids=None, cache=None, backend=None,
             memory=None, memory_mask=None) -> torch.Tensor:
@@ -111,7 +113,8 @@ class Stack(nn.Module):
         elif self.cfg.positional == "relative":
             bias = self.rel_bias(pos, torch.arange(k_len, device=device))  # [H, T, k]
         elif self.cfg.positional == "rope":
-            rope = rope_cos_sin(pos, rope_inv_freq(self.cfg, pos.device))  # float32 whatever the weights
+            inv = rope_inv_freq(self.cfg, pos.device, n_positions=k_len)  # k_len: the highest position + 1
+            rope = rope_cos_sin(pos, inv, self.cfg.rope_attn_factor)  # float32 whatever the weights
         square_causal = spec.kind == "causal" and offset == 0 and attention_mask is None
         is_causal = backend != "eager" and square_causal and bias is None and mask is not None and T > 1
         if is_causal:

@@ -93,7 +93,8 @@ class EncoderDecoder(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.encoder = Encoder(cfg.replace(output_head="none"))
-        self.decoder = Decoder(cfg.replace(output_head="lm"), cross=True)
+        dec = {"d_mlp": cfg.dec_d_mlp} if cfg.dec_d_mlp is not None else {}  # BART's decoder_ffn_dim
+        self.decoder = Decoder(cfg.replace(output_head="lm", **dec), cross=True)
         name_sites(self)
 
     def encode(self, src, *, src_mask=None, backend=None) -> torch.Tensor:

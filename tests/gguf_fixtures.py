@@ -58,36 +58,72 @@ def encode(w: np.ndarray, qtype: Q, rng: np.random.Generator) -> tuple[np.ndarra
     return raw, quants.dequantize(raw, qtype).astype(np.float32).reshape(w.shape)
 
 
-def tokenizer_metadata(writer: GGUFWriter, tok) -> None:
-    """A byte-level BPE tokenizer (tokenizers.Tokenizer) as llama.cpp's `gpt2` tokenizer metadata."""
+def byte_level_tokens(tok, with_eot: bool = True) -> tuple[list[str], list[str]]:
+    """(tokens in id order, merges) of a byte-level BPE tokenizer; without `<|endoftext|>` when not with_eot."""
     data = json.loads(tok.to_str())
-    vocab = data["model"]["vocab"]
-    tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
+    tokens = [t for t, _ in sorted(data["model"]["vocab"].items(), key=lambda kv: kv[1])]
     merges = [m if isinstance(m, str) else " ".join(m) for m in data["model"]["merges"]]
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("gpt2")
-    writer.add_token_list(tokens)
-    writer.add_token_types([3 if t == F.EOT else 1 for t in tokens])  # 3: control, 1: normal
-    writer.add_token_merges(merges)
-    writer.add_bos_token_id(vocab[F.EOT])
-    writer.add_eos_token_id(vocab[F.EOT])
+    return ([t for t in tokens if with_eot or t != F.EOT]), merges
 
 
-def write_gguf(path: Path, family: str, types: dict[str, Q], seed: int = 0, **cfg):
+def sentencepiece_tokens() -> list[str]:
+    """A llama sentencepiece vocabulary: <unk> <s> </s>, the 256 byte tokens, then pieces ("▁" words and their
+    prefixes, letters) best-first; transformers derives the merges from the order."""
+    pieces = ["▁"] + sorted({c for line in F.CORPUS for c in line if c != " "})
+    for word in F.WORDS:
+        pieces += [p for p in ("▁" + word[:i] for i in range(1, len(word) + 1)) if p not in pieces]
+    return ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + pieces
+
+
+def tokenizer_metadata(writer: GGUFWriter, tok, kind: str = "gpt2", extra: dict | None = None) -> int:
+    """llama.cpp's tokenizer metadata: kind "gpt2" (the byte-level BPE `tok`), "gpt2-no-eot" (the same without
+    `<|endoftext|>`, no special ids) or "llama" (sentencepiece_tokens, <s>/</s> as BOS/EOS); `extra` adds
+    tokenizer.ggml.* keys (add_bos_token, add_eos_token). Returns the vocabulary size."""
+    if kind == "llama":
+        tokens = sentencepiece_tokens()
+        writer.add_tokenizer_model("llama")
+        writer.add_token_list(tokens)
+        writer.add_token_scores([-float(i) for i in range(len(tokens))])
+        writer.add_token_types([2 if i == 0 else 3 if i < 3 else 6 if i < 259 else 1 for i in range(len(tokens))])
+        writer.add_unk_token_id(0)
+        writer.add_bos_token_id(1)
+        writer.add_eos_token_id(2)
+    else:
+        tokens, merges = byte_level_tokens(tok, with_eot=kind == "gpt2")
+        writer.add_tokenizer_model("gpt2")
+        writer.add_tokenizer_pre("gpt2")
+        writer.add_token_list(tokens)
+        writer.add_token_types([3 if t == F.EOT else 1 for t in tokens])  # 3: control, 1: normal
+        writer.add_token_merges(merges)
+        if kind == "gpt2":
+            writer.add_bos_token_id(tokens.index(F.EOT))
+            writer.add_eos_token_id(tokens.index(F.EOT))
+    for key, value in (extra or {}).items():
+        writer.add_bool(f"tokenizer.ggml.{key}", value)
+    return len(tokens)
+
+
+def write_gguf(path: Path, family: str, types: dict[str, Q], seed: int = 0, tokenizer: str = "gpt2",
+               tokenizer_extra: dict | None = None, n_embeddings: int | None = None, **cfg):
     """A random `family` (llama, qwen2) model written as GGUF with tensor types by role ("embed", "attn",
-    "mlp", "norm", "head"). Returns (path, the transformers model holding the dequantised weights)."""
+    "mlp", "norm", "head") and a `tokenizer` as tokenizer_metadata writes it. Returns (path, the transformers
+    model holding the dequantised weights, the byte-level tokenizer). `n_embeddings`: the model's vocabulary when
+    not the tokenizer's (written as {family}.vocab_size)."""
     import transformers
 
     F.quiet_transformers()
     tok = F.bpe_tokenizer()
+    w = GGUFWriter(str(path), family)
+    n_vocab = tokenizer_metadata(w, tok, tokenizer, tokenizer_extra)
     conf_cls, model_cls = (getattr(transformers, n) for n in F.LLAMA_CLASSES[family])
-    conf = conf_cls(vocab_size=tok.get_vocab_size(), attn_implementation="eager", **cfg)
+    conf = conf_cls(vocab_size=n_embeddings or n_vocab, attn_implementation="eager", **cfg)
+    if n_embeddings:
+        w.add_vocab_size(n_embeddings)
     torch.manual_seed(seed)
     model = model_cls(conf).eval()
     F._perturb(model, seed)
     rng = np.random.default_rng(seed)
     H, KV = conf.num_attention_heads, conf.num_key_value_heads
-    w = GGUFWriter(str(path), family)
     w.add_block_count(conf.num_hidden_layers)
     w.add_context_length(conf.max_position_embeddings)
     w.add_embedding_length(conf.hidden_size)
@@ -98,7 +134,6 @@ def write_gguf(path: Path, family: str, types: dict[str, Q], seed: int = 0, **cf
                          else float(conf.rope_theta))
     w.add_layer_norm_rms_eps(conf.rms_norm_eps)
     w.add_rope_dimension_count(conf.hidden_size // H)
-    tokenizer_metadata(w, tok)
     ref = {}
     for name, t in model.state_dict().items():
         if name == "lm_head.weight" and conf.tie_word_embeddings:

@@ -21,6 +21,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from attnlab.model.gguf.compare import compare_gguf, is_gguf
     from attnlab.model.parity import TOL_ATTENTION, TOL_HIDDEN, TOL_LOGITS, compare_hf, within_tolerance
+    from attnlab.model.parity_inputs import TOL_PIXELS, describe_difference
 
     if is_gguf(args.model):
         report = compare_gguf(args.model, args.text, backend=args.backend)
@@ -34,6 +35,12 @@ def run(args) -> int:
             return "n/a" if v is None else f"{v:.3g}"
 
         print(f"layers={report['n_layers']} heads={report['n_heads']} backend={args.backend}")
+        if "tokens_equal" in report:
+            print("tokens            " + ("equal (each side's own tokenizer)" if report["tokens_equal"]
+                                          else describe_difference(report)))
+        if report.get("max_abs_pixels") is not None:
+            print(f"max |Δ pixels|    {fmt(report['max_abs_pixels']):>10}  (tol {TOL_PIXELS}; ours vs the "
+                  "checkpoint's image processor)")
         print(f"max |Δ logits|    {fmt(report['max_abs_logits']):>10}  (tol {TOL_LOGITS})")
         print(f"max |Δ hidden|    {fmt(report['max_abs_hidden']):>10}  (tol {TOL_HIDDEN})")
         print(f"max |Δ attention| {fmt(report['max_abs_attention']):>10}  (tol {TOL_ATTENTION})")

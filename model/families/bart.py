@@ -45,9 +45,10 @@ def bart_config(hf: dict) -> ModelConfig:
              "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "max_position_embeddings")
     refuse(hf, family, normalize_before=(False, False), add_final_layer_norm=(False, False),
             normalize_embedding=(True, True))
-    for a, b in (("encoder_attention_heads", "decoder_attention_heads"), ("encoder_ffn_dim", "decoder_ffn_dim")):
-        if hf[a] != hf[b]:
-            raise CheckpointError(f"{family}: {a}={hf[a]} ≠ {b}={hf[b]} is not supported (one width for both stacks)")
+    if hf["encoder_attention_heads"] != hf["decoder_attention_heads"]:
+        raise CheckpointError(f"{family}: encoder_attention_heads={hf['encoder_attention_heads']} ≠ "
+                              f"decoder_attention_heads={hf['decoder_attention_heads']} is not supported (every "
+                              "attention site of an encoder–decoder here has one head count)")
     if family == "marian" and hf.get("decoder_vocab_size", hf["vocab_size"]) != hf["vocab_size"]:
         raise CheckpointError("marian: a decoder_vocab_size other than vocab_size is not supported")
     act = hf.get("activation_function", "gelu")
@@ -57,6 +58,7 @@ def bart_config(hf: dict) -> ModelConfig:
     return build(
         arch="encdec", vocab_size=hf["vocab_size"], d_model=d, n_heads=hf["encoder_attention_heads"],
         n_layers=hf["encoder_layers"], n_dec_layers=hf["decoder_layers"], d_mlp=hf["encoder_ffn_dim"],
+        dec_d_mlp=hf["decoder_ffn_dim"] if hf["decoder_ffn_dim"] != hf["encoder_ffn_dim"] else None,
         max_len=hf["max_position_embeddings"], positional="learned", pos_offset=2 if family == "bart" else 0,
         norm="post", mlp=ACTS[act], bias=True, tie_embeddings=bool(hf.get("tie_word_embeddings", True)),
         output_head="lm", embed_norm=family == "bart", norm_eps=1e-5, lm_head_bias=True,
@@ -113,8 +115,9 @@ def convert_bart(hf_state: State, cfg: ModelConfig, family: str = "bart") -> Sta
                 m.fused_qkv([c + "k_proj", c + "v_proj"], [D, D], b + "cross_attn.kv", D)  # rows k | v
                 m.linear(c + "out_proj", b + "cross_attn.out", (D, D))
                 m.norm(h + "encoder_attn_layer_norm", b + "ln_cross_out", D)
-            m.linear(h + "fc1", b + "mlp.up", (H, D))
-            m.linear(h + "fc2", b + "mlp.down", (D, H))
+            width = (cfg.dec_d_mlp or H) if stack == "decoder" else H  # decoder_ffn_dim may differ
+            m.linear(h + "fc1", b + "mlp.up", (width, D))
+            m.linear(h + "fc2", b + "mlp.down", (D, width))
             m.norm(h + "final_layer_norm", b + "ln_mlp_out", D)
     bias = hf_state.get("final_logits_bias")
     m.out["decoder.lm_head.bias"] = torch.zeros(V) if bias is None else bias.reshape(-1)

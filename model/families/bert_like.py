@@ -64,7 +64,7 @@ def encoder_config(hf: dict, family: str, mlm: bool) -> ModelConfig:
         return build(
             arch="encoder", vocab_size=hf["vocab_size"], d_model=hf["dim"], n_heads=hf["n_heads"],
             n_layers=hf["n_layers"], d_mlp=hf["hidden_dim"], max_len=hf["max_position_embeddings"],
-            positional="learned", norm="post", mlp=_mlm_act(hf.get("activation", "gelu"), family, mlm),
+            positional="learned", norm="post", mlp=activation(hf.get("activation", "gelu"), family),  # head: the same
             output_head="mlm" if mlm else "none", embed_norm=True, norm_eps=1e-12)
     require(hf, family, "vocab_size", "hidden_size", "num_attention_heads", "num_hidden_layers",
              "intermediate_size", "max_position_embeddings")

@@ -8,10 +8,10 @@ from attnlab.model.families.family import Family, fixed
 
 
 def gpt2_config(hf: dict, names=None) -> ModelConfig:
-    """A GPT-2 config.json dict → ModelConfig (pre-LN decoder, learned positions, tied LM head)."""
+    """A GPT-2 config.json dict → ModelConfig (pre-LN decoder, learned positions, tied LM head; unscaled or
+    layer-scaled scores where scale_attn_weights / scale_attn_by_inverse_layer_idx ask)."""
     require(hf, "gpt2", "vocab_size", "n_embd", "n_head", "n_layer", "n_positions")
-    refuse(hf, "gpt2", scale_attn_weights=(True, True), scale_attn_by_inverse_layer_idx=(False, False),
-           add_cross_attention=(False, False))
+    refuse(hf, "gpt2", add_cross_attention=(False, False))
     d = hf["n_embd"]
     return build(
         arch="decoder", vocab_size=hf["vocab_size"], d_model=d, n_heads=hf["n_head"], n_layers=hf["n_layer"],
@@ -19,6 +19,8 @@ def gpt2_config(hf: dict, names=None) -> ModelConfig:
         mlp=activation(hf.get("activation_function", "gelu_new"), "gpt2"), bias=True,
         tie_embeddings=bool(hf.get("tie_word_embeddings", True)), output_head="lm",
         norm_eps=float(hf.get("layer_norm_epsilon", 1e-5)),
+        attn_scale=None if hf.get("scale_attn_weights", True) else 1.0,  # unscaled: q·kᵀ as it is
+        scale_by_layer=bool(hf.get("scale_attn_by_inverse_layer_idx", False)),  # layer i's scale ÷ (i + 1)
     )
 
 

@@ -22,27 +22,32 @@ from attnlab.model.families.mixtral_experts import mixtral_fields, take_experts
 from attnlab.model.families.rope_params import rope_fields
 
 FAMILIES = ("llama", "qwen2", "mistral", "mixtral")  # the model_types this layout reads
+BIAS_KEYS = {"llama": ("attention_bias", "mlp_bias"), "qwen3": ("attention_bias",), "gemma": ("attention_bias",),
+             "gemma2": ("attention_bias",)}  # attention_bias: q, k, v and o; mlp_bias: gate, up, down
 
 
 def decoder_fields(hf: dict, family: str, tied_default: bool = False, acts: tuple[str, ...] = ("silu",)) -> dict:
-    """The ModelConfig fields of the Llama layout (pre-RMSNorm, RoPE, gated MLP, no biases, GQA) from config.json;
-    a family module overrides what differs. Refuses what would change the maths."""
+    """The ModelConfig fields of the Llama layout (pre-RMSNorm, RoPE, gated MLP, GQA; biases on q, k, v and o with
+    attention_bias, on the MLP with mlp_bias) from config.json; a family module overrides what differs. Refuses
+    what would change the maths."""
     require(hf, family, "vocab_size", "hidden_size", "num_attention_heads", "num_hidden_layers",
             "intermediate_size", "max_position_embeddings")
     d, n_heads = hf["hidden_size"], hf["num_attention_heads"]
     act = hf.get("hidden_activation") or hf.get("hidden_act") or acts[0]
     if act not in acts:
         raise CheckpointError(f"{family}: activation {act!r} is not supported (only {', '.join(map(repr, acts))})")
-    for key in ("attention_bias", "mlp_bias"):
-        if hf.get(key, False):
-            raise CheckpointError(f"{family}: {key}=true is not supported ({family} has no such biases)")
+    honoured = BIAS_KEYS.get(family, ())  # transformers reads these keys for this family only
+    attn_bias = "attention_bias" in honoured and bool(hf.get("attention_bias", False))
+    mlp_bias = "mlp_bias" in honoured and bool(hf.get("mlp_bias", False))
     head_dim = hf.get("head_dim") or d // n_heads
     return dict(
         arch="decoder", vocab_size=hf["vocab_size"], d_model=d, n_heads=n_heads,
         n_kv_heads=hf.get("num_key_value_heads") or n_heads, n_layers=hf["num_hidden_layers"],
         d_mlp=hf["intermediate_size"], max_len=hf["max_position_embeddings"], positional="rope",
         head_dim=head_dim if head_dim * n_heads != d else None, **rope_fields(hf, family, head_dim), norm="pre",
-        norm_type="rmsnorm", bias=False, mlp="swiglu", tie_embeddings=bool(hf.get("tie_word_embeddings", tied_default)),
+        norm_type="rmsnorm", bias=False, qkv_bias=attn_bias or None, out_bias=attn_bias or None,
+        mlp_bias=mlp_bias or None, mlp="swiglu",
+        tie_embeddings=bool(hf.get("tie_word_embeddings", tied_default)),
         output_head="lm", norm_eps=float(hf.get("rms_norm_eps", 1e-6)))
 
 
@@ -92,18 +97,22 @@ def convert_llama(hf_state: State, cfg: ModelConfig, family: str = "llama") -> S
         # rows [0:d_q] q, [d_q:d_q+d_kv] k, [d_q+d_kv:] v
         m.fused_qkv([a + n for n in shapes], list(shapes.values()), b + "attn.qkv", D, bias=cfg.attn_bias)
         if not cfg.attn_bias and any(a + n + ".bias" in m.rest for n in shapes):
-            raise CheckpointError(f"{family}: the checkpoint has attention biases ({a}q_proj.bias …) "
-                                  f"but {family} has none")
+            raise CheckpointError(f"{family}: the checkpoint has attention biases ({a}q_proj.bias …) but its "
+                                  "config.json does not ask for them (attention_bias)")
         m.take(a + "o_proj.weight", b + "attn.out.weight", (D, d_q))
+        if cfg.attn_out_bias:
+            m.take(a + "o_proj.bias", b + "attn.out.bias", (D,))
         if cfg.qk_norm:  # Qwen3: RMSNorm over each head's q and k, before RoPE
             m.take(a + "q_norm.weight", b + "attn.q_norm.weight", (cfg.d_head,))
             m.take(a + "k_norm.weight", b + "attn.k_norm.weight", (cfg.d_head,))
         if cfg.mlp == "moe":  # Mixtral: a router and n_experts SwiGLU experts (model/families/mixtral_experts.py)
             take_experts(m, h, b, cfg)
         else:
-            m.take(h + "mlp.gate_proj.weight", b + "mlp.gate.weight", (H, D))
-            m.take(h + "mlp.up_proj.weight", b + "mlp.up.weight", (H, D))
-            m.take(h + "mlp.down_proj.weight", b + "mlp.down.weight", (D, H))
+            for src, dst, shape in (("gate_proj", "gate", (H, D)), ("up_proj", "up", (H, D)),
+                                    ("down_proj", "down", (D, H))):
+                m.take(h + f"mlp.{src}.weight", b + f"mlp.{dst}.weight", shape)
+                if cfg.mlp_biases:
+                    m.take(h + f"mlp.{src}.bias", b + f"mlp.{dst}.bias", shape[:1])
         m.ignore(a + "rotary_emb.inv_freq")  # old checkpoints saved the RoPE frequencies (recomputed here)
     m.take("norm.weight", "ln_f.weight", (D,))
     m.ignore("rotary_emb.inv_freq")

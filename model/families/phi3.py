@@ -1,6 +1,6 @@
 """Phi-3 (Phi3ForCausalLM): Llama's layout with q, k, v fused in one qkv_proj (rows q | k | v, as ours) and gate,
 up fused in gate_up_proj (gate rows first); a sliding window when the config sets one; partial rotary when
-rope_parameters asks. Longrope (Phi-3 128k) is refused by model/families/rope_params.py."""
+rope_parameters asks; longrope (Phi-3 128k) through model/families/rope_params.py and model/rope.py."""
 
 from __future__ import annotations
 
@@ -35,6 +35,6 @@ def unfuse(hf_state: State, cfg: ModelConfig) -> State:
     return out
 
 
-FAMILY = Family("phi3", "Phi-3 and Phi-3.5 mini (Phi3ForCausalLM checkpoints; not the longrope 128k ones)",
+FAMILY = Family("phi3", "Phi-3 and Phi-3.5 mini (Phi3ForCausalLM checkpoints, the longrope 128k ones too)",
                 phi3_config, lambda state, cfg: convert_llama(unfuse(state, cfg), cfg, "phi3"),
                 fixed("Phi3ForCausalLM"), {"bos": "<s>", "eos": "<|endoftext|>"})

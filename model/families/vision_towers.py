@@ -122,21 +122,25 @@ def convert_clip_vision(hf_state: State, cfg: ModelConfig) -> State:
 
 
 def read_prep(folder: Path, hf: dict, cfg: ModelConfig) -> ImagePrep:
-    """preprocessor_config.json → ImagePrep. A centre crop (DeiT, CLIP) becomes a resize straight to the crop size:
-    the model reads exactly its image size, with a slightly wider field of view than resize-then-crop."""
+    """preprocessor_config.json → ImagePrep: resize (DeiT: to a square; CLIP: the shortest edge), centre crop,
+    rescale and normalise as the checkpoint's image processor does (the class its file names, else the family's;
+    that class's defaults for a key it leaves out).
+    No file: a resize straight to the model's image size."""
     path = folder / "preprocessor_config.json"
-    pre = {}
+    mt = hf.get("model_type", "")
+    pre, defaults = {}, None
     if path.is_file():
         try:
             pre = json.loads(path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise CheckpointError(f"{path} is not valid JSON ({e})") from None
-    if pre.get("do_center_crop") and pre.get("crop_size") is not None:
-        pre = {**pre, "size": pre["crop_size"], "do_resize": True}
-    elif isinstance(pre.get("size"), dict) and "shortest_edge" in pre["size"]:
-        pre = {**pre, "size": cfg.image_size}
-    prep = hf_prep(pre, cfg.image_size, class_names(vision_fields(hf, hf.get("model_type", "")) if
-                                                    hf.get("model_type") == "clip" else hf, cfg.n_classes))
+        defaults = "DeiTImageProcessor" if mt == "deit" else "CLIPImageProcessor"  # unless the file names its own
+    try:
+        prep = hf_prep(pre, cfg.image_size, class_names(vision_fields(hf, mt) if mt == "clip" else hf, cfg.n_classes),
+                       defaults)
+    except ValueError as e:
+        raise CheckpointError(f"{path}: {e}") from None
     if prep.size != (cfg.image_size, cfg.image_size):
-        raise CheckpointError(f"{path}: images of {prep.size}; the model reads {cfg.image_size}²")
+        raise CheckpointError(f"{path}: images of {prep.size[0]}×{prep.size[1]} after preprocessing; the model reads "
+                              f"{cfg.image_size}²")
     return prep

@@ -85,7 +85,8 @@ def convert_vit(hf_state: State, cfg: ModelConfig) -> State:
 
 
 def read_prep(folder: Path, hf: dict, cfg: ModelConfig) -> ImagePrep:
-    """preprocessor_config.json's resize, rescale and normalisation (ViTImageProcessor's defaults without one)."""
+    """preprocessor_config.json's resize (and centre crop, when it asks for one), rescale and normalisation
+    (ViTImageProcessor's defaults without one)."""
     path = folder / "preprocessor_config.json"
     pre = {}
     if path.is_file():
@@ -93,7 +94,10 @@ def read_prep(folder: Path, hf: dict, cfg: ModelConfig) -> ImagePrep:
             pre = json.loads(path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise CheckpointError(f"{path} is not valid JSON ({e})") from None
-    prep = hf_prep(pre, cfg.image_size, class_names(hf, cfg.n_classes))
+    try:
+        prep = hf_prep(pre, cfg.image_size, class_names(hf, cfg.n_classes))
+    except ValueError as e:
+        raise CheckpointError(f"{path}: {e}") from None
     if prep.size != (cfg.image_size, cfg.image_size) and not prep.do_resize:
         raise CheckpointError(f"{path}: images of {prep.size} without resizing; the model reads {cfg.image_size}²")
     return prep

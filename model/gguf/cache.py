@@ -18,6 +18,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+from attnlab.model.checkpoint import CheckpointError
 from attnlab.model.gguf.convert import hf_config, hf_tensors, model_type
 from attnlab.model.gguf.dequant import check_types
 from attnlab.model.gguf.reader import GGUFError, GGUFFile, read_gguf
@@ -25,7 +26,7 @@ from attnlab.model.gguf.tokenizer import build_tokenizer
 from attnlab.model.hf.load import load_hf_folder
 from attnlab.model.loaded import LoadedModel
 
-FORMAT = 1  # bump when the converted folder's layout or contents change
+FORMAT = 2  # bump when the converted folder's layout or contents change
 CHUNK = 4 * 2**20
 
 
@@ -78,7 +79,12 @@ def convert(path: Path, folder: Path, digest: str, name: str, source: str) -> Lo
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
         write_folder(g, cfg, tok, tok_config, digest, tmp)
-        lm = load_hf_folder(tmp, name=name, source=source)  # refuses (one line) what our converter cannot build
+        try:
+            lm = load_hf_folder(tmp, name=name, source=source)  # refuses (one line) what our converter cannot build
+        except GGUFError:
+            raise
+        except CheckpointError as e:  # said of the file the user gave, not of the temporary folder
+            raise GGUFError(f"{path.name}: {about_file(str(e), tmp)}") from None
         try:
             os.rename(tmp, folder)
         except OSError:  # another process finished first: its folder holds the same conversion
@@ -88,6 +94,13 @@ def convert(path: Path, folder: Path, digest: str, name: str, source: str) -> Lo
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def about_file(message: str, tmp: Path) -> str:
+    """A refusal of the converted folder, told of the GGUF file: no temporary path, its metadata for config.json."""
+    for where in (f"{tmp}/", f"{tmp}: ", str(tmp)):
+        message = message.replace(where, "")
+    return message.replace("config.json", "its metadata").replace("tokenizer.json", "its tokenizer")
 
 
 def write_folder(g: GGUFFile, cfg: dict, tok, tok_config: dict, digest: str, out: Path) -> None:

@@ -12,6 +12,7 @@ from attnlab.model.gguf.convert import CLASSES
 from attnlab.model.gguf.smollm2 import NAME as SMOLLM2
 from attnlab.model.inputs import InputError
 from attnlab.model.parity import DEFAULT_TEXT, GREEDY_TOKENS, compare_models
+from attnlab.model.parity_inputs import token_report
 from attnlab.model.registry import load
 
 
@@ -42,8 +43,13 @@ def load_transformers_gguf(lm):
 
 def compare_gguf(name_or_path: str, text: str | None = None, *, backend: str = "eager",
                  greedy_tokens: int | None = None) -> dict:
-    """compare_models (model/parity.py) of our load of a GGUF file against transformers' load of it."""
+    """compare_models (model/parity.py) of our load of a GGUF file against transformers' load of it, and the text
+    tokenized on each side (ours; transformers' GGUF tokenizer)."""
     lm = load(name_or_path)
     hf = load_transformers_gguf(lm)
-    inputs = lm.encode(text if text is not None else DEFAULT_TEXT)
-    return compare_models(lm, hf, inputs, backend=backend, greedy_tokens=greedy_tokens or GREEDY_TOKENS)
+    text = text if text is not None else DEFAULT_TEXT
+    inputs = lm.encode(text)
+    path = Path(lm.card["gguf_path"])
+    with contextlib.redirect_stderr(io.StringIO()):
+        tokens = token_report(inputs.ids[0].tolist(), path.parent, text, gguf_file=path.name)
+    return compare_models(lm, hf, inputs, backend=backend, greedy_tokens=greedy_tokens or GREEDY_TOKENS) | tokens

@@ -4,9 +4,15 @@ The vocabulary, merges and token types are turned into a tokenizer by transforme
 (byte-level BPE for `tokenizer.ggml.model` "gpt2", sentencepiece-style BPE for "llama"). The pre-tokenizer
 follows llama.cpp's `tokenizer.ggml.pre` where transformers has none: "smollm" (and the other llama.cpp
 vocabularies with the same rule) splits every digit on its own before GPT-2's split, as llama.cpp does.
+BOS and EOS are added as transformers' GGUF tokenizer adds them (`tokenizer.ggml.add_bos_token` /
+`add_eos_token`; a sentencepiece vocabulary that says nothing adds BOS, as llama.cpp does). Tokens the
+conversion adds beyond the file's vocabulary (GPT-2's default `<|endoftext|>`) are dropped: the model has no
+embedding for them.
 """
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 from attnlab.model.gguf.reader import GGUFError, GGUFFile
@@ -54,18 +60,59 @@ def build_tokenizer(g: GGUFFile):
         tok.pre_tokenizer = pre_tokenizers.Sequence([
             pre_tokenizers.Digits(individual_digits=True),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    tok = _within_vocabulary(tok, len(d["tokens"]))
     tok.no_truncation()
     tok.no_padding()
+    add_bos, add_eos = add_special_flags(g, d["tokenizer_type"])
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False,
-              "add_bos_token": bool(g.metadata.get("tokenizer.ggml.add_bos_token", d["tokenizer_type"] == "llama")),
+              "add_bos_token": bool(add_bos), "add_eos_token": bool(add_eos),
               "model_max_length": int(g.metadata.get(f"{g.architecture}.context_length", 2048))}
     for name, key in SPECIALS.items():
         i = g.metadata.get(f"tokenizer.ggml.{key}")
         if isinstance(i, int) and 0 <= i < len(d["tokens"]):
             config[f"{name}_token"] = d["tokens"][i]
+    if add_bos is not None or add_eos is not None:  # transformers rewrites the post-processor only then
+        tok.post_processor = bos_eos_template(config.get("bos_token") if add_bos else None,
+                                              config.get("eos_token") if add_eos else None, tok)
     if isinstance(g.metadata.get("tokenizer.chat_template"), str):
         config["chat_template"] = g.metadata["tokenizer.chat_template"]
     return tok, config
+
+
+def add_special_flags(g: GGUFFile, tokenizer_type: str) -> tuple[bool | None, bool | None]:
+    """(add BOS, add EOS) as transformers reads them: the file's flags; a sentencepiece ("llama") vocabulary
+    without a BOS flag adds BOS. None: the file says nothing (the converted tokenizer's own rule stays)."""
+    flags = [g.metadata.get(f"tokenizer.ggml.{k}") for k in ("add_bos_token", "add_eos_token")]
+    for key, v in zip(("add_bos_token", "add_eos_token"), flags):
+        if v is not None and not isinstance(v, bool):
+            raise GGUFError(f"{g.path.name}: tokenizer.ggml.{key}={v!r} is not true or false")
+    add_bos, add_eos = flags
+    if tokenizer_type == "llama" and add_bos is None:
+        add_bos = True
+    if add_bos is not None or add_eos is not None:
+        add_bos, add_eos = bool(add_bos), bool(add_eos)
+    return add_bos, add_eos
+
+
+def bos_eos_template(bos: str | None, eos: str | None, tok):
+    """transformers' post-processor for add_bos/add_eos: `bos $A eos` (a pair: `bos $A eos bos $B eos`)."""
+    from tokenizers import processors
+
+    single = f"{(bos + ':0 ') if bos else ''}$A:0{(' ' + eos + ':0') if eos else ''}"
+    pair = f"{single}{(' ' + bos + ':1') if bos else ''} $B:1{(' ' + eos + ':1') if eos else ''}"
+    specials = [(t, tok.token_to_id(t)) for t in (bos, eos) if t]
+    return processors.TemplateProcessing(single=single, pair=pair, special_tokens=list(dict.fromkeys(specials)))
+
+
+def _within_vocabulary(tok, n: int):
+    """The tokenizer without added tokens whose ids lie past the file's n tokens (no embedding holds them)."""
+    data = json.loads(tok.to_str())
+    kept = [t for t in data.get("added_tokens") or [] if t["id"] < n]
+    if len(kept) == len(data.get("added_tokens") or []):
+        return tok
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_str(json.dumps(data | {"added_tokens": kept}))
 
 
 def _convert(architecture: str, d: dict):

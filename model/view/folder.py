@@ -19,13 +19,23 @@ SLACK = 1.05  # a config may describe at most this many times the parameters the
 PICKLE_HINT = "convert the weights to model.safetensors on a machine you trust"
 HEADS = {"decoder": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "encoder": "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
          "encdec": "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES"}  # the head a kind runs with, by model_type
+READS = {  # what a model reads that a view (text in) cannot give it → transformers' task mappings that say so
+    "audio": ("SPEECH_SEQ_2_SEQ", "CTC", "AUDIO_CLASSIFICATION", "AUDIO_FRAME_CLASSIFICATION", "AUDIO_XVECTOR"),
+    "images and text together": ("IMAGE_TEXT_TO_TEXT", "MULTIMODAL_LM", "VISION_2_SEQ", "VISUAL_QUESTION_ANSWERING",
+                                 "VIDEO_CLASSIFICATION"),
+    "images": ("IMAGE", "IMAGE_CLASSIFICATION", "OBJECT_DETECTION", "IMAGE_SEGMENTATION", "SEMANTIC_SEGMENTATION",
+               "DEPTH_ESTIMATION", "MASKED_IMAGE_MODELING", "BACKBONE"),
+}
+SUB_CONFIGS = {"audio_config": "audio", "vision_config": "images and text together"}  # a multimodal config's parts
 
 
 def check_view_folder(folder: Path, hf: dict) -> None:
-    """Refuse (CheckpointError, one line) repository code and folders without safetensors weights."""
+    """Refuse (CheckpointError, one line) repository code, models that do not read text (refuse_unreadable) and
+    folders without safetensors weights."""
     if hf.get("auto_map") or hf.get("trust_remote_code"):
         raise CheckpointError(f"{folder}: config.json asks for the checkpoint's own Python code (auto_map); "
                               "attnlab never runs code shipped with a checkpoint")
+    refuse_unreadable(folder, hf)
     if (folder / "model.safetensors").is_file():
         return
     index = folder / "model.safetensors.index.json"
@@ -44,6 +54,28 @@ def check_view_folder(folder: Path, hf: dict) -> None:
         raise CheckpointError(f"{folder} has only {pickles[0]}, a pickle file; it is not loaded because unpickling "
                               f"can run arbitrary code ({PICKLE_HINT})")
     raise CheckpointError(f"{folder} has no model.safetensors")
+
+
+def refuse_unreadable(folder: Path, hf: dict) -> None:
+    """Refuse (CheckpointError, one line, from config.json alone: before transformers or any weight reads it) a
+    model that reads audio, images, or images with text: a view feeds token ids only. A config that names a
+    text head (…ForCausalLM, …ForMaskedLM, a seq2seq LM: token ids in) stays."""
+    from attnlab.model.families import FAMILIES
+    from transformers.models.auto import modeling_auto as auto
+
+    def model_types(tasks) -> set:
+        return set().union(*(getattr(auto, f"MODEL_FOR_{t}_MAPPING_NAMES", {}) for t in tasks))
+
+    mt, archs = hf.get("model_type"), [a for a in hf.get("architectures") or [] if isinstance(a, str)]
+    reads = next((kind for kind, tasks in READS.items() if mt in model_types(tasks)), None)
+    reads = reads or next((kind for key, kind in SUB_CONFIGS.items() if isinstance(hf.get(key), dict)), None)
+    text_heads = {c for h in HEADS.values() for c in getattr(auto, h).values() if isinstance(c, str)}
+    if reads is None or any(a in text_heads for a in archs):
+        return
+    images = ", ".join(f for f, row in FAMILIES.items() if row.image_prep is not None)
+    named = f" ({', '.join(archs)})" if archs else ""
+    raise CheckpointError(f"{folder}: model_type {mt!r}{named} reads {reads}; attnlab runs models that read text, "
+                          f"and images through its converted vision families only ({images}), so it is not loaded")
 
 
 def kind_of(config) -> str:

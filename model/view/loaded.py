@@ -245,6 +245,7 @@ def load_view(folder: Path, hf: dict, name: str | None = None, source: str | Non
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()  # "Loading weights" bars: a refusal after loading is one line, nothing else
     try:
         config = transformers.AutoConfig.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False)
     except Exception as e:  # noqa: BLE001 — transformers' own message names the problem

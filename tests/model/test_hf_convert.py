@@ -68,7 +68,7 @@ def test_gpt2_config_mapping():
 
 @pytest.mark.parametrize("bad, match", [
     (dict(activation_function="silu"), "activation 'silu'"),
-    (dict(scale_attn_by_inverse_layer_idx=True), "scale_attn_by_inverse_layer_idx"),
+    (dict(add_cross_attention=True), "add_cross_attention"),
     (dict(n_head=5), "divisible"),
     (dict(n_layer=None), "lacks n_layer"),
 ])

@@ -136,6 +136,9 @@ def test_config_mapping_old_and_new_rope_fields():
     assert qwen.attn_bias and qwen.kv_heads == 4
     assert llama_config({**BASE, "model_type": "mistral", "sliding_window": 7}).sliding_window == 7
     assert llama_config({**BASE, "model_type": "mistral", "sliding_window": None}).sliding_window is None
+    biased = llama_config({**BASE, "attention_bias": True, "mlp_bias": True})  # converted since issue 38
+    assert biased.attn_bias and biased.attn_out_bias and biased.mlp_biases
+    assert not llama_config({**BASE, "model_type": "mistral", "attention_bias": True}).attn_bias  # not Mistral's key
 
 
 @pytest.mark.parametrize("bad, match", [
@@ -143,8 +146,6 @@ def test_config_mapping_old_and_new_rope_fields():
     (dict(rope_parameters={"rope_type": "llama3", "rope_theta": 1e4, "factor": 8.0}), r"missing \['high_freq_factor'"),
     (dict(rope_parameters={"rope_type": "linear", "rope_theta": 1e4, "factor": 2.0, "beta": 1}), r"unknown \['beta'\]"),
     (dict(rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.2}), "rotary_dim=1 must be even"),
-    (dict(attention_bias=True), "attention_bias=true is not supported"),
-    (dict(mlp_bias=True), "mlp_bias=true"),
     (dict(hidden_act="gelu"), "activation 'gelu'"),
     (dict(num_key_value_heads=3), "n_kv_heads=3 must be ≥ 1 and divide n_heads=4"),
     (dict(model_type="qwen2", use_sliding_window=True, sliding_window=4), "qwen2: use_sliding_window"),
@@ -169,7 +170,7 @@ def test_converter_checks_every_key(folders):
     with pytest.raises(CheckpointError, match=r"k_proj\.weight has shape \(16, 32\), config\.json needs \(32, 32\)"):
         convert_llama(state, cfg.replace(n_kv_heads=None))  # the config says MHA, the weights are GQA
     bad = {**state, "model.layers.0.self_attn.q_proj.bias": torch.zeros(32)}
-    with pytest.raises(CheckpointError, match="has attention biases .* but llama has none"):
+    with pytest.raises(CheckpointError, match="has attention biases .* its config.json does not ask for them"):
         convert_llama(bad, cfg)
     bad = {k: v for k, v in state.items() if k != "model.layers.1.mlp.gate_proj.weight"}
     with pytest.raises(CheckpointError, match=r"lacks layers\.1\.mlp\.gate_proj\.weight"):
@@ -189,8 +190,8 @@ def test_bad_folders(folders, tmp_path):
     _edit_config(f, model_type="llama", auto_map={"AutoModelForCausalLM": "modeling_x.X"})
     with pytest.raises(CheckpointError, match="auto_map / trust_remote_code.; attnlab never runs"):
         load_hf_folder(f)
-    _edit_config(f, auto_map=None, rope_parameters={"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0})
-    with pytest.raises(CheckpointError, match="llama: RoPE scaling 'yarn' is not supported"):
+    _edit_config(f, auto_map=None, rope_parameters={"rope_type": "dynamic", "rope_theta": 1e4, "factor": 4.0})
+    with pytest.raises(CheckpointError, match="llama: RoPE scaling 'dynamic' is not supported"):
         load_hf_folder(f)
     q = _copy(folders, "qwen2-mqa-bias", tmp_path)
     (q / "model.safetensors").unlink()

@@ -279,7 +279,8 @@ def test_cli_compare_hf_gpt2(folders, capsys):
     out = json.loads(capsys.readouterr().out)
     assert rc == 0, out
     assert set(out) == {"max_abs_logits", "max_abs_hidden", "max_abs_attention", "greedy_equal", "n_layers",
-                        "n_heads"}
+                        "n_heads", "tokens_equal", "first_token_difference"}
+    assert out["tokens_equal"] is True and out["first_token_difference"] is None
     assert out["greedy_equal"] is True and (out["n_layers"], out["n_heads"]) == (2, 3)
     assert out["max_abs_logits"] <= TOL_LOGITS and out["max_abs_attention"] <= TOL_ATTENTION
 

@@ -1,0 +1,116 @@
+"""A GGUF file's tokens as transformers' GGUF tokenizer gives them: BOS/EOS from tokenizer.ggml.add_bos_token /
+add_eos_token (a sentencepiece vocabulary adds BOS unless told not to), a byte-level vocabulary without
+`<|endoftext|>`, and compare-hf tokenizing on each side so a difference fails naming its position."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest  # noqa: E402
+from attnlab.cli.main import main  # noqa: E402
+from attnlab.model.gguf import tokenizer as gguf_tokenizer  # noqa: E402
+from attnlab.model.gguf.compare import compare_gguf  # noqa: E402
+from attnlab.model.parity import within_tolerance  # noqa: E402
+
+import attnlab as al  # noqa: E402
+from tests import gguf_fixtures as G  # noqa: E402
+
+TEXT = "the cat sat on the mat"
+CONF = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            max_position_embeddings=64)
+CASES = {  # name: (tokenizer kind, tokenizer.ggml flags, first id, last id) — llama: <s> = 1, </s> = 2
+    "llama-add-bos": ("llama", {"add_bos_token": True}, 1, None),
+    "llama-no-flag": ("llama", {}, 1, None),  # llama.cpp and transformers add BOS to sentencepiece by default
+    "llama-eos-only": ("llama", {"add_bos_token": False, "add_eos_token": True}, None, 2),
+    "gpt2-add-bos": ("gpt2", {"add_bos_token": True}, "eot", None),
+    "gpt2-no-eot": ("gpt2-no-eot", {}, None, None),
+}
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_GGUF_CACHE", str(tmp_path_factory.getbasetemp() / "gguf-tokens-cache"))
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    out = {}
+    for name, (kind, flags, _, _) in CASES.items():
+        folder = tmp_path_factory.mktemp(name)
+        out[name] = G.write_gguf(folder / "m.gguf", "llama", {}, tokenizer=kind, tokenizer_extra=flags, **CONF)[0]
+    return out
+
+
+def _theirs(path, text=TEXT):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)(text).input_ids
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_ids_equal_transformers_gguf_tokenizer(files, name):
+    kind, _, first, last = CASES[name]
+    path = files[name]
+    lm = al.load(str(path))
+    ours, theirs = lm.encode(TEXT).ids[0].tolist(), _theirs(path)
+    assert ours == theirs
+    body = G.sentencepiece_tokens() if kind == "llama" else G.byte_level_tokens(G.F.bpe_tokenizer(), kind == "gpt2")[0]
+    if first is not None:
+        assert ours[0] == (body.index(G.F.EOT) if first == "eot" else first)
+    else:
+        assert ours[0] >= 3  # a word piece, not a special token
+    if last is not None:
+        assert ours[-1] == last and ours.count(last) == 1
+    assert max(ours) < lm.cfg.vocab_size
+
+
+def test_byte_level_without_endoftext_loads(files):
+    """transformers' byte-level conversion adds GPT-2's `<|endoftext|>`; the file has no embedding for it."""
+    lm = al.load(str(files["gpt2-no-eot"]))
+    n = len(G.byte_level_tokens(G.F.bpe_tokenizer(), with_eot=False)[0])
+    assert lm.cfg.vocab_size == n and lm.tokenizer.vocab_size == n
+    assert G.F.EOT not in lm.tokenizer.tok.get_vocab(with_added_tokens=True)
+    assert within_tolerance(compare_gguf(str(files["gpt2-no-eot"]), TEXT, greedy_tokens=4))
+
+
+def test_compare_hf_reports_tokens_from_each_side(files, capsys):
+    report = compare_gguf(str(files["llama-add-bos"]), TEXT, greedy_tokens=4)
+    assert report["tokens_equal"] is True and report["first_token_difference"] is None
+    assert within_tolerance(report)
+    assert main(["compare-hf", "--model", str(files["llama-add-bos"]), "--text", TEXT]) == 0
+    assert "tokens            equal" in capsys.readouterr().out
+
+
+def test_compare_hf_fails_on_a_tokenizer_difference(files, monkeypatch, capsys, tmp_path):
+    """Without the BOS rule (the old converter) compare-hf must fail, naming position 0 and both ids."""
+    monkeypatch.setattr(gguf_tokenizer, "bos_eos_template", lambda bos, eos, tok: tok.post_processor)
+    monkeypatch.setenv("ATTNLAB_GGUF_CACHE", str(tmp_path / "old-cache"))
+    report = compare_gguf(str(files["llama-add-bos"]), TEXT, greedy_tokens=4)
+    assert report["tokens_equal"] is False and not within_tolerance(report)
+    assert report["first_token_difference"]["position"] == 0 and report["first_token_difference"]["transformers"] == 1
+    assert main(["compare-hf", "--model", str(files["llama-add-bos"]), "--text", TEXT]) == 1
+    out = capsys.readouterr().out
+    assert "differ at position 0" in out and "transformers 1" in out and "FAIL" in out
+
+
+def test_refusal_names_the_file_not_a_temporary_folder(tmp_path):
+    """More tokens than embeddings is refused — said of the .gguf the user gave, not of the converted folder."""
+    from attnlab.model.gguf.reader import GGUFError
+
+    path = G.write_gguf(tmp_path / "short.gguf", "llama", {}, tokenizer="llama", n_embeddings=300, **CONF)[0]
+    with pytest.raises(GGUFError) as e:
+        al.load(str(path))
+    msg = str(e.value)
+    assert msg == f"short.gguf: the tokenizer has {len(G.sentencepiece_tokens())} tokens but the model only 300 embeddings"
+    assert "config.json" not in msg and "/" not in msg
+
+
+def test_a_tokenizer_transformers_cannot_build_is_a_note(tmp_path):
+    """tokenizer_config.json naming a class transformers lacks: the token check says why, it does not crash."""
+    from attnlab.model.parity_inputs import token_report
+
+    (tmp_path / "tokenizer_config.json").write_text('{"tokenizer_class": "NoSuchTokenizer"}')
+    report = token_report([1, 2], tmp_path, "the cat")
+    assert report["tokens_equal"] is None and report["tokens_note"].startswith("transformers' tokenizer failed: ")
