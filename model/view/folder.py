@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 from attnlab.model.checkpoint import CheckpointError
+from attnlab.model.families import FAMILIES
 from attnlab.model.hf.cache import count_params
 from attnlab.model.memory import FIT_SHARE, available_bytes, fmt_gb
 
@@ -60,8 +61,7 @@ def refuse_unreadable(folder: Path, hf: dict) -> None:
     """Refuse (CheckpointError, one line, from config.json alone: before transformers or any weight reads it) a
     model that reads audio, images, or images with text: a view feeds token ids only. A config that names a
     text head (…ForCausalLM, …ForMaskedLM, a seq2seq LM: token ids in) stays."""
-    from attnlab.model.families import FAMILIES
-    from transformers.models.auto import modeling_auto as auto
+    from transformers.models.auto import modeling_auto as auto  # transformers' task tables, read only when asked
 
     def model_types(tasks) -> set:
         return set().union(*(getattr(auto, f"MODEL_FOR_{t}_MAPPING_NAMES", {}) for t in tasks))
