@@ -8,10 +8,11 @@ import json
 
 import pytest
 from attnlab.app.presets import presets
-from attnlab.data import data_folder
 from attnlab.model.lecture.tokenizer import build_tokenizer, unknown_words
 from attnlab.model.registry import load
 from attnlab.model.tokenizer import edit_distance, nearest_word
+
+from attnlab.data import data_folder
 
 SLIDE = ("Alex has a friend called John. He is 46 years of age. Alex has a best friend named Mary. She is 48 years "
          "young. Alex has a bunch of orange cats who bully him. They are 2 or 3 years old. How old is the best friend "
