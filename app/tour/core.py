@@ -58,12 +58,20 @@ def box(fig: go.Figure, x0: float, x1: float, y0: float, y1: float, label: str =
     return fig
 
 
-def note(fig: go.Figure, x: float, y: float, label: str, *, xref: str = "x", yref: str = "y") -> go.Figure:
-    """An orange arrow with a label pointing at (x, y)."""
+def note(fig: go.Figure, x: float, y: float, label: str, *, xref: str = "x", yref: str = "y", ax: int = 40,
+         ay: int = -40) -> go.Figure:
+    """An orange arrow with a label pointing at (x, y); the label sits (ax, ay) px from the point (move it off
+    what the narrative quotes)."""
     fig.add_annotation(x=x, y=y, xref=xref, yref=yref, text=esc(label, 60), showarrow=True, arrowcolor=MARK,
-                       arrowwidth=3, arrowhead=2, ax=40, ay=-40, font={"color": MARK, "size": 15},
-                       bgcolor="rgba(255,255,255,0.85)", name="tour-look")
+                       arrowwidth=3, arrowhead=2, ax=ax, ay=ay, font={"color": MARK, "size": 15},
+                       bgcolor="rgba(255,255,255,0.85)", name="tour-look",
+                       xanchor="right" if ax < 0 else "auto")
     return fig
+
+
+def num(x: float) -> str:
+    """A small quantity as the narrative writes it: two significant digits in scientific notation (1.9e-04)."""
+    return f"{float(x):.1e}"
 
 
 def pct(x: float) -> str:

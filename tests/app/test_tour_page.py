@@ -85,12 +85,17 @@ def expected(k: int, dec) -> list[str]:
         return ["α₂,₂ = e¹/(e¹+e¹) = **0.50**", "summing to **1.000**", f"only **{after:.3f}**"]
     if k == 5:
         study = permutation_study(load("random-encoder"), "the cat sat on the mat", None, 0)
-        return [f"within **{study.table()[0].max():.1e}**", "equivariant here: none"]
+        kept = [n for n, r in zip(study.settings, study.table()) if r.max() <= 1e-5]
+        assert kept == ["none"]  # only the setting without positions (and without a mask) keeps the symmetry
+        return [f"within **{study.table()[0].max():.1e}**", "within 1e-05 only with no positions; a causal mask,"]
     if k == 6:
         p = sample("lecture-decoder", "decoder-induction-1")
         g = run(dec, p).matrices("self")[:, :, p.query_index, p.source_index]  # [L, H]
         layer, head = np.unravel_index(np.argmax(g), g.shape)
-        return [f"head **{layer}.{head}** puts **{pct(g.max())}**", "d_head = 128 / 4 = **32**"]
+        n = int((g > 0.5).sum())
+        rest = g[g <= 0.5].mean()
+        return [f"**{n} of {g.size}** heads put over 50%", f"head {layer}.{head} the most, **{pct(g.max())}**",
+                f"{pct(rest)} on average", "d_head = 128 / 4 = **32**"]
     if k == 7:
         demo = positions.rope_demo(32, 24)
         return [f"**{demo['spread_rope'].max():.1e}**", f"**{demo['spread_abs'].max():.2f}**", "**rope**"]
