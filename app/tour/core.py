@@ -35,7 +35,11 @@ class Step:
 
     def link(self, view: View, present: bool = False) -> str:
         """The relative URL of the same view on its own page (a fresh session there reads the URL)."""
-        q = {k: str(v) for k, v in view.params.items()} | ({"present": "1"} if present else {})
+        return self.link_of(view.params, present)
+
+    def link_of(self, params: dict, present: bool = False) -> str:
+        """The relative URL of this step's page at the URL state `params`."""
+        q = {k: str(v) for k, v in params.items()} | ({"present": "1"} if present else {})
         return f"/{self.page}?{urlencode(q)}"
 
 

@@ -67,8 +67,18 @@ def step_of_entry(n: int, e: dict) -> Step:
     from attnlab.app.tour.custom import lecturer_view
 
     if "builtin" in e:
-        return Step(n, e["title"], e["page"], BUILDERS[e["builtin"]])
+        build = BUILDERS[e["builtin"]]
+        if e.get("text"):  # the lecturer's words after the model's
+            return Step(n, e["title"], e["page"], lambda present, b=build, t=e["text"]: _with_words(b(present), t))
+        return Step(n, e["title"], e["page"], build)
     return Step(n, e["title"], e["page"], lambda present, e=e: lecturer_view(e, present))
+
+
+def _with_words(view, text: str):
+    from dataclasses import replace
+
+    return replace(view, narrative=f"{view.narrative}\n\n{text}")
+
 
 
 def parse_tour(data, source: str = "the tour file") -> Tour:
