@@ -14,6 +14,8 @@ from attnlab.app.url_state import select, url_active
 
 TOUR_CSS = """<style>
 [data-testid="stMainBlockContainer"] { padding-top: 2.2rem; padding-bottom: 1rem; }
+.st-key-tour_view [data-testid="stHorizontalBlock"] { flex-wrap: wrap; }
+.st-key-tour_view [data-testid="stColumn"]:first-child { min-width: min(540px, 100%); }
 [data-testid="stMainBlockContainer"] h1 { padding-top: 0; padding-bottom: .2rem; }
 </style>"""
 # Presentation mode on a 1024×768 projector: no sidebar (a button here leaves the mode), narrower margins.
@@ -64,7 +66,8 @@ with page("Lecture tour", "The lecture in seventeen steps: each view with its mo
     with guard():
         if "builtin" in entry:
             view = step.build(present)
-            left, right = st.columns([3, 2], gap="medium")
+            left, right = st.container(key="tour_view").columns([3, 2], gap="medium")  # the narrative wraps below
+            # the figure where the window is too narrow for both (1024 px with the sidebar)
             with left:
                 chart(view.fig, key="tour", name=f"tour-step-{k}")
             with right:

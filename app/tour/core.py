@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 import plotly.graph_objects as go
-from attnlab.app.figures.style import esc, md
+from attnlab.app.figures.style import esc, fit_ticks, md
 
 MARK = "#ff7f0e"  # the highlight: the same orange as the query-row outline on every page
 HEIGHT = {False: 400, True: 460}  # the figure fits a 1024×768 projector beside its narrative
+WIDTH = 540  # px: the figure's column beside the narrative, at 1024×768 presenting and at 1400 px (and its floor)
 
 
 @dataclass(frozen=True)
@@ -44,9 +45,10 @@ class Step:
 
 
 def fit(fig: go.Figure, present: bool) -> go.Figure:
-    """The figure at the tour's height (it must fit the projector beside the narrative)."""
+    """The figure at the tour's height (it must fit the projector beside the narrative), its tick labels thinned
+    to what the column's width holds."""
     fig.update_layout(height=HEIGHT[present])
-    return fig
+    return fit_ticks(fig, WIDTH)
 
 
 def box(fig: go.Figure, x0: float, x1: float, y0: float, y1: float, label: str = "", *, xref: str = "x",

@@ -55,7 +55,7 @@ def test_step_15_claims_where_a_head_looks_not_what_it_does(built):
     if v.numbers.get("installed") is False:
         pytest.skip("smollm2 is not installed")
     assert "reads the other name" not in v.look and v.look.startswith(f"head {v.numbers['layer']}.")
-    assert "Where a head looks is not what it does" in v.narrative
+    assert "Where a head looks is not what it does: patching (step 17) measures that." in v.narrative
 
 
 def test_no_narrative_prints_a_raw_float(built):
