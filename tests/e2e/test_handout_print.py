@@ -114,3 +114,16 @@ def test_the_pdf_is_on_the_chosen_paper_with_no_dark_block(pairs, paper, size, t
     for page in sorted(tmp_path.glob("p-*.png")):
         px = np.asarray(Image.open(page).convert("RGB"))
         assert float((px.max(-1) < DARK).mean()) < 0.03, page.name  # text only: a dark heatmap would be ~20 %
+
+
+def test_a_lecturers_tour_prints_as_cleanly(wide, tmp_path):
+    """A tour file's own views (the Heatmaps page's mosaic, run headless) print with their colours and labels."""
+    from attnlab.app.tour.tour_file import read_tour
+
+    tour = read_tour('{"title": "My class", "steps": [{"builtin": "masks", "page": "step-by-step", "title": "Masks"},'
+                     '{"page": "heatmaps", "state": {"model": "lecture-decoder", "layer": "1", "head": "2"},'
+                     '"title": "Up close", "text": "Head **1.2**."}]}')
+    show(wide, handout_html(views(False, tour.steps), "a4", tour.title), tmp_path, "mine")
+    assert wide.locator(".js-plotly-plot").count() == 2
+    assert wide.locator(".js-plotly-plot .heatmaplayer image").count() >= 2
+    assert faults(wide) == []
