@@ -14,6 +14,7 @@ BUILDERS = {
     "architectures": parts.architectures, "kv-cache": running.kv_cache, "flash": running.flash,
     "explanation": look.explanation, "vit": seeing.vit, "moe": seeing.moe, "real-english": beyond.real_english,
     "logit-lens": beyond.logit_lens, "patching": beyond.patching,
+    # attention sinks: its builder goes here (e.g. "sinks": sinks.sinks), and its entry into lecture.json
 }
 
 

@@ -42,9 +42,9 @@ def best_head(stack: np.ndarray, q: int, src: int, named: tuple[int, int] | None
 
 
 def why_attention(present: bool) -> View:
-    """Topic 1: the answer position of a retrieval story looks straight at the one fact that answers it."""
-    p, cap, stack, q, src = story(DECODER, "decoder-retrieval-2")
-    layer, head = best_head(stack, q, src, note_head(p))
+    """Topic 1: the lecture's own story — the answer position looks straight at the one fact that answers it."""
+    p, cap, stack, q, src = story(DECODER, "decoder-story-1")
+    layer, head = best_head(stack, q, src, None)  # the head that lands on the answer (the note names the hops' too)
     per_layer = fuse_heads(stack[:, :, q : q + 1, :], "mean")[:, 0]  # [L, k]: head-mean row of each layer
     rows = {f"layer {i}, head mean": per_layer[i] for i in range(len(per_layer))}
     rows[f"head {layer}.{head}"] = stack[layer, head, q]
@@ -55,10 +55,10 @@ def why_attention(present: bool) -> View:
     box(fig, src, src, -0.0, len(rows) - 1, f"the fact: {cap.tokens[src]}")
     numbers = {"query": q, "source": src, "layer": layer, "head": head, "weight": w, "distance": q - src,
                "prediction": top, "probability": prob, "answer": p.answer}
-    text = (f"The story hides the answer in one earlier fact. At the question mark (token {q}), head "
-            f"{layer}.{head} puts **{pct(w)}** of its weight on token {src} {tok(cap.tokens[src])}, {q - src} tokens "
-            f"back — a convolution would need a window that wide to reach it. The model then predicts "
-            f"{tok(top)} with p = **{prob:.3f}** (the story's answer: {tok(p.answer or '?')}).")
+    text = (f"The lecture's story hides the answer in one earlier fact: the age of Alex's best friend. At the last "
+            f"token (token {q}), head {layer}.{head} puts **{pct(w)}** of its weight on token {src} "
+            f"{tok(cap.tokens[src])}, {q - src} tokens back — a convolution would need a window that wide to reach it. "
+            f"The model then predicts {tok(top)} with p = **{prob:.3f}** (the story's answer: {tok(p.answer or '?')}).")
     params = {"model": DECODER, "preset": p.id, "query": q, "strip_layer": layer, "strip_head": head}
     return View(fit(fig, present), text, numbers, f"column {src}: the fact's answer token", params)
 

@@ -89,4 +89,5 @@ def architectures(present: bool) -> View:
             f"encoder's output: on this translation {hits} of {len(cells)} target words look hardest at their aligned "
             f"source word, with **{pct(on)}** of the weight there on average.")
     params = {"model": ENCDEC, "preset": p.id, "x_layer": cross.shape[0] - 1, "x_head": -1}
-    return View(fit(fig, present), text, numbers, "circles: the reference alignment", params)
+    return View(fit(fig, present), text, numbers, "circles: the reference alignment, one row before each word "
+                "(row t reads the source for the word it writes next)", params)

@@ -57,13 +57,19 @@ def run(lm, p):
 
 def expected(k: int, dec) -> list[str]:
     """What step k's narrative must say, computed from the model here."""
-    if k in (1, 2, 3, 8):
+    if k == 1:  # the lecture's own story: the head that lands on the answer
+        p = sample("lecture-decoder", "decoder-story-1")
+        cap = run(dec, p)
+        q, s = p.query_index, p.source_index
+        g = cap.matrices("self")[:, :, q, s]  # [L, H]
+        layer, head = np.unravel_index(np.argmax(g), g.shape)
+        assert cap.tokens[s] == "48" and cap.top_tokens[q][0] == "48"
+        return [f"head {layer}.{head} puts **{pct(g.max())}**", f"p = **{cap.top_probs[q][0]:.3f}**",
+                f"token {s} `48`, {q - s} tokens back"]
+    if k in (2, 3, 8):
         p = sample("lecture-decoder", "decoder-retrieval-2")
         cap = run(dec, p)
         q, s = p.query_index, p.source_index
-        if k == 1:
-            w = cap.matrices("self")[3, 2, q, s]  # head 3.2: the head the preset's note names
-            return [f"head 3.2 puts **{pct(w)}**", f"p = **{cap.top_probs[q][0]:.3f}**", f"token {s}"]
         if k == 2:
             rec = cap.records["blocks.3.attn"]
             row = rec.scores(2)[q]
