@@ -9,7 +9,7 @@ from attnlab.analysis.rollout import attention_rollout, fuse_heads
 from attnlab.app import state
 from attnlab.app.figures.grids import grid_heatmap
 from attnlab.app.figures.rows import method_rows
-from attnlab.app.presets import Preset, note_head, presets
+from attnlab.app.presets import Preset, presets
 from attnlab.app.tour.core import View, box, fit, pct, tok
 
 DECODER = "lecture-decoder"
