@@ -42,7 +42,10 @@ def run(args) -> int:
         tour = load_tour(args.tour)
     except TourFileError as e:
         raise UsageError(str(e)) from e
-    doc = handout_html(views(False, tour.steps), args.paper, tour.title)
+    try:
+        doc = handout_html(views(False, tour.steps), args.paper, tour.title)
+    except ValueError as e:  # a lecturer's view whose page fails at its state: one line
+        raise UsageError(str(e).splitlines()[0]) from e
     out.write_text(doc, encoding="utf-8")
     print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB)", file=sys.stderr)
     if pdf:

@@ -116,3 +116,25 @@ def test_attnlab_app_tour_checks_the_file_and_passes_it_on(monkeypatch, tmp_path
     assert main(["app", "--device", "cpu", "--tour", str(tmp_path / "bad.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("attnlab: error: bad.json is not JSON") and len(err) == 1
+
+
+def test_a_view_whose_page_fails_is_one_line(tmp_path, capsys):
+    tour = tmp_path / "mine.json"
+    state = {"model": "lecture-decoder", "preset": "custom", "text": "x " * 600}  # past the model's context
+    tour.write_text(json.dumps({"steps": [{"page": "", "state": state, "title": "x"}]}))
+    assert main(["handout", "--tour", str(tour), "--out", str(tmp_path / "x.html")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == ("attnlab: error: the page / at this state says: The text is 601 tokens long; this model's context "
+                   "is 96 tokens. Change the text or the model and try again.")
+
+
+def test_each_step_downloads_its_figure_when_kaleido_is_here(monkeypatch, tmp_path):
+    from attnlab.app.tour.images import available
+
+    at = tour_app(monkeypatch, tmp_path)
+    at.switch_page("../pages/tour.py").run()
+    ok(at)
+    labels = {b.proto.label: b.proto.disabled for b in at.get("download_button")}
+    assert set(labels) == {"Save the tour (JSON)", "The tour as an HTML handout", "This step's figure as PNG",
+                           "This step's figure as SVG"}
+    assert labels["This step's figure as PNG"] == labels["This step's figure as SVG"] == bool(available())
