@@ -8,7 +8,7 @@ import streamlit as st
 from attnlab.app.frame import chart, guard, page, presenting
 from attnlab.app.tour import step_of
 from attnlab.app.tour.editor import KEY_ENTRIES, KEY_ERROR, active, editor
-from attnlab.app.tour.handout import handout_html, views
+from attnlab.app.tour.handout import handout_apart, handout_html, views
 from attnlab.app.tour.images import available, figure_image, file_stem
 from attnlab.app.url_state import select, url_active
 
@@ -82,7 +82,9 @@ with page("Lecture tour", "The lecture in seventeen steps: each view with its mo
     if not present:
         editor(k)
         c1, c2, c3 = st.columns(3)
-        c1.download_button("The tour as an HTML handout", lambda: handout_html(views(False, steps), "a4", tour.title),
+        apart = any("builtin" not in e for e in tour.entries)  # a lecturer's views run their pages: another process
+        c1.download_button("The tour as an HTML handout", lambda: handout_apart(tour.title, tour.entries) if apart
+                           else handout_html(views(False, steps), "a4", tour.title),
                            file_name="attnlab-tour.html", mime="text/html", icon=":material/download:",
                            on_click="ignore", help="Every step with its figure (plotly.js inside: opens offline) — or "
                                                    "run `attnlab handout --pdf tour.pdf --paper a4`.")

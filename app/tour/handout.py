@@ -92,6 +92,24 @@ def handout_html(pairs: list[tuple[Step, View]], paper: str = "a4", title: str =
             f"{body}</body></html>")
 
 
+def handout_apart(title: str, entries: list[dict], paper: str = "a4") -> str:
+    """The handout of a tour with lecturer's views, built by `attnlab handout` in a process of its own: their
+    figures come from running each page headless (AppTest), which must not share a process with a live server."""
+    import sys
+
+    from attnlab.app.tour.tour_file import tour_json
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = Path(tmp) / "tour.json", Path(tmp) / "tour.html"
+        src.write_text(tour_json(title, entries), encoding="utf-8")
+        done = subprocess.run([sys.executable, "-m", "attnlab.cli.main", "handout", "--tour", str(src), "--out",
+                               str(out), "--paper", paper], capture_output=True, text=True, timeout=PRINT_TIMEOUT_S * 5,
+                              stdin=subprocess.DEVNULL)
+        if done.returncode != 0 or not out.is_file():
+            raise RuntimeError((done.stderr.strip().splitlines() or ["attnlab handout failed"])[-1])
+        return out.read_text(encoding="utf-8")
+
+
 def embedded_figures(doc: str) -> dict[int, dict]:
     """Step number -> the figure JSON a handout embeds."""
     found = re.finditer(r'<script type="application/json" id="fig-json-(\d+)">(.*?)</script>', doc, re.S)

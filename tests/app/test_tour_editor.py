@@ -138,3 +138,14 @@ def test_each_step_downloads_its_figure_when_kaleido_is_here(monkeypatch, tmp_pa
     assert set(labels) == {"Save the tour (JSON)", "The tour as an HTML handout", "This step's figure as PNG",
                            "This step's figure as SVG"}
     assert labels["This step's figure as PNG"] == labels["This step's figure as SVG"] == bool(available())
+
+
+def test_a_tour_with_lecturers_views_is_built_apart_from_the_server(tmp_path):
+    """AppTest replaces Streamlit's runtime while it runs a page: the app builds such a handout in a subprocess."""
+    from attnlab.app.tour.handout import embedded_figures, handout_apart
+    from streamlit.runtime import Runtime
+
+    before = Runtime._instance
+    doc = handout_apart(MINE["title"], MINE["steps"])
+    assert Runtime._instance is before  # this process's runtime untouched
+    assert sorted(embedded_figures(doc)) == [1, 2] and "<h2>Step 2 of 2: Up close</h2>" in doc
