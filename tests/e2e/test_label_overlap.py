@@ -72,3 +72,22 @@ def test_the_count_finds_overlapping_labels(browser, tmp_path):
         assert len(overlapping(page)) > 50
     finally:
         ctx.close()
+
+
+def test_at_1024_px_with_the_sidebar_the_tours_chart_keeps_a_readable_width(st_app, browser):
+    """Without presentation mode the sidebar takes a third of a 1024 px window: the narrative moves below the
+    figure instead of squeezing it (it was 30–70 px of heatmap)."""
+    ctx = browser.new_context(viewport={"width": 1024, "height": 768})
+    page = ctx.new_page()
+    page.errors = []
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    try:
+        open_page(page, f"{st_app['url']}/tour?step=1")
+        at_step(page, 1)
+        box = page.locator(".st-key-fig-tour").bounding_box()
+        plot = page.locator(".st-key-fig-tour .nsewdrag").first.bounding_box()  # the heatmap's plot area
+        assert box["width"] >= 500 and plot["width"] >= 200, (box, plot)
+        assert overlapping(page) == []
+        clean(page)
+    finally:
+        ctx.close()
