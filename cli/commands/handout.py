@@ -38,6 +38,11 @@ def run(args) -> int:
     out = _folder(args.out, "--out")
     pdf = _folder(args.pdf, "--pdf") if args.pdf else None
     zipped = _folder(args.images, "--images") if args.images else None
+    if zipped:
+        from attnlab.app.tour.images import available
+
+        if missing := available():  # before minutes of work, not after
+            raise UsageError(missing)
     try:
         tour = load_tour(args.tour)
     except TourFileError as e:
