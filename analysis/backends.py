@@ -12,6 +12,7 @@ Everything returned is numpy or plain Python (picklable, cacheable); torch stays
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
@@ -19,6 +20,10 @@ import numpy as np
 import torch
 from attnlab.model.config import BACKENDS
 from attnlab.model.softmax import masked_softmax_torch
+
+# The autograd profiler (peak memory on the CPU) prints "USDT: … profiler_start / profiler_stop" to stderr on every
+# call below kineto's log level 6; kineto reads the level when the profiler first starts.
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
 
 def _max_abs(a, b) -> float:

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 import streamlit as st
 from attnlab.app import state
 from attnlab.app.navigation import icon_of
+from attnlab.app.tour.editor import add_button
 from attnlab.app.url_state import URL, begin_run, end_run, kept, reset_positions, select, sync_url, toggle
 from attnlab.model.checkpoint import CheckpointError
 from attnlab.model.inputs import InputError, OverContextError
@@ -128,6 +129,8 @@ def page(title: str, question: str, *, icon: str = "") -> Iterator[None]:
     select("Chart download format", ("png", "svg"), "img", "png", where=st.sidebar, show=not present,
            help="What the camera icon in each chart's toolbar saves.")
     device_sidebar()
+    if not present:
+        add_button(title)
     if present:
         st.html(PRESENT_CSS)
     st.title(f"{title_icon(title, icon)} {title}".strip())

@@ -1,5 +1,6 @@
 """The worked examples of the Logit lens and Activation patching pages — a clean and a corrupted prompt of equal
-token length, the answer pair — and the notes written from what was measured on them (attnlab lens / patch)."""
+token length, the answer pair — and, for SmolLM2 (optional, measured once with attnlab lens / patch), the notes
+written from that measurement; lecture-decoder's notes are written from the page's own (app/interp_notes.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ class Example:
     corrupt: str
     answer: str
     wrong: str
-    lens_note: str
+    lens_note: str  # "" for an example on a bundled model: the note is written from the page's measurement
     patch_note: str
 
 
@@ -26,22 +27,7 @@ RETRIEVAL = Example(
     "fenna is twelve . fenna has a parrot . garo is seven . garo owns a rabbit . hildo is sixteen . hildo has a "
     "turtle . what pet does hildo have ?",
     "rabbit", "turtle",
-    lens_note=(
-        "Measured on this story: at the last position ('?') the embeddings alone predict '?' (p(rabbit) 0.0000, "
-        "rank 148); after layer 0 the stream already reads as *a pet* (hawk 0.25, goat 0.18, rabbit 0.15); after "
-        "layers 1 and 2 it stays vague (p(rabbit) 0.03); layer 3, the last, decides: p(rabbit) 0.999. Direct "
-        "attribution of rabbit − turtle (11.47): layer 3's heads 0, 3, 2 (+3.40, +2.79, +2.17) and its MLP (+3.38) "
-        "write it; layer 1 head 0 writes −1.08 directly, yet patching shows it is the head that *moves* the name "
-        "to '?' — a head can matter without writing the answer itself."),
-    patch_note=(
-        "Measured (SDPA, 4 layers × 34 positions, 136 + 16 + 544 runs in about 6 s): logit(rabbit) − logit(turtle) is "
-        "+11.47 on the clean story and −11.88 with the question's name swapped. The residual stream carries the "
-        "difference at the question's name ('garo', position 31) entering layers 0 and 1 (100 %), then at the last "
-        "position entering layers 2 and 3 (100 %): between layer 1 and layer 2 the name moves to '?'. Heads: "
-        "layer 0 head 3 at 'garo' restores 96 % (it reads the name in place: position 31 only), layer 1 head 0 at "
-        "'?' restores 100 % (the mover), layer 3 heads 0, 3, 2, 1 restore 52, 31, 24, 12 % at '?' (they fetch the "
-        "pet, and the direct attribution shows them writing it). The attention maps show layer 1 head 0 looking "
-        "at the name; patching shows the answer actually depends on it."),
+    lens_note="", patch_note="",  # written from the measurement on the page: app/interp_notes.py
 )
 
 IOI = Example(

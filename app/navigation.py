@@ -2,6 +2,8 @@
 them (every page visible, no "View more"). Keep the URL paths stable; icons are Material names (emoji render
 as empty boxes in Debian's chromium)."""
 
+from attnlab.data import data_folder
+
 PAGES = [
     ("explore.py", "Explore", "", ":material/search:"),
     ("heatmaps.py", "Heatmaps", "heatmaps", ":material/grid_on:"),
@@ -45,7 +47,7 @@ SECTIONS = {
     "Beyond attention": ["logit-lens", "patching", "circuit", "sinks"],
     "Lecture": ["tour"],
 }
-APP_ICON = ":material/search:"
+APP_ICON = str(data_folder("app") / "icon.png")  # a file the server sends: a Material name fetches from Google
 
 
 def sections() -> dict[str, list[tuple[str, str, str, str]]]:

@@ -7,17 +7,27 @@ import html
 
 import numpy as np
 import streamlit as st
+from attnlab.app.figures.style import md
+from attnlab.model.tokenizer import nearest_word
 
 ENGLISH_MODEL = "minilm"  # the installed model whose vocabulary covers English
+NEAREST_MAX_VOCAB = 5000  # a word-level vocabulary small enough to search for the nearest word of each unknown one
+NAMED = 8  # unknown words named in the note
 
 
 def vocabulary(lm) -> dict:
     """What a page says about `lm`'s vocabulary: {"name", "size", "unk_id" (the tokenizer's unknown-token id,
-    None for a tokenizer without one, e.g. bytes, which reads every text), "scope" (a phrase)}."""
+    None for a tokenizer without one, e.g. bytes, which reads every text), "scope" (a phrase), "words" (a small
+    word-level vocabulary's words, to name the nearest one of an unknown word; else empty)}."""
     size = int(lm.tokenizer.vocab_size)
     scope = (f"a vocabulary of {size} tokens, the words of the generated lecture corpus" if lm.source == "bundled"
              else f"a vocabulary of {size:,} tokens")
-    return {"name": lm.name, "size": size, "unk_id": getattr(lm.tokenizer, "unk_id", None), "scope": scope}
+    unk = getattr(lm.tokenizer, "unk_id", None)
+    words = []
+    if unk is not None and size <= NEAREST_MAX_VOCAB:
+        words = sorted(w for w in lm.tokenizer.tok.get_vocab(with_added_tokens=False)
+                       if w.isalnum() and not w.startswith("##"))
+    return {"name": lm.name, "size": size, "unk_id": unk, "scope": scope, "words": words}
 
 
 def unknown_positions(ids, vocab: dict) -> list[int]:
@@ -26,17 +36,31 @@ def unknown_positions(ids, vocab: dict) -> list[int]:
     return [] if unk is None or ids is None else [i for i, t in enumerate(ids) if int(t) == unk]
 
 
-def unknown_note(vocab: dict, unknown: list[int], n_tokens: int, what: str = "text") -> None:
-    """A warning when words of the `what` became the unknown token: how many, the vocabulary's scope and a
-    model that knows English. Nothing when every token is known."""
+def unknown_named(vocab: dict, unknown: list[int], tokens) -> str:
+    """The unknown words as typed, each with the nearest known word: '“Jonh” (nearest known word: john)'."""
+    seen: dict[str, str | None] = {}
+    for i in unknown:
+        word = str(tokens[i]) if i < len(tokens) else ""
+        if word and word not in seen and len(seen) < NAMED:
+            seen[word] = nearest_word(word, vocab.get("words") or []) if word.isalnum() else None
+    named = [f"{md(w)} (nearest known word: {md(n)})" if n else md(w) for w, n in seen.items()]
+    more = len({str(tokens[i]) for i in unknown if i < len(tokens)}) - len(seen)
+    return ", ".join(named) + (f" and {more} more" if more > 0 else "")
+
+
+def unknown_note(vocab: dict, unknown: list[int], n_tokens: int, what: str = "text", tokens=None) -> None:
+    """A warning when words of the `what` became the unknown token: how many, which (with the nearest known
+    word, given the `tokens`), the vocabulary's scope and a model that knows English. Nothing when every token is
+    known."""
     if not unknown:
         return
     k = len(unknown)
+    which = f" Unknown: {unknown_named(vocab, unknown, tokens)}." if tokens is not None else ""
     tip = "" if vocab["name"] == ENGLISH_MODEL else (f" For English text pick **{ENGLISH_MODEL}** in the sidebar "
                                                       "(a BERT vocabulary of 30,522 word pieces).")
     st.warning(f"{k} of {n_tokens} tokens of the {what} are unknown to **{html.escape(vocab['name'])}** "
                f"(marked ✖ with a red dashed border): it knows {vocab['scope']}, and every other word becomes "
-               f"the same [UNK] token, so the model cannot tell them apart.{tip}", icon=":material/help:")
+               f"the same [UNK] token, so the model cannot tell them apart.{which}{tip}", icon=":material/help:")
 
 
 def token_strip(tokens, weights=None, *, query: int | None = None, source: int | None = None,

@@ -173,3 +173,22 @@ def _number_parts(labels, offsets, special, seq_ids):
                 out[p] = part_label(labels[i], p - i + 1, j - i + 1)
         i = j + 1
     return out
+
+
+def edit_distance(a: str, b: str) -> int:
+    """The fewest single-character insertions, deletions, substitutions and swaps of neighbours from a to b
+    (optimal string alignment: a typed "jonh" is one edit from "john")."""
+    d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]  # [|a|+1, |b|+1]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[-1][-1]
+
+
+def nearest_word(word: str, words) -> str | None:
+    """The word of `words` closest to `word` (lower-cased) by edit distance; a tie goes to a word with the same
+    first letter, then to the alphabetically first."""
+    w = word.lower()
+    return min(words, key=lambda v: (edit_distance(w, v), v[:1] != w[:1], v), default=None)

@@ -37,8 +37,8 @@ with page("Cross-attention", "Which source words does each target word read?", i
                 "that is where a translation looks up the source words.")
     vocab = state.vocabulary(inp.model)
     unk_src, unk_tgt = unknown_positions(cap.src_ids, vocab), unknown_positions(cap.ids, vocab)
-    unknown_note(vocab, unk_src, len(src_t), "source text")
-    unknown_note(vocab, unk_tgt, len(tgt_t), "target text")
+    unknown_note(vocab, unk_src, len(src_t), "source text", src_t)
+    unknown_note(vocab, unk_tgt, len(tgt_t), "target text", tgt_t)
     token_strip(src_t, label=f"source ({len(src_t)} tokens, encoder input)", unknown=unk_src)
     token_strip(tgt_t, label=f"target ({len(tgt_t)} tokens, decoder input)", unknown=unk_tgt)
 

@@ -64,8 +64,8 @@ with page("Explore", "What does the model see, and where does its attention go?"
     which += " (the head the note names)" if named == (s_layer, s_head) else ""
     vocab = state.vocabulary(inp.model)
     unknown, src_unknown = unknown_positions(cap.ids, vocab), unknown_positions(cap.src_ids, vocab)
-    unknown_note(vocab, unknown, len(cap.tokens))
-    unknown_note(vocab, src_unknown, len(cap.src_tokens or []), what="source text")
+    unknown_note(vocab, unknown, len(cap.tokens), tokens=cap.tokens)
+    unknown_note(vocab, src_unknown, len(cap.src_tokens or []), what="source text", tokens=cap.src_tokens or [])
     st.markdown(f"#### Tokens ({len(cap.tokens)})" + (" — target" if cap.src_tokens else ""))
     token_strip(qt, strip_row if group != "cross" else None, query=q,
                 source=src if group != "cross" else None, unknown=unknown,

@@ -45,7 +45,7 @@ with page("Generate", "What does each new token look at while it is being writte
                 f"has {tr.prompt_len}. Shorten the text to generate more.", icon=":material/block:")
     vocab = state.vocabulary(inp.model)
     unknown = unknown_positions(tr.ids[: tr.prompt_len], vocab)  # prompt positions read as [UNK]
-    unknown_note(vocab, unknown, tr.prompt_len, "prompt")
+    unknown_note(vocab, unknown, tr.prompt_len, "prompt", tr.tokens)
     token_strip(tr.tokens, [0.0] * tr.prompt_len + list(tr.chosen_prob), query=tr.prompt_len - 1,
                 label="prompt, then the generated tokens shaded by the probability they were picked with",
                 unknown=unknown)

@@ -72,7 +72,7 @@ with page("KV cache", "Why may a decoder keep the keys and values of earlier tok
     cap = state.capture(inp.model, inp.text, inp.src, "eager")
     vocab = state.vocabulary(inp.model)
     unknown = unknown_positions(cap.ids, vocab)
-    unknown_note(vocab, unknown, len(cap.tokens), "prompt")
+    unknown_note(vocab, unknown, len(cap.tokens), "prompt", cap.tokens)
     token_strip(list(cap.tokens) + gen["cached"], query=len(cap.tokens) - 1, unknown=unknown,
                 label=f"the prompt (its last token outlined) and the {len(gen['cached'])} tokens generated with "
                       "the cache")

@@ -11,6 +11,7 @@ from attnlab.app.figures.style import md
 from attnlab.app.frame import chart, guard, page, presenting
 from attnlab.app.inputs import require
 from attnlab.app.interp_examples import matching
+from attnlab.app.interp_notes import lens_note
 
 with page("Logit lens", "What would the model predict if it stopped after each layer?"):
     inp = require(("internals",), "reads the residual stream through a token head")
@@ -56,6 +57,8 @@ with page("Logit lens", "What would the model predict if it stopped after each l
                 "up exactly. *Direct* only: a head whose output later heads read (a mover) can score near zero here.")
     example = matching(inp.model, inp.text)
     if example is not None:
-        st.info(example.lens_note)
+        st.info(example.lens_note or lens_note(state.logit_lens(example.model, example.clean, example.answer),
+                                               state.logit_attribution(example.model, example.clean, example.answer,
+                                                                       example.wrong)))
     downloads("logit-lens", npz={"top_ids": lens.top_ids, "top_probs": lens.top_probs, "tokens": tokens, "rows": rows},
               json_obj=lens.to_json())

@@ -12,6 +12,7 @@ from attnlab.app.figures.style import md
 from attnlab.app.frame import chart, page, presenting
 from attnlab.app.inputs import require
 from attnlab.app.interp_examples import EXAMPLES, matching
+from attnlab.app.interp_notes import patch_note
 from attnlab.app.url_state import index, select
 
 OWN = "own"
@@ -77,6 +78,6 @@ with page("Activation patching", "Which activations does the answer actually dep
         f"layer {i} head {h} ({100 * p.heads[i, h]:+.0f} %)" for i, h in zip(*top)) + ".")
     ex_note = ex if ex is not None else matching(model, clean)
     if ex_note is not None and ex_note.corrupt == corrupt:
-        st.info(ex_note.patch_note)
+        st.info(ex_note.patch_note or patch_note(p))
     downloads("patching", npz={"resid": p.resid, "heads": p.heads, **{f"head_pos_{k}": v for k, v in p.head_pos.items()},
                                "clean": p.clean, "corrupt": p.corrupt}, json_obj=p.to_json())

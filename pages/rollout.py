@@ -69,7 +69,7 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
     src_idx = source_index(cap, inp.preset)
     vocab = state.vocabulary(inp.model)
     unknown = unknown_positions(cap.ids, vocab)  # target-side positions read as [UNK]
-    unknown_note(vocab, unknown, t)
+    unknown_note(vocab, unknown, t, tokens=tokens)
     with options():
         c1, c2, c3, c4 = st.columns(4)
         q = token_select("Output token (query row)", tokens, "query", default_query(cap, inp.preset), where=c1,

@@ -139,3 +139,26 @@ def neuron_grid(q, k, product, *, title: str = "", present: bool = False, per_ro
     m = vecs.reshape(3, chunks, per_row).transpose(1, 0, 2).reshape(3 * chunks, per_row)  # [3, d] -> [3·chunks, per_row]
     rows = [f"{n} d{c * per_row}–{(c + 1) * per_row - 1}" for c in range(chunks) for n in ("q", "k", "q⊙k")]
     return number_grid(m, rows, [f"+{j}" for j in range(per_row)], title=title, present=present)
+
+
+def scaled_rows(rows: dict[str, tuple], col_labels, *, title: str = "", present: bool = False,
+                fmt: str = ".2f") -> go.Figure:
+    """Rows of different quantities over the same columns, each row on its own colour scale with its own colour
+    bar beside it: {row name: (values [n], zmin, zmax)} (scores of 0–44 and weights of 0–1 side by side)."""
+    n = len(rows)
+    x = np.arange(len(col_labels))
+    traces = []
+    for i, (name, (v, lo, hi)) in enumerate(rows.items()):
+        bar = {"title": {"text": esc(name, 12)}, "thickness": 14, "len": 0.9 / n, "y": 1 - (i + 0.5) / n,
+               "yanchor": "middle"}
+        traces.append(go.Heatmap(z=np.asarray(v, dtype=np.float64)[None, :], x=x, y=[i], zmin=lo, zmax=hi,
+                                 colorscale=THEME_SCALE, colorbar=bar, texttemplate=f"%{{z:{fmt}}}",
+                                 textfont={"size": font_size(present) - 1}, name=name,
+                                 hovertemplate=f"{esc(name, 30)} · %{{x}}<br>%{{z:.4f}}<extra></extra>"))
+    fig = go.Figure(traces)
+    fig.update_xaxes(tickmode="array", tickvals=x, ticktext=[esc(c, 30) for c in col_labels], side="top",
+                     showgrid=False)
+    fig.update_yaxes(tickmode="array", tickvals=list(range(n)), ticktext=[esc(r, 40) for r in rows],
+                     autorange="reversed", showgrid=False)
+    return apply_layout(fig, title, present, int(max(260, 60 + 44 * n + 110)), top=100 if title else 50,
+                        plot_bgcolor=MASKED_BG)

@@ -140,3 +140,50 @@ def _tick(x: float) -> str:
 def log_floor(v) -> np.ndarray:
     """|Δ| values for a log axis: exact zeros raised to FLOOR."""
     return np.maximum(np.asarray(v, dtype=np.float64), FLOOR)
+
+
+# -- tick labels that never overlap ------------------------------------------------------------------------
+CHAR_W, LINE_H = 0.62, 1.45  # a label character's width and a label's line pitch, over the font size (upright boxes)
+COLORBAR_PX = 90  # room a colour bar takes right of the plot
+
+
+def _labels_px(texts, size: float) -> float:
+    return max((len(str(t)) for t in texts), default=0) * CHAR_W * size
+
+
+def _thin(ax, room_px: float, pitch_px: float) -> None:
+    """Keep every k-th of an array axis's ticks so that each label has `pitch_px` within `room_px`."""
+    vals, text = list(ax.tickvals), list(ax.ticktext)
+    fits = max(1, int(room_px // pitch_px))
+    k = -(-len(vals) // fits)  # ceil
+    if k > 1:
+        ax.tickvals, ax.ticktext = vals[::k], text[::k]
+
+
+def fit_ticks(fig: go.Figure, width: int) -> go.Figure:
+    """No two tick labels overlap when `fig` is drawn `width` px wide: an axis of array ticks whose labels do not
+    fit side by side turns them upright (x) and keeps every k-th label (hover still names each cell)."""
+    size = fig.layout.font.size or 13
+    height = fig.layout.height or 450
+    bar = any(getattr(t, "showscale", None) is not False and t.type in ("heatmap", "contour") for t in fig.data)
+    xs = [a for a in fig.select_xaxes() if a.tickmode == "array" and a.ticktext]
+    ys = [a for a in fig.select_yaxes() if a.tickmode == "array" and a.ticktext]
+    named = [v for t in fig.data if t.type in ("heatmap", "bar") for v in (t.y if t.y is not None else ())
+             if isinstance(v, str)]  # a category axis: its labels are the traces' y values
+    left = max([_labels_px(a.ticktext, a.tickfont.size or size) for a in ys] + [_labels_px(named, size),
+                                                                                3 * size]) + 2 * size
+    plot_w = width - left - (COLORBAR_PX if bar else 20)
+    below = 2 * size
+    for ax in xs:
+        f = ax.tickfont.size or size
+        flat = sum(len(str(t)) * CHAR_W * f + f for t in ax.ticktext)
+        if ax.tickangle in (None, 0) and flat <= plot_w:
+            continue
+        ax.tickangle = -90
+        _thin(ax, plot_w, LINE_H * f)
+        below = max(below, _labels_px(ax.ticktext, f) + size)
+    m = fig.layout.margin
+    plot_h = height - (m.t or 60) - (0 if any(a.side == "top" for a in xs) else below) - (m.b or 10)
+    for ax in ys:
+        _thin(ax, max(plot_h, LINE_H * size), LINE_H * (ax.tickfont.size or size))
+    return fig

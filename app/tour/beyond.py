@@ -45,9 +45,11 @@ def real_english(present: bool) -> View:
             f"“{p.text}” — the next word should be the name that was not repeated. Of all {grid.size} heads, "
             f"head **{layer}.{head}** puts the most weight from the last token on token {src} {tok(cap.tokens[src])}: "
             f"**{pct(grid[layer, head])}** (the mean head: {pct(grid.mean())}); SmolLM2 answers "
-            f"{tok(lens.answer)} with p = **{prob:.2f}**.")
+            f"{tok(lens.answer)} with p = **{prob:.2f}**. Where a head looks is not what it does: patching (step 17) "
+            "measures that.")
     params = {"model": SMOL, "preset": p.id, "layer": layer, "head": head, "query": q}
-    return View(fit(fig, present), text, numbers, f"head {layer}.{head}: the head that reads the other name", params)
+    return View(fit(fig, present), text, numbers, f"head {layer}.{head}: the most weight on {cap.tokens[src].strip()}",
+                params)
 
 
 def logit_lens(present: bool) -> View:

@@ -9,7 +9,7 @@ from attnlab.analysis.permutation import QUANTITIES
 from attnlab.analysis.scores import counterfactual_softmax
 from attnlab.analysis.stepwise import QUIZ_SCORES, attention_steps
 from attnlab.app import state
-from attnlab.app.figures.grids import delta_grid, grid_heatmap, number_grid
+from attnlab.app.figures.grids import delta_grid, number_grid, scaled_rows
 from attnlab.app.figures.lines import lines
 from attnlab.app.presets import note_head
 from attnlab.app.tour.core import View, box, fit, note, pct, tok
@@ -19,6 +19,8 @@ from attnlab.model.masks import CAUSAL, mask_array
 KEYS_SHOWN = 8  # the query–key step prints the keys with the largest weights
 TAUS = np.round(np.geomspace(0.1, 10, 13), 3)  # the Score scales page's temperatures
 PERM_TEXT, PERM_TOLERANCE = "the cat sat on the mat", 1e-5  # the Permutation page's default text and tolerance
+SETTING_WORDS = {"none": "no positions", "none + causal mask": "a causal mask", "learned": "learned positions",
+                 "sinusoidal": "sinusoidal positions", "rope": "RoPE", "alibi": "ALiBi"}  # the page's settings in words
 
 
 def query_key_value(present: bool) -> View:
@@ -29,9 +31,11 @@ def query_key_value(present: bool) -> View:
     scores, weights = rec.scores(head)[q], stack[layer, head, q]  # [k], [k]: the query's row
     keys = np.sort(np.argsort(weights[: q + 1])[::-1][:KEYS_SHOWN])  # the keys with most weight, in text order
     col = int(np.flatnonzero(keys == src)[0]) if src in keys else None
-    fig = grid_heatmap(np.stack([scores[keys], weights[keys]]), ["score q·k/√d_k", "weight α"],
-                       [f"{k} {cap.tokens[k]}" for k in keys], diverging=False, present=present, fmt=".2f",
-                       title=f"Token {q}'s query against the keys, head {layer}.{head}")
+    finite = scores[keys][np.isfinite(scores[keys])]
+    fig = scaled_rows({"score q·k/√d_k": (scores[keys], float(finite.min()), float(finite.max())),
+                       "weight α": (weights[keys], 0.0, 1.0)},  # each on its own scale: 44 and α = 1 both dark
+                      [f"{k} {cap.tokens[k]}" for k in keys], present=present,
+                      title=f"Token {q}'s query against the keys, head {layer}.{head}")
     if col is not None:
         box(fig, col, col, 0, 1, "")
     visible = np.delete(scores[: q + 1], src)
@@ -111,13 +115,19 @@ def permutation(present: bool) -> View:
     row = study.settings.index("none")
     box(fig, 0, table.shape[1] - 1, row, row, "")
     learned = study.settings.index("learned")
+    kept = [s for s, r in zip(study.settings, table) if r.max() <= PERM_TOLERANCE]
+    broken = [SETTING_WORDS.get(s, s) for s in study.settings if s not in kept]
     numbers = {"tokens": len(study.tokens), "none_max": float(table[row].max()),
                "learned_weights": float(table[learned, cols.index("weights")]), "perm": list(study.perm),
-               "equivariant": [s for s, r in zip(study.settings, table) if r.max() <= PERM_TOLERANCE]}
+               "equivariant": kept}
+    only = " and ".join(SETTING_WORDS.get(s, s) for s in kept) or "none of them"
     text = (f"Shuffle the {len(study.tokens)} tokens of “{PERM_TEXT}” and un-shuffle the results. Without positions "
             f"q, k, v, scores, weights and outputs all come back to within **{table[row].max():.1e}** — float32 "
             f"rounding: self-attention sees a set. With learned positions the weights differ by "
-            f"**{table[learned, cols.index('weights')]:.1e}**; equivariant here: {', '.join(numbers['equivariant'])}.")
+            f"**{table[learned, cols.index('weights')]:.1e}**. Of the {len(study.settings)} settings, every quantity "
+            f"comes back within {PERM_TOLERANCE:.0e} only with {only}; "
+            f"{', '.join(broken[:-1]) + ' and ' if len(broken) > 1 else ''}{broken[-1] if broken else 'nothing'} "
+            "break the symmetry.")
     params = {"perm_text": PERM_TEXT, "perm_tok": "random-encoder", "perm_mode": "random", "perm_seed": 0,
               "perm_set": "none", "perm_q": "weights"}
     return View(fit(fig, present), text, numbers, "the row without positions: all zeros up to rounding", params)

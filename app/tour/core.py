@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 import plotly.graph_objects as go
-from attnlab.app.figures.style import esc, md
+from attnlab.app.figures.style import esc, fit_ticks, md
 
 MARK = "#ff7f0e"  # the highlight: the same orange as the query-row outline on every page
 HEIGHT = {False: 400, True: 460}  # the figure fits a 1024×768 projector beside its narrative
+WIDTH = 540  # px: the figure's column beside the narrative, at 1024×768 presenting and at 1400 px (and its floor)
 
 
 @dataclass(frozen=True)
@@ -35,14 +36,19 @@ class Step:
 
     def link(self, view: View, present: bool = False) -> str:
         """The relative URL of the same view on its own page (a fresh session there reads the URL)."""
-        q = {k: str(v) for k, v in view.params.items()} | ({"present": "1"} if present else {})
+        return self.link_of(view.params, present)
+
+    def link_of(self, params: dict, present: bool = False) -> str:
+        """The relative URL of this step's page at the URL state `params`."""
+        q = {k: str(v) for k, v in params.items()} | ({"present": "1"} if present else {})
         return f"/{self.page}?{urlencode(q)}"
 
 
 def fit(fig: go.Figure, present: bool) -> go.Figure:
-    """The figure at the tour's height (it must fit the projector beside the narrative)."""
+    """The figure at the tour's height (it must fit the projector beside the narrative), its tick labels thinned
+    to what the column's width holds."""
     fig.update_layout(height=HEIGHT[present])
-    return fig
+    return fit_ticks(fig, WIDTH)
 
 
 def box(fig: go.Figure, x0: float, x1: float, y0: float, y1: float, label: str = "", *, xref: str = "x",
@@ -58,12 +64,20 @@ def box(fig: go.Figure, x0: float, x1: float, y0: float, y1: float, label: str =
     return fig
 
 
-def note(fig: go.Figure, x: float, y: float, label: str, *, xref: str = "x", yref: str = "y") -> go.Figure:
-    """An orange arrow with a label pointing at (x, y)."""
+def note(fig: go.Figure, x: float, y: float, label: str, *, xref: str = "x", yref: str = "y", ax: int = 40,
+         ay: int = -40) -> go.Figure:
+    """An orange arrow with a label pointing at (x, y); the label sits (ax, ay) px from the point (move it off
+    what the narrative quotes)."""
     fig.add_annotation(x=x, y=y, xref=xref, yref=yref, text=esc(label, 60), showarrow=True, arrowcolor=MARK,
-                       arrowwidth=3, arrowhead=2, ax=40, ay=-40, font={"color": MARK, "size": 15},
-                       bgcolor="rgba(255,255,255,0.85)", name="tour-look")
+                       arrowwidth=3, arrowhead=2, ax=ax, ay=ay, font={"color": MARK, "size": 15},
+                       bgcolor="rgba(255,255,255,0.85)", name="tour-look",
+                       xanchor="right" if ax < 0 else "auto")
     return fig
+
+
+def num(x: float) -> str:
+    """A small quantity as the narrative writes it: two significant digits in scientific notation (1.9e-04)."""
+    return f"{float(x):.1e}"
 
 
 def pct(x: float) -> str:

@@ -9,10 +9,11 @@ from attnlab.analysis.rollout import attention_rollout, fuse_heads
 from attnlab.app import state
 from attnlab.app.figures.grids import grid_heatmap
 from attnlab.app.figures.rows import method_rows
-from attnlab.app.presets import Preset, note_head, presets
+from attnlab.app.presets import Preset, presets
 from attnlab.app.tour.core import View, box, fit, pct, tok
 
 DECODER = "lecture-decoder"
+COPIES = 0.5  # a head that puts more than this share on the copied token copies
 
 
 def preset(model: str, pid: str) -> Preset:
@@ -41,9 +42,9 @@ def best_head(stack: np.ndarray, q: int, src: int, named: tuple[int, int] | None
 
 
 def why_attention(present: bool) -> View:
-    """Topic 1: the answer position of a retrieval story looks straight at the one fact that answers it."""
-    p, cap, stack, q, src = story(DECODER, "decoder-retrieval-2")
-    layer, head = best_head(stack, q, src, note_head(p))
+    """Topic 1: the lecture's own story — the answer position looks straight at the one fact that answers it."""
+    p, cap, stack, q, src = story(DECODER, "decoder-story-1")
+    layer, head = best_head(stack, q, src, None)  # the head that lands on the answer (the note names the hops' too)
     per_layer = fuse_heads(stack[:, :, q : q + 1, :], "mean")[:, 0]  # [L, k]: head-mean row of each layer
     rows = {f"layer {i}, head mean": per_layer[i] for i in range(len(per_layer))}
     rows[f"head {layer}.{head}"] = stack[layer, head, q]
@@ -54,34 +55,43 @@ def why_attention(present: bool) -> View:
     box(fig, src, src, -0.0, len(rows) - 1, f"the fact: {cap.tokens[src]}")
     numbers = {"query": q, "source": src, "layer": layer, "head": head, "weight": w, "distance": q - src,
                "prediction": top, "probability": prob, "answer": p.answer}
-    text = (f"The story hides the answer in one earlier fact. At the question mark (token {q}), head "
-            f"{layer}.{head} puts **{pct(w)}** of its weight on token {src} {tok(cap.tokens[src])}, {q - src} tokens "
-            f"back — a convolution would need a window that wide to reach it. The model then predicts "
-            f"{tok(top)} with p = **{prob:.3f}** (the story's answer: {tok(p.answer or '?')}).")
+    text = (f"The lecture's story hides the answer in one earlier fact: the age of Alex's best friend. At the last "
+            f"token (token {q}), head {layer}.{head} puts **{pct(w)}** of its weight on token {src} "
+            f"{tok(cap.tokens[src])}, {q - src} tokens back — a convolution would need a window that wide to reach it. "
+            f"The model then predicts {tok(top)} with p = **{prob:.3f}** (the story's answer: {tok(p.answer or '?')}).")
     params = {"model": DECODER, "preset": p.id, "query": q, "strip_layer": layer, "strip_head": head}
     return View(fit(fig, present), text, numbers, f"column {src}: the fact's answer token", params)
 
 
 def multi_head(present: bool) -> View:
-    """Topic 6: heads specialise — one head of all L×H does the copying of an induction sample."""
+    """Topic 6: heads specialise — on an induction sample the copying is done by a few heads, not by all L×H."""
     p, cap, stack, q, src = story(DECODER, "decoder-induction-1")
     n_layers, n_heads = stack.shape[:2]
     d_model = int(state.model_info(DECODER)["d_model"])
     grid = stack[:, :, q, src]  # [L, H]: weight from the query row on the source token
-    layer, head = np.unravel_index(int(np.argmax(grid)), grid.shape)
-    others = float((grid.sum() - grid[layer, head]) / (grid.size - 1))
+    layer, head = (int(i) for i in np.unravel_index(int(np.argmax(grid)), grid.shape))
+    copying = [(int(i), int(h)) for i, h in zip(*np.nonzero(grid > COPIES))]  # heads putting most weight there
+    rest = float(grid[grid <= COPIES].mean()) if (grid <= COPIES).any() else float("nan")
     fig = grid_heatmap(grid, [f"layer {i}" for i in range(n_layers)], [f"head {h}" for h in range(n_heads)],
                        diverging=False, present=present, value_name="weight",
                        title=f"Weight of token {q} on token {src} ({cap.tokens[src]}), every head")
-    box(fig, head, head, layer, layer, "")
-    numbers = {"layers": n_layers, "heads": n_heads, "d_head": d_model // n_heads, "layer": int(layer),
-               "head": int(head), "weight": float(grid[layer, head]), "others_mean": others, "query": q, "source": src}
+    for i, h in copying:
+        box(fig, h, h, i, i, "")
+    layers = sorted({i for i, _ in copying})
+    where = (f"all {n_heads} heads of layer {layers[0]}" if len(layers) == 1 and len(copying) == n_heads else
+             ", ".join(f"{i}.{h}" for i, h in copying))
+    numbers = {"layers": n_layers, "heads": n_heads, "d_head": d_model // n_heads, "layer": layer, "head": head,
+               "weight": float(grid[layer, head]), "copying": [f"{i}.{h}" for i, h in copying], "others_mean": rest,
+               "query": q, "source": src}
     text = (f"{n_layers} layers × {n_heads} heads, each with its own q, k, v projections of d_head = {d_model} / "
             f"{n_heads} = **{d_model // n_heads}**, concatenated and projected back. On the repeated sequence, token "
-            f"{q} should copy what followed its earlier occurrence, token {src} {tok(cap.tokens[src])}: head "
-            f"**{layer}.{head}** puts **{pct(grid[layer, head])}** there, the other heads {pct(others)} on average.")
-    params = {"model": DECODER, "preset": p.id, "layer": int(layer), "head": int(head), "query": q}
-    return View(fit(fig, present), text, numbers, f"head {layer}.{head}: the head that copies", params)
+            f"{q} should copy what followed its earlier occurrence, token {src} {tok(cap.tokens[src])}. "
+            f"**{len(copying)} of {grid.size}** heads put over {pct(COPIES)} of their weight there ({where}; head "
+            f"{layer}.{head} the most, **{pct(grid[layer, head])}**); the other {grid.size - len(copying)} heads "
+            f"{pct(rest)} on average: the copying is the job of {'one layer' if len(layers) == 1 else 'a few heads'}.")
+    params = {"model": DECODER, "preset": p.id, "layer": layer, "head": head, "query": q}
+    look = (f"layer {layers[0]}: the heads that copy" if len(layers) == 1 else "the boxed heads: the ones that copy")
+    return View(fit(fig, present), text, numbers, look, params)
 
 
 def explanation(present: bool) -> View:

@@ -48,7 +48,9 @@ def block(present: bool) -> View:
     fig = stream_norms(w.resid_norms, w.attn_delta, w.mlp_delta, present=present,
                        title=f"Token {q}: the residual stream through {w.n_layers} {w.norm_rule}-norm blocks")
     biggest = float(deltas[part][layer])
-    note(fig, layer + 1, biggest, f"largest write: layer {layer} {part}")
+    bar = -0.2 if part == "attention" else 0.2  # grouped bars: attention left of the block's tick, the MLP right
+    note(fig, layer + 1 + bar, biggest, f"largest write: layer {layer} {part}", ax=-60, ay=-20)  # left: clear of
+    # the stream's line and its last point, which the narrative quotes
     numbers = {"norm_rule": w.norm_rule, "norm_type": w.norm_type, "embed_norm": float(w.resid_norms[0]),
                "final_norm": float(w.resid_norms[-1]), "part": part, "layer": layer, "biggest": biggest,
                "top": w.top_tokens[0], "p_top": float(w.top_probs[0]), "check": float(w.max_abs_vs_model)}
@@ -87,4 +89,5 @@ def architectures(present: bool) -> View:
             f"encoder's output: on this translation {hits} of {len(cells)} target words look hardest at their aligned "
             f"source word, with **{pct(on)}** of the weight there on average.")
     params = {"model": ENCDEC, "preset": p.id, "x_layer": cross.shape[0] - 1, "x_head": -1}
-    return View(fit(fig, present), text, numbers, "circles: the reference alignment", params)
+    return View(fit(fig, present), text, numbers, "circles: the reference alignment, one row before each word "
+                "(row t reads the source for the word it writes next)", params)

@@ -9,7 +9,7 @@ from attnlab.analysis.kv_cache import cache_costs
 from attnlab.app import state
 from attnlab.app.figures.bars import step_deltas
 from attnlab.app.figures.grids import delta_grid
-from attnlab.app.tour.core import View, box, fit, note
+from attnlab.app.tour.core import View, box, fit, note, num
 from attnlab.app.tour.look import DECODER, preset
 
 NEW_TOKENS = 12  # the KV cache page's default
@@ -35,7 +35,7 @@ def kv_cache(present: bool) -> View:
                "cells_uncached": int(cost["uncached"][-1]), "saving": saved}
     text = (f"With causal attention earlier rows never change, so keys and values are kept and each new token "
             f"computes one row. Over {len(steps)} generated tokens the cached logits match recomputation within "
-            f"**{deltas.max():.1e}** (tolerance {gen['tolerance']:g}), {same} of {len(steps)} tokens identical; "
+            f"**{deltas.max():.1e}** (tolerance {num(gen['tolerance'])}), {same} of {len(steps)} tokens identical; "
             f"the run computes **{cost['cached'][-1]:,}** score cells instead of {cost['uncached'][-1]:,} "
             f"({saved:.1f}× fewer).")
     params = {"model": DECODER, "preset": p.id, "kv_n": NEW_TOKENS, "backend": "eager"}

@@ -21,6 +21,9 @@ def add_parser(sub) -> None:
                           "127.0.0.1, the default, may unless --no-hub)")
     hub.add_argument("--no-hub", action="store_true",
                      help="never download hub models from the model box (a class server on 127.0.0.1 behind a proxy)")
+    p.add_argument("--tour", default=None, metavar="FILE",
+                   help="open the Lecture tour on this tour file (JSON, saved from the tour page) instead of the "
+                        "built-in one")
     add_device_args(p)
     p.set_defaults(run=run)
 
@@ -28,7 +31,8 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     """Check the arguments, then replace this process with `streamlit run app/main.py`. The device and dtype
     reach the app as ATTNLAB_DEVICE / ATTNLAB_DTYPE (read by app/state.py), resolved here first so that
-    cuda without a GPU fails now, as one line; --allow-hub / --no-hub as ATTNLAB_ALLOW_HUB=1 / 0."""
+    cuda without a GPU fails now, as one line; --allow-hub / --no-hub as ATTNLAB_ALLOW_HUB=1 / 0; --tour FILE,
+    checked here, as ATTNLAB_TOUR (read by app/tour/editor.py)."""
     if not 0 < args.port < 65536:
         raise UsageError(f"--port must be 1..65535, got {args.port}")
     from attnlab.model.device import dtype_name
@@ -37,6 +41,16 @@ def run(args) -> int:
     env = os.environ | {"ATTNLAB_DEVICE": device, "ATTNLAB_DTYPE": dtype_name(dtype)}
     if args.allow_hub or args.no_hub:
         env["ATTNLAB_ALLOW_HUB"] = "1" if args.allow_hub else "0"
+    if args.tour:
+        from pathlib import Path
+
+        from attnlab.app.tour.tour_file import TourFileError, load_tour
+
+        try:
+            load_tour(args.tour)  # a bad file: one line now, not a message on the tour page later
+        except TourFileError as e:
+            raise UsageError(str(e)) from e
+        env["ATTNLAB_TOUR"] = str(Path(args.tour).resolve())
     from attnlab.app.serve import streamlit_command
 
     os.execve(sys.executable, streamlit_command(args.host, args.port), env)

@@ -34,7 +34,8 @@ def test_lens_page_on_the_retrieval_story(lm):
     dla = titled(at, "direct share of logit(rabbit)")
     np.testing.assert_allclose(z_of(dla["data"][0]), np.concatenate([d.heads, d.mlps[:, None]], 1), atol=1e-6)
     assert list(dla["layout"]["xaxis"]["ticktext"])[-1] == "MLP"
-    assert any("layer 3, the last, decides: p(rabbit) 0.999" in i.value for i in at.info)
+    assert any(f"L3 {lens.answer_probs[-1, -1]:.3f}" in i.value and "it is the top token from L3 on" in i.value
+               for i in at.info)  # the note, written from this measurement
 
 
 def test_lens_page_bad_answer_is_one_message():
@@ -56,7 +57,8 @@ def test_patching_page_retrieval_example(lm):
     hp = titled(at, "layer 1: each head's output at one position")
     np.testing.assert_allclose(z_of(hp["data"][0]), 100 * p.head_pos[1], atol=1e-3)
     assert any("restores 100.00 %" in m.value for m in at.markdown)
-    assert any("layer 1 head 0 at '?' restores 100 % (the mover)" in i.value for i in at.info)
+    assert any(f"{p.ld_corrupt:+.2f} with 'garo' swapped for 'hildo'" in i.value and
+               "layer 1 head 0 restores 100 %, the most" in i.value for i in at.info)  # written from this measurement
 
 
 def test_patching_page_own_prompts_unequal_lengths_is_one_message():

@@ -120,7 +120,8 @@ def test_english_in_a_lecture_model_marks_unknown_tokens(page):
     assert "it knows a vocabulary of 322 tokens, the words of the generated lecture corpus" in warn[0] and "**minilm**" in warn[0]
     body = strips(at)[0]
     assert body.count('class="tok unk"') == n_unk and "read as [UNK]" in body
-    assert "<sub>1</sub>✖The" in body and "<sub>3</sub>is" in body  # "is" is a lecture word, "The" is not
+    assert "<sub>2</sub>✖weather" in body and "<sub>1</sub>The" in body  # "The" reads as the lecture's "the"
+    assert "Unknown: `weather` (nearest known word: " in warn[0]
     other = {"model": "minilm", "text": text} if page in ("rollout", "explore") else {"model": "lecture-decoder",
                                                                           "preset": "decoder-agreement-1"}
     at = open_page(page, gen_n=2, kv_n=2, **other)  # English in minilm; a lecture sample in lecture-decoder

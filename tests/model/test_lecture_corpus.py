@@ -309,7 +309,8 @@ def test_tokenizer_specials_unknowns_and_pairs(tok):
     assert enc.tokens == ["[BOS]", "how", "old", "is", "alvo", "?", "[MASK]"]
     assert enc.ids[0] == 2 and enc.ids[-1] == 4
     assert tok.encode("alvo is zebra").tokens == ["[BOS]", "alvo", "is", "[UNK]"]
-    assert unknown_words("alvo is zebra . Alvo", tok) == ["zebra", "Alvo"]
+    assert unknown_words("alvo is zebra . Alvo", tok) == ["zebra"]  # "Alvo" reads as alvo
+    assert unknown_words("Alvo is a Zebra!", tok) == ["Zebra", "!"]  # as typed
     pair = tok.encode("the dog runs .", "ka vasko rapo .")
     assert pair.tokens == ["[BOS]", "the", "dog", "runs", ".", "[SEP]", "ka", "vasko", "rapo", "."]
     assert pair.type_ids == [0] * 6 + [1] * 4

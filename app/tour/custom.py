@@ -1,0 +1,41 @@
+"""A lecturer's step: the page at its URL state, run headless (Streamlit's AppTest) to take the first figure it
+draws, with the lecturer's title and words. The page computes the figure, so it is the view the link opens."""
+
+from __future__ import annotations
+
+import json
+
+import plotly.graph_objects as go
+from attnlab.app.tour.core import View, fit
+
+from attnlab.data import data_folder
+
+RUN_TIMEOUT_S = 180
+
+
+def page_figures(page: str, state: dict, present: bool = False) -> list[dict]:
+    """The figures (Plotly JSON) pages/<file> draws when opened at `state` (its URL's query parameters)."""
+    from attnlab.app.tour.tour_file import PAGE_PATHS
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(data_folder("pages") / PAGE_PATHS[page]), default_timeout=RUN_TIMEOUT_S)
+    for k, v in (state | ({"present": "1"} if present else {})).items():
+        at.query_params[k] = str(v)
+    at.run()
+    if at.exception:
+        raise ValueError(f"the page /{page} failed at this state: {at.exception[0].message.splitlines()[0][:200]}")
+    if at.error:  # the page refused the state (an unknown model, a bad value): its own message
+        raise ValueError(f"the page /{page} at this state says: {' '.join(at.error[0].value.split())[:200]}")
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def lecturer_view(entry: dict, present: bool = False) -> View:
+    """The View of a lecturer's step: the page's first figure, the lecturer's text, the URL state."""
+    figs = page_figures(entry["page"], entry.get("state", {}), present)
+    if figs:
+        fig = go.Figure(figs[0])
+    else:
+        fig = go.Figure().add_annotation(text="This view draws no chart: open it on its page.", showarrow=False,
+                                         x=0.5, y=0.5, xref="paper", yref="paper")
+        fig.update_xaxes(visible=False).update_yaxes(visible=False)
+    return View(fit(fig, present), entry.get("text", ""), {}, "", dict(entry.get("state", {})))
