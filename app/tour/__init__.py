@@ -4,27 +4,11 @@ time from the model it shows (app/tour/core.py says what a step is). The built-i
 
 from __future__ import annotations
 
-from attnlab.app.tour import beyond, compute, look, parts, running, seeing
+from attnlab.app.tour.builders import BUILDERS
 from attnlab.app.tour.core import Step, View
+from attnlab.app.tour.tour_file import load_tour
 
-BUILDERS = {
-    "why-attention": look.why_attention, "query-key-value": compute.query_key_value,
-    "scaled-dot-product": compute.scaled_dot_product, "masks": compute.masks, "permutation": compute.permutation,
-    "multi-head": look.multi_head, "positions": parts.positions, "block": parts.block,
-    "architectures": parts.architectures, "kv-cache": running.kv_cache, "flash": running.flash,
-    "explanation": look.explanation, "vit": seeing.vit, "moe": seeing.moe, "real-english": beyond.real_english,
-    "logit-lens": beyond.logit_lens, "patching": beyond.patching,
-    # attention sinks: its builder goes here (e.g. "sinks": sinks.sinks), and its entry into lecture.json
-}
-
-
-def _builtin() -> list[Step]:
-    from attnlab.app.tour.tour_file import load_tour
-
-    return load_tour(None).steps
-
-
-STEPS = _builtin()
+STEPS = load_tour(None).steps  # the built-in tour (app/tour/lecture.json)
 
 __all__ = ["BUILDERS", "STEPS", "Step", "View", "step_of"]
 

@@ -6,16 +6,18 @@ from __future__ import annotations
 import json
 
 import plotly.graph_objects as go
+from attnlab.app.navigation import PAGES
 from attnlab.app.tour.core import View, fit
 
 from attnlab.data import data_folder
+
+PAGE_PATHS = {u: f for f, _, u, _ in PAGES if u != "tour"}  # URL path -> pages/ file (a tour holds no tour)
 
 RUN_TIMEOUT_S = 180
 
 
 def page_figures(page: str, state: dict, present: bool = False) -> list[dict]:
     """The figures (Plotly JSON) pages/<file> draws when opened at `state` (its URL's query parameters)."""
-    from attnlab.app.tour.tour_file import PAGE_PATHS
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(str(data_folder("pages") / PAGE_PATHS[page]), default_timeout=RUN_TIMEOUT_S)

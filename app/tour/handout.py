@@ -10,12 +10,15 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import plotly.io as pio
 from attnlab.app.figures.printable import printable
+from attnlab.app.tour import STEPS
 from attnlab.app.tour.core import Step, View
+from attnlab.app.tour.tour_file import tour_json
 from plotly.offline import get_plotlyjs
 
 PRINT_TIMEOUT_S = 120
@@ -40,9 +43,7 @@ def figure_width(paper: str) -> int:
 
 def views(present: bool = False, steps: list[Step] | None = None) -> list[tuple[Step, View]]:
     """Every step (default: the built-in tour) built now, in order."""
-    if steps is None:
-        from attnlab.app.tour import STEPS as steps
-    return [(s, s.build(present)) for s in steps]
+    return [(s, s.build(present)) for s in (STEPS if steps is None else steps)]
 
 
 def md_html(text: str) -> str:
@@ -95,10 +96,6 @@ def handout_html(pairs: list[tuple[Step, View]], paper: str = "a4", title: str =
 def handout_apart(title: str, entries: list[dict], paper: str = "a4") -> str:
     """The handout of a tour with lecturer's views, built by `attnlab handout` in a process of its own: their
     figures come from running each page headless (AppTest), which must not share a process with a live server."""
-    import sys
-
-    from attnlab.app.tour.tour_file import tour_json
-
     with tempfile.TemporaryDirectory() as tmp:
         src, out = Path(tmp) / "tour.json", Path(tmp) / "tour.html"
         src.write_text(tour_json(title, entries), encoding="utf-8")

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import plotly.graph_objects as go
 from attnlab.app.figures.printable import printable
 from attnlab.app.tour.core import Step, View
+from attnlab.app.tour.handout import chromium
 
 SIZE = (1024, 768)  # px: the projector the tour is fitted to
 FORMATS = ("png", "svg")
@@ -20,8 +21,6 @@ MISSING = "PNG/SVG export needs kaleido ≥ 1 and chromium: pip install kaleido 
 
 def available() -> str:
     """'' when kaleido can render here, else the one line that says what is missing."""
-    from attnlab.app.tour.handout import chromium
-
     try:
         import kaleido  # noqa: F401
     except ImportError:

@@ -10,14 +10,14 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attnlab.app.navigation import PAGES
+from attnlab.app.tour.builders import BUILDERS
 from attnlab.app.tour.core import Step
+from attnlab.app.tour.custom import PAGE_PATHS, lecturer_view
 
 from attnlab.data import data_folder
 
 BUILTIN = "lecture.json"
 MAX_STEPS, MAX_TEXT = 60, 2000
-PAGE_PATHS = {u: f for f, _, u, _ in PAGES if u != "tour"}  # URL path -> pages/ file (a tour holds no tour)
 
 
 class TourFileError(ValueError):
@@ -34,8 +34,6 @@ class Tour:
 
 def _entry(i: int, raw) -> dict:
     """One step entry checked and normalised; TourFileError naming step i (1-based) otherwise."""
-    from attnlab.app.tour import BUILDERS
-
     where = f"step {i}"
     if not isinstance(raw, dict):
         raise TourFileError(f"{where} is not an object with page, state, title and text")
@@ -63,9 +61,6 @@ def _entry(i: int, raw) -> dict:
 
 def step_of_entry(n: int, e: dict) -> Step:
     """The Step an entry describes: a built-in builder, or the lecturer's view of a page."""
-    from attnlab.app.tour import BUILDERS
-    from attnlab.app.tour.custom import lecturer_view
-
     if "builtin" in e:
         build = BUILDERS[e["builtin"]]
         if e.get("text"):  # the lecturer's words after the model's

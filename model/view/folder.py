@@ -61,7 +61,9 @@ def refuse_unreadable(folder: Path, hf: dict) -> None:
     """Refuse (CheckpointError, one line, from config.json alone: before transformers or any weight reads it) a
     model that reads audio, images, or images with text: a view feeds token ids only. A config that names a
     text head (…ForCausalLM, …ForMaskedLM, a seq2seq LM: token ids in) stays."""
-    from transformers.models.auto import modeling_auto as auto  # transformers' task tables, read only when asked
+    from transformers.models.auto import (
+        modeling_auto as auto,  # transformers' task tables, read only when asked
+    )
 
     def model_types(tasks) -> set:
         return set().union(*(getattr(auto, f"MODEL_FOR_{t}_MAPPING_NAMES", {}) for t in tasks))
