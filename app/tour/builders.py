@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from attnlab.app.tour import beyond, compute, look, parts, running, seeing
+from attnlab.app.tour import beyond, compute, look, parts, running, seeing, sinks
 
 BUILDERS = {
     "why-attention": look.why_attention, "query-key-value": compute.query_key_value,
@@ -10,6 +10,5 @@ BUILDERS = {
     "multi-head": look.multi_head, "positions": parts.positions, "block": parts.block,
     "architectures": parts.architectures, "kv-cache": running.kv_cache, "flash": running.flash,
     "explanation": look.explanation, "vit": seeing.vit, "moe": seeing.moe, "real-english": beyond.real_english,
-    "logit-lens": beyond.logit_lens, "patching": beyond.patching,
-    # attention sinks: its builder goes here (e.g. "sinks": sinks.sinks), and its entry into lecture.json
+    "logit-lens": beyond.logit_lens, "patching": beyond.patching, "sinks": sinks.sinks,
 }

@@ -23,7 +23,7 @@ MINE = {"title": "My class", "steps": [
 
 def test_the_built_in_tour_is_a_tour_file():
     tour = load_tour(None)
-    assert [e["builtin"] for e in tour.entries] == list(BUILDERS) and len(tour.steps) == N == 17
+    assert [e["builtin"] for e in tour.entries] == list(BUILDERS) and len(tour.steps) == N == 18
     assert [s.title for s in tour.steps] == [s.title for s in STEPS] and tour.steps[0].page == ""
     assert read_tour(tour_json(tour.title, tour.entries)).entries == tour.entries  # save, load: the same tour
 
@@ -98,7 +98,7 @@ def test_add_this_view_then_edit_move_delete_and_save(monkeypatch, tmp_path):
     assert at.subheader[0].value == f"Step {N} of {N + 1}: Every head" and at.query_params["step"] == str(N)
     entries = at.session_state["tour_entries"]
     assert entries[N - 1]["title"] == "Every head" and entries[N - 1]["text"] == "Look at layer 3."
-    assert entries[N]["builtin"] == "patching"
+    assert entries[N]["builtin"] == list(BUILDERS)[-1]  # the built-in last step moved down one
     at.button(key="tour_del").click().run()
     ok(at)
     assert len(at.session_state["tour_entries"]) == N and at.subheader[0].value.startswith(f"Step {N} of {N}:")

@@ -17,6 +17,7 @@ from attnlab.analysis.relevance import gradient_relevance
 from attnlab.analysis.rollout import attention_rollout, fuse_heads
 from attnlab.analysis.routing import route_text
 from attnlab.analysis.scores import counterfactual_softmax
+from attnlab.analysis.sinks import SINK_SHARE, measure_sinks
 from attnlab.analysis.stepwise import QUIZ_SCORES
 from attnlab.app.interp_examples import RETRIEVAL
 from attnlab.app.presets import presets
@@ -172,6 +173,15 @@ def expected(k: int, dec) -> list[str]:
         layer, head = np.unravel_index(np.argmax(pt.heads), pt.heads.shape)
         return [f"from **{pt.ld_clean:+.2f}** to **{pt.ld_corrupt:+.2f}**",
                 f"head **{layer}.{head}** restores **{pct(pt.heads.max())}**", "(`garo` → `hildo`)"]
+    if k == 18:  # attention sinks, measured here on SmolLM2 (lecture-decoder without it)
+        r = measure_sinks(load("smollm2") if smollm2_file() is not None else dec)
+        layer, head = np.unravel_index(np.argmax(r.share), r.share.shape)
+        late = slice(r.share.shape[0] // 2, None)
+        ratio = np.median(r.norms["value_first"] / r.norms["value_rest"])
+        return [f"**{int((r.share >= SINK_SHARE).sum())} of {r.share.size}** heads",
+                f"head **{layer}.{head}** puts **{pct(r.share.max())}**",
+                f"norm **{r.norms['resid_first'][late].mean():,.0f}** against **{r.norms['resid_rest'][late].mean():,.0f}**",
+                f"**{ratio:.2f}×** theirs"]
     raise AssertionError(k)
 
 
@@ -247,7 +257,7 @@ def test_the_real_english_step_says_in_one_line_when_smollm2_is_missing(monkeypa
     assert view.fig.layout.annotations[0].text == view.narrative.replace("`", "")
 
 
-@pytest.mark.parametrize("k, script", [(15, "heatmaps"), (16, "lens"), (17, "patching")])
+@pytest.mark.parametrize("k, script", [(15, "heatmaps"), (16, "lens"), (17, "patching"), (18, "sinks")])
 def test_the_new_steps_links_open_the_same_view(k, script):
     """The link's URL state opens the step's page on the tour's model, input and head (SmolLM2 if installed)."""
     if k == 15 and smollm2_file() is None:
