@@ -11,7 +11,7 @@ the maths (`repeat_kv`, the same for every backend), so eager ≡ sdpa ≡ flash
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 import torch.nn as nn
@@ -51,6 +51,16 @@ class AttnCtx:
         if k_len not in self._masks:
             self._masks[k_len] = CausalMask(k_len) if self.mask is None else HostCopy(self.mask[:, 0])
         return self._masks[k_len]
+
+    def to(self, device, non_blocking: bool = False) -> AttnCtx:
+        """This context with its tensors on `device` (a block of a model spread over devices runs there; the
+        records' masks and kernel names stay shared)."""
+        def move(t):
+            return None if t is None else t.to(device, non_blocking=non_blocking)
+
+        rope = None if self.rope is None else tuple(move(t) for t in self.rope)
+        return replace(self, mask=move(self.mask), bias=move(self.bias), rope=rope, memory=move(self.memory),
+                       _masks=self._masks, _kernels=self._kernels)
 
     def kernel(self, q, k, v, bias, scale) -> str:
         """kernel_name for these inputs, asked once per forward and shape (every layer alike)."""

@@ -93,7 +93,11 @@ def _tied_twin(model, key, state) -> bool:
     return p is not None and any(q is p and k in state for k, q in params.items() if k != key)
 
 
-def load_folder(folder: str | Path) -> tuple[torch.nn.Module, ModelConfig, dict]:
+def load_folder(folder: str | Path, dtype: torch.dtype | None = None) -> tuple[torch.nn.Module, ModelConfig, dict]:
+    """Our own folder's model (its weights mapped from the file, in `dtype`; None: as stored), config and
+    config.json."""
+    from attnlab.model.weights import assign_weights, meta_parameters, read_tensors, weight_files
+
     folder = Path(folder)
     meta = read_config(folder)
     if "attnlab" not in meta:
@@ -102,6 +106,13 @@ def load_folder(folder: str | Path) -> tuple[torch.nn.Module, ModelConfig, dict]
         cfg = ModelConfig.from_dict(meta["attnlab"])
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{folder}/config.json: {e}") from None
-    model = build_for_weights(cfg)
-    load_weights(model, load_state(folder / "model.safetensors"), str(folder))
-    return model.eval(), cfg, meta
+    if not (folder / "model.safetensors").is_file():
+        raise CheckpointError(f"{folder} has no model.safetensors")
+    state = read_tensors(weight_files(folder), dtype)
+    with meta_parameters():
+        model = build_model(cfg)
+    return assign_weights(model, state, str(folder), dtype or _floating_dtype(state)), cfg, meta
+
+
+def _floating_dtype(state: dict[str, torch.Tensor]) -> torch.dtype | None:
+    return next((t.dtype for t in state.values() if t.is_floating_point()), None)

@@ -52,22 +52,23 @@ def cached_folder(path: str | Path) -> tuple[Path, str]:
     return cache_root() / f"{digest[:32]}-v{FORMAT}", digest
 
 
-def load_gguf(path: str | Path, name: str | None = None, source: str | None = None) -> LoadedModel:
-    """A GGUF file → LoadedModel, converting it into the cache on first use."""
+def load_gguf(path: str | Path, name: str | None = None, source: str | None = None, **kw) -> LoadedModel:
+    """A GGUF file → LoadedModel, converting it into the cache on first use; `kw` (dtype, placement) as
+    model.hf.load.load_hf_folder takes them."""
     path = Path(path).expanduser()
     if not path.is_file():
         raise GGUFError(f"{path} does not exist or is not a file; give a .gguf file")
     folder, digest = cached_folder(path)
     name, source = name or str(path), source or str(path)
     if (folder / "gguf.json").is_file():
-        lm = load_hf_folder(folder, name=name, source=source)
+        lm = load_hf_folder(folder, name=name, source=source, **kw)
     else:
-        lm = convert(path, folder, digest, name, source)
+        lm = convert(path, folder, digest, name, source, **kw)
     lm.card.update(_card(folder), gguf_path=str(path))
     return lm
 
 
-def convert(path: Path, folder: Path, digest: str, name: str, source: str) -> LoadedModel:
+def convert(path: Path, folder: Path, digest: str, name: str, source: str, **kw) -> LoadedModel:
     """Dequantise `path` into `folder` (temp folder, checked by loading it, then renamed into place)."""
     g = read_gguf(path)
     model_type(g)
@@ -78,7 +79,7 @@ def convert(path: Path, folder: Path, digest: str, name: str, source: str) -> Lo
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
         write_folder(g, cfg, tok, tok_config, digest, tmp)
-        lm = load_hf_folder(tmp, name=name, source=source)  # refuses (one line) what our converter cannot build
+        lm = load_hf_folder(tmp, name=name, source=source, **kw)  # refuses (one line) what our converter cannot build
         try:
             os.rename(tmp, folder)
         except OSError:  # another process finished first: its folder holds the same conversion
