@@ -12,14 +12,21 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
+import struct
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
 import torch
 from attnlab.model.checkpoint import CheckpointError
 from safetensors import SafetensorError, safe_open
 
 SAFETENSORS_DTYPES = {"F64": torch.float64, "F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
+NUMPY_CODES = {np.dtype(np.float64): "F64", np.dtype(np.float32): "F32", np.dtype(np.float16): "F16",
+               np.dtype(np.int64): "I64", np.dtype(np.int32): "I32"}
+COPY_CHUNK = 16 * 2**20
 
 
 def weight_files(folder: Path) -> dict[str, Path]:
@@ -137,3 +144,26 @@ def assign_weights(model: torch.nn.Module, state: dict[str, torch.Tensor], where
 def _set_parameter(model: torch.nn.Module, name: str, param: torch.nn.Parameter) -> None:
     owner, _, attr = name.rpartition(".")
     setattr(model.get_submodule(owner) if owner else model, attr, param)
+
+
+def save_streamed(items: Iterable[tuple[str, np.ndarray]], path: Path, metadata: dict | None = None) -> None:
+    """A safetensors file written one tensor at a time, so at most one (dequantised) tensor is in memory: the
+    data go to a side file as they come, then the header and the data are joined."""
+    path = Path(path)
+    header: dict = {"__metadata__": metadata} if metadata else {}
+    side, offset = path.with_name(path.name + ".data"), 0
+    try:
+        with open(side, "wb") as data:
+            for name, arr in items:
+                arr = np.ascontiguousarray(arr)
+                data.write(memoryview(arr).cast("B"))
+                header[name] = {"dtype": NUMPY_CODES[arr.dtype], "shape": list(arr.shape),
+                                "data_offsets": [offset, offset + arr.nbytes]}
+                offset += arr.nbytes
+        head = json.dumps(header, separators=(",", ":")).encode()
+        head += b" " * (-len(head) % 8)  # the data start 8-byte aligned
+        with open(path, "wb") as out, open(side, "rb") as data:
+            out.write(struct.pack("<Q", len(head)) + head)
+            shutil.copyfileobj(data, out, COPY_CHUNK)
+    finally:
+        side.unlink(missing_ok=True)

@@ -1,6 +1,7 @@
 """A GGUF file converted once into a Hugging Face folder, cached by the file's SHA-256, then loaded like one.
 
-    {cache}/{sha256[:32]}-v{FORMAT}/config.json, model.safetensors (float32, HF names), tokenizer.json,
+    {cache}/{sha256[:32]}-v{FORMAT}/config.json, model.safetensors (float32, HF names; written dequantised tensor
+                                    by tensor, then read into the dtype asked), tokenizer.json,
                                     tokenizer_config.json, gguf.json (where it came from, its tensor types)
 
 The folder is written under a temporary name, loaded once to prove it builds, and only then renamed into
@@ -24,6 +25,7 @@ from attnlab.model.gguf.reader import GGUFError, GGUFFile, read_gguf
 from attnlab.model.gguf.tokenizer import build_tokenizer
 from attnlab.model.hf.load import load_hf_folder
 from attnlab.model.loaded import LoadedModel
+from attnlab.model.weights import save_streamed
 
 FORMAT = 1  # bump when the converted folder's layout or contents change
 CHUNK = 4 * 2**20
@@ -92,10 +94,7 @@ def convert(path: Path, folder: Path, digest: str, name: str, source: str, **kw)
 
 
 def write_folder(g: GGUFFile, cfg: dict, tok, tok_config: dict, digest: str, out: Path) -> None:
-    from safetensors.numpy import save_file
-
-    state = dict(hf_tensors(g, cfg))
-    save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
+    save_streamed(hf_tensors(g, cfg), out / "model.safetensors", metadata={"format": "pt"})  # one tensor at a time
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     tok.save(str(out / "tokenizer.json"))
     (out / "tokenizer_config.json").write_text(json.dumps(tok_config, indent=2) + "\n")
