@@ -35,6 +35,13 @@ SHAPES = {  # name: (transformers config class, its fields) — the published co
         vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=8, num_attention_heads=12,
         num_key_value_heads=4, max_position_embeddings=2048, tie_word_embeddings=False)),
 }
+ABOUT = ("Random checkpoints in the published shapes (bf16 safetensors built here; `attnlab bench --real-size`), "
+         "each number from its own process on the CPU, one thread. Load: seconds; peak = VmHWM growth over the load "
+         "and a read of every weight; held = VmRSS growth once every weight was read; both as GB and as a multiple "
+         "of the weights' bf16 bytes. Forward / capture: ours = sdpa forward with nothing capturing / with records "
+         "(lazy: q and k kept); transformers = sdpa forward / eager with output_attentions (its only way to return "
+         "attention). One head's pattern at T=512: ours from the lazy record, transformers = an eager forward with "
+         "output_attentions (it has no other way). Medians.")
 LENGTHS = (128, 512)
 PATTERN_T = 512
 TEXT = "the cat sat on the mat because the mat was warm and the dog ran in the park "

@@ -40,6 +40,7 @@ class AttnCtx:
     q_offset: int = 0
     cache: KVCache | None = None
     memory: torch.Tensor | None = None  # encoder output for cross-attention [B, S, D]
+    dead_rows: bool = True  # may a query see no key (a custom or padding mask)? False: the eager softmax skips the check
     _masks: dict = field(default_factory=dict)
     _kernels: dict = field(default_factory=dict)
 
@@ -78,10 +79,11 @@ def repeat_kv(x: torch.Tensor, group: int) -> torch.Tensor:
     return x[:, :, None].expand(B, Hkv, group, T, d).reshape(B, Hkv * group, T, d)  # [B, Hkv, g, T, d] -> [B, H, T, d]
 
 
-def eager_attention(q, k, v, mask, bias, scale, site, cap, softcap=None):
+def eager_attention(q, k, v, mask, bias, scale, site, cap, softcap=None, dead_rows: bool | None = None):
     """Plain math with hook points on scores, mask and pattern. Returns z [B, H, q, d], scores, pattern;
     the scores come back unmasked only when a hook keeps them or an intervention changed them (else they
-    were masked in place). `softcap` (Gemma 2): scaled scores → softcap·tanh(scores/softcap) before the bias."""
+    were masked in place). `softcap` (Gemma 2): scaled scores → softcap·tanh(scores/softcap) before the bias.
+    `dead_rows`: may a row see no key (masked_softmax_torch; None: look, one device sync)."""
     scores = torch.matmul(q, k.transpose(-2, -1)).mul_(scale)  # [B, H, q, k]; in place: one T² buffer fewer
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap
@@ -94,10 +96,12 @@ def eager_attention(q, k, v, mask, bias, scale, site, cap, softcap=None):
         scores = cap.hook(name, scores)
         if mask is None:
             mask = torch.ones(1, 1, *scores.shape[-2:], dtype=torch.bool, device=scores.device)
+        if f"{site}.hook_mask" in cap.interventions:
+            dead_rows = True  # an intervened mask may hide every key of a row
         mask = cap.hook(f"{site}.hook_mask", mask)
     # −inf before the softmax gives exact zeros at masked keys. Nobody keeps the scores: mask them in place
     # (one T² buffer fewer); the returned scores are then masked.
-    pattern = masked_softmax_torch(scores, mask, in_place=not kept)
+    pattern = masked_softmax_torch(scores, mask, in_place=not kept, dead_rows=dead_rows)
     if cap is not None:
         pattern = cap.hook(f"{site}.hook_pattern", pattern)
     return torch.matmul(pattern, v), scores, pattern
@@ -208,7 +212,7 @@ class Attention(nn.Module):
             k, v = repeat_kv(k, self.group), repeat_kv(v, self.group)  # [B, Hkv, k, d] -> [B, H, k, d]
             if ctx.backend == "eager" or self.softcap is not None:
                 z = eager_attention(q, k, v, self._mask(ctx, q, k), ctx.bias, self.scale, self.site, None,
-                                    self.softcap)[0]
+                                    self.softcap, ctx.dead_rows)[0]
             else:
                 z = fused_attention(q, k, v, ctx.mask, ctx.bias, self.scale, ctx.is_causal, ctx.backend)
         else:
@@ -237,7 +241,7 @@ class Attention(nn.Module):
         scores = pattern = None
         if eager:
             z, scores, pattern = eager_attention(q, k, v, self._mask(ctx, q, k), ctx.bias, self.scale, s, cap,
-                                                 self.softcap)
+                                                 self.softcap, ctx.dead_rows)
             backend = "eager"
             kernel = "eager" if ctx.backend == "eager" else "eager (a pattern hook was requested)" \
                 if self.softcap is None else "eager (soft-capped scores: SDPA has no tanh cap)"
@@ -263,9 +267,10 @@ class Attention(nn.Module):
         return ctx.mask
 
     def _record(self, q, k, ctx, backend, kernel, scores, pattern) -> AttentionRecord:
-        """q, k and the bias stay tensors where they are (a GPU's: no copy, no sync) until the record is read."""
+        """q, k, the bias and an eager run's scores and pattern stay tensors where they are (a GPU's: no copy, no
+        sync) until the record is read."""
         def np32(t):
-            return None if t is None else t.detach().float().cpu().numpy()
+            return None if t is None else t.detach()
 
         return AttentionRecord(
             site=self.site, stack=self.stack, layer=self.layer, attn_type="cross" if self.cross else "self",

@@ -232,8 +232,9 @@ class LoadedModel(ModelIO, ImageIO):
                                                          records=records, detach=not grad) as cap:
             out = self.model.forward_inputs(inputs, backend=backend, cache=cache, mask=mask)
         if is_half(self.dtype) and not interventions and not as_computed:
-            for site, recs in cap.records.items():
-                cap.records[site] = [replace(r, scores_full=None, pattern_full=None) for r in recs]
+            for recs in cap.records.values():
+                for r in recs:  # this capture's own records: dropped in place, nothing read to the host
+                    r.scores_full = r.pattern_full = None
         return Forward(out.logits, out.hidden, cap)
 
     def run(self, text: str | None = None, src_text: str | None = None, *, backend: str = "eager",

@@ -31,7 +31,7 @@ import json
 from pathlib import Path
 
 import torch
-from attnlab.model.checkpoint import CheckpointError, read_config
+from attnlab.model.checkpoint import CheckpointError, _NoRandomInit, read_config
 from attnlab.model.config import BACKENDS, ModelConfig
 from attnlab.model.device import dtype_name
 from attnlab.model.families import FAMILIES
@@ -63,7 +63,7 @@ def as_dtype(dtype) -> torch.dtype:
 @functools.lru_cache(maxsize=64)
 def n_params(cfg: ModelConfig) -> int:
     """Exact parameter count: the model built on the meta device (no memory), tied weights counted once."""
-    with torch.device("meta"):
+    with torch.device("meta"), _NoRandomInit():  # no fills either: even on meta they cost seconds at first
         model = build_model(cfg)
     return sum(p.numel() for p in model.parameters())
 

@@ -9,7 +9,7 @@ Grouped-query attention: the record keeps one pattern per QUERY head (`pattern()
 but k per K/V head, as the cache holds it ([batch, n_kv_heads, k, d]); query head h met k/v head
 `kv_head(h)` = h // (n_heads // n_kv_heads). Read keys per query head with `keys()`, not `k[...]`.
 
-q, k, mask and bias are read as numpy but may be given as tensors (on a GPU, in bfloat16) or as a `CausalMask`:
+q, k, mask, bias and an eager run's scores and pattern are read as numpy but may be given as tensors (on a GPU, in bfloat16) or as a `CausalMask`:
 they become numpy on first read and are kept (`OnHost`), so a capture copies nothing off the device and
 builds no T × T mask during the forward. Pickling converts them first.
 """
@@ -99,8 +99,8 @@ class AttentionRecord:
     k: np.ndarray = OnHost()  # float32 [batch, kv_head, k, d_head]: one per k/v head (= head unless GQA/MQA)
     mask: np.ndarray | None = OnHost()  # bool [batch|1, q, k], True = may attend; None = all visible
     bias: np.ndarray | None = OnHost(None)  # float32 [head, q, k] positional bias (ALiBi) or None
-    scores_full: np.ndarray | None = None  # float32 [batch, head, q, k] (only when an intervention changed them)
-    pattern_full: np.ndarray | None = None  # float32 [batch, head, q, k] (eager only)
+    scores_full: np.ndarray | None = OnHost(None)  # float32 [batch, head, q, k] (only when an intervention changed them)
+    pattern_full: np.ndarray | None = OnHost(None)  # float32 [batch, head, q, k] (eager only)
     softcap: float | None = None  # Gemma 2: scaled scores → softcap·tanh(scores/softcap), before the bias
 
     def __getstate__(self) -> dict:
@@ -149,8 +149,8 @@ class AttentionRecord:
 
     @property
     def lazy(self) -> bool:
-        """True when patterns are recomputed from q and k (a fused run)."""
-        return self.pattern_full is None
+        """True when patterns are recomputed from q and k (a fused run); copies nothing to the host."""
+        return self.__dict__["_pattern_full"] is None
 
     # -- accessors -------------------------------------------------------------------------------
     def mask_for(self, batch: int = 0, window: Window | None = None) -> np.ndarray:

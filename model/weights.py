@@ -96,8 +96,11 @@ def read_tensors(files: dict[str, Path], dtype: torch.dtype | None = None) -> di
 
 @contextlib.contextmanager
 def meta_parameters():
-    """Modules built inside get their parameters on the meta device (no memory, no random fill); buffers are
-    made as usual (sinusoids, ALiBi slopes are computed, not stored)."""
+    """Modules built inside get their parameters on the meta device (no memory, no random fill: even on meta,
+    torch.nn.init's fills cost seconds the first time); buffers are made as usual (sinusoids, ALiBi slopes are
+    computed, not stored)."""
+    from attnlab.model.checkpoint import _NoRandomInit
+
     register = torch.nn.Module.register_parameter
 
     def on_meta(module, name, param):
@@ -108,7 +111,8 @@ def meta_parameters():
 
     torch.nn.Module.register_parameter = on_meta
     try:
-        yield
+        with _NoRandomInit():
+            yield
     finally:
         torch.nn.Module.register_parameter = register
 
