@@ -80,6 +80,8 @@ def dispatch(model: torch.nn.Module, where: Placement) -> torch.nn.Module:
                                              low_zero=device_map == "balanced_low_0")
         device_map = infer_auto_device_map(model, max_memory=max_memory, no_split_module_classes=NO_SPLIT,
                                            dtype=dtype)
+    if device_map.get("") == "disk":
+        raise InputError("--max-memory leaves no room for even the embeddings in memory; raise it")
     if "disk" in device_map.values() and not where.offload_folder:
         raise InputError("the model does not fit in --max-memory; give --offload-folder DIR for the rest (disk)")
     dispatch_model(model, device_map, offload_dir=where.offload_folder)

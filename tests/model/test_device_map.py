@@ -102,7 +102,9 @@ def test_placement_choices_and_refusals(tmp_path):
         Placement("everywhere")
     folder = make_llama(tmp_path / "llama", bpe_tokenizer(), "llama", **LLAMA)
     with pytest.raises(InputError, match="--offload-folder"):
-        load(str(folder), device_map="auto", max_memory={"cpu": 100_000})
+        load(str(folder), device_map="auto", max_memory={"cpu": 400_000})  # about half its 746 kB
+    with pytest.raises(InputError, match="no room for even the embeddings"):
+        load("random-decoder", device_map="auto", max_memory={"cpu": 1000}, offload_folder=str(tmp_path / "o"))
 
 
 def test_cli_capture_with_a_device_map_equals_the_in_memory_capture(tmp_path, capsys):
