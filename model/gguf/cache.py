@@ -81,13 +81,12 @@ def convert(path: Path, folder: Path, digest: str, name: str, source: str, **kw)
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
         write_folder(g, cfg, tok, tok_config, digest, tmp)
-        lm = load_hf_folder(tmp, name=name, source=source, **kw)  # refuses (one line) what our converter cannot build
+        load_hf_folder(tmp, name=name, source=source)  # refuses (one line) what our converter cannot build
         try:
             os.rename(tmp, folder)
         except OSError:  # another process finished first: its folder holds the same conversion
             shutil.rmtree(tmp, ignore_errors=True)
-        lm.card["folder"] = str(folder)
-        return lm
+        return load_hf_folder(folder, name=name, source=source, **kw)  # mapped from, and reloaded from, its place
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -37,11 +37,11 @@ def test_gguf_loads_straight_into_bfloat16(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTNLAB_GGUF_CACHE", str(tmp_path / "cache"))
     family, types, conf = next(iter(SHAPES.values()))
     path, _, _ = G.write_gguf(tmp_path / "m.gguf", family, types, **conf)
-    fp32 = load(str(path))
-    bf16 = load(str(path), dtype=torch.bfloat16)  # the second load reads the cached folder
+    bf16 = load(str(path), dtype=torch.bfloat16)  # converts into the cache, then reads it into bf16
+    fp32 = load(str(path))  # the cached folder, as stored
     assert fp32.dtype == torch.float32 and bf16.dtype == torch.bfloat16
     for (n, a), (m, b) in zip(fp32.model.named_parameters(), bf16.model.named_parameters()):
         assert n == m and b.dtype == torch.bfloat16 and torch.equal(a.bfloat16(), b)
-    ref = bf16.reference_model()  # float32 from the cached file again: the dequantised values themselves
+    ref = bf16.reference_model()  # float32 from the cache folder (not the temporary one): the dequantised values
     for a, b in zip(fp32.model.parameters(), ref.model.parameters()):
         assert torch.equal(a, b)
