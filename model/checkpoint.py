@@ -108,7 +108,7 @@ def load_folder(folder: str | Path, dtype: torch.dtype | None = None) -> tuple[t
         raise CheckpointError(f"{folder}/config.json: {e}") from None
     if not (folder / "model.safetensors").is_file():
         raise CheckpointError(f"{folder} has no model.safetensors")
-    state = read_tensors(weight_files(folder), dtype)
+    state = read_tensors(weight_files(folder), dtype, copy=True)  # small, and retrained in place: not mapped
     with meta_parameters():
         model = build_model(cfg)
     return assign_weights(model, state, str(folder), dtype or _floating_dtype(state)), cfg, meta

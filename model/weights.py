@@ -81,8 +81,11 @@ def _numel(shape) -> int:
     return n
 
 
-def read_tensors(files: dict[str, Path], dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
-    """Every tensor of `files`, floating ones in `dtype` (None: as stored), each mapped on its own."""
+def read_tensors(files: dict[str, Path], dtype: torch.dtype | None = None,
+                 copy: bool = False) -> dict[str, torch.Tensor]:
+    """Every tensor of `files`, floating ones in `dtype` (None: as stored), each mapped on its own; `copy`
+    takes each into memory of its own (a file this program itself rewrites, such as a bundled checkpoint
+    retrained in place, must not stay mapped)."""
     out = {}
     for key, path in files.items():
         try:
@@ -90,7 +93,8 @@ def read_tensors(files: dict[str, Path], dtype: torch.dtype | None = None) -> di
                 t = f.get_tensor(key)
         except (SafetensorError, OSError, ValueError) as e:
             raise CheckpointError(f"{path} is not a readable safetensors file (corrupt or truncated?): {e}") from None
-        out[key] = t.to(dtype) if dtype is not None and t.is_floating_point() else t
+        cast = t.to(dtype) if dtype is not None and t.is_floating_point() else t
+        out[key] = cast.clone() if copy and cast is t else cast
     return out
 
 
