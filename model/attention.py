@@ -114,8 +114,9 @@ def flash_kernels(q) -> list:
     return [SDPBackend.FLASH_ATTENTION] + ([SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH] if q.is_cuda else [])
 
 
-def fused_attention(q, k, v, mask, bias, scale, is_causal, backend):
-    """F.scaled_dot_product_attention; flash pinned for backend='flash'. Returns z [B, H, q, d]."""
+def fused_attention(q, k, v, mask, bias, scale, is_causal, backend, dead_rows: bool = True):
+    """F.scaled_dot_product_attention; flash pinned for backend='flash'. Returns z [B, H, q, d]; `dead_rows`
+    False skips zeroing rows that see no key (the mask shows every query a key)."""
     attn_mask = mask
     if bias is not None:
         b = bias[None].to(q.dtype)  # [1, H, q, k]
@@ -125,7 +126,7 @@ def fused_attention(q, k, v, mask, bias, scale, is_causal, backend):
             z = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale)
     else:
         z = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale)
-    if mask is not None:
+    if mask is not None and dead_rows:
         z = z.masked_fill(~mask.any(-1, keepdim=True), 0.0)  # a fully masked row outputs 0, never NaN
     return z
 
@@ -214,7 +215,8 @@ class Attention(nn.Module):
                 z = eager_attention(q, k, v, self._mask(ctx, q, k), ctx.bias, self.scale, self.site, None,
                                     self.softcap, ctx.dead_rows)[0]
             else:
-                z = fused_attention(q, k, v, ctx.mask, ctx.bias, self.scale, ctx.is_causal, ctx.backend)
+                z = fused_attention(q, k, v, ctx.mask, ctx.bias, self.scale, ctx.is_causal, ctx.backend,
+                                    ctx.dead_rows)
         else:
             return self._out_captured(self._forward_captured(q, k, v, ctx, cap), cap)
         B, H, T, d = z.shape
@@ -246,7 +248,8 @@ class Attention(nn.Module):
             kernel = "eager" if ctx.backend == "eager" else "eager (a pattern hook was requested)" \
                 if self.softcap is None else "eager (soft-capped scores: SDPA has no tanh cap)"
         else:
-            z = fused_attention(q, k, v, ctx.mask, ctx.bias, self.scale, ctx.is_causal, ctx.backend)
+            z = fused_attention(q, k, v, ctx.mask, ctx.bias, self.scale, ctx.is_causal, ctx.backend,
+                                    ctx.dead_rows)
             backend = ctx.backend
             kernel = ctx.kernel(q, k, v, ctx.bias, self.scale)
         z = cap.hook(f"{s}.hook_z", z)
