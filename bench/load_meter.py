@@ -3,7 +3,8 @@
 `measure(folder, who, dtype)` starts `python -m attnlab.bench.load_meter`, which imports torch, transformers and
 attnlab (both sides pay the same imports), resets the peak (/proc/self/clear_refs), loads, reads every
 weight once (a weight mapped from the file counts once its pages are read), runs one short forward, and prints
-JSON: seconds (the load), held_bytes (VmRSS growth once every weight was read), peak_bytes (VmHWM growth over
+JSON: seconds (the load call), ready_seconds (the load and that read: the weights in memory, as the first forward
+needs them; a mapped weight is read lazily, so `seconds` alone favours the side that copies less), held_bytes (VmRSS growth once every weight was read), peak_bytes (VmHWM growth over
 the load and that read), forward_bytes (VmRSS growth after a FORWARD_TOKENS-token forward: weights plus the
 forward's own buffers), weight_bytes (parameters × bytes in the dtype). Linux only (/proc).
 """
@@ -71,11 +72,12 @@ def worker(folder: str, who: str, dtype_name: str) -> dict:
     with torch.no_grad():
         for p in model.parameters():
             p.sum()  # every page of every weight read once; no temporary larger than a scalar
+    ready = time.perf_counter() - t0
     after = _status()
     ids = torch.arange(FORWARD_TOKENS)[None] % 100 + 3  # [1, T]
     with torch.no_grad():
         model(ids)
-    return {"who": who, "dtype": dtype_name, "seconds": seconds, "peak_bytes": after["VmHWM"] - base["VmRSS"],
+    return {"who": who, "dtype": dtype_name, "seconds": seconds, "ready_seconds": ready, "peak_bytes": after["VmHWM"] - base["VmRSS"],
             "held_bytes": after["VmRSS"] - base["VmRSS"], "forward_bytes": _status()["VmRSS"] - base["VmRSS"],
             "weight_bytes": n * dtype.itemsize, "n_params": n}
 

@@ -4,7 +4,8 @@ its own process: load time, peak and held memory (bench.load_meter), the fused f
 T = 128 and 512, one head's pattern at T = 512, and Explore's and Heatmaps' first run through AppTest.
 
 Ours: sdpa forward without capture vs with records (lazy: q and k kept, patterns recomputed when read).
-Transformers: sdpa forward vs eager with output_attentions (its only way to return attention).
+Transformers: sdpa forward vs eager with output_attentions (its only way to return attention). Forward and
+capture alternate round by round; the ratio is the median of the per-round ratios.
 """
 
 from __future__ import annotations
@@ -36,12 +37,14 @@ SHAPES = {  # name: (transformers config class, its fields) — the published co
         num_key_value_heads=4, max_position_embeddings=2048, tie_word_embeddings=False)),
 }
 ABOUT = ("Random checkpoints in the published shapes (bf16 safetensors built here; `attnlab bench --real-size`), "
-         "each number from its own process on the CPU, one thread. Load: seconds; peak = VmHWM growth over the load "
+         "each number from its own process on the CPU, one thread. Load: seconds of the load call (in brackets: until "
+         "every weight was read once, what a first forward needs: transformers maps the file and reads it then); peak = VmHWM growth over the load "
          "and a read of every weight; held = VmRSS growth once every weight was read; both as GB and as a multiple "
          "of the weights' bf16 bytes. Forward / capture: ours = sdpa forward with nothing capturing / with records "
          "(lazy: q and k kept); transformers = sdpa forward / eager with output_attentions (its only way to return "
          "attention). One head's pattern at T=512: ours from the lazy record, transformers = an eager forward with "
-         "output_attentions (it has no other way). Medians.")
+         "output_attentions (it has no other way). Medians; capture / forward = the median of per-round ratios, the two "
+         "timed alternately.")
 LENGTHS = (128, 512)
 PATTERN_T = 512
 TEXT = "the cat sat on the mat because the mat was warm and the dog ran in the park "
@@ -96,6 +99,21 @@ def _median_s(fn, repeats: int) -> float:
     return sorted(times)[len(times) // 2]
 
 
+def _paired(forward, capture, repeats: int) -> dict:
+    """Forward and capture timed alternately, round by round (a shared machine's load hits both alike): their
+    medians and the median of the per-round ratios capture / forward."""
+    forward(), capture()  # warm-up
+    f, c = [], []
+    for _ in range(repeats):
+        for fn, out in ((forward, f), (capture, c)):
+            t = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t)
+    ratios = sorted(b / a for a, b in zip(f, c))
+    return {"forward_s": sorted(f)[len(f) // 2], "capture_s": sorted(c)[len(c) // 2],
+            "ratio": ratios[len(ratios) // 2], "forward_all_s": f, "capture_all_s": c}
+
+
 def capture_worker(folder: str, who: str, repeats: int) -> dict:
     """Forward vs capture at LENGTHS and one head's pattern at PATTERN_T (runs in the child process)."""
     ids = {T: (torch.arange(T)[None] * 7 + 3) % 300 for T in LENGTHS}  # [1, T]
@@ -107,29 +125,30 @@ def capture_worker(folder: str, who: str, repeats: int) -> dict:
         lm = load(folder, dtype=torch.bfloat16)
         for T, x in ids.items():
             inp = Inputs(x, [str(i) for i in range(T)])
-            with torch.no_grad():  # the fused forward, nothing capturing; then the same with records
-                fwd = _median_s(lambda inp=inp: lm.model.forward_inputs(inp, backend="sdpa"), repeats)
-            cap = _median_s(lambda inp=inp: lm.forward(inp, backend="sdpa"), repeats)
-            out[f"T{T}"] = {"forward_s": fwd, "capture_s": cap, "ratio": cap / fwd}
+
+            def forward(inp=inp):  # the fused forward, nothing capturing
+                with torch.no_grad():
+                    lm.model.forward_inputs(inp, backend="sdpa")
+
+            out[f"T{T}"] = _paired(forward, lambda inp=inp: lm.forward(inp, backend="sdpa"), repeats)
         x = ids[PATTERN_T]
         rec = lm.forward(Inputs(x, [str(i) for i in range(PATTERN_T)]), backend="sdpa").capture["blocks.0.attn"]
         out["pattern_s"] = _median_s(lambda: rec.pattern(head=0), repeats)
     else:
         from transformers import AutoModelForCausalLM
 
-        sdpa = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16, attn_implementation="sdpa").eval()
-        for T, x in ids.items():
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16, attn_implementation="sdpa").eval()
+
+        def run(x, kernel, **kw):
+            model.set_attn_implementation(kernel)
             with torch.no_grad():
-                fwd = _median_s(lambda x=x: sdpa(x, use_cache=False), repeats)
-                sdpa.set_attn_implementation("eager")
-                cap = _median_s(lambda x=x: sdpa(x, use_cache=False, output_attentions=True), repeats)
-                sdpa.set_attn_implementation("sdpa")
-            out[f"T{T}"] = {"forward_s": fwd, "capture_s": cap, "ratio": cap / fwd}
-        sdpa.set_attn_implementation("eager")
-        with torch.no_grad():
-            out["pattern_s"] = _median_s(lambda: sdpa(ids[PATTERN_T], use_cache=False,
-                                                      output_attentions=True).attentions[0][0, 0].float().numpy(),
-                                         repeats)
+                return model(x, use_cache=False, **kw)
+
+        for T, x in ids.items():
+            out[f"T{T}"] = _paired(lambda x=x: run(x, "sdpa"),
+                                   lambda x=x: run(x, "eager", output_attentions=True), repeats)
+        out["pattern_s"] = _median_s(lambda: run(ids[PATTERN_T], "eager", output_attentions=True)
+                                     .attentions[0][0, 0].float().numpy(), repeats)
     return out
 
 
@@ -179,7 +198,7 @@ def measure_real_size(shapes, root: Path, repeats: int = 3, pages: bool = True, 
 def markdown(result: dict) -> str:
     """The side-by-side table of measure_real_size."""
     gb = 1e9
-    lines = ["| shape | who | load s | peak GB (× weights) | held GB (× weights) | forward / capture T=128 ms | "
+    lines = ["| shape | who | load s (ready s) | peak GB (× weights) | held GB (× weights) | forward / capture T=128 ms | "
              "forward / capture T=512 ms | one head's pattern T=512 ms |", "|---|---|---|---|---|---|---|---|"]
     for shape, row in result.items():
         for who in ("attnlab", "transformers"):
@@ -191,7 +210,8 @@ def markdown(result: dict) -> str:
                 return f"{c['forward_s'] * 1e3:.0f} / {c['capture_s'] * 1e3:.0f} ({c['ratio']:.2f}×)" if c else "—"
 
             pat = f"{cap['pattern_s'] * 1e3:.1f}" if "pattern_s" in cap else "—"
-            lines.append(f"| {shape} | {who} | {ld['seconds']:.1f} | {ld['peak_bytes'] / gb:.2f} "
+            ready = f" ({ld['ready_seconds']:.1f})" if "ready_seconds" in ld else ""
+            lines.append(f"| {shape} | {who} | {ld['seconds']:.1f}{ready} | {ld['peak_bytes'] / gb:.2f} "
                          f"({ld['peak_bytes'] / w:.2f}×) | {ld['held_bytes'] / gb:.2f} ({ld['held_bytes'] / w:.2f}×) "
                          f"| {fc(128)} | {fc(512)} | {pat} |")
         for page, p in (row.get("pages") or {}).items():
