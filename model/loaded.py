@@ -66,7 +66,7 @@ class LoadedModel(ModelIO, ImageIO):
         """Move (and cast) the model in place; returns self. A 16-bit model cast to full precision takes its
         weights again from where they came (`reload`: the file, not the rounded ones) when it can."""
         if dtype is not None and is_half(self.dtype) and not is_half(dtype) and self.reload is not None:
-            self.model = self.reload(dtype)
+            device, self.model = device or self.device, self.reload(dtype)
         self.model.to(device=device, dtype=dtype)
         return self
 
