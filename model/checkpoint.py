@@ -94,8 +94,8 @@ def _tied_twin(model, key, state) -> bool:
 
 
 def load_folder(folder: str | Path, dtype: torch.dtype | None = None) -> tuple[torch.nn.Module, ModelConfig, dict]:
-    """Our own folder's model (its weights mapped from the file, in `dtype`; None: as stored), config and
-    config.json."""
+    """Our own folder's model (its weights read from the file into memory of their own, in `dtype`; None: as
+    stored), config and config.json."""
     from attnlab.model.weights import assign_weights, meta_parameters, read_tensors, weight_files
 
     folder = Path(folder)
