@@ -36,6 +36,7 @@ class Top:
     CLASS = "class_load"
     CLASS_WS = "class_load_ws"  # `--class --clients ws`: a list of ClassLoad runs, one per (sessions, replicas)
     BROWSER_BASELINE = "browser_baseline"  # an earlier --browser run kept for comparison, with its "commit"
+    REAL_SIZE = "real_size"  # `attnlab bench --real-size`: {shape: {attnlab, transformers, pages}} (bench.real_size)
 
 
 class Result:

@@ -54,6 +54,7 @@ from attnlab.analysis.circuit import find as circuit_
 from attnlab.analysis.relevance import gradient_relevance
 from attnlab.app import longinput, token_strip
 from attnlab.model.device import cuda_available, dtype_name, resolve
+from attnlab.model.dispatch import parse_max_memory
 from attnlab.model.lecture.shapes import shape_images
 from attnlab.model.loaded import LoadedModel
 from attnlab.model.registry import bundled_card, load, model_roots
@@ -124,10 +125,20 @@ def can_switch_device() -> bool:
     return cuda_available()
 
 
+def placement_settings() -> dict:
+    """load()'s device_map, max_memory and offload_folder from ATTNLAB_DEVICE_MAP / ATTNLAB_MAX_MEMORY /
+    ATTNLAB_OFFLOAD_FOLDER (set by `attnlab app --device-map/--max-memory/--offload-folder`); empty without."""
+    device_map = os.environ.get("ATTNLAB_DEVICE_MAP")
+    if not device_map:
+        return {}
+    return {"device_map": device_map, "max_memory": parse_max_memory(os.environ.get("ATTNLAB_MAX_MEMORY")),
+            "offload_folder": os.environ.get("ATTNLAB_OFFLOAD_FOLDER") or None}
+
+
 @st.cache_resource(max_entries=6, show_spinner="Loading the model…")
 def _load(name: str, device: str, dtype: str) -> LoadedModel:
     with inference():  # typed folders must lie inside the allowed model roots (ATTNLAB_MODEL_ROOTS)
-        return load(name, dtype=getattr(torch, dtype), device=device, roots=model_roots())
+        return load(name, dtype=getattr(torch, dtype), device=device, roots=model_roots(), **placement_settings())
 
 
 def model(name: str) -> LoadedModel:

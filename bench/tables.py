@@ -120,12 +120,24 @@ def ws_class_markdown(runs: list) -> list[str]:
     return lines + [""] + notes + ([""] if notes else [])
 
 
+def real_size_lines(out: dict) -> list[str]:
+    """The real-size section (`attnlab bench --real-size`), when the results hold one."""
+    if not out.get(Top.REAL_SIZE):
+        return []
+    from attnlab.bench.real_size import ABOUT
+    from attnlab.bench.real_size import markdown as real_size_markdown
+
+    return ["### Real sizes: ours beside transformers, bf16", "", ABOUT, "",
+            real_size_markdown(out[Top.REAL_SIZE]), ""]
+
+
 def markdown(out: dict) -> str:
     """The results as markdown tables (what `attnlab bench` prints and docs/benchmarks.md keeps)."""
     if Top.MODELS not in out:  # only the browser sections (a file written by --browser / --class alone)
         lines = browser_markdown(out[Top.BROWSER]) if out.get(Top.BROWSER) else []
         lines += class_markdown(out[Top.CLASS]) if out.get(Top.CLASS) else []
-        return "\n".join(lines + (ws_class_markdown(out[Top.CLASS_WS]) if out.get(Top.CLASS_WS) else [])) + "\n"
+        lines += ws_class_markdown(out[Top.CLASS_WS]) if out.get(Top.CLASS_WS) else []
+        return "\n".join(lines + real_size_lines(out)) + "\n"
     m = out["machine"]
     lines = [f"Machine: {m['cpu']}, {m['usable_cores']} cores, torch {m['torch']} ({m['torch_threads']} threads), "
              f"transformers {m['transformers']}, {m['date']}; load average {m['loadavg_start'][0]:.1f} at the start, "
@@ -208,6 +220,7 @@ def markdown(out: dict) -> str:
         lines += class_markdown(out[Top.CLASS])
     if out.get(Top.CLASS_WS):
         lines += ws_class_markdown(out[Top.CLASS_WS])
+    lines += real_size_lines(out)
     lines += ["Targets:", "", "| target | limit | measured | result | note |", "|---|---|---|---|---|"]
     for t in out.get("targets", []):
         res = {True: "PASS", False: "MISS", None: "not measured"}[t["passed"]]

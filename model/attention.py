@@ -11,7 +11,7 @@ the maths (`repeat_kv`, the same for every backend), so eager ≡ sdpa ≡ flash
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 import torch.nn as nn
@@ -40,6 +40,7 @@ class AttnCtx:
     q_offset: int = 0
     cache: KVCache | None = None
     memory: torch.Tensor | None = None  # encoder output for cross-attention [B, S, D]
+    dead_rows: bool = True  # may a query see no key (a custom or padding mask)? False: the eager softmax skips the check
     _masks: dict = field(default_factory=dict)
     _kernels: dict = field(default_factory=dict)
 
@@ -51,6 +52,16 @@ class AttnCtx:
         if k_len not in self._masks:
             self._masks[k_len] = CausalMask(k_len) if self.mask is None else HostCopy(self.mask[:, 0])
         return self._masks[k_len]
+
+    def to(self, device, non_blocking: bool = False) -> AttnCtx:
+        """This context with its tensors on `device` (a block of a model spread over devices runs there; the
+        records' masks and kernel names stay shared)."""
+        def move(t):
+            return None if t is None else t.to(device, non_blocking=non_blocking)
+
+        rope = None if self.rope is None else tuple(move(t) for t in self.rope)
+        return replace(self, mask=move(self.mask), bias=move(self.bias), rope=rope, memory=move(self.memory),
+                       _masks=self._masks, _kernels=self._kernels)
 
     def kernel(self, q, k, v, bias, scale) -> str:
         """kernel_name for these inputs, asked once per forward and shape (every layer alike)."""
@@ -68,10 +79,11 @@ def repeat_kv(x: torch.Tensor, group: int) -> torch.Tensor:
     return x[:, :, None].expand(B, Hkv, group, T, d).reshape(B, Hkv * group, T, d)  # [B, Hkv, g, T, d] -> [B, H, T, d]
 
 
-def eager_attention(q, k, v, mask, bias, scale, site, cap, softcap=None):
+def eager_attention(q, k, v, mask, bias, scale, site, cap, softcap=None, dead_rows: bool | None = None):
     """Plain math with hook points on scores, mask and pattern. Returns z [B, H, q, d], scores, pattern;
     the scores come back unmasked only when a hook keeps them or an intervention changed them (else they
-    were masked in place). `softcap` (Gemma 2): scaled scores → softcap·tanh(scores/softcap) before the bias."""
+    were masked in place). `softcap` (Gemma 2): scaled scores → softcap·tanh(scores/softcap) before the bias.
+    `dead_rows`: may a row see no key (masked_softmax_torch; None: look, one device sync)."""
     scores = torch.matmul(q, k.transpose(-2, -1)).mul_(scale)  # [B, H, q, k]; in place: one T² buffer fewer
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap
@@ -84,10 +96,12 @@ def eager_attention(q, k, v, mask, bias, scale, site, cap, softcap=None):
         scores = cap.hook(name, scores)
         if mask is None:
             mask = torch.ones(1, 1, *scores.shape[-2:], dtype=torch.bool, device=scores.device)
+        if f"{site}.hook_mask" in cap.interventions:
+            dead_rows = True  # an intervened mask may hide every key of a row
         mask = cap.hook(f"{site}.hook_mask", mask)
     # −inf before the softmax gives exact zeros at masked keys. Nobody keeps the scores: mask them in place
     # (one T² buffer fewer); the returned scores are then masked.
-    pattern = masked_softmax_torch(scores, mask, in_place=not kept)
+    pattern = masked_softmax_torch(scores, mask, in_place=not kept, dead_rows=dead_rows)
     if cap is not None:
         pattern = cap.hook(f"{site}.hook_pattern", pattern)
     return torch.matmul(pattern, v), scores, pattern
@@ -106,8 +120,9 @@ def flash_kernels(q) -> list:
     return [SDPBackend.FLASH_ATTENTION] + ([SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH] if q.is_cuda else [])
 
 
-def fused_attention(q, k, v, mask, bias, scale, is_causal, backend):
-    """F.scaled_dot_product_attention; flash pinned for backend='flash'. Returns z [B, H, q, d]."""
+def fused_attention(q, k, v, mask, bias, scale, is_causal, backend, dead_rows: bool = True):
+    """F.scaled_dot_product_attention; flash pinned for backend='flash'. Returns z [B, H, q, d]; `dead_rows`
+    False skips zeroing rows that see no key (the mask shows every query a key)."""
     attn_mask = mask
     if bias is not None:
         b = bias[None].to(q.dtype)  # [1, H, q, k]
@@ -117,7 +132,7 @@ def fused_attention(q, k, v, mask, bias, scale, is_causal, backend):
             z = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale)
     else:
         z = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale)
-    if mask is not None:
+    if mask is not None and dead_rows:
         z = z.masked_fill(~mask.any(-1, keepdim=True), 0.0)  # a fully masked row outputs 0, never NaN
     return z
 
@@ -209,9 +224,10 @@ class Attention(nn.Module):
             k, v = repeat_kv(k, self.group), repeat_kv(v, self.group)  # [B, Hkv, k, d] -> [B, H, k, d]
             if ctx.backend == "eager" or self.softcap is not None:
                 z = eager_attention(q, k, v, self._mask(ctx, q, k), ctx.bias, self.scale, self.site, None,
-                                    self.softcap)[0]
+                                    self.softcap, ctx.dead_rows)[0]
             else:
-                z = fused_attention(q, k, v, ctx.mask, ctx.bias, self.scale, ctx.is_causal, ctx.backend)
+                z = fused_attention(q, k, v, ctx.mask, ctx.bias, self.scale, ctx.is_causal, ctx.backend,
+                                    ctx.dead_rows)
         else:
             return self._out_captured(self._forward_captured(q, k, v, ctx, cap), cap)
         B, H, T, d = z.shape
@@ -266,12 +282,13 @@ class Attention(nn.Module):
         scores = pattern = None
         if eager:
             z, scores, pattern = eager_attention(q, k, v, self._mask(ctx, q, k), ctx.bias, self.scale, s, cap,
-                                                 self.softcap)
+                                                 self.softcap, ctx.dead_rows)
             backend = "eager"
             kernel = "eager" if ctx.backend == "eager" else "eager (a pattern hook is on the path)" \
                 if self.softcap is None else "eager (soft-capped scores: SDPA has no tanh cap)"
         else:
-            z = fused_attention(q, k, v, ctx.mask, ctx.bias, self.scale, ctx.is_causal, ctx.backend)
+            z = fused_attention(q, k, v, ctx.mask, ctx.bias, self.scale, ctx.is_causal, ctx.backend,
+                                    ctx.dead_rows)
             backend = ctx.backend
             kernel = ctx.kernel(q, k, v, ctx.bias, self.scale)
             if cap.wants_pattern(s):  # kept only: the eager scores and pattern beside the kernel, z stays its own

@@ -9,13 +9,16 @@ from pathlib import Path
 import torch
 from attnlab.model.config import ModelConfig
 from attnlab.model.transformer import build_model
+from attnlab.model.weights import (
+    CheckpointError,
+    NoRandomInit,
+    assign_weights,
+    meta_parameters,
+    read_tensors,
+    weight_files,
+)
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_model
-from torch.overrides import TorchFunctionMode
-
-
-class CheckpointError(ValueError):
-    """A model folder that cannot be loaded; the message says why and what to do."""
 
 
 def save_folder(model: torch.nn.Module, cfg: ModelConfig, folder: str | Path, tokenizer=None,
@@ -50,25 +53,11 @@ def load_state(path: Path) -> dict[str, torch.Tensor]:
         raise CheckpointError(f"{path} is not a readable safetensors file (corrupt or truncated?): {e}") from None
 
 
-class _NoRandomInit(TorchFunctionMode):
-    """Random fills (Tensor.uniform_ / normal_ and torch.nn.init's random initialisers, which handle a mode
-    before their inner fill) leave their tensor as it is, in this thread only, while active."""
-
-    SKIP = frozenset({torch.Tensor.uniform_, torch.Tensor.normal_} | {
-        getattr(torch.nn.init, f) for f in ("uniform_", "normal_", "trunc_normal_", "kaiming_uniform_",
-                                            "kaiming_normal_", "xavier_uniform_", "xavier_normal_", "orthogonal_")})
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func in self.SKIP:
-            return args[0] if args else kwargs["tensor"]  # torch.nn.init hands its tensor over by keyword
-        return func(*args, **(kwargs or {}))
-
-
 def build_for_weights(cfg: ModelConfig) -> torch.nn.Module:
     """build_model(cfg) without drawing random weights (2.4 s of SmolLM2's load): for `load_weights`, which
     checks that every parameter and persistent buffer is given; computed buffers (sinusoids, ALiBi slopes) are
     made as usual."""
-    with _NoRandomInit():
+    with NoRandomInit():
         return build_model(cfg)
 
 
@@ -93,7 +82,9 @@ def _tied_twin(model, key, state) -> bool:
     return p is not None and any(q is p and k in state for k, q in params.items() if k != key)
 
 
-def load_folder(folder: str | Path) -> tuple[torch.nn.Module, ModelConfig, dict]:
+def load_folder(folder: str | Path, dtype: torch.dtype | None = None) -> tuple[torch.nn.Module, ModelConfig, dict]:
+    """Our own folder's model (its weights read from the file into memory of their own, in `dtype`; None: as
+    stored), config and config.json."""
     folder = Path(folder)
     meta = read_config(folder)
     if "attnlab" not in meta:
@@ -102,6 +93,13 @@ def load_folder(folder: str | Path) -> tuple[torch.nn.Module, ModelConfig, dict]
         cfg = ModelConfig.from_dict(meta["attnlab"])
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{folder}/config.json: {e}") from None
-    model = build_for_weights(cfg)
-    load_weights(model, load_state(folder / "model.safetensors"), str(folder))
-    return model.eval(), cfg, meta
+    if not (folder / "model.safetensors").is_file():
+        raise CheckpointError(f"{folder} has no model.safetensors")
+    state = read_tensors(weight_files(folder), dtype, copy=True)  # small, and retrained in place: not mapped
+    with meta_parameters():
+        model = build_model(cfg)
+    return assign_weights(model, state, str(folder), dtype or _floating_dtype(state)), cfg, meta
+
+
+def _floating_dtype(state: dict[str, torch.Tensor]) -> torch.dtype | None:
+    return next((t.dtype for t in state.values() if t.is_floating_point()), None)

@@ -1,8 +1,8 @@
 """Where and in which precision a model runs: the one place that turns `--device` / `--dtype` choices
 (auto|cpu|cuda, auto|float32|bfloat16|float16) into a torch device string and dtype.
 
-auto: the CPU runs float32; a CUDA GPU runs bfloat16 (the fused kernels' precision), with an fp32 eager
-reference kept beside the model for the checks (model.loaded.LoadedModel.reference).
+auto: the CPU runs float32; a CUDA GPU runs bfloat16 (the fused kernels' precision); the checks' float32 eager
+reference is built only while a check runs (model.loaded.LoadedModel.reference_model).
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -14,6 +15,7 @@ from attnlab.model.cache import KVCache
 from attnlab.model.captured import MAX_STORED_CELLS, CapturedRun
 from attnlab.model.config import ModelConfig
 from attnlab.model.device import dtype_name, is_half
+from attnlab.model.dispatch import dispatch
 from attnlab.model.generate import generate as _generate
 from attnlab.model.images import ImagePrep
 from attnlab.model.inputs import (
@@ -55,32 +57,34 @@ class LoadedModel(ModelIO, ImageIO, TransformerLensRuns):
     src_tokenizer: Tokenizer | None = None
     family: str = "attnlab"
     card: dict = field(default_factory=dict)
-    reference: torch.nn.Module | None = field(default=None, repr=False)  # fp32 copy of a half model (checks)
+    # (dtype) → this model's module again from its weights' source (the checks' float32 reference); None: upcast
+    reload: Callable[[torch.dtype], torch.nn.Module] | None = field(default=None, repr=False)
     cpu_context: int | None = None  # tokens a CPU run reads when below cfg.max_len (see `context`)
     image: ImagePrep | None = None  # a ViT's preprocessing and class names
 
     # -- device and precision --------------------------------------------------------------------------
     def to(self, device: str | None = None, dtype: torch.dtype | None = None) -> LoadedModel:
-        """Move (and cast) the model in place; returns self. Casting float32 weights to a 16-bit dtype keeps
-        a float32 copy on the same device as `reference`, the eager reference of the half-precision checks;
-        casting back to full precision takes those weights again (not the rounded ones)."""
-        if dtype is not None and not is_half(dtype) and self.reference is not None:
-            self.model, self.reference = self.reference, None
-        elif dtype is not None and is_half(dtype) and self.reference is None and not is_half(self.dtype):
-            self.reference = copy.deepcopy(self.model).float().eval()
+        """Move (and cast) the model in place; returns self. A 16-bit model cast to full precision takes its
+        weights again from where they came (`reload`: the file, not the rounded ones) when it can."""
+        if dtype is not None and is_half(self.dtype) and not is_half(dtype) and self.reload is not None:
+            device, self.model = device or self.device, self.reload(dtype)
         self.model.to(device=device, dtype=dtype)
-        if self.reference is not None:
-            self.reference.to(device=device)
+        return self
+
+    def placed(self, where=None) -> LoadedModel:
+        """Spread over devices, CPU memory and disk as `where` (model.dispatch.Placement) says; None: as is."""
+        if where is not None:
+            self.model = dispatch(self.model, where)
         return self
 
     def reference_model(self) -> LoadedModel:
-        """This model in float32 on the same device: itself when it already is float32, else a LoadedModel
-        around `reference` (sharing tokenizers and config)."""
+        """This model in float32 on the same device: itself when it already is float32, else a new LoadedModel
+        (sharing tokenizers and config) around a float32 module built now — from the weights' source again
+        (`reload`), else upcast from these weights — and freed with it: nothing keeps a float32 twin."""
         if not is_half(self.dtype):
             return self
-        if self.reference is None:  # loaded in 16 bits: the nearest float32 model is the upcast one
-            self.reference = copy.deepcopy(self.model).float().eval()
-        return replace(self, model=self.reference, reference=None)
+        model = self.reload(torch.float32) if self.reload is not None else copy.deepcopy(self.model).float()
+        return replace(self, model=model.to(self.device).eval())
 
     @property
     def context(self) -> int:
@@ -232,8 +236,9 @@ class LoadedModel(ModelIO, ImageIO, TransformerLensRuns):
                                                          split_inputs=split_inputs) as cap:
             out = self.model.forward_inputs(inputs, backend=backend, cache=cache, mask=mask)
         if is_half(self.dtype) and not interventions and not as_computed:
-            for site, recs in cap.records.items():
-                cap.records[site] = [replace(r, scores_full=None, pattern_full=None) for r in recs]
+            for recs in cap.records.values():
+                for r in recs:  # this capture's own records: dropped in place, nothing read to the host
+                    r.scores_full = r.pattern_full = None
         return Forward(out.logits, out.hidden, cap)
 
     def run(self, text: str | None = None, src_text: str | None = None, *, backend: str = "eager",

@@ -60,23 +60,35 @@ def as_spec(mask: str | MaskSpec | torch.Tensor | None, default: MaskSpec) -> Ma
 
 def pair_mask(spec: MaskSpec, q_len: int, k_len: int, q_offset: int = 0, device=None) -> torch.Tensor | None:
     """Bool [q, k] for the spec, or None when every pair may attend."""
-    qp = torch.arange(q_offset, q_offset + q_len, device=device)[:, None]  # [q, 1]
-    kp = torch.arange(k_len, device=device)[None, :]  # [1, k]
-    if spec.kind == "bidirectional":
+    if spec.kind == "bidirectional" or _all_visible(spec, q_len, k_len, q_offset):
         return None
-    if spec.kind == "causal":
-        m = kp <= qp
-    elif spec.kind == "sliding_window":
-        m = (kp <= qp) & ((qp - kp < spec.window) | (kp < spec.sinks))
-    elif spec.kind == "prefix_lm":
-        m = (kp <= qp) | (kp < spec.prefix)
-    else:
+    if spec.kind == "custom":
         c = spec.custom
         need = max(q_offset + q_len, k_len)
         if c.shape[0] < q_offset + q_len or c.shape[1] < k_len:
             raise ValueError(f"custom mask is {tuple(c.shape)}, needs at least {need}×{need}")
-        m = c[q_offset : q_offset + q_len, :k_len].to(device)
-    return None if bool(m.all()) else m
+        return c[q_offset : q_offset + q_len, :k_len].to(device)
+    qp = torch.arange(q_offset, q_offset + q_len, device=device)[:, None]  # [q, 1]
+    kp = torch.arange(k_len, device=device)[None, :]  # [1, k]
+    if spec.kind == "causal":
+        return kp <= qp
+    if spec.kind == "sliding_window":
+        return (kp <= qp) & ((qp - kp < spec.window) | (kp < spec.sinks))  # the first `sinks` keys stay
+    return (kp <= qp) | (kp < spec.prefix)  # prefix_lm
+
+
+def _all_visible(spec: MaskSpec, q_len: int, k_len: int, q_offset: int) -> bool:
+    """True when the spec hides no pair, decided on the host (no device sync): the first query already sees
+    every key (and, with a window, the last query still sees key 0); a custom mask is read where it lives."""
+    sees_all = q_offset >= k_len - 1
+    if spec.kind == "causal":
+        return sees_all
+    if spec.kind == "sliding_window":
+        return sees_all and q_offset + q_len - 1 < spec.window
+    if spec.kind == "prefix_lm":
+        return sees_all or k_len <= spec.prefix
+    c = spec.custom  # the user's own tensor (on the host as given); a too-small one is refused by the caller
+    return c.shape[0] >= q_offset + q_len and c.shape[1] >= k_len and bool(c[q_offset : q_offset + q_len, :k_len].all())
 
 
 def build_mask(

@@ -16,8 +16,10 @@ estimate_bytes(cfg, T, dtype) adds up, in bytes (GB below means 10⁹ bytes):
     activations = qk + patterns + work + masks + logits;   total = weights + activations
 
 T counts the tokens of the longest text (an encoder–decoder: source and target both taken as T, an upper
-bound). A model loads faster than it runs, but not lighter: the converter builds the model in float32 and
-then casts, so `load_peak` = P · 4 + P · b is what loading itself touches for a moment.
+bound). Loading reads the weights straight into `dtype`, tensor by tensor (model/weights.py), with no float32
+copy: `load_peak` = LOAD_SLACK · P · b bounds what loading touches (the weights, plus the tensors a
+converter derives, such as a fused qkv, for a moment; measured 1.03× on a bf16 Llama, tests/model/
+test_load_memory.py).
 
 check_fits refuses (model.inputs.InputError, one line) when total > FIT_SHARE × the memory available now.
 """
@@ -39,8 +41,10 @@ from attnlab.model.hf import (
 from attnlab.model.hf.cache import read_header
 from attnlab.model.inputs import InputError
 from attnlab.model.transformer import build_model
+from attnlab.model.weights import NoRandomInit
 
 GB = 1e9
+LOAD_SLACK = 1.25  # the most loading may touch, as a multiple of the weights in the dtype loaded
 FIT_SHARE = 0.9  # use at most this share of the free memory (the interpreter, Streamlit and plots need some)
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float": torch.float32, "bfloat16": torch.bfloat16,
           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
@@ -60,7 +64,7 @@ def as_dtype(dtype) -> torch.dtype:
 @functools.lru_cache(maxsize=64)
 def n_params(cfg: ModelConfig) -> int:
     """Exact parameter count: the model built on the meta device (no memory), tied weights counted once."""
-    with torch.device("meta"):
+    with torch.device("meta"), NoRandomInit():  # no fills either: even on meta they cost seconds at first
         model = build_model(cfg)
     return sum(p.numel() for p in model.parameters())
 
@@ -93,7 +97,7 @@ def estimate_bytes(cfg: ModelConfig, n_tokens: int, dtype=torch.float32, backend
     activations = sum(parts.values())
     weights = p * b
     return {"n_params": p, "weights": weights, **parts, "activations": activations, "total": weights + activations,
-            "load_peak": p * 4 + p * b, "n_tokens": t, "dtype": dtype_name(as_dtype(dtype)), "backend": backend}
+            "load_peak": int(LOAD_SLACK * weights), "n_tokens": t, "dtype": dtype_name(as_dtype(dtype)), "backend": backend}
 
 
 # -- what is free -------------------------------------------------------------------------------------------------

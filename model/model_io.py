@@ -5,6 +5,7 @@ image side (ImageIO)."""
 from __future__ import annotations
 
 import torch
+from attnlab.model.dispatch import main_device
 from attnlab.model.images import ImagePrep
 from attnlab.model.inputs import InputError, Inputs
 from attnlab.model.patches import patch_labels
@@ -15,7 +16,11 @@ class ModelIO:
 
     @property
     def device(self) -> str:
-        """Where the weights live: 'cpu' or 'cuda' (the first parameter's device type)."""
+        """Where the inputs go: 'cpu' or 'cuda' (the first parameter's device type; a model spread by a device
+        map: 'cuda' when any of it runs on a GPU)."""
+        device_map = getattr(self.model, "hf_device_map", None)
+        if device_map:
+            return main_device(device_map)
         return next(self.model.parameters()).device.type
 
     @property

@@ -91,8 +91,7 @@ class MoE(nn.Module):
 
     def _record(self, logits, choice, weights) -> RouterRecord:
         return RouterRecord(site=self.site, stack=self.stack, layer=self.layer,
-                            logits=logits.detach().float().cpu().numpy(), choice=choice.detach().cpu().numpy(),
-                            weights=weights.detach().float().cpu().numpy())
+                            logits=logits.detach(), choice=choice.detach(), weights=weights.detach())
 
 
 def router_loss(model: nn.Module) -> torch.Tensor | float:

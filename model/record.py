@@ -155,7 +155,7 @@ class AttentionRecord:
 
     @property
     def lazy(self) -> bool:
-        """True when patterns are recomputed from q and k (a fused run)."""
+        """True when patterns are recomputed from q and k (a fused run); copies nothing to the host."""
         return self.__dict__["_pattern_full"] is None
 
     # -- accessors -------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 from attnlab.model.checkpoint import CheckpointError, load_folder, read_config
 from attnlab.model.config import ModelConfig
+from attnlab.model.dispatch import placement
 from attnlab.model.families import FAMILIES
 from attnlab.model.gguf.smollm2 import NAME as SMOLLM2
 from attnlab.model.gguf.smollm2 import require_file as smollm2_path
@@ -28,6 +29,7 @@ from attnlab.model.loaded import LoadedModel
 from attnlab.model.memory import check_fits, folder_config
 from attnlab.model.tokenizer import ByteTokenizer, HFTokenizer
 from attnlab.model.transformer import build_model
+from attnlab.model.weights import stored_dtype, weight_files
 
 from attnlab.data import data_folder
 
@@ -50,15 +52,20 @@ BUNDLED_DIR = data_folder("model.lecture") / "checkpoints"
 
 
 # -- loading ------------------------------------------------------------------------------------------
+def random_module(name: str, dtype: torch.dtype | None = None) -> torch.nn.Module:
+    """A random model's module: the same seeded float32 weights every time, cast to `dtype`."""
+    torch.manual_seed(RANDOM_SEED)
+    return build_model(RANDOM[name]).to(dtype=dtype).eval()
+
+
 def random_model(name: str) -> LoadedModel:
     cfg = RANDOM[name]
-    torch.manual_seed(RANDOM_SEED)
-    model = build_model(cfg).eval()
+    model, reload = random_module(name), functools.partial(random_module, name)
     if cfg.arch == "encdec":
         return LoadedModel(name, model, ByteTokenizer(add_bos=True), cfg, "random",
-                           src_tokenizer=ByteTokenizer(add_bos=False, add_eos=True))
+                           src_tokenizer=ByteTokenizer(add_bos=False, add_eos=True), reload=reload)
     return LoadedModel(name, model, ByteTokenizer(add_bos=True, add_eos=cfg.arch == "encoder"), cfg, "random",
-                       cpu_context=CPU_CONTEXT.get(name))
+                       cpu_context=CPU_CONTEXT.get(name), reload=reload)
 
 
 KINDS = ("text", "image", "all")
@@ -119,11 +126,12 @@ def bundled_card(name: str) -> str | None:
     return path.read_text(encoding="utf-8")[:20_000]
 
 
-def load_attnlab_folder(folder: Path, name: str, source: str) -> LoadedModel:
-    model, cfg, meta = load_folder(folder)
+def load_attnlab_folder(folder: Path, name: str, source: str, dtype: torch.dtype | None = None) -> LoadedModel:
+    model, cfg, meta = load_folder(folder, dtype)
+    reload = functools.partial(_reload_folder, folder)
     if cfg.arch == "vit":  # no tokenizer: the preprocessing and class names instead
         prep = ImagePrep.from_dict(meta["image"]) if "image" in meta else ImagePrep(size=(cfg.image_size,) * 2)
-        return LoadedModel(name, model, None, cfg, source, image=prep, card=meta.get("card", {}))
+        return LoadedModel(name, model, None, cfg, source, image=prep, card=meta.get("card", {}), reload=reload)
     tok_path = folder / "tokenizer.json"
     if not tok_path.is_file():
         raise CheckpointError(f"{folder} has no tokenizer.json")
@@ -142,7 +150,11 @@ def load_attnlab_folder(folder: Path, name: str, source: str) -> LoadedModel:
             src_tok = _with_template(src_tok, meta["src_post_processor"])
     if meta.get("tgt_post_processor") is not None:
         tok = _with_template(tok, meta["tgt_post_processor"])
-    return LoadedModel(name, model, tok, cfg, source, src_tokenizer=src_tok, card=meta.get("card", {}))
+    return LoadedModel(name, model, tok, cfg, source, src_tokenizer=src_tok, card=meta.get("card", {}), reload=reload)
+
+
+def _reload_folder(folder: Path, dtype: torch.dtype) -> torch.nn.Module:
+    return load_folder(folder, dtype)[0]
 
 
 def _first_line(e: Exception) -> str:
@@ -196,14 +208,16 @@ def resolve(name_or_path: str) -> tuple[str, Path | None]:
                      "or a .gguf file")
 
 
-def _check_fits(folder: Path, dtype: torch.dtype | None) -> None:
+def _check_fits(folder: Path, dtype: torch.dtype | None, where_to=None) -> None:
     """Refuse (InputError, one line) a Hugging Face folder whose weights and a FIT_TOKENS-token run would not fit
-    in the free memory, before reading its weights."""
+    in the free memory, before reading its weights (not for a model a device map spreads)."""
+    if where_to is not None:
+        return
     try:
         cfg = folder_config(folder)
     except CheckpointError:  # an unreadable folder: the loader says what is wrong with it
         return
-    check_fits(cfg, min(cfg.max_len, FIT_TOKENS), dtype or torch.float32)
+    check_fits(cfg, min(cfg.max_len, FIT_TOKENS), dtype or stored_dtype(weight_files(folder)) or torch.float32)
 
 
 def known_names() -> list[str]:
@@ -227,41 +241,48 @@ def check_root(folder: Path, roots: list[Path]) -> None:
 
 
 def load(name_or_path: str, dtype: torch.dtype | None = None, device: str | None = None,
-         roots: list[Path] | None = None) -> LoadedModel:
-    """Load by name or path onto `device` ('cpu', 'cuda'; None: as loaded) in `dtype` (None: as loaded,
-    float32 for attnlab models). Raises InputError (unknown name) or CheckpointError (bad folder).
-    Resolve --device/--dtype choices with model.device.resolve first.
+         roots: list[Path] | None = None, *, device_map=None, max_memory: dict | None = None,
+         offload_folder: str | Path | None = None) -> LoadedModel:
+    """Load by name or path onto `device` ('cpu', 'cuda'; None: as loaded) in `dtype` (None: the checkpoint's
+    own; float32 for attnlab models). A Hugging Face folder or GGUF file is read straight into `dtype`, one
+    tensor at a time; no float32 copy is kept (the checks build theirs when they run). Raises InputError
+    (unknown name) or CheckpointError (bad folder). Resolve --device/--dtype choices with model.device.resolve.
 
-    With `roots` (the app on a shared server), a typed folder must lie inside one of them.
+    `device_map` ("auto", or {module: device}), `max_memory` ({0: "20GiB", "cpu": "30GiB"}) and
+    `offload_folder` spread the model over GPUs, CPU memory and disk (model/dispatch.py); `device` is then
+    ignored. With `roots` (the app on a shared server), a typed folder must lie inside one of them.
     """
+    where_to = placement(device_map, max_memory, offload_folder)
     where, folder = resolve(name_or_path)
     if roots is not None and (where == "folder" or where == "gguf" and name_or_path != SMOLLM2):
         check_root(folder, roots)
     if where == "hub" and roots is not None:
         raise InputError(f"{name_or_path!r} is not in this server's Hugging Face cache; the administrator adds it with "
                          f"`attnlab pull {name_or_path}` (or starts the app with --allow-hub)")
-    if where == "random":
-        lm = random_model(name_or_path)
-    elif where == "bundled":
-        lm = load_attnlab_folder(folder, name_or_path, "bundled")
+    kw = {"dtype": dtype, "placement": where_to}
+    ours = where == "random" or where == "bundled" or where == "folder" and "attnlab" in read_config(folder)
+    if ours:  # small models of our own: loaded, cast, then placed
+        lm = random_model(name_or_path) if where == "random" else \
+            load_attnlab_folder(folder, name_or_path if where == "bundled" else str(folder),
+                                "bundled" if where == "bundled" else str(folder), dtype)
+        if where_to is not None:
+            return lm.to(dtype=dtype).placed(where_to)
     elif where == "minilm":
-        lm = load_hf_folder(folder, name="minilm", source="installed")
+        lm = load_hf_folder(folder, name="minilm", source="installed", **kw)
     elif where == "gguf":
         from attnlab.model.gguf.cache import load_gguf
 
-        lm = load_gguf(folder, name=name_or_path, source="installed" if name_or_path == SMOLLM2 else str(folder))
+        lm = load_gguf(folder, name=name_or_path, source="installed" if name_or_path == SMOLLM2 else str(folder), **kw)
     elif where == "hub":
-        lm = load_hub(name_or_path)
+        lm = load_hub(name_or_path, **kw)
     elif where == "cached":
-        _check_fits(folder, dtype)
-        lm = load_hf_folder(folder, name=name_or_path, source=f"cache:{name_or_path}")
+        _check_fits(folder, dtype, where_to)
+        lm = load_hf_folder(folder, name=name_or_path, source=f"cache:{name_or_path}", **kw)
     else:
-        meta = read_config(folder)
-        if "attnlab" in meta:
-            lm = load_attnlab_folder(folder, str(folder), str(folder))
-        else:
-            _check_fits(folder, dtype)
-            lm = load_hf_folder(folder, name=str(folder), source=str(folder))
-    if dtype is not None or device is not None:
-        lm.to(device, dtype)  # a 16-bit dtype keeps a float32 reference for the checks
+        _check_fits(folder, dtype, where_to)
+        lm = load_hf_folder(folder, name=str(folder), source=str(folder), **kw)
+    if where_to is not None:  # placed as it loaded
+        return lm
+    if dtype is not None and dtype != lm.dtype or device is not None:
+        lm.to(device, dtype)
     return lm

@@ -1,4 +1,4 @@
-"""RouterRecord: a picklable, torch-free record of one mixture-of-experts router in one forward pass.
+"""RouterRecord: a picklable, torch-free (once read) record of one mixture-of-experts router in one forward pass.
 
 The router's raw logits, the experts each token was sent to and the weights their outputs were mixed with
 (the top-k router probabilities renormalised to sum to 1, as in Mixtral). Accessors derive the rest.
@@ -6,9 +6,10 @@ The router's raw logits, the experts each token was sent to and the weights thei
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
+from attnlab.model.record import OnHost
 from attnlab.model.softmax import masked_softmax
 
 
@@ -17,10 +18,18 @@ class RouterRecord:
     site: str  # hook prefix, e.g. "blocks.0.mlp"
     stack: str
     layer: int
-    logits: np.ndarray  # float32 [batch, T, n_experts] (hook_router_logits)
-    choice: np.ndarray  # int64 [batch, T, top_k] (hook_expert_choice), best first unless forced
-    weights: np.ndarray  # float32 [batch, T, top_k] mixing weights of the chosen experts, summing to 1
+    # given as tensors during a forward (no copy, no sync), read as numpy (model.record.OnHost)
+    logits: np.ndarray = OnHost()  # float32 [batch, T, n_experts] (hook_router_logits)
+    choice: np.ndarray = OnHost()  # int64 [batch, T, top_k] (hook_expert_choice), best first unless forced
+    weights: np.ndarray = OnHost()  # float32 [batch, T, top_k] mixing weights of the chosen experts, summing to 1
     q_offset: int = 0  # absolute position of the first token (a cached step)
+
+    def __getstate__(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # numpy only: torch-free when unpickled
+
+    def __setstate__(self, state: dict) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
 
     @property
     def n_experts(self) -> int:

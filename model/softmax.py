@@ -35,14 +35,19 @@ def shifted_exp(x, mask=None, axis: int = -1) -> np.ndarray:
 
 
 def masked_softmax_torch(scores: torch.Tensor, mask: torch.Tensor | None = None, *,
-                         in_place: bool = False) -> torch.Tensor:
+                         in_place: bool = False, dead_rows: bool | None = None) -> torch.Tensor:
     """softmax over the last axis with −inf where `mask` (bool, broadcastable) is False (torch).
 
     `in_place` writes the −inf into `scores` itself (one [.., q, k] buffer fewer when nobody keeps them).
+    `dead_rows`: whether a row may see no key at all (its softmax is NaN, returned as zeros): True zeroes such
+    rows unconditionally, False trusts there are none (a causal mask always shows the query its own key),
+    None looks (one device sync: the caller does not know).
     """
     if mask is None:
         return torch.softmax(scores, dim=-1)
     masked = scores.masked_fill_(~mask, float("-inf")) if in_place else scores.masked_fill(~mask, float("-inf"))
     p = torch.softmax(masked, dim=-1)
+    if dead_rows is False:
+        return p
     dead = ~mask.any(-1, keepdim=True)  # rows with no visible key: a softmax of all −inf is NaN
-    return p.masked_fill_(dead, 0.0) if bool(dead.any()) else p
+    return p.masked_fill_(dead, 0.0) if dead_rows or bool(dead.any()) else p

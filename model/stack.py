@@ -79,7 +79,8 @@ class Stack(nn.Module):
         if memory is not None or (cache is not None and cache.cross):
             S = memory.shape[1] if memory is not None else next(iter(cache.cross.values()))[0].shape[2]
             cmask = build_mask(BIDIRECTIONAL, T, S, 0, memory_mask, device)
-            cross_ctx = AttnCtx(backend, cmask, q_offset=offset, cache=cache, memory=memory)
+            cross_ctx = AttnCtx(backend, cmask, q_offset=offset, cache=cache, memory=memory,
+                                dead_rows=memory_mask is not None)
         for blk, c in zip(self.blocks, ctxs):
             x = blk(x, c, cross_ctx)
         if cache is not None:
@@ -119,7 +120,8 @@ class Stack(nn.Module):
         is_causal = backend != "eager" and square_causal and bias is None and mask is not None and T > 1
         if is_causal:
             mask = None  # SDPA's top-left causal equals bottom-right when q = k
-        return AttnCtx(backend, mask, is_causal, bias, rope, offset, cache)
+        dead_rows = spec.kind == "custom" or attention_mask is not None  # else every query sees its own key
+        return AttnCtx(backend, mask, is_causal, bias, rope, offset, cache, dead_rows=dead_rows)
 
     def hook_names(self) -> list[str]:
         """Every hook point of the model, in module order."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from attnlab.cli.commands.common import add_device_args, run_settings
+from attnlab.cli.commands.common import add_device_args, placement_args, run_settings
 from attnlab.cli.errors import UsageError
 
 
@@ -31,7 +31,8 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     """Check the arguments, then replace this process with `streamlit run app/main.py`. The device and dtype
     reach the app as ATTNLAB_DEVICE / ATTNLAB_DTYPE (read by app/state.py), resolved here first so that
-    cuda without a GPU fails now, as one line; --allow-hub / --no-hub as ATTNLAB_ALLOW_HUB=1 / 0; --tour FILE,
+    cuda without a GPU fails now, as one line; --device-map/--max-memory/--offload-folder as ATTNLAB_DEVICE_MAP /
+    ATTNLAB_MAX_MEMORY / ATTNLAB_OFFLOAD_FOLDER; --allow-hub / --no-hub as ATTNLAB_ALLOW_HUB=1 / 0; --tour FILE,
     checked here, as ATTNLAB_TOUR (read by app/tour/editor.py)."""
     if not 0 < args.port < 65536:
         raise UsageError(f"--port must be 1..65535, got {args.port}")
@@ -39,6 +40,11 @@ def run(args) -> int:
 
     device, dtype = run_settings(args)
     env = os.environ | {"ATTNLAB_DEVICE": device, "ATTNLAB_DTYPE": dtype_name(dtype)}
+    placement_args(args)  # checked now: a wrong --max-memory fails here, as one line
+    for flag, key in (("device_map", "ATTNLAB_DEVICE_MAP"), ("max_memory", "ATTNLAB_MAX_MEMORY"),
+                      ("offload_folder", "ATTNLAB_OFFLOAD_FOLDER")):
+        if getattr(args, flag):
+            env[key] = getattr(args, flag)
     if args.allow_hub or args.no_hub:
         env["ATTNLAB_ALLOW_HUB"] = "1" if args.allow_hub else "0"
     if args.tour:

@@ -7,6 +7,8 @@ the payload of each app page, against the issue's targets. Prints a table; write
     attnlab bench --browser --navigation [--quick]         chromium: sidebar click → first chart, every page, alone
     attnlab bench --class [--sessions N] [--seconds S]      N browser sessions at once for S seconds (bench.classload)
     attnlab bench --device cuda [--lengths 1024,…,32768] [--json] [--out FILE] [--docs FILE]   (bench.cuda)
+    attnlab bench --real-size [--shapes llama-3.2-1b,qwen2.5-3b] [--checkpoints DIR] [--out FILE] [--docs FILE]
+                                                            ours beside transformers at real sizes (bench.real_size)
 
 This module reads the arguments and writes the files; the measurements live in the `bench` package
 (bench.report runs them all, each job in its own process; bench.payload runs the real pages).
@@ -64,6 +66,15 @@ def add_parser(sub) -> None:
                    help="--class --clients ws: serve from K `attnlab app` replicas behind nginx (bench/replicas.sh)")
     p.add_argument("--sessions", type=int, default=30, help="--class: concurrent sessions (default 30)")
     p.add_argument("--seconds", type=int, default=600, help="--class: how long, seconds (default 600)")
+    p.add_argument("--real-size", action="store_true",
+                   help="random bf16 checkpoints in real models' shapes, ours beside transformers (load time and "
+                        "memory, capture vs forward, one head's pattern, Explore/Heatmaps): merged into --out (default "
+                        "docs/benchmarks.json) and --docs (default docs/benchmarks.md)")
+    p.add_argument("--shapes", default="llama-3.2-1b,qwen2.5-3b",
+                   help="--real-size: comma-separated shapes (llama-3.2-1b, qwen2.5-3b, llama-100m)")
+    p.add_argument("--checkpoints", default=None, metavar="DIR",
+                   help="--real-size: where the random checkpoints are built and kept (default "
+                        "~/.cache/attnlab/bench-real-size; 2.5 GB for 1B, 6.2 GB for 3B)")
     p.add_argument("--render", default=None, metavar="JSON",
                    help="measure nothing: re-render the table (and --docs) from a saved JSON, re-judging the targets")
     p.set_defaults(run=run)
@@ -80,6 +91,8 @@ def run(args) -> int:
         raise UsageError("--smollm2 and --navigation go with --browser")
     if args.render:
         return render(args)
+    if args.real_size:
+        return run_real_size(args)
     if args.browser or args.class_load:
         return run_browser_section(args)
     device, dtype = run_settings(args)  # cuda without a GPU: exit 2, one line
@@ -185,6 +198,34 @@ def run_browser_section(args) -> int:
         docs = Path(args.docs or DOCS)
         write_docs(docs, table, out.get(Top.REGENERATE) or f"attnlab bench --json --out {DEFAULT_PATH} --docs {DOCS}")
         say(f"wrote {docs}")
+    return 0
+
+
+def run_real_size(args) -> int:
+    """--real-size: measure each shape (bench.real_size), merge the section into --out, re-render --docs."""
+    from attnlab.analysis.benchmarks import DEFAULT_PATH, Top
+    from attnlab.bench.real_size import SHAPES, markdown, measure_real_size
+    from attnlab.bench.report import DOCS, write_docs
+    from attnlab.bench.tables import markdown as all_markdown
+
+    shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
+    unknown = [s for s in shapes if s not in SHAPES]
+    if not shapes or unknown:
+        raise UsageError(f"unknown shape {(unknown or [''])[0]!r}; choose from {', '.join(SHAPES)}")
+    root = Path(args.checkpoints or Path.home() / ".cache" / "attnlab" / "bench-real-size").expanduser()
+    out_path = Path(args.out or DEFAULT_PATH)
+    try:
+        out = json.loads(out_path.read_text(encoding="utf-8")) if out_path.is_file() else {}
+    except ValueError:
+        raise UsageError(f"{out_path} is not JSON; move it away or pass another --out") from None
+    result = measure_real_size(shapes, root, repeats=max(1, min(args.repeats, 5)), progress=lambda msg: print(
+        f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True))
+    out[Top.REAL_SIZE] = out.get(Top.REAL_SIZE, {}) | result
+    _write(out_path, json.dumps(out, indent=1, allow_nan=False) + "\n")
+    print(markdown(result))
+    if Top.MODELS in out:
+        write_docs(Path(args.docs or DOCS), all_markdown(out),
+                   out.get(Top.REGENERATE) or f"attnlab bench --json --out {DEFAULT_PATH} --docs {DOCS}")
     return 0
 
 

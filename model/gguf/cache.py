@@ -1,6 +1,7 @@
 """A GGUF file converted once into a Hugging Face folder, cached by the file's SHA-256, then loaded like one.
 
-    {cache}/{sha256[:32]}-v{FORMAT}/config.json, model.safetensors (float32, HF names), tokenizer.json,
+    {cache}/{sha256[:32]}-v{FORMAT}/config.json, model.safetensors (float32, HF names; written dequantised tensor
+                                    by tensor, then read into the dtype asked), tokenizer.json,
                                     tokenizer_config.json, gguf.json (where it came from, its tensor types)
 
 The folder is written under a temporary name, loaded once to prove it builds, and only then renamed into
@@ -25,6 +26,7 @@ from attnlab.model.gguf.reader import GGUFError, GGUFFile, read_gguf
 from attnlab.model.gguf.tokenizer import build_tokenizer
 from attnlab.model.hf.load import load_hf_folder
 from attnlab.model.loaded import LoadedModel
+from attnlab.model.weights import save_streamed
 
 FORMAT = 2  # bump when the converted folder's layout or contents change
 CHUNK = 4 * 2**20
@@ -53,22 +55,23 @@ def cached_folder(path: str | Path) -> tuple[Path, str]:
     return cache_root() / f"{digest[:32]}-v{FORMAT}", digest
 
 
-def load_gguf(path: str | Path, name: str | None = None, source: str | None = None) -> LoadedModel:
-    """A GGUF file → LoadedModel, converting it into the cache on first use."""
+def load_gguf(path: str | Path, name: str | None = None, source: str | None = None, **kw) -> LoadedModel:
+    """A GGUF file → LoadedModel, converting it into the cache on first use; `kw` (dtype, placement) as
+    model.hf.load.load_hf_folder takes them."""
     path = Path(path).expanduser()
     if not path.is_file():
         raise GGUFError(f"{path} does not exist or is not a file; give a .gguf file")
     folder, digest = cached_folder(path)
     name, source = name or str(path), source or str(path)
     if (folder / "gguf.json").is_file():
-        lm = load_hf_folder(folder, name=name, source=source)
+        lm = load_hf_folder(folder, name=name, source=source, **kw)
     else:
-        lm = convert(path, folder, digest, name, source)
+        lm = convert(path, folder, digest, name, source, **kw)
     lm.card.update(_card(folder), gguf_path=str(path))
     return lm
 
 
-def convert(path: Path, folder: Path, digest: str, name: str, source: str) -> LoadedModel:
+def convert(path: Path, folder: Path, digest: str, name: str, source: str, **kw) -> LoadedModel:
     """Dequantise `path` into `folder` (temp folder, checked by loading it, then renamed into place)."""
     g = read_gguf(path)
     model_type(g)
@@ -80,7 +83,7 @@ def convert(path: Path, folder: Path, digest: str, name: str, source: str) -> Lo
     try:
         write_folder(g, cfg, tok, tok_config, digest, tmp)
         try:
-            lm = load_hf_folder(tmp, name=name, source=source)  # refuses (one line) what our converter cannot build
+            load_hf_folder(tmp, name=name, source=source)  # refuses (one line) what our converter cannot build
         except GGUFError:
             raise
         except CheckpointError as e:  # said of the file the user gave, not of the temporary folder
@@ -89,8 +92,7 @@ def convert(path: Path, folder: Path, digest: str, name: str, source: str) -> Lo
             os.rename(tmp, folder)
         except OSError:  # another process finished first: its folder holds the same conversion
             shutil.rmtree(tmp, ignore_errors=True)
-        lm.card["folder"] = str(folder)
-        return lm
+        return load_hf_folder(folder, name=name, source=source, **kw)  # mapped from, and reloaded from, its place
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -104,10 +106,7 @@ def about_file(message: str, tmp: Path) -> str:
 
 
 def write_folder(g: GGUFFile, cfg: dict, tok, tok_config: dict, digest: str, out: Path) -> None:
-    from safetensors.numpy import save_file
-
-    state = dict(hf_tensors(g, cfg))
-    save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
+    save_streamed(hf_tensors(g, cfg), out / "model.safetensors", metadata={"format": "pt"})  # one tensor at a time
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     tok.save(str(out / "tokenizer.json"))
     (out / "tokenizer_config.json").write_text(json.dumps(tok_config, indent=2) + "\n")

@@ -8,12 +8,13 @@ classes only.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
 import torch
 from attnlab.model import hub, view  # view: `from model import` (model/view/loaded.py imports this module)
-from attnlab.model.checkpoint import CheckpointError, build_for_weights, load_state, load_weights, read_config
+from attnlab.model.checkpoint import CheckpointError, read_config
 from attnlab.model.config import ModelConfig
 from attnlab.model.families import FAMILIES, supported_families
 from attnlab.model.families.common import State
@@ -21,6 +22,8 @@ from attnlab.model.hf.cache import has_converter
 from attnlab.model.hf.target import TargetTokenizer
 from attnlab.model.loaded import LoadedModel
 from attnlab.model.tokenizer import HFTokenizer
+from attnlab.model.transformer import build_model
+from attnlab.model.weights import assign_weights, meta_parameters, read_tensors, stored_dtype, weight_files
 
 PICKLES = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.bin", "model.pt", "model.pth", "model.ckpt")
 CONVERT_HINT = (
@@ -29,20 +32,24 @@ CONVERT_HINT = (
     "(or use the hub's safetensors conversion)")
 
 
-def load_hf_folder(folder: str | Path, name: str | None = None, source: str | None = None) -> LoadedModel:
-    """A local Hugging Face folder (config.json, model.safetensors, tokenizer files) → LoadedModel."""
+def load_hf_folder(folder: str | Path, name: str | None = None, source: str | None = None,
+                   dtype: torch.dtype | None = None, placement=None) -> LoadedModel:
+    """A local Hugging Face folder (config.json, model.safetensors, tokenizer files) → LoadedModel, its weights
+    read straight into `dtype` (None: the checkpoint's own); `placement` (model.dispatch.Placement) spreads it
+    over devices, CPU memory and disk."""
     folder = check_folder(folder)
     hf = read_config(folder)
     if hf.get("model_type") and not has_converter(hf):  # no converter: transformers runs it (a view)
-        return view.load_view(folder, hf, name, source)
+        return view.load_view(folder, hf, name, source, dtype=dtype, placement=placement)
     family = model_family(hf, folder)
-    state = read_weights(folder)
-    model, cfg = build_converted(family, hf, state, str(folder))
+    dtype = dtype or stored_dtype(weight_files(folder)) or torch.float32
+    model, cfg = build_converted(family, hf, read_weights(folder, dtype), str(folder), dtype)
+    reload = functools.partial(_reload, folder, family, hf)  # the checks' float32 reference, built when asked
     card = {"folder": str(folder), "model_type": hf.get("model_type"), "architectures": hf.get("architectures") or []}
     prep = FAMILIES[family].image_prep
     if prep is not None:  # no tokenizer: the image preprocessing instead
         return LoadedModel(name or str(folder), model, None, cfg, source or str(folder), family=family, card=card,
-                           image=prep(folder, hf, cfg))
+                           image=prep(folder, hf, cfg), reload=reload).placed(placement)
     tok = read_tokenizer(folder, family, cfg)
     if cfg.arch == "encdec":  # T5, BART, Marian: the source as tokenized, the target from decoder_start_token_id
         start = hf.get("decoder_start_token_id")
@@ -53,13 +60,21 @@ def load_hf_folder(folder: str | Path, name: str | None = None, source: str | No
         except ValueError as e:
             raise CheckpointError(f"{folder}: {e}") from None
         return LoadedModel(name or str(folder), model, target, cfg, source or str(folder), family=family, card=card,
-                           src_tokenizer=tok)
-    return LoadedModel(name or str(folder), model, tok, cfg, source or str(folder), family=family, card=card)
+                           src_tokenizer=tok, reload=reload).placed(placement)
+    return LoadedModel(name or str(folder), model, tok, cfg, source or str(folder), family=family, card=card,
+                       reload=reload).placed(placement)
 
 
-def load_hub(repo_id: str, revision: str | None = None, max_bytes: int | None = None) -> LoadedModel:
+def _reload(folder: Path, family: str, hf: dict, dtype: torch.dtype) -> torch.nn.Module:
+    """The converted module again, from the folder's files, in `dtype`."""
+    return build_converted(family, hf, read_weights(folder, dtype), str(folder), dtype)[0]
+
+
+def load_hub(repo_id: str, revision: str | None = None, max_bytes: int | None = None,
+             dtype: torch.dtype | None = None, placement=None) -> LoadedModel:
     """Download config, safetensors and tokenizer files of a hub model (model/hub.py), then load the folder."""
-    return load_hf_folder(hub.pull(repo_id, revision, max_bytes=max_bytes), name=repo_id, source=f"hub:{repo_id}")
+    return load_hf_folder(hub.pull(repo_id, revision, max_bytes=max_bytes), name=repo_id, source=f"hub:{repo_id}",
+                          dtype=dtype, placement=placement)
 
 
 # -- steps ----------------------------------------------------------------------------------------------
@@ -88,22 +103,12 @@ def model_family(hf: dict, folder: Path) -> str:
     return mt
 
 
-def read_weights(folder: Path) -> dict[str, torch.Tensor]:
-    """model.safetensors (or its shards); refuse pickle checkpoints without opening them."""
-    single, index = folder / "model.safetensors", folder / "model.safetensors.index.json"
-    if single.is_file():
-        return load_state(single)
-    if index.is_file():
-        try:
-            files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        except (json.JSONDecodeError, KeyError, AttributeError, TypeError) as e:
-            raise CheckpointError(f"{index} is not a valid safetensors index ({e})") from None
-        state = {}
-        for f in files:
-            if Path(f).name != f or not f.endswith(".safetensors"):
-                raise CheckpointError(f"{index} names {f!r}, not a safetensors file in the folder")
-            state.update(load_state(folder / f))
-        return state
+def read_weights(folder: Path, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
+    """model.safetensors (or its shards), each tensor mapped from the file and, when floating, in `dtype`
+    (None: as stored); refuse pickle checkpoints without opening them."""
+    files = weight_files(folder)
+    if files:
+        return read_tensors(files, dtype)
     pickles = [p for p in PICKLES if (folder / p).is_file()] + sorted(p.name for p in folder.glob("*.bin"))
     if pickles:
         raise CheckpointError(
@@ -112,13 +117,18 @@ def read_weights(folder: Path) -> dict[str, torch.Tensor]:
     raise CheckpointError(f"{folder} has no model.safetensors")
 
 
-def build_converted(family: str, hf: dict, state: State, where: str) -> tuple[torch.nn.Module, ModelConfig]:
-    """The family's config and converted weights in our model (eval mode)."""
+def build_converted(family: str, hf: dict, state: State, where: str,
+                    dtype: torch.dtype | None = None) -> tuple[torch.nn.Module, ModelConfig]:
+    """The family's config and converted weights in our model (eval mode): built with its parameters on the
+    meta device, then given the converted tensors themselves (no copy). `state` is emptied: a tensor the
+    converter derives a new one from is released as soon as the model holds its result."""
     row = FAMILIES[family]
     cfg = row.config(hf, list(state))
-    model = build_for_weights(cfg)  # every weight is loaded next
-    load_weights(model, row.convert(state, cfg), where)
-    return model.eval(), cfg
+    converted = row.convert(state, cfg)
+    state.clear()
+    with meta_parameters():
+        model = build_model(cfg)
+    return assign_weights(model, converted, where, dtype), cfg
 
 
 def read_tokenizer(folder: Path, family: str, cfg: ModelConfig) -> HFTokenizer:

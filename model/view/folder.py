@@ -116,18 +116,27 @@ def stored_params(folder: Path) -> int | None:
     return None if not files or any(c is None for c in counts) else sum(counts)
 
 
-def check_size(folder: Path, cls, config) -> int:
+def stored_size(folder: Path, n: int) -> int:
+    """Bytes per parameter as stored (the safetensors files' size over their parameters), 4 when unknown."""
+    stored = stored_params(folder)
+    files = sum(f.stat().st_size for f in folder.glob("*.safetensors"))
+    return max(1, min(4, round(files / stored))) if stored else 4
+
+
+def check_size(folder: Path, cls, config, dtype: torch.dtype | None = None, placed: bool = False) -> int:
     """The parameters `cls(config)` has, counted without memory (on the meta device). Refuses (CheckpointError)
     a config that describes a bigger model than the weights hold (transformers would fill the rest with random
-    numbers) or one whose float32 weights would not fit in the free memory."""
+    numbers) or one whose weights in `dtype` (None: as stored, at most float32) would not fit in the free
+    memory (unless a device map places them: `placed`)."""
     with torch.device("meta"):
         n = sum(p.numel() for p in cls(config).parameters())
     stored = stored_params(folder)
     if stored is not None and n > stored * SLACK + 10_000:
         raise CheckpointError(f"{folder}: config.json describes {n:,} parameters of {cls.__name__} but the weights "
                               f"hold {stored:,}: they do not match model_type {config.model_type!r}")
+    size = (dtype.itemsize if dtype is not None else stored_size(folder, n)) * n
     free = available_bytes()
-    if free is not None and 4 * n > free * FIT_SHARE:
-        raise CheckpointError(f"{folder}: {n:,} parameters need {fmt_gb(4 * n)} in float32; this machine has "
+    if not placed and free is not None and size > free * FIT_SHARE:
+        raise CheckpointError(f"{folder}: {n:,} parameters need {fmt_gb(size)}; this machine has "
                               f"{fmt_gb(free)} free")
     return n

@@ -74,7 +74,6 @@ class ViewModel(ModelIO):
     card: dict = field(default_factory=dict)
     src_tokenizer: HFTokenizer | None = None
     image = None
-    reference = None
     mode = MODE
 
     # -- what it can do -------------------------------------------------------------------------------
@@ -237,9 +236,11 @@ class ViewModel(ModelIO):
         raise InputError(f"{self.name} runs as a {MODE}: generation {NEEDS_CONVERTED} (it runs on our KV cache)")
 
 
-def load_view(folder: Path, hf: dict, name: str | None = None, source: str | None = None) -> ViewModel:
+def load_view(folder: Path, hf: dict, name: str | None = None, source: str | None = None,
+              dtype: torch.dtype | None = None, placement=None) -> ViewModel:
     """A local Hugging Face folder whose family has no converter → ViewModel (transformers' own classes, eager
-    attention, safetensors only, never repository code)."""
+    attention, safetensors only, never repository code), in `dtype` (None: the checkpoint's own), spread as
+    `placement` (model.dispatch.Placement) says."""
     check_view_folder(folder, hf)
     import transformers
     from transformers.utils import logging as hf_logging
@@ -252,11 +253,12 @@ def load_view(folder: Path, hf: dict, name: str | None = None, source: str | Non
         raise CheckpointError(f"{folder}: transformers cannot read config.json ({_first_line(e)})") from None
     arch = kind_of(config)
     cls = model_class(config, arch)
-    check_size(folder, cls, config)
+    check_size(folder, cls, config, dtype, placed=placement is not None)
+    where = placement.from_pretrained_kwargs() if placement is not None else {}
     try:
         model, loading = cls.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False,
-                                             use_safetensors=True, attn_implementation="eager", dtype=torch.float32,
-                                             output_loading_info=True)
+                                             use_safetensors=True, attn_implementation="eager",
+                                             dtype=dtype or "auto", output_loading_info=True, **where)
     except Exception as e:  # noqa: BLE001
         raise CheckpointError(f"{folder}: transformers cannot load it as {cls.__name__} ({_first_line(e)})") from None
     unset = sorted(loading.get("missing_keys") or []) + sorted(str(k[0]) if isinstance(k, tuple) else str(k)

@@ -6,9 +6,10 @@ import threading
 
 import pytest
 import torch
-from attnlab.model.checkpoint import _NoRandomInit, build_for_weights, load_weights
+from attnlab.model.checkpoint import build_for_weights, load_weights
 from attnlab.model.config import ModelConfig
 from attnlab.model.transformer import build_model
+from attnlab.model.weights import NoRandomInit
 
 CONFIGS = {
     "gpt2-like": dict(vocab_size=40, d_model=32, n_heads=4, n_layers=2, max_len=32),
@@ -47,7 +48,7 @@ def test_other_threads_still_draw_random_weights():
         torch.manual_seed(3)
         seen.append(torch.empty(5).normal_())
 
-    with _NoRandomInit():
+    with NoRandomInit():
         t = torch.full((5,), 2.0)
         assert torch.equal(t.normal_(), torch.full((5,), 2.0))  # skipped here
         worker = threading.Thread(target=other)

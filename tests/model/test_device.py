@@ -50,13 +50,15 @@ def test_dtype_names():
     assert is_half(torch.bfloat16) and is_half(torch.float16) and not is_half(torch.float32)
 
 
-def test_bfloat16_model_keeps_a_float32_reference():
+def test_bfloat16_model_builds_its_float32_reference_only_when_asked():
     lm = load("random-decoder", dtype=torch.bfloat16, device="cpu")
     assert lm.run_info() == {"device": "cpu", "dtype": "bfloat16"}
+    assert not hasattr(lm, "reference")  # no float32 twin held beside the model
     ref = lm.reference_model()
-    assert ref.dtype == torch.float32 and ref.model is lm.reference and ref.tokenizer is lm.tokenizer
+    assert ref.dtype == torch.float32 and ref.model is not lm.model and ref.tokenizer is lm.tokenizer
+    assert lm.reference_model().model is not ref.model  # built anew each time, freed with the check
     fp32 = load("random-decoder")
-    assert fp32.reference is None and fp32.reference_model() is fp32
+    assert fp32.reference_model() is fp32
     for a, b in zip(ref.model.parameters(), fp32.model.parameters()):  # the weights as loaded, not upcast
         assert torch.equal(a, b)
 
@@ -91,8 +93,7 @@ def test_the_model_layer_on_this_path_imports_no_streamlit_or_plotly():
 
 def test_casting_back_to_float32_takes_the_weights_as_loaded():
     lm = load("random-decoder", dtype=torch.bfloat16)
-    ref = lm.reference
     lm.to(dtype=torch.float32)
-    assert lm.model is ref and lm.reference is None and lm.dtype == torch.float32
+    assert lm.dtype == torch.float32
     for a, b in zip(lm.model.parameters(), load("random-decoder").model.parameters()):
         assert torch.equal(a, b)
