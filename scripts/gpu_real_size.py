@@ -20,7 +20,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
-
 from attnlab.bench.real_size import SHAPES, byte_tokenizer  # noqa: E402
 
 SHAPES = SHAPES | {"llama-3.1-8b": ("LlamaConfig", dict(  # the published config's hyperparameters
@@ -83,8 +82,9 @@ def reset(device: str) -> None:
 
 
 def ours(folder: Path, device: str, lengths) -> dict:
-    import attnlab as al
     from attnlab.model import hooks
+
+    import attnlab as al
 
     reset(device)
     t = time.perf_counter()
