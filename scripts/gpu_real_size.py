@@ -107,7 +107,6 @@ def ours(folder: Path, device: str, lengths) -> dict:
             t = time.perf_counter()
             rec.pattern(0)
             row[f"pattern_s_{T}"] = time.perf_counter() - t  # one head of the last layer, recomputed from q and k
-    del lm
     return row
 
 
@@ -131,7 +130,6 @@ def theirs(folder: Path, device: str, lengths) -> dict:
             except torch.OutOfMemoryError:
                 row[f"attentions_ms_{T}"] = None
             hf.set_attn_implementation("sdpa")
-    del hf
     return row
 
 
