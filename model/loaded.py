@@ -222,7 +222,15 @@ class LoadedModel(ModelIO, ImageIO):
 
         A 16-bit model's records without interventions keep q and k only and recompute patterns from them
         in float32 (rows sum to 1 within float32, as after a fused run); `as_computed` keeps an eager run's
-        16-bit patterns as the kernel computed them (what the invariants check measures)."""
+        16-bit patterns as the kernel computed them (what the invariants check measures).
+
+        A pass that would need more memory than this process may use (model.budget) is refused first, as an
+        InputError saying what it needs and what would fit."""
+        from attnlab.model.budget import check_forward  # here: model.memory imports the loaders, which import this
+
+        n = max(inputs.ids.shape[1], 0 if inputs.src_ids is None else inputs.src_ids.shape[1])
+        check_forward(self.name, self.cfg, n, self.dtype, backend, batch=inputs.ids.shape[0], grad=grad,
+                      patterns=records or "pattern" in str(names), device=self.device)
         inputs = inputs.to(self.device)
         with torch.set_grad_enabled(grad), hooks.capture(names=names, interventions=interventions,
                                                          records=records, detach=not grad) as cap:

@@ -21,20 +21,40 @@ def add_parser(sub) -> None:
                           "127.0.0.1, the default, may unless --no-hub)")
     hub.add_argument("--no-hub", action="store_true",
                      help="never download hub models from the model box (a class server on 127.0.0.1 behind a proxy)")
+    p.add_argument("--max-memory", default=None, metavar="GB",
+                   help="the most memory (GB, 10⁹ bytes) the server process may hold, models included; a run that "
+                        "would pass it goes a lighter way or is refused in one line (default: half the memory "
+                        "available when the server starts)")
+    p.add_argument("--max-tokens", action="append", default=[], metavar="MODEL=TOKENS",
+                   help="the most tokens one text may have on a model, e.g. smollm2=2048 (repeatable)")
     add_device_args(p)
     p.set_defaults(run=run)
+
+
+def budget_env(args) -> dict[str, str]:
+    """ATTNLAB_MAX_MEMORY / ATTNLAB_MAX_TOKENS from --max-memory / --max-tokens, checked (InputError, one line);
+    the default budget is model.budget.server_default() when the server starts."""
+    from attnlab.model import budget
+
+    caps = budget.parse_caps(args.max_tokens)
+    limit = budget.parse_memory(args.max_memory) if args.max_memory is not None else budget.server_default()
+    env = {budget.ENV_TOKENS: ",".join(f"{k}={v}" for k, v in caps.items())}
+    if limit is not None:
+        env[budget.ENV_MEMORY] = f"{limit / budget.GB:.3f}"
+    return env
 
 
 def run(args) -> int:
     """Check the arguments, then replace this process with `streamlit run app/main.py`. The device and dtype
     reach the app as ATTNLAB_DEVICE / ATTNLAB_DTYPE (read by app/state.py), resolved here first so that
-    cuda without a GPU fails now, as one line; --allow-hub / --no-hub as ATTNLAB_ALLOW_HUB=1 / 0."""
+    cuda without a GPU fails now, as one line; --allow-hub / --no-hub as ATTNLAB_ALLOW_HUB=1 / 0; the memory
+    budget (model.budget) as ATTNLAB_MAX_MEMORY (GB) and ATTNLAB_MAX_TOKENS ("smollm2=2048,…")."""
     if not 0 < args.port < 65536:
         raise UsageError(f"--port must be 1..65535, got {args.port}")
     from attnlab.model.device import dtype_name
 
     device, dtype = run_settings(args)
-    env = os.environ | {"ATTNLAB_DEVICE": device, "ATTNLAB_DTYPE": dtype_name(dtype)}
+    env = os.environ | {"ATTNLAB_DEVICE": device, "ATTNLAB_DTYPE": dtype_name(dtype)} | budget_env(args)
     if args.allow_hub or args.no_hub:
         env["ATTNLAB_ALLOW_HUB"] = "1" if args.allow_hub else "0"
     from attnlab.app.serve import streamlit_command
