@@ -121,10 +121,13 @@ def ws_class_markdown(runs: list) -> list[str]:
 
 
 def markdown(out: dict) -> str:
+    from attnlab.bench.costs import COSTS, costs_markdown
+
     """The results as markdown tables (what `attnlab bench` prints and docs/benchmarks.md keeps)."""
     if Top.MODELS not in out:  # only the browser sections (a file written by --browser / --class alone)
         lines = browser_markdown(out[Top.BROWSER]) if out.get(Top.BROWSER) else []
         lines += class_markdown(out[Top.CLASS]) if out.get(Top.CLASS) else []
+        lines += costs_markdown(out[COSTS]) if out.get(COSTS) else []
         return "\n".join(lines + (ws_class_markdown(out[Top.CLASS_WS]) if out.get(Top.CLASS_WS) else [])) + "\n"
     m = out["machine"]
     lines = [f"Machine: {m['cpu']}, {m['usable_cores']} cores, torch {m['torch']} ({m['torch_threads']} threads), "
@@ -208,6 +211,8 @@ def markdown(out: dict) -> str:
         lines += class_markdown(out[Top.CLASS])
     if out.get(Top.CLASS_WS):
         lines += ws_class_markdown(out[Top.CLASS_WS])
+    if out.get(COSTS):
+        lines += costs_markdown(out[COSTS])
     lines += ["Targets:", "", "| target | limit | measured | result | note |", "|---|---|---|---|---|"]
     for t in out.get("targets", []):
         res = {True: "PASS", False: "MISS", None: "not measured"}[t["passed"]]

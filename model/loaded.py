@@ -31,6 +31,7 @@ from attnlab.model.transformer import Decoder, Encoder, EncoderDecoder, ViT
 ARCH_NAMES = {"decoder": "decoder", "encoder": "encoder", "encdec": "encoder–decoder", "vit": "vision transformer"}
 MASK_CHOICES = ("default", "causal", "bidirectional", "sliding_window", "prefix_lm", "padding")
 TOP_K = 5  # predictions kept per position in a CapturedRun
+TOP_ROWS = 256  # positions whose softmax over the vocabulary is computed at once
 
 Tokenizer = ByteTokenizer | HFTokenizer
 
@@ -226,7 +227,9 @@ class LoadedModel(ModelIO, ImageIO):
 
         A pass that would need more memory than this process may use (model.budget) is refused first, as an
         InputError saying what it needs and what would fit."""
-        from attnlab.model.budget import check_forward  # here: model.memory imports the loaders, which import this
+        from attnlab.model.budget import (
+            check_forward,  # here: model.memory imports the loaders, which import this
+        )
 
         n = max(inputs.ids.shape[1], 0 if inputs.src_ids is None else inputs.src_ids.shape[1])
         check_forward(self.name, self.cfg, n, self.dtype, backend, batch=inputs.ids.shape[0], grad=grad,
@@ -251,9 +254,12 @@ class LoadedModel(ModelIO, ImageIO):
         top_ids = top_tokens = top_probs = None
         if fwd.logits is not None and top_k:
             # [T, V]; a ViT's classes: one row, the [CLS] prediction ([1, n_classes])
-            probs = torch.softmax((fwd.logits if self.reads_image else fwd.logits[0]).float(), dim=-1)
-            p, i = probs.topk(min(top_k, probs.shape[-1]), dim=-1)  # [T, K]
-            top_ids, top_probs = i.cpu().numpy(), p.cpu().numpy()
+            logits = fwd.logits if self.reads_image else fwd.logits[0]
+            k = min(top_k, logits.shape[-1])
+            # [T, K], TOP_ROWS rows at a time: the float32 softmax of a long text's [T, V] is never held whole
+            best = [torch.softmax(rows.float(), dim=-1).topk(k, dim=-1) for rows in logits.split(TOP_ROWS)]
+            top_ids = torch.cat([b.indices for b in best]).cpu().numpy()
+            top_probs = torch.cat([b.values for b in best]).cpu().numpy()
             top_tokens = [[self.label(j) for j in row] for row in top_ids.tolist()]
         records = {s: fwd.capture[s] for s in fwd.capture.sites}
         src_ids = None if inp.src_ids is None else inp.src_ids[0].tolist()

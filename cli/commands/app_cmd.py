@@ -27,6 +27,9 @@ def add_parser(sub) -> None:
                         "available when the server starts)")
     p.add_argument("--max-tokens", action="append", default=[], metavar="MODEL=TOKENS",
                    help="the most tokens one text may have on a model, e.g. smollm2=2048 (repeatable)")
+    p.add_argument("--no-warm", action="store_true",
+                   help="skip the warm start (by default the server loads the default model and computes the "
+                        "opening page's presets in the background before the first visitor)")
     add_device_args(p)
     p.set_defaults(run=run)
 
@@ -59,5 +62,5 @@ def run(args) -> int:
         env["ATTNLAB_ALLOW_HUB"] = "1" if args.allow_hub else "0"
     from attnlab.app.serve import streamlit_command
 
-    os.execve(sys.executable, streamlit_command(args.host, args.port), env)
+    os.execve(sys.executable, streamlit_command(args.host, args.port, warm=not args.no_warm), env)
     return 0

@@ -16,10 +16,11 @@ def hwm() -> int:
 
 
 def main(name: str, n: int, backend: str, reads: str) -> dict:
-    import attnlab as al
     from attnlab.analysis.relevance import gradient_relevance
     from attnlab.model.budget import need_bytes, rss_bytes
     from attnlab.model.inputs import Inputs
+
+    import attnlab as al
 
     lm = al.load(name)
     inp = Inputs(torch.randint(100, 1000, (1, n)), [str(i) for i in range(n)])  # [1, T]
