@@ -3,13 +3,14 @@ still use, and the most tokens that fit — decided before the run starts, from 
 
     need(reads)   = (activations of estimate_bytes(cfg, T, dtype, backend) − T·V·8) · batch, plus what is read
                     (T·V·8: the logits' float32 softmax and copy, which LoadedModel.run makes 256 rows at a time):
-        "run"       nothing more (the Python API, the CLI: the records the run keeps)
-        "bare"      less the kept patterns (a forward pass that keeps no record)
-        "patterns"  + 2 · S · H · T² · 4     every pattern stacked into one float32 [L, H, T, T] (and its copy),
-                                             the way a page reads a capture (CapturedRun.matrices)
-        "grad"      + 2 · S · H · T² · 4     a backward pass: every layer's pattern and its gradient
+        "run"       the records the run keeps (the Python API, the CLI), an eager run's patterns counted twice
+                    (S·H·T²·4 more: the allocator's slack over L layers of T² buffers, measured)
+        "bare"      less the kept patterns (a forward pass that keeps no record), no slack
+        "patterns"  "run" + 2 · S · H · T² · 4   every pattern stacked into one float32 [L, H, T, T] (and its
+                                                 copy), the way a page reads a capture (CapturedRun.matrices)
+        "grad"      "run" + 2 · S · H · T² · 4   a backward pass: every layer's pattern and its gradient
                     + 2 · 4 · T · max(D, F) · b · L   the activations each layer keeps for the backward pass
-        "pooled"    nothing more: a fused run's lazy records are read a block of rows at a time (O(heads·rows·T))
+        "pooled"    as "run": a fused run's lazy records are read a block of rows at a time (O(heads·rows·T))
 
     need          × MARGIN (what the allocator holds beyond the tensors; see tests/model/test_budget.py)
     allowance     = min(FIT_SHARE × the memory available now, max_bytes − this process's resident memory now)
@@ -135,8 +136,9 @@ def need_bytes(cfg: ModelConfig, n_tokens: int, dtype=torch.float32, backend: st
     sites, _ = n_sites(cfg)
     stack = sites * cfg.n_heads * t * t * 4
     softmax = est["logits"] // (b + 8) * 8  # the logits' float32 softmax and its copy: T·V·8
-    extra = {"run": 0, "pooled": 0, "bare": -est["patterns"], "patterns": 2 * stack,
-             "grad": 2 * stack + 8 * t * max(cfg.d_model, cfg.hidden) * b * sites}[reads]
+    slack = est["patterns"]  # an eager run's kept patterns, counted twice (measured: 1.6× the bare estimate)
+    extra = {"run": slack, "pooled": slack, "bare": -est["patterns"], "patterns": slack + 2 * stack,
+             "grad": slack + 2 * stack + 8 * t * max(cfg.d_model, cfg.hidden) * b * sites}[reads]
     return int(MARGIN * (est["activations"] - softmax + extra) * max(int(batch), 1))
 
 
