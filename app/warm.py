@@ -17,6 +17,9 @@ import threading
 import time
 import urllib.request
 
+from attnlab.app.presets import presets
+from attnlab.model.registry import default_model
+
 DONE = "attnlab warm start:"  # the log line's start (bench/browser.py waits for it)
 HEALTH_WAIT_S = 120  # how long the visitor waits for the server to answer at all
 VISIT_S = 600  # the most one visit may take (a first load of a large model included)
@@ -27,9 +30,6 @@ log = logging.getLogger("attnlab.app")
 def opening_queries() -> list[str]:
     """The query strings of the opening page's visits: the default model's first preset (`/`), then each other
     preset by its id."""
-    from attnlab.app.presets import presets
-    from attnlab.model.registry import default_model
-
     ids = [p.id for p in presets(default_model())]
     return ["", *(f"preset={i}" for i in ids[1:])]
 

@@ -26,6 +26,7 @@ import os
 from dataclasses import dataclass, field
 
 import torch
+from attnlab.model import loaded
 from attnlab.model.config import ModelConfig
 from attnlab.model.inputs import InputError
 from attnlab.model.memory import FIT_SHARE, GB, as_dtype, available_bytes, estimate_bytes, fmt_gb, n_sites
@@ -203,3 +204,13 @@ def check_forward(name: str, cfg, n_tokens: int, dtype, backend: str, *, batch: 
     raise InputError(f"This {be}{' gradient' if grad else ''} run of {name} on {what} tokens needs about "
                      f"{fmt_gb(need)} more but this process may use {fmt_gb(allow)} more; {hint}"
                      f"shorten the text to at most {n:,} tokens")
+
+
+def _before_forward(lm, inputs, backend: str, *, grad: bool, patterns: bool) -> None:
+    """check_forward for one LoadedModel.forward call (registered in model.loaded.BEFORE_FORWARD)."""
+    n = max(inputs.ids.shape[1], 0 if inputs.src_ids is None else inputs.src_ids.shape[1])
+    check_forward(lm.name, lm.cfg, n, lm.dtype, backend, batch=inputs.ids.shape[0], grad=grad, patterns=patterns,
+                  device=lm.device)
+
+
+loaded.BEFORE_FORWARD.append(_before_forward)

@@ -34,6 +34,9 @@ TOP_K = 5  # predictions kept per position in a CapturedRun
 TOP_ROWS = 256  # positions whose softmax over the vocabulary is computed at once
 
 Tokenizer = ByteTokenizer | HFTokenizer
+# called as check(lm, inputs, backend, grad=, patterns=) before every forward pass; model.budget adds its memory
+# check when attnlab.model is imported (it reads model.memory, which imports the loaders, which import this module)
+BEFORE_FORWARD: list = []
 
 
 @dataclass
@@ -225,15 +228,10 @@ class LoadedModel(ModelIO, ImageIO):
         in float32 (rows sum to 1 within float32, as after a fused run); `as_computed` keeps an eager run's
         16-bit patterns as the kernel computed them (what the invariants check measures).
 
-        A pass that would need more memory than this process may use (model.budget) is refused first, as an
-        InputError saying what it needs and what would fit."""
-        from attnlab.model.budget import (
-            check_forward,  # here: model.memory imports the loaders, which import this
-        )
-
-        n = max(inputs.ids.shape[1], 0 if inputs.src_ids is None else inputs.src_ids.shape[1])
-        check_forward(self.name, self.cfg, n, self.dtype, backend, batch=inputs.ids.shape[0], grad=grad,
-                      patterns=records or "pattern" in str(names), device=self.device)
+        Every check of BEFORE_FORWARD runs first: model.budget's refuses a pass that would need more memory than
+        this process may use, as an InputError saying what it needs and what would fit."""
+        for check in BEFORE_FORWARD:
+            check(self, inputs, backend, grad=grad, patterns=records or "pattern" in str(names))
         inputs = inputs.to(self.device)
         with torch.set_grad_enabled(grad), hooks.capture(names=names, interventions=interventions,
                                                          records=records, detach=not grad) as cap:
