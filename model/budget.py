@@ -188,20 +188,19 @@ def check_forward(name: str, cfg, n_tokens: int, dtype, backend: str, *, batch: 
     when it would pass the allowance (the run would otherwise be killed for memory)."""
     if not isinstance(cfg, ModelConfig):
         return
-    be = backend
     reads = "grad" if grad else "run" if patterns else "bare"  # bare: the run's T² lives one layer at a time
-    need = need_bytes(cfg, n_tokens, dtype, be, reads, batch)
+    need = need_bytes(cfg, n_tokens, dtype, backend, reads, batch)
     if need < SMALL:
         return
     allow = allowance(device)
     if allow is None or need <= allow:
         return
     hint = ""
-    if be == "eager" and not grad and need_bytes(cfg, n_tokens, dtype, "sdpa", reads, batch) <= allow:
+    if backend == "eager" and not grad and need_bytes(cfg, n_tokens, dtype, "sdpa", reads, batch) <= allow:
         hint = "run it with backend='sdpa' (lazy records, exact patterns on demand) or "
-    n = most_tokens(cfg, n_tokens, allow, dtype, be, reads, batch)
+    n = most_tokens(cfg, n_tokens, allow, dtype, backend, reads, batch)
     what = f"{batch} × {n_tokens:,}" if batch > 1 else f"{n_tokens:,}"
-    raise InputError(f"This {be}{' gradient' if grad else ''} run of {name} on {what} tokens needs about "
+    raise InputError(f"This {backend}{' gradient' if grad else ''} run of {name} on {what} tokens needs about "
                      f"{fmt_gb(need)} more but this process may use {fmt_gb(allow)} more; {hint}"
                      f"shorten the text to at most {n:,} tokens")
 
