@@ -4,7 +4,8 @@
   `attnlab app` starts it (the warm start of app/warm.py done), over the same on that server once warm (median of
   `repeats` fresh browser contexts); a fresh server without the warm start is measured beside it, for scale.
 * faithfulness: `attnlab faithfulness --model lecture-decoder --n N` with every method over the same command
-  without integrated gradients (`--methods` lists the others), each a fresh process, one after the other.
+  without integrated gradients (`--methods` lists the others), each a fresh process: without, with, without (the
+  mean of the two), so a load that drifts during the run weighs on both sides.
 """
 
 from __future__ import annotations
@@ -75,19 +76,22 @@ def warm_start(repeats: int = 5, progress: Callable[[str], None] | None = None) 
 
 def faithfulness_cost(n: int = FAITH_N, model: str = FAITH_MODEL,
                       progress: Callable[[str], None] | None = None) -> dict:
-    """{n, model, with_ig_s, without_ig_s, ratio}: wall seconds of the two commands, ratio = with / without."""
+    """{n, model, with_ig_s, without_ig_s (the mean of a run before and one after), ratio = with / without}: wall
+    seconds of the commands."""
     from attnlab.analysis.faithfulness import METHODS
 
     say = progress or (lambda msg: None)
     others = ",".join(m for m in METHODS if m != "integrated_gradients")
-    out = {"n": n, "model": model}
-    for key, extra in (("without_ig_s", ["--methods", others]), ("with_ig_s", [])):
+    out, times = {"n": n, "model": model}, {"without": [], "with": []}
+    for key in ("without", "with", "without"):  # the load drifts: the run with it between two without it
+        extra = ["--methods", others] if key == "without" else []
         cmd = [sys.executable, "-m", "attnlab.cli", "faithfulness", "--model", model, "--n", str(n), "--json", *extra]
         t0 = time.perf_counter()
         subprocess.run(cmd, check=True, capture_output=True, text=True, env=os.environ)
-        out[key] = round(time.perf_counter() - t0, 2)
-        say(f"faithfulness --n {n} {'with' if key == 'with_ig_s' else 'without'} integrated gradients: "
-            f"{out[key]} s")
+        times[key].append(round(time.perf_counter() - t0, 2))
+        say(f"faithfulness --n {n} {key} integrated gradients: {times[key][-1]} s")
+    out["with_ig_s"], out["without_ig_s"] = times["with"][0], round(statistics.mean(times["without"]), 2)
+    out["without_ig_times"] = times["without"]
     out["ratio"] = round(out["with_ig_s"] / out["without_ig_s"], 3)
     out["command"] = f"attnlab faithfulness --model {model} --n {n} [--methods {others}]"
     return out
@@ -113,4 +117,5 @@ def costs_markdown(c: dict) -> list[str]:
             f"| the same, fresh server without the warm start (`--no-warm`) | {w['cold_s']:.2f} | warm server | "
             f"{w['warm_s']:.2f} | {w['cold_s'] / w['warm_s']:.2f}× |",
             f"| `attnlab faithfulness --model {f['model']} --n {f['n']}`, every method | {f['with_ig_s']:.1f} | "
-            f"without integrated gradients (`--methods`) | {f['without_ig_s']:.1f} | {f['ratio']:.2f}× |", ""]
+            f"without integrated gradients (`--methods`; mean of a run before and one after) | "
+            f"{f['without_ig_s']:.1f} | {f['ratio']:.2f}× |", ""]

@@ -17,7 +17,7 @@ def test_costs_table():
                         "same, warm server (median of 5) | 4.39 | 0.90× |")
     assert lines[5].endswith("| 8.91 | warm server | 4.39 | 2.03× |")
     assert lines[6] == ("| `attnlab faithfulness --model lecture-decoder --n 100`, every method | 300.0 | without "
-                        "integrated gradients (`--methods`) | 60.0 | 5.00× |")
+                        "integrated gradients (`--methods`; mean of a run before and one after) | 60.0 | 5.00× |")
 
 
 def test_costs_runs_alone(capsys):
