@@ -32,7 +32,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from attnlab.analysis.embed_path import (
+    PathJob,
     along_path,
+    along_paths,
     baseline_name,
     check_position,
     logit_at,
@@ -93,13 +95,23 @@ def scan(lm, inputs, pos: int, tid: int, interventions=None) -> tuple[np.ndarray
     a = np.linspace(0.0, 1.0, SCAN + 1)
     y = along_path(lm, inputs, pos, tid, torch.tensor(a), interventions, grad=False).y.double().cpu().numpy()
     for _ in range(2):
-        top = np.argsort(-np.abs(np.diff(y)))[:REFINE]
-        new = np.concatenate([np.linspace(a[k], a[k + 1], SCAN_SUB + 1)[1:-1] for k in top])
+        new = refine_points(a, y)
         y_new = along_path(lm, inputs, pos, tid, torch.tensor(new), interventions, grad=False).y.double().cpu().numpy()
-        a, y = np.concatenate([a, new]), np.concatenate([y, y_new])
-        order = np.argsort(a)
-        a, y = a[order], y[order]
+        a, y = merge_points(a, y, new, y_new)
     return a, y
+
+
+def refine_points(a: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The new α's of one refinement: the REFINE intervals where y moves most, each cut into SCAN_SUB."""
+    top = np.argsort(-np.abs(np.diff(y)))[:REFINE]
+    return np.concatenate([np.linspace(a[k], a[k + 1], SCAN_SUB + 1)[1:-1] for k in top])
+
+
+def merge_points(a, y, new, y_new) -> tuple[np.ndarray, np.ndarray]:
+    """(α, y) and the new points, sorted by α."""
+    a, y = np.concatenate([a, new]), np.concatenate([y, y_new])
+    order = np.argsort(a)
+    return a[order], y[order]
 
 
 def panels(a: np.ndarray, y: np.ndarray, n_panels: int) -> np.ndarray:
@@ -150,11 +162,19 @@ def ig_refusal(lm, t: int) -> str | None:
 
 
 def _integrate(lm, inputs, pos: int, tid: int, bounds: np.ndarray, interventions) -> Attribution:
+    alphas, w = _ig_nodes(bounds)  # [steps + 2]: the nodes, the input, the baseline (which give y alone)
+    steps = len(alphas) - 2
+    return _ig_result(lm, inputs, along_path(lm, inputs, pos, tid, alphas, interventions, weights=w), steps)
+
+
+def _ig_nodes(bounds: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """(α [steps + 2], w [steps + 2]): the quadrature's nodes, then the input and the baseline (weights 0)."""
     nodes, weights = quadrature(bounds, PER_PANEL)
-    steps = len(nodes)
-    alphas = torch.tensor(np.concatenate([nodes, [1.0, 0.0]]))  # [steps + 2]: the nodes, the input, the baseline
-    w = torch.tensor(np.concatenate([weights, [0.0, 0.0]]))  # the input and baseline rows give y alone
-    p = along_path(lm, inputs, pos, tid, alphas, interventions, weights=w)
+    return torch.tensor(np.concatenate([nodes, [1.0, 0.0]])), torch.tensor(np.concatenate([weights, [0.0, 0.0]]))
+
+
+def _ig_result(lm, inputs, p, steps: int) -> Attribution:
+    """The Attribution of one integration's path (rows: `steps` nodes, the input, the baseline)."""
     per = {n: per_token((e - p.bases[n]).double() * p.grads[n])[0] for n, e in p.embeds.items()}  # ∫₀¹ ∇y dα
     target, source = token_rows(lm, per)
     y_x, y_b = float(p.y[steps]), float(p.y[steps + 1])
@@ -162,6 +182,41 @@ def _integrate(lm, inputs, pos: int, tid: int, bounds: np.ndarray, interventions
                      baseline=baseline_name(lm, inputs))
     ig.completeness_error = abs(ig.total - (y_x - y_b)) / max(abs(y_x - y_b), 1e-12)
     return ig
+
+
+def integrated_gradients_many(lm, jobs: list[tuple], steps: int | None = None) -> list[Attribution]:
+    """integrated_gradients for many (inputs, position, target_id) at once, equal to one call each (to float
+    rounding): the same scan, panels and doubling, every input's rows of each stage in shared passes
+    (embed_path.along_paths). A target_id None is the predicted token, as there."""
+    if steps is not None and (not PER_PANEL <= steps <= MAX_STEPS or steps % PER_PANEL):
+        raise InputError(f"integrated gradients takes a multiple of {PER_PANEL} steps from {PER_PANEL} to "
+                         f"{MAX_STEPS}, not {steps}")
+    jobs = [(inp, check_position(lm, inp, p), t) for inp, p, t in jobs]
+    one = torch.ones(1, dtype=torch.float64)
+    tids = [t if t is not None else along_path(lm, inp, p, None, one, grad=False).target_id for inp, p, t in jobs]
+
+    def ys(alphas: list[np.ndarray], which: list[int]) -> list[np.ndarray]:
+        got = along_paths(lm, [PathJob(jobs[i][0], jobs[i][1], tids[i], torch.tensor(alphas[k]))
+                               for k, i in enumerate(which)], grad=False)
+        return [p.y.numpy() for p in got]
+
+    every = list(range(len(jobs)))
+    a = [np.linspace(0.0, 1.0, SCAN + 1) for _ in jobs]
+    y = ys(a, every)
+    for _ in range(2):  # scan(): the same two refinements
+        new = [refine_points(a[i], y[i]) for i in every]
+        pts = [merge_points(a[i], y[i], new[i], yn) for i, yn in zip(every, ys(new, every))]
+        a, y = [p[0] for p in pts], [p[1] for p in pts]
+    n, out, left = {i: steps or STEPS for i in every}, {}, every
+    while left:
+        nodes = {i: _ig_nodes(panels(a[i], y[i], n[i] // PER_PANEL)) for i in left}
+        paths = along_paths(lm, [PathJob(jobs[i][0], jobs[i][1], tids[i], *nodes[i]) for i in left])
+        for i, p in zip(left, paths):
+            out[i] = _ig_result(lm, jobs[i][0], p, n[i])
+        left = [i for i in left if steps is None and out[i].completeness_error > TOLERANCE and 2 * n[i] <= MAX_STEPS]
+        for i in left:
+            n[i] *= 2
+    return [out[i] for i in every]
 
 
 # -- attention × gradient --------------------------------------------------------------------------------

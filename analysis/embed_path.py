@@ -77,6 +77,16 @@ def baseline_ids(lm, inputs) -> dict[str, torch.Tensor | None]:
     return {"hook_embed": base(inputs.ids[:1], lm.tokenizer)}
 
 
+def baseline_embedding(lm, e: torch.Tensor, ids: torch.Tensor | None, emb: torch.nn.Module) -> torch.Tensor:
+    """b [1, ...] for the input embedding e [1, ...]: a ViT's [CLS] kept and every patch zero; the zero embedding
+    (ids None); else the baseline ids' token embeddings, scaled as hook_embed is (Gemma's √d_model)."""
+    if lm.reads_image:
+        return torch.cat([e[:, :1], torch.zeros_like(e[:, 1:])], dim=1)
+    if ids is None:
+        return torch.zeros_like(e)
+    return (emb.tok.weight[ids.to(e.device)] * getattr(emb, "scale", 1.0)).detach().to(e.dtype)
+
+
 def baseline_name(lm, inputs) -> str:
     """The baseline in words, as shown beside integrated gradients."""
     if lm.reads_image:
@@ -116,13 +126,7 @@ def _pass(lm, inputs, pos: int, target_id: int | None, alphas: torch.Tensor, int
 
     def path(x: torch.Tensor, name: str) -> torch.Tensor:
         e = x.detach()[:1]  # [1, ...]: every row of the expanded batch holds the same embedding
-        ids, emb = base_ids[name], mods[name]
-        if lm.reads_image:
-            b = torch.cat([e[:, :1], torch.zeros_like(e[:, 1:])], dim=1)  # [CLS] kept, every patch zero
-        elif ids is None:
-            b = torch.zeros_like(e)
-        else:  # the [PAD] rows, scaled as hook_embed is (Gemma's √d_model)
-            b = (emb.tok.weight[ids.to(e.device)] * getattr(emb, "scale", 1.0)).detach().to(e.dtype)
+        b = baseline_embedding(lm, e, base_ids[name], mods[name])
         embeds[name], bases[name] = e, b
         a = alphas.to(e.device, e.dtype).view(-1, *([1] * (x.dim() - 1)))  # [R, 1, ...]
         leaves[name] = (b + a * (e - b)).requires_grad_(grad)  # [R, ...]
@@ -162,3 +166,102 @@ def token_rows(lm, per: dict[str, torch.Tensor]) -> tuple[np.ndarray, np.ndarray
     if lm.arch == "encdec":
         return as_np["decoder.hook_embed"], as_np["encoder.hook_embed"]
     return as_np["hook_embed"], None
+
+
+# -- many inputs' paths in shared passes ------------------------------------------------------------------
+@dataclass
+class PathJob:
+    """One input's rows: the logit `target_id` at `position` at embeddings b + α_r (e − b), weights w_r."""
+
+    inputs: object  # model.inputs.Inputs of one text [1, T]
+    position: int
+    target_id: int
+    alphas: torch.Tensor  # [R] float64
+    weights: torch.Tensor | None = None  # [R]; None: y alone (no gradient wanted from these rows)
+
+
+def _shape_key(lm, inputs) -> tuple:
+    """Jobs that may share a pass: a decoder's any (padded on the right, which no earlier position sees), any
+    other model's only at the same lengths."""
+    if lm.arch == "decoder" and inputs.type_ids is None and inputs.attention_mask is None:
+        return ()
+    src = None if inputs.src_ids is None else inputs.src_ids.shape[1]
+    return inputs.ids.shape[1], src, None if inputs.pixels is None else tuple(inputs.pixels.shape)
+
+
+def along_paths(lm, jobs: list[PathJob], grad: bool = True, interventions=None) -> list[EmbedPath]:
+    """along_path for many inputs at once: every job's rows packed into passes of at most rows_per_pass rows
+    (decoders' inputs padded to the pass's longest), each job's y [R] and Σ_r w_r ∂y_r/∂z_r as along_path gives."""
+    if jobs and not has_embed_hook(lm):
+        raise InputError(f"{lm.name} has no hook_embed point: integrated gradients needs a converted model")
+    pos = [check_position(lm, j.inputs, j.position) for j in jobs]
+    rows = sorted(((_shape_key(lm, j.inputs), j.inputs.ids.shape[1], i, r) for i, j in enumerate(jobs)
+                   for r in range(len(j.alphas))), key=lambda x: (x[0], x[1], x[2], x[3]))
+    ys = [torch.zeros(len(j.alphas), dtype=torch.float64) for j in jobs]
+    out = [EmbedPath({}, {}, {} if grad else None, ys[i], j.target_id, pos[i]) for i, j in enumerate(jobs)]
+    start = 0
+    while start < len(rows):
+        key, stop = rows[start][0], start + 1
+        while stop < len(rows) and rows[stop][0] == key and stop - start < rows_per_pass(lm, rows[stop][1], grad):
+            stop += 1  # rows sorted by length: the last row added is the longest, and sets the pass's size
+        _shared_pass(lm, jobs, pos, [(i, r) for *_, i, r in rows[start:stop]], grad, interventions, out)
+        give_back()
+        start = stop
+    return out
+
+
+def _shared_pass(lm, jobs, pos, rows, grad, interventions, out) -> None:
+    """One forward (and backward) over `rows` [(job, row)]; fills out[job].y, embeds, bases and grads."""
+    t = max(jobs[i].inputs.ids.shape[1] for i, _ in rows)
+    first = jobs[rows[0][0]].inputs
+    ids = torch.zeros(len(rows), t, dtype=torch.long)  # [R, T]: each row its input, padded on the right
+    for k, (i, _) in enumerate(rows):
+        ids[k, :jobs[i].inputs.ids.shape[1]] = jobs[i].inputs.ids[0]
+
+    def same(x):  # every job of the pass has the same one (_shape_key)
+        return None if x is None else x[:1].expand(len(rows), *x.shape[1:])
+
+    batch = type(first)(ids, [], same(first.src_ids), first.src_tokens, same(first.type_ids),
+                        pixels=same(first.pixels))
+    alphas = torch.tensor([float(jobs[i].alphas[r]) for i, r in rows], dtype=torch.float64)
+    mods, leaves = embed_modules(lm), {}
+
+    def path(x: torch.Tensor, name: str) -> torch.Tensor:
+        e = x.detach()  # [R, T, ...]: each row its own input's embedding
+        b = e.clone()  # padding keeps its embedding on every row
+        for i in dict.fromkeys(i for i, _ in rows):
+            ks = [k for k, (j, _) in enumerate(rows) if j == i]
+            n = e.shape[1] if name == "encoder.hook_embed" or lm.reads_image else jobs[i].inputs.ids.shape[1]
+            one = e[ks[0]:ks[0] + 1, :n]  # [1, n, ...]
+            base = baseline_ids(lm, jobs[i].inputs)[name]
+            bi = baseline_embedding(lm, one, base, mods[name])
+            b[ks, :n] = bi
+            out[i].embeds[name], out[i].bases[name] = one, bi
+        a = alphas.to(e.device, e.dtype).view(-1, *([1] * (x.dim() - 1)))  # [R, 1, ...]
+        leaves[name] = (b + a * (e - b)).requires_grad_(grad)
+        return leaves[name]
+
+    was_training = lm.model.training
+    lm.model.eval()
+    try:
+        fwd = lm.forward(batch, interventions={**(interventions or {}), **{name: path for name in mods}},
+                         records=False, grad=grad)
+        logits = fwd.logits if lm.reads_image else fwd.logits[torch.arange(len(rows)), [pos[i] for i, _ in rows]]
+        y = logits[torch.arange(len(rows)), [jobs[i].target_id for i, _ in rows]]  # [R]
+        got = torch.autograd.grad(y.sum(), list(leaves.values()), allow_unused=True) if grad else ()
+        y = y.detach()
+    finally:
+        lm.model.train(was_training)
+    for k, (i, r) in enumerate(rows):
+        out[i].y[r] = float(y[k])
+    for name, g in zip(leaves, got):
+        for i in dict.fromkeys(i for i, _ in rows):
+            ks = [k for k, (j, _) in enumerate(rows) if j == i]
+            w = jobs[i].weights
+            if w is None:
+                continue
+            n = out[i].embeds[name].shape[1]
+            wk = torch.tensor([float(w[r]) for j, r in rows if j == i], dtype=torch.float64)
+            part = _weighted(leaves[name][ks, :n], None if g is None else g[ks, :n], wk)  # [1, n, ...]
+            prev = out[i].grads.get(name)
+            out[i].grads[name] = part if prev is None else prev + part

@@ -21,7 +21,8 @@ Methods (A_l [H, q, k] the self-attention of layer l; C_l the cross-attention; m
   relevance   analysis.relevance.gradient_relevance for the correct answer's logit (encdec: source_row)
   input_x_gradient, integrated_gradients, attention_x_gradient   analysis.attributions for the same logit
               (encdec: source_row); the report's "integrated_gradients" gives the baseline, and each example's
-              steps and completeness error.
+              steps and completeness error. Without interventions every example's integrated gradients run
+              together (attributions.integrated_gradients_many: the same numbers, passes shared by examples).
 top1 = hits / n, n = examples the method scored.
 
 Head ablation: for every attention site and head, that head's pattern is zeroed
@@ -40,7 +41,12 @@ from random import Random
 import numpy as np
 import torch
 from attnlab.analysis.ablation import ablation_deltas
-from attnlab.analysis.attributions import attention_x_gradient, input_x_gradient, integrated_gradients
+from attnlab.analysis.attributions import (
+    attention_x_gradient,
+    input_x_gradient,
+    integrated_gradients,
+    integrated_gradients_many,
+)
 from attnlab.analysis.flow import MAX_TOKENS, attention_flow
 from attnlab.analysis.head_runs import collect_patterns
 from attnlab.analysis.relevance import attention_sites, gradient_relevance
@@ -52,6 +58,7 @@ METHODS = ("last_layer", "head_mean", "rollout", "flow", "relevance", "input_x_g
            "attention_x_gradient")
 GRADIENT_METHODS = {"input_x_gradient": input_x_gradient, "integrated_gradients": integrated_gradients,
                     "attention_x_gradient": attention_x_gradient}  # analysis.attributions
+IG = "integrated_gradients"
 MAX_EXAMPLES = 5000
 EXAMPLES = {"decoder": decoder_examples, "encoder": encoder_examples, "encdec": encdec_examples}
 
@@ -243,15 +250,20 @@ def faithfulness(lm, n: int = 100, seed: int = 0, *, examples: list[Example] | N
     jobs = head_jobs(lm)
     deltas = np.zeros(len(jobs))
     probs, correct, ig = [], [], []
+    batched = IG in methods and interventions is None  # every case's integrated gradients in shared passes
+    igs = iter(integrated_gradients_many(lm, [(c.inputs, c.query, c.answer_id) for c in cases])) if batched else None
     for case in cases:
         task = tasks.setdefault(case.example.task if case.example is not None else "", {m: [] for m in methods})
-        details = {}
-        for m, s in method_scores(lm, case, methods, interventions, details).items():
+        details = {IG: next(igs)} if batched else {}
+        scores = method_scores(lm, case, [m for m in methods if not (batched and m == IG)], interventions, details)
+        if batched:
+            scores[IG] = details[IG].source_row if lm.arch == "encdec" else details[IG].row
+        for m, s in scores.items():
             hit = top1(s, case.candidates) in case.sources
             hits[m].append(hit)
             task[m].append(hit)
-        if "integrated_gradients" in details:
-            ig.append(details["integrated_gradients"])
+        if IG in details:
+            ig.append(details[IG])
         p, ok = answer_probability(lm, case)
         probs.append(p)
         correct.append(ok)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from attnlab.analysis.longinput import exact_window
 from attnlab.analysis.longinput import overview as pooled_overview
+from attnlab.model.budget import plan
 from attnlab.model.captured import CapturedRun
 from attnlab.model.record import AttentionRecord
 
@@ -58,8 +59,12 @@ class Window:
 # -- pure ------------------------------------------------------------------------------------------------
 def run_capture(lm, text: str, backend: str = BACKEND) -> CapturedRun:
     """Tokenize and run `text` once with capture (the caller holds the inference lock). Raises InputError
-    for an empty text or one longer than the model's context."""
-    return lm.run(inputs=lm.encode_reading(text), backend=backend, top_k=0)
+    for an empty text, one longer than the model's context, or one whose run passes the memory budget."""
+    inputs = lm.encode_reading(text)
+    n = max(inputs.ids.shape[1], 0 if inputs.src_ids is None else inputs.src_ids.shape[1])
+    plan(lm.name, lm.cfg, n, dtype=lm.dtype, backend=backend, reads="pooled", context=lm.context, device=lm.device,
+         where="on the Long inputs page on this server")
+    return lm.run(inputs=inputs, backend=backend, top_k=0)
 
 
 def text_records(cap: CapturedRun) -> list[AttentionRecord]:

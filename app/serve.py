@@ -23,7 +23,8 @@ def config_flags() -> list[str]:
     return flags
 
 
-def streamlit_command(host: str, port: int, entry=ENTRY, extra: tuple[str, ...] = ()) -> list[str]:
-    """The command line that serves `entry` (default the app) on host:port with CONFIG's settings."""
-    return [sys.executable, "-m", "streamlit", "run", str(entry), *config_flags(),
+def streamlit_command(host: str, port: int, entry=ENTRY, extra: tuple[str, ...] = (), warm: bool = False) -> list[str]:
+    """The command line that serves `entry` (default the app) on host:port with CONFIG's settings; `warm`:
+    through app/warm.py, which visits the opening page's presets in the background as the server starts."""
+    return [sys.executable, "-m", "attnlab.app.warm" if warm else "streamlit", "run", str(entry), *config_flags(),
             "--server.address", host, "--server.port", str(port), *extra]

@@ -7,6 +7,8 @@
   faster with more threads); a model under SMALL_MODEL parameters runs on one torch thread (`cpu_threads`).
   A request waits at most BUSY_WAIT_S for the lock, then fails with BusyError ("busy, retry") instead of
   hanging the page.
+* A memory budget (model.budget, from `attnlab app --max-memory/--max-tokens`: ATTNLAB_MAX_MEMORY /
+  ATTNLAB_MAX_TOKENS): every entry point over a text asks it first (`guard`), and each forward pass checks too.
 * Everything else: `st.cache_data(max_entries=...)` over a function of analysis or the model layer, keyed by
   model name, text and settings; results are picklable numpy data (records hold numpy arrays), never tensors.
   `on_model` and `on_text` make such an entry point; the numbers come from the function they wrap.
@@ -53,6 +55,7 @@ from attnlab.analysis.benchmarks import DEFAULT_PATH, read_benchmarks
 from attnlab.analysis.circuit import find as circuit_
 from attnlab.analysis.relevance import gradient_relevance
 from attnlab.app import longinput, token_strip
+from attnlab.model import budget
 from attnlab.model.device import cuda_available, dtype_name, resolve
 from attnlab.model.dispatch import parse_max_memory
 from attnlab.model.lecture.shapes import shape_images
@@ -61,6 +64,7 @@ from attnlab.model.registry import bundled_card, load, model_roots
 
 from attnlab.data import data_folder
 
+budget.set_budget(budget.from_env())  # `attnlab app --max-memory/--max-tokens`: ATTNLAB_MAX_MEMORY/_TOKENS
 BUSY_WAIT_S = float(os.environ.get("ATTNLAB_BUSY_WAIT_S", "20"))
 BENCH_FILE = data_folder("docs") / Path(DEFAULT_PATH).name  # the latest `attnlab bench` JSON
 
@@ -126,12 +130,12 @@ def can_switch_device() -> bool:
 
 
 def placement_settings() -> dict:
-    """load()'s device_map, max_memory and offload_folder from ATTNLAB_DEVICE_MAP / ATTNLAB_MAX_MEMORY /
-    ATTNLAB_OFFLOAD_FOLDER (set by `attnlab app --device-map/--max-memory/--offload-folder`); empty without."""
+    """load()'s device_map, max_memory and offload_folder from ATTNLAB_DEVICE_MAP / ATTNLAB_DEVICE_MEMORY /
+    ATTNLAB_OFFLOAD_FOLDER (set by `attnlab app --device-map/--device-memory/--offload-folder`); empty without."""
     device_map = os.environ.get("ATTNLAB_DEVICE_MAP")
     if not device_map:
         return {}
-    return {"device_map": device_map, "max_memory": parse_max_memory(os.environ.get("ATTNLAB_MAX_MEMORY")),
+    return {"device_map": device_map, "max_memory": parse_max_memory(os.environ.get("ATTNLAB_DEVICE_MEMORY")),
             "offload_folder": os.environ.get("ATTNLAB_OFFLOAD_FOLDER") or None}
 
 
@@ -145,6 +149,17 @@ def model(name: str) -> LoadedModel:
     """The shared LoadedModel for a name or folder on this session's device and dtype (read-only: never
     train or move it)."""
     return _load(name.strip(), *run_settings())
+
+
+def guard(lm: LoadedModel, inputs, reads: str, args: tuple, backend_arg: int | None = None) -> tuple:
+    """`args` with the backend the budget allows (model.budget.plan), or InputError in one line."""
+    n = max(inputs.ids.shape[1], 0 if inputs.src_ids is None else inputs.src_ids.shape[1])
+    backend = args[backend_arg] if backend_arg is not None and len(args) > backend_arg else "eager"
+    routed = budget.plan(lm.name, lm.cfg, n, dtype=lm.dtype, backend=backend, reads=reads, context=lm.context,
+                         device=lm.device, route=backend_arg is not None)
+    if routed == backend:
+        return args
+    return (*args[:backend_arg], routed, *args[backend_arg + 1:])
 
 
 # -- the one pattern of a cached entry point ---------------------------------------------------------
@@ -172,12 +187,20 @@ def on_model(fn: Callable, entries: int = 16, spinner: str | bool = False):
     return _cached(call, fn, entries, spinner)
 
 
-def on_text(fn: Callable, entries: int = 16, spinner: str | bool = False):
-    """Cached `(model name, text, source text, *args) -> fn(lm, lm.encode(text, source), *args)`, under the lock."""
+def on_text(fn: Callable, entries: int = 16, spinner: str | bool = False, reads: str = "patterns",
+            backend_arg: int | None = None):
+    """Cached `(model name, text, source text, *args) -> fn(lm, lm.encode(text, source), *args)`, under the lock.
+
+    Before it runs, the server's memory budget (model.budget.plan) is asked whether a run that `reads` (every
+    pattern, by default: what a page reading a capture holds) fits: a run that does not is refused in one line
+    naming the most tokens that would fit. `backend_arg`: the position in *args of a backend that may be routed
+    from eager to sdpa (lazy records) when only that fits."""
     def call(run: tuple[str, str], name: str, text: str, src: str | None = None, *args, **kw):
         lm = _load(name.strip(), *run)
         with inference(), cpu_threads(lm):  # tokenizing takes the lock too
-            return fn(lm, lm.encode(text, src), *args, **kw)
+            inputs = lm.encode(text, src)
+            args = guard(lm, inputs, reads, args, backend_arg)
+            return fn(lm, inputs, *args, **kw)
 
     return _cached(call, fn, entries, spinner)
 
@@ -187,12 +210,14 @@ model_info = on_model(LoadedModel.describe)
 token_id = on_model(LoadedModel.single_token_id, entries=64)
 model_card = st.cache_data(max_entries=16, show_spinner=False)(bundled_card)
 first_tokens = on_model(LoadedModel.first_tokens, entries=8)  # (name, text, source, limit) -> the start that fits
-capture = on_text(LoadedModel.capture, entries=48)  # (name, text, src, backend, mask) -> CapturedRun
+# (name, text, src, backend, mask) -> CapturedRun; eager routed to sdpa when only lazy records fit the budget
+capture = on_text(LoadedModel.capture, entries=48, backend_arg=0)
 
 
 # -- attribution and heads ---------------------------------------------------------------------------
-relevance = on_text(gradient_relevance, entries=32)  # (name, text, src, position, target_id)
-attribution = on_text(attributions_.attribute, entries=48)  # (name, text, src, method, position, target_id)
+relevance = on_text(gradient_relevance, entries=32, reads="grad")  # (name, text, src, position, target_id)
+# (name, text, src, method, position, target_id)
+attribution = on_text(attributions_.attribute, entries=48, reads="grad")
 head_table = on_text(head_runs.head_table)  # (name, text, src, backend) -> (DataFrame, period)
 ablate = on_text(ablation.ablate_head, entries=64)  # (name, text, src, site, head, position, target_id, backend)
 ablation_sweep = on_text(ablation.head_sweep)  # (name, text, src, position, target_id, backend)

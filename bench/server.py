@@ -39,15 +39,16 @@ def healthy(url: str) -> bool:
 
 @contextmanager
 def streamlit_server(log_path: Path, extra_args: tuple[str, ...] = (), timeout: float = 60.0, attempts: int = 3,
-                     entry: Path = ENTRY):
-    """Yield {"url", "pid", "startup_s", "log"} of a headless server running `entry` (default the app); SIGTERM
-    it (then SIGKILL) at the end."""
-    env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false", "PYTHONUNBUFFERED": "1"}
+                     entry: Path = ENTRY, warm: bool = False, env: dict | None = None):
+    """Yield {"url", "pid", "startup_s", "log"} of a headless server running `entry` (default the app; `warm`: with
+    the warm start of `attnlab app`, app/warm.py; `env`: added to the environment); SIGTERM it (then SIGKILL) at
+    the end."""
+    env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false", "PYTHONUNBUFFERED": "1", **(env or {})}
     last = ""
     for _ in range(attempts):  # the free port may be taken before streamlit binds it
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        cmd = streamlit_command("127.0.0.1", port, entry, extra_args)
+        cmd = streamlit_command("127.0.0.1", port, entry, extra_args, warm)
         log = open(log_path, "w")  # noqa: SIM115 — closed in finally
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

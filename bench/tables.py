@@ -132,10 +132,13 @@ def real_size_lines(out: dict) -> list[str]:
 
 
 def markdown(out: dict) -> str:
+    from attnlab.bench.costs import COSTS, costs_markdown
+
     """The results as markdown tables (what `attnlab bench` prints and docs/benchmarks.md keeps)."""
     if Top.MODELS not in out:  # only the browser sections (a file written by --browser / --class alone)
         lines = browser_markdown(out[Top.BROWSER]) if out.get(Top.BROWSER) else []
         lines += class_markdown(out[Top.CLASS]) if out.get(Top.CLASS) else []
+        lines += costs_markdown(out[COSTS]) if out.get(COSTS) else []
         lines += ws_class_markdown(out[Top.CLASS_WS]) if out.get(Top.CLASS_WS) else []
         return "\n".join(lines + real_size_lines(out)) + "\n"
     m = out["machine"]
@@ -221,6 +224,8 @@ def markdown(out: dict) -> str:
     if out.get(Top.CLASS_WS):
         lines += ws_class_markdown(out[Top.CLASS_WS])
     lines += real_size_lines(out)
+    if out.get(COSTS):
+        lines += costs_markdown(out[COSTS])
     lines += ["Targets:", "", "| target | limit | measured | result | note |", "|---|---|---|---|---|"]
     for t in out.get("targets", []):
         res = {True: "PASS", False: "MISS", None: "not measured"}[t["passed"]]

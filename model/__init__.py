@@ -13,6 +13,10 @@ from attnlab.model.record import AttentionRecord
 from attnlab.model.registry import load
 from attnlab.model.transformer import Decoder, Encoder, EncoderDecoder, build_model
 
+# isort: split
+# after the loaders: model.budget reads model.memory, and adds the memory check of every forward pass
+from attnlab.model import budget  # noqa: F401
+
 __all__ = [
     "ActivationCache", "AttentionRecord", "CapturedRun", "Decoder", "Encoder", "EncoderDecoder", "Forward",
     "InputError", "Inputs", "KVCache", "LoadedModel", "MaskSpec", "ModelConfig", "build_model", "capture", "generate",

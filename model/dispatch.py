@@ -1,7 +1,7 @@
 """A model spread over devices, CPU memory and disk: `device_map` through accelerate's dispatch.
 
 `Placement` is what `al.load(..., device_map="auto", max_memory={...}, offload_folder=DIR)`, the CLI's
-`--device-map/--max-memory/--offload-folder` and `attnlab app --device-map` ask for. Our converted model is
+`--device-map/--device-memory/--offload-folder` and `attnlab app --device-map` ask for. Our converted model is
 split at its blocks (a block never straddles two devices) and dispatched with `accelerate.dispatch_model`:
 each block runs where its weights are, weights offloaded to disk are read in for their block's forward, and
 the outputs come back to the device the inputs came from. A transformers view passes the same placement to
@@ -43,7 +43,7 @@ def placement(device_map=None, max_memory: dict | None = None, offload_folder: s
     """A Placement, or None when no device_map is asked (max_memory / offload_folder alone are refused)."""
     if device_map is None:
         if max_memory or offload_folder:
-            raise InputError("--max-memory and --offload-folder need --device-map (e.g. --device-map auto)")
+            raise InputError("--device-memory and --offload-folder need --device-map (e.g. --device-map auto)")
         return None
     return Placement(device_map, max_memory, str(offload_folder) if offload_folder else None)
 
@@ -57,7 +57,7 @@ def parse_max_memory(text: str | None) -> dict | None:
         key, sep, value = part.partition("=")
         key, value = key.strip(), value.strip()
         if not sep or not key or not value:
-            raise InputError(f"--max-memory takes DEVICE=SIZE pairs separated by commas (0=20GiB,cpu=60GiB), "
+            raise InputError(f"--device-memory takes DEVICE=SIZE pairs separated by commas (0=20GiB,cpu=60GiB), "
                              f"not {part.strip()!r}")
         out[int(key) if key.isdigit() else key] = value
     return out
@@ -81,9 +81,9 @@ def dispatch(model: torch.nn.Module, where: Placement) -> torch.nn.Module:
         device_map = infer_auto_device_map(model, max_memory=max_memory, no_split_module_classes=NO_SPLIT,
                                            dtype=dtype)
     if device_map.get("") == "disk":
-        raise InputError("--max-memory leaves no room for even the embeddings in memory; raise it")
+        raise InputError("--device-memory leaves no room for even the embeddings in memory; raise it")
     if "disk" in device_map.values() and not where.offload_folder:
-        raise InputError("the model does not fit in --max-memory; give --offload-folder DIR for the rest (disk)")
+        raise InputError("the model does not fit in --device-memory; give --offload-folder DIR for the rest (disk)")
     dispatch_model(model, device_map, offload_dir=where.offload_folder)
     model.hf_device_map = dict(device_map)
     return model

@@ -34,8 +34,12 @@ from attnlab.model.transformer import Decoder, Encoder, EncoderDecoder, ViT
 ARCH_NAMES = {"decoder": "decoder", "encoder": "encoder", "encdec": "encoder–decoder", "vit": "vision transformer"}
 MASK_CHOICES = ("default", "causal", "bidirectional", "sliding_window", "prefix_lm", "padding")
 TOP_K = 5  # predictions kept per position in a CapturedRun
+TOP_ROWS = 256  # positions whose softmax over the vocabulary is computed at once
 
 Tokenizer = ByteTokenizer | HFTokenizer
+# called as check(lm, inputs, backend, grad=, patterns=) before every forward pass; model.budget adds its memory
+# check when attnlab.model is imported (it reads model.memory, which imports the loaders, which import this module)
+BEFORE_FORWARD: list = []
 
 
 @dataclass
@@ -229,7 +233,12 @@ class LoadedModel(ModelIO, ImageIO, TransformerLensRuns):
         A 16-bit model's records without interventions keep q and k only and recompute patterns from them
         in float32 (rows sum to 1 within float32, as after a fused run); `as_computed` keeps an eager run's
         16-bit patterns as the kernel computed them (what the invariants check measures). `split_inputs`: each
-        head's q, k and v input and each MLP's input its own hook (hooks.SPLIT_HOOKS; pre-norm decoders)."""
+        head's q, k and v input and each MLP's input its own hook (hooks.SPLIT_HOOKS; pre-norm decoders).
+
+        Every check of BEFORE_FORWARD runs first: model.budget's refuses a pass that would need more memory than
+        this process may use, as an InputError saying what it needs and what would fit."""
+        for check in BEFORE_FORWARD:
+            check(self, inputs, backend, grad=grad, patterns=records or "pattern" in str(names))
         inputs = inputs.to(self.device)
         with torch.set_grad_enabled(grad), hooks.capture(names=names, interventions=interventions,
                                                          records=records, detach=not grad,
@@ -252,9 +261,12 @@ class LoadedModel(ModelIO, ImageIO, TransformerLensRuns):
         top_ids = top_tokens = top_probs = None
         if fwd.logits is not None and top_k:
             # [T, V]; a ViT's classes: one row, the [CLS] prediction ([1, n_classes])
-            probs = torch.softmax((fwd.logits if self.reads_image else fwd.logits[0]).float(), dim=-1)
-            p, i = probs.topk(min(top_k, probs.shape[-1]), dim=-1)  # [T, K]
-            top_ids, top_probs = i.cpu().numpy(), p.cpu().numpy()
+            logits = fwd.logits if self.reads_image else fwd.logits[0]
+            k = min(top_k, logits.shape[-1])
+            # [T, K], TOP_ROWS rows at a time: the float32 softmax of a long text's [T, V] is never held whole
+            best = [torch.softmax(rows.float(), dim=-1).topk(k, dim=-1) for rows in logits.split(TOP_ROWS)]
+            top_ids = torch.cat([b.indices for b in best]).cpu().numpy()
+            top_probs = torch.cat([b.values for b in best]).cpu().numpy()
             top_tokens = [[self.label(j) for j in row] for row in top_ids.tolist()]
         records = {s: fwd.capture[s] for s in fwd.capture.sites}
         src_ids = None if inp.src_ids is None else inp.src_ids[0].tolist()

@@ -24,24 +24,47 @@ def add_parser(sub) -> None:
     p.add_argument("--tour", default=None, metavar="FILE",
                    help="open the Lecture tour on this tour file (JSON, saved from the tour page) instead of the "
                         "built-in one")
+    p.add_argument("--max-memory", default=None, metavar="GB",
+                   help="the most memory (GB, 10⁹ bytes) the server process may hold, models included; a run that "
+                        "would pass it goes a lighter way or is refused in one line (default: half the memory "
+                        "available when the server starts)")
+    p.add_argument("--max-tokens", action="append", default=[], metavar="MODEL=TOKENS",
+                   help="the most tokens one text may have on a model, e.g. smollm2=2048 (repeatable)")
+    p.add_argument("--no-warm", action="store_true",
+                   help="skip the warm start (by default the server loads the default model and computes the "
+                        "opening page's presets in the background before the first visitor)")
     add_device_args(p)
     p.set_defaults(run=run)
+
+
+def budget_env(args) -> dict[str, str]:
+    """ATTNLAB_MAX_MEMORY / ATTNLAB_MAX_TOKENS from --max-memory / --max-tokens, checked (InputError, one line);
+    the default budget is model.budget.server_default() when the server starts."""
+    from attnlab.model import budget
+
+    caps = budget.parse_caps(args.max_tokens)
+    limit = budget.parse_memory(args.max_memory) if args.max_memory is not None else budget.server_default()
+    env = {budget.ENV_TOKENS: ",".join(f"{k}={v}" for k, v in caps.items())}
+    if limit is not None:
+        env[budget.ENV_MEMORY] = f"{limit / budget.GB:.3f}"
+    return env
 
 
 def run(args) -> int:
     """Check the arguments, then replace this process with `streamlit run app/main.py`. The device and dtype
     reach the app as ATTNLAB_DEVICE / ATTNLAB_DTYPE (read by app/state.py), resolved here first so that
-    cuda without a GPU fails now, as one line; --device-map/--max-memory/--offload-folder as ATTNLAB_DEVICE_MAP /
-    ATTNLAB_MAX_MEMORY / ATTNLAB_OFFLOAD_FOLDER; --allow-hub / --no-hub as ATTNLAB_ALLOW_HUB=1 / 0; --tour FILE,
-    checked here, as ATTNLAB_TOUR (read by app/tour/editor.py)."""
+    cuda without a GPU fails now, as one line; --device-map/--device-memory/--offload-folder as ATTNLAB_DEVICE_MAP /
+    ATTNLAB_DEVICE_MEMORY / ATTNLAB_OFFLOAD_FOLDER; --allow-hub / --no-hub as ATTNLAB_ALLOW_HUB=1 / 0; --tour FILE,
+    checked here, as ATTNLAB_TOUR (read by app/tour/editor.py); the memory budget (model.budget) as
+    ATTNLAB_MAX_MEMORY (GB) and ATTNLAB_MAX_TOKENS ("smollm2=2048,…")."""
     if not 0 < args.port < 65536:
         raise UsageError(f"--port must be 1..65535, got {args.port}")
     from attnlab.model.device import dtype_name
 
     device, dtype = run_settings(args)
-    env = os.environ | {"ATTNLAB_DEVICE": device, "ATTNLAB_DTYPE": dtype_name(dtype)}
-    placement_args(args)  # checked now: a wrong --max-memory fails here, as one line
-    for flag, key in (("device_map", "ATTNLAB_DEVICE_MAP"), ("max_memory", "ATTNLAB_MAX_MEMORY"),
+    env = os.environ | {"ATTNLAB_DEVICE": device, "ATTNLAB_DTYPE": dtype_name(dtype)} | budget_env(args)
+    placement_args(args)  # checked now: a wrong --device-memory fails here, as one line
+    for flag, key in (("device_map", "ATTNLAB_DEVICE_MAP"), ("device_memory", "ATTNLAB_DEVICE_MEMORY"),
                       ("offload_folder", "ATTNLAB_OFFLOAD_FOLDER")):
         if getattr(args, flag):
             env[key] = getattr(args, flag)
@@ -59,5 +82,5 @@ def run(args) -> int:
         env["ATTNLAB_TOUR"] = str(Path(args.tour).resolve())
     from attnlab.app.serve import streamlit_command
 
-    os.execve(sys.executable, streamlit_command(args.host, args.port), env)
+    os.execve(sys.executable, streamlit_command(args.host, args.port, warm=not args.no_warm), env)
     return 0

@@ -6,6 +6,7 @@ the payload of each app page, against the issue's targets. Prints a table; write
     attnlab bench --browser --smollm2 [--repeats N]        chromium: smollm2 beside lecture-decoder, first charts only
     attnlab bench --browser --navigation [--quick]         chromium: sidebar click → first chart, every page, alone
     attnlab bench --class [--sessions N] [--seconds S]      N browser sessions at once for S seconds (bench.classload)
+    attnlab bench --costs [--repeats N]                    warm-start and faithfulness ratios (bench.costs)
     attnlab bench --device cuda [--lengths 1024,…,32768] [--json] [--out FILE] [--docs FILE]   (bench.cuda)
     attnlab bench --real-size [--shapes llama-3.2-1b,qwen2.5-3b] [--checkpoints DIR] [--out FILE] [--docs FILE]
                                                             ours beside transformers at real sizes (bench.real_size)
@@ -56,6 +57,10 @@ def add_parser(sub) -> None:
     p.add_argument("--navigation", action="store_true",
                    help="with --browser: only the in-app navigation (sidebar click → first chart, every page, first "
                         "visit and revisit), merged into the browser section of --out")
+    p.add_argument("--costs", action="store_true",
+                   help="measure the class server's two ratios (bench.costs): Explore's first chart on a fresh "
+                        "server with the warm start over a warm server's (chromium), and `attnlab faithfulness --n "
+                        "100` with every method over it without integrated gradients; merged into --out as `costs`")
     p.add_argument("--class", dest="class_load", action="store_true",
                    help="a class at once: --sessions sessions for --seconds; adds a `class_load_ws` run (websocket "
                         "clients) or, with --clients browser, the `class_load` section (chromium contexts)")
@@ -93,7 +98,9 @@ def run(args) -> int:
         return render(args)
     if args.real_size:
         return run_real_size(args)
-    if args.browser or args.class_load:
+    if args.costs and (args.browser or args.class_load):
+        raise UsageError("--costs runs alone (not with --browser or --class)")
+    if args.browser or args.class_load or args.costs:
         return run_browser_section(args)
     device, dtype = run_settings(args)  # cuda without a GPU: exit 2, one line
     if device == "cuda":
@@ -142,7 +149,7 @@ def run(args) -> int:
 
 
 def run_browser_section(args) -> int:
-    """--browser / --class: measure in chromium, then merge the section into --out and re-render --docs."""
+    """--browser / --class / --costs: measure, then merge the section into --out and re-render --docs."""
     from attnlab.analysis.benchmarks import DEFAULT_PATH, Browser, Top
     from attnlab.bench.machine import machine_info
     from attnlab.bench.report import DOCS, write_docs
@@ -177,6 +184,10 @@ def run_browser_section(args) -> int:
         else:
             out[Top.BROWSER] = run_browser(quick=args.quick, repeats=args.repeats, progress=say) | {
                 "machine": machine_info()}
+    if args.costs:
+        from attnlab.bench.costs import COSTS, measure_costs
+
+        out[COSTS] = measure_costs(args.repeats, progress=say) | {"machine": machine_info()}
     if args.class_load and args.clients == "browser":
         from attnlab.bench.classload import run_class
 

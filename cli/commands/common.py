@@ -25,20 +25,20 @@ def add_device_args(p) -> None:
     p.add_argument("--device-map", default=None, metavar="MAP",
                    help="spread the model over GPUs, CPU memory and disk (auto, balanced, sequential; accelerate's "
                         "dispatch); --device is then ignored")
-    p.add_argument("--max-memory", default=None, metavar="DEV=SIZE,…",
+    p.add_argument("--device-memory", default=None, metavar="DEV=SIZE,…",
                    help="with --device-map: the most each device may hold, e.g. 0=20GiB,1=20GiB,cpu=60GiB")
     p.add_argument("--offload-folder", default=None, metavar="DIR",
                    help="with --device-map: where weights that fit nowhere else go (disk offload)")
 
 
 def placement_args(args) -> dict:
-    """load()'s device_map, max_memory and offload_folder from --device-map/--max-memory/--offload-folder,
+    """load()'s device_map, max_memory and offload_folder from --device-map/--device-memory/--offload-folder,
     checked (InputError, one line)."""
     from attnlab.model.dispatch import parse_max_memory, placement
 
-    kw = {"device_map": getattr(args, "device_map", None), "max_memory": parse_max_memory(getattr(args, "max_memory", None)),
+    kw = {"device_map": getattr(args, "device_map", None), "max_memory": parse_max_memory(getattr(args, "device_memory", None)),
           "offload_folder": getattr(args, "offload_folder", None)}
-    placement(**kw)  # refuses --max-memory / --offload-folder without --device-map, an unknown map
+    placement(**kw)  # refuses --device-memory / --offload-folder without --device-map, an unknown map
     return kw
 
 

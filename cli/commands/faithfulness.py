@@ -14,6 +14,10 @@ def add_parser(sub) -> None:
     p.add_argument("--n", type=int, default=100, help="number of eval examples (default 100)")
     p.add_argument("--seed", type=int, default=0, help="seed of the example draw (default 0)")
     p.add_argument("--no-ablation", action="store_true", help="skip the head ablation")
+    p.add_argument("--methods", default=None, metavar="A,B,…",
+                   help="score only these methods, comma-separated as the JSON's `methods` keys spell them "
+                        "(default all: last_layer, head_mean, rollout, flow, relevance, input_x_gradient, "
+                        "integrated_gradients, attention_x_gradient)")
     p.add_argument("--image", default=None, metavar="FILE",
                    help="vision models: not scored here (a file has no known object outline); see the message")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -30,6 +34,7 @@ def run(args) -> int:
 
     if not 1 <= args.n <= MAX_EXAMPLES:
         raise InputError(f"--n must be between 1 and {MAX_EXAMPLES}, got {args.n}")
+    methods = parse_methods(args.methods)
     lm = load_model(args.model)
     if args.image is not None:
         from attnlab.cli.errors import UsageError
@@ -43,7 +48,7 @@ def run(args) -> int:
         return _ship(lm, args.model)
     if lm.reads_image:
         return _run_images(lm, args)
-    report = faithfulness(lm, n=args.n, seed=args.seed, ablation=not args.no_ablation)
+    report = faithfulness(lm, n=args.n, seed=args.seed, ablation=not args.no_ablation, methods=methods)
     if args.json:
         print_json(report)
         return 0
@@ -62,6 +67,21 @@ def run(args) -> int:
         for r in top_heads(report, 5):
             print(f"  {r['site']:<32} head {r['head']:<3} {r['delta_p']:+.4f}")
     return 0
+
+
+def parse_methods(text: str | None) -> tuple[str, ...]:
+    """The methods of --methods (every one when None); UsageError, one line, for an unknown or empty list."""
+    from attnlab.analysis.faithfulness import METHODS
+    from attnlab.cli.errors import UsageError
+
+    if text is None:
+        return METHODS
+    names = [m.strip() for m in text.split(",") if m.strip()]
+    unknown = [m for m in names if m not in METHODS]
+    if unknown or not names:
+        raise UsageError(f"--methods takes a comma-separated list of {', '.join(METHODS)}; "
+                         + (f"unknown: {', '.join(unknown)}" if unknown else "got none"))
+    return tuple(dict.fromkeys(names))
 
 
 def _ship(lm, name: str) -> int:

@@ -112,7 +112,7 @@ def test_cli_capture_with_a_device_map_equals_the_in_memory_capture(tmp_path, ca
 
     folder = make_llama(tmp_path / "llama", bpe_tokenizer(), "llama", **LLAMA)
     outs = []
-    for extra in ([], ["--device-map", "auto", "--max-memory", "cpu=300KB", "--offload-folder",
+    for extra in ([], ["--device-map", "auto", "--device-memory", "cpu=300KB", "--offload-folder",
                        str(tmp_path / "off")]):
         out = tmp_path / f"run{len(outs)}.npz"
         assert main(["capture", "--model", str(folder), "--text", TEXT, "--out", str(out), *extra]) == 0
@@ -125,8 +125,8 @@ def test_cli_capture_with_a_device_map_equals_the_in_memory_capture(tmp_path, ca
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--max-memory", "cpu=1GiB"], "need --device-map"),
-    (["--device-map", "auto", "--max-memory", "lots"], "DEVICE=SIZE"),
+    (["--device-memory", "cpu=1GiB"], "need --device-map"),
+    (["--device-map", "auto", "--device-memory", "lots"], "DEVICE=SIZE"),
     (["--device-map", "everywhere"], "unknown device map 'everywhere'"),
 ])
 def test_cli_placement_mistakes_exit_2_with_one_line(capsys, tmp_path, argv, message):
@@ -144,11 +144,11 @@ def test_app_passes_the_device_map_through_its_environment(monkeypatch, tmp_path
     seen = {}
     monkeypatch.setattr("os.execve", lambda exe, cmd, env: seen.update(env=env))
     monkeypatch.setattr("os.chdir", lambda p: None)
-    assert main(["app", "--device-map", "auto", "--max-memory", "0=20GiB,cpu=30GiB", "--offload-folder",
+    assert main(["app", "--device-map", "auto", "--device-memory", "0=20GiB,cpu=30GiB", "--offload-folder",
                  str(tmp_path)]) == 0
     env = seen["env"]
-    assert (env["ATTNLAB_DEVICE_MAP"], env["ATTNLAB_MAX_MEMORY"]) == ("auto", "0=20GiB,cpu=30GiB")
-    for k in ("ATTNLAB_DEVICE_MAP", "ATTNLAB_MAX_MEMORY", "ATTNLAB_OFFLOAD_FOLDER"):
+    assert (env["ATTNLAB_DEVICE_MAP"], env["ATTNLAB_DEVICE_MEMORY"]) == ("auto", "0=20GiB,cpu=30GiB")
+    for k in ("ATTNLAB_DEVICE_MAP", "ATTNLAB_DEVICE_MEMORY", "ATTNLAB_OFFLOAD_FOLDER"):
         monkeypatch.setenv(k, env[k])
     assert placement_settings() == {"device_map": "auto", "max_memory": {0: "20GiB", "cpu": "30GiB"},
                                     "offload_folder": str(tmp_path)}

@@ -1,0 +1,25 @@
+"""bench/costs.py's table from a section, and `attnlab bench --costs` refusing company (one line, exit 2)."""
+
+from attnlab.bench.costs import costs_markdown
+from attnlab.cli.main import main
+
+SECTION = {"warm_start": {"fresh_warmed_s": 3.95, "warm_s": 4.39, "warm_times": [4.4, 4.39, 4.3, 4.5, 4.2],
+                          "cold_s": 8.91, "warm_up_s": 3.9, "ratio": 0.9},
+           "faithfulness": {"n": 100, "model": "lecture-decoder", "with_ig_s": 300.0, "without_ig_s": 60.0,
+                            "ratio": 5.0},
+           "loadavg_start": [5.6, 6.9, 8.4], "loadavg_end": [6.0, 6.5, 8.0]}
+
+
+def test_costs_table():
+    lines = costs_markdown(SECTION)
+    assert lines[0] == "Server costs (`attnlab bench --costs`; load 5.6 → 6.0):"
+    assert lines[4] == ("| Explore's first chart, fresh `attnlab app` server (warm start done, 3.9 s) | 3.95 | the "
+                        "same, warm server (median of 5) | 4.39 | 0.90× |")
+    assert lines[5].endswith("| 8.91 | warm server | 4.39 | 2.03× |")
+    assert lines[6] == ("| `attnlab faithfulness --model lecture-decoder --n 100`, every method | 300.0 | without "
+                        "integrated gradients (`--methods`; mean of a run before and one after) | 60.0 | 5.00× |")
+
+
+def test_costs_runs_alone(capsys):
+    assert main(["bench", "--costs", "--browser"]) == 2
+    assert capsys.readouterr().err == "attnlab: error: --costs runs alone (not with --browser or --class)\n"
