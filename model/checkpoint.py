@@ -13,6 +13,7 @@ from attnlab.model.weights import (
     CheckpointError,
     NoRandomInit,
     assign_weights,
+    check_state,
     meta_parameters,
     read_tensors,
     weight_files,
@@ -64,14 +65,7 @@ def build_for_weights(cfg: ModelConfig) -> torch.nn.Module:
 def load_weights(model: torch.nn.Module, state: dict[str, torch.Tensor], where: str) -> None:
     """Copy `state` into `model`, checking every key and shape (tied weights may appear once)."""
     own = model.state_dict()
-    missing = [k for k in own if k not in state and not _tied_twin(model, k, state)]
-    unexpected = [k for k in state if k not in own]
-    if missing or unexpected:
-        raise CheckpointError(
-            f"{where}: weights do not match the config (missing {missing[:3]}, unexpected {unexpected[:3]})")
-    for k, v in state.items():
-        if own[k].shape != v.shape:
-            raise CheckpointError(f"{where}: {k} has shape {tuple(v.shape)}, the config needs {tuple(own[k].shape)}")
+    check_state(own, state, [k for k in own if k not in state and not _tied_twin(model, k, state)], where)
     model.load_state_dict(state, strict=False)
 
 

@@ -28,6 +28,18 @@ class CheckpointError(ValueError):
     """A model folder that cannot be loaded; the message says why and what to do."""
 
 
+def check_state(own: dict, state: dict, missing: list[str], where: str) -> None:
+    """CheckpointError unless `state` names exactly the model's tensors (`missing`: those it lacks, ties allowed for)
+    with the model's shapes."""
+    unexpected = [k for k in state if k not in own]
+    if missing or unexpected:
+        raise CheckpointError(
+            f"{where}: weights do not match the config (missing {missing[:3]}, unexpected {unexpected[:3]})")
+    for k, v in state.items():
+        if own[k].shape != v.shape:
+            raise CheckpointError(f"{where}: {k} has shape {tuple(v.shape)}, the config needs {tuple(own[k].shape)}")
+
+
 class NoRandomInit(TorchFunctionMode):
     """Random fills (Tensor.uniform_ / normal_ and torch.nn.init's random initialisers, which handle a mode
     before their inner fill) leave their tensor as it is, in this thread only, while active."""
@@ -146,14 +158,8 @@ def assign_weights(model: torch.nn.Module, state: dict[str, torch.Tensor], where
     for k, p in params.items():
         groups.setdefault(id(p), []).append(k)
     own = model.state_dict(keep_vars=True)
-    missing = [k for k in own if k not in state and not any(t in state for t in groups.get(id(own[k]), []))]
-    unexpected = [k for k in state if k not in own]
-    if missing or unexpected:
-        raise CheckpointError(
-            f"{where}: weights do not match the config (missing {missing[:3]}, unexpected {unexpected[:3]})")
-    for k, v in state.items():
-        if own[k].shape != v.shape:
-            raise CheckpointError(f"{where}: {k} has shape {tuple(v.shape)}, the config needs {tuple(own[k].shape)}")
+    check_state(own, state, [k for k in own if k not in state and not any(t in state for t in groups.get(id(own[k]), []))],
+                where)
     model.load_state_dict(state, strict=False, assign=True)
     for names in groups.values():  # a tie given once (or twice) in `state`: every name holds that one parameter
         given = next(n for n in names if n in state)

