@@ -19,7 +19,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-COSTS = "costs"  # the section's key in the benchmark JSON
+from attnlab.analysis.benchmarks import Top
+
+COSTS = Top.COSTS  # the section's key in the benchmark JSON
 CHART = "explore-rows"  # Explore's first chart (pages/explore.py)
 FAITH_MODEL, FAITH_N = "lecture-decoder", 100
 

@@ -129,9 +129,12 @@ def allowance(device: str | None = None) -> int | None:
 # -- what a run needs -------------------------------------------------------------------------------------------------
 def need_bytes(cfg: ModelConfig, n_tokens: int, dtype=torch.float32, backend: str = "eager", reads: str = "run",
                batch: int = 1) -> int:
-    """Bytes a run of `batch` texts of `n_tokens` adds to the loaded model (the module docstring's formula)."""
+    """Bytes a run of `batch` texts of `n_tokens` adds to the loaded model (the module docstring's formula); a
+    transformers view (its config is not a ModelConfig) by `view_need_bytes`."""
     if reads not in READS:
         raise ValueError(f"unknown read {reads!r}; choose {', '.join(READS)}")
+    if not isinstance(cfg, ModelConfig):
+        return view_need_bytes(cfg, n_tokens, reads, batch)
     t, b = int(n_tokens), as_dtype(dtype).itemsize
     est = estimate_bytes(cfg, t, dtype, backend)
     sites, _ = n_sites(cfg)
@@ -141,6 +144,17 @@ def need_bytes(cfg: ModelConfig, n_tokens: int, dtype=torch.float32, backend: st
     extra = {"run": slack, "pooled": slack, "bare": -est["patterns"], "patterns": slack + 2 * stack,
              "grad": slack + 2 * stack + 8 * t * max(cfg.d_model, cfg.hidden) * b * sites}[reads]
     return int(MARGIN * (est["activations"] - softmax + extra) * max(int(batch), 1))
+
+
+def view_need_bytes(cfg, n_tokens: int, reads: str = "run", batch: int = 1) -> int:
+    """A transformers view's run (always eager with output_attentions): its float32 patterns of every attention
+    site, held by transformers and copied once for the record, plus the logits' softmax; three times the patterns
+    with a backward pass."""
+    t = int(n_tokens)
+    sites = cfg.n_layers + 2 * cfg.dec_layers  # an encoder–decoder's decoder has self- and cross-attention
+    patterns = sites * cfg.n_heads * t * t * 4
+    logits = t * cfg.vocab_size * 8 if cfg.has_logits else 0
+    return int(MARGIN * ((3 if reads == "grad" else 2) * patterns + logits) * max(int(batch), 1))
 
 
 def most_tokens(cfg: ModelConfig, limit: int, allow: int, dtype=torch.float32, backend: str = "eager",

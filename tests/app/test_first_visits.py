@@ -27,9 +27,11 @@ def test_rollout_first_visit_scores_integrated_gradients_only_when_asked(tmp_pat
 
     monkeypatch.setenv("ATTNLAB_CACHE_DIR", str(tmp_path))
     calls = []
-    real = faithfulness_.GRADIENT_METHODS["integrated_gradients"]
+    real, real_many = faithfulness_.GRADIENT_METHODS["integrated_gradients"], faithfulness_.integrated_gradients_many
     monkeypatch.setitem(faithfulness_.GRADIENT_METHODS, "integrated_gradients",
                         lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(faithfulness_, "integrated_gradients_many",  # the examples integrated together: one each
+                        lambda lm, items, *a, **k: calls.extend([1] * len(items)) or real_many(lm, items, *a, **k))
 
     def fresh_server():
         for fn in (state.faithfulness, state.faithfulness_path, state.ranking_reasons):

@@ -256,7 +256,13 @@ def test_markdown_in_a_token_is_not_a_link(st_app, page):
     line = page.get_by_text("the decoder reads position")
     line.wait_for(timeout=90_000)
     page.wait_for_selector(IDLE, state="attached", timeout=90_000)
-    assert "([evil](https://evil.example))" in line.inner_text()
+    assert "())" in line.inner_text()  # the lecture tokenizer splits the link; its last piece, ")", as typed
     links = page.locator('a[href*="evil.example"]')
     assert links.count() == 0, links.evaluate_all("els => els.map(e => e.parentElement.outerHTML.slice(0, 500))")
+    page.goto(f"{st_app['url']}/cross-attention?model=lecture-encdec&src={quote('the cat sees the dog')}"
+              f"&text={quote('the `')}&x_start=prefix")  # a backtick token inside a code span
+    line = page.get_by_text("the decoder reads position")
+    line.wait_for(timeout=90_000)
+    page.wait_for_selector(IDLE, state="attached", timeout=90_000)
+    assert "(`)" in line.inner_text()
     clean(page)

@@ -173,3 +173,23 @@ def test_estimate_vs_measured_peak(point):
     got = json.loads(out.stdout.strip().splitlines()[-1])
     ratio = got["measured"] / got["need"]
     assert 0.5 <= ratio <= 1.0, got
+
+
+def test_a_transformers_view_is_budgeted_as_eager_attentions(server, monkeypatch):
+    """A view (its config is not a ModelConfig) runs eager with output_attentions: every site's float32 patterns,
+    kept by transformers and copied for the record, and the logits' softmax; refused in one line past the allowance
+    (the app's pages crashed on a view's config: 'ViewConfig' object has no attribute 'sliding_window')."""
+    from attnlab.model.view.config import ViewConfig
+
+    view = ViewConfig(arch="encdec", n_layers=2, dec_layers=2, n_heads=4, d_model=32, max_len=4096, vocab_size=100,
+                      model_type="pegasus", head="PegasusForConditionalGeneration", has_logits=True)
+    sites = 2 + 2 * 2  # encoder self, decoder self and cross
+    assert budget.need_bytes(view, 1000) == int(budget.MARGIN * (2 * sites * 4 * 1000**2 * 4 + 1000 * 100 * 8))
+    assert budget.need_bytes(view, 1000, reads="grad") > budget.need_bytes(view, 1000)
+    monkeypatch.setattr(budget, "allowance", lambda device=None: 10**9)
+    server(10**9 + budget.rss_bytes())
+    assert budget.plan("pegasus", view, 1000, route=True) == "eager"  # 0.29 GB
+    with pytest.raises(InputError) as e:
+        budget.plan("pegasus", view, 4000, context=4096, route=True)
+    n = budget.most_tokens(view, 4000, 10**9)
+    assert str(e.value).startswith(f"On this page on this server pegasus reads at most {n:,} tokens") and n < 4000
