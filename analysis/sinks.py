@@ -104,7 +104,7 @@ def text_measures(lm, text: str) -> tuple[np.ndarray, dict[str, np.ndarray] | No
     """(share [L, H], norms name -> [L] or None, tokens) of one text."""
     inp = lm.encode(text)
     T = inp.ids.shape[1]
-    if not lm.capabilities.get("internals"):
+    if not lm.capabilities.internals:
         run = lm.run(inputs=inp)
         return np.stack([first_token_share(p) for p in run.matrices("self").astype(np.float64)]), None, T
     fwd = lm.forward(inp, names=["*.attn.hook_k", "*.attn.hook_v", "*.attn.hook_z", "*.attn.hook_pattern",
