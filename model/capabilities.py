@@ -67,6 +67,11 @@ class ModelKind:
         return ARCH_NAMES[self.arch]
 
     @property
+    def a_kind(self) -> str:
+        """The kind with its article, for a sentence: "a decoder", "an encoder–decoder", …"""
+        return ("an " if self.kind[0] in "aeiou" else "a ") + self.kind
+
+    @property
     def reads_image(self) -> bool:
         """True when the model reads an image (a vision transformer), not text."""
         return self.arch == "vit"
