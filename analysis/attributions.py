@@ -242,13 +242,13 @@ def attention_x_gradient(lm, inputs, position: int = -1, target_id: int | None =
     grads = dict(zip(live, got))
     t = inputs.ids.shape[1]
     row = np.zeros(t)
-    source = np.zeros(inputs.src_ids.shape[1]) if lm.arch == "encdec" else None
+    source = np.zeros(inputs.src_ids.shape[1]) if lm.reads_source else None
     for i, (m, a) in enumerate(zip(sites, pats)):
         g = grads.get(i)
         if g is None:  # a pattern replaced by a constant has no gradient
             continue
         per_key = (a * g).sum(dim=(0, 1, 2)).detach().double().cpu().numpy()  # [1, H, q, k] -> [k]
-        if m.cross or m.stack == "encoder" and lm.arch == "encdec":
+        if m.cross or m.stack == "encoder" and lm.reads_source:
             source += per_key
         else:
             row += per_key

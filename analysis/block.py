@@ -142,7 +142,7 @@ def deltas(steps: list[Step], n_layers: int) -> tuple[np.ndarray, np.ndarray, np
 def block_walk(lm, inputs: Inputs, position: int = -1, temperature: float = 1.0, top_k: int | None = None) -> BlockWalk:
     """The walk of a decoder `lm` (a LoadedModel) over `inputs` at token `position` (−1: the last)."""
     net = lm.model
-    if lm.arch != "decoder" or getattr(net, "lm_head", None) is None:
+    if not lm.predicts_next_token or getattr(net, "lm_head", None) is None:
         raise ValueError("the block walk needs a decoder with an LM head")
     inputs = inputs.to(lm.device)
     T = inputs.ids.shape[1]

@@ -285,7 +285,7 @@ def _shown(gen: dict, context: int) -> dict:
 def run_checks(lm, inputs) -> dict:
     """The `attnlab check` report: {"passed": bool, "checks": [...]}, the named checks in order. Away from
     float32 on the CPU it also says where it ran and under which rules: "device", "dtype", "rules"."""
-    if not getattr(lm, "converted", True):  # a transformers view: its weights' invariants, the rest skipped
+    if not lm.capabilities.converted:  # a transformers view: its weights' invariants, the rest skipped
         checks = check_invariants(lm, inputs).checks + view_skips()
     else:
         results = [check_invariants(lm, inputs), *(check_backend(lm, inputs, b) for b in FUSED),

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn as nn
-from attnlab.analysis.readout import answer_id, check_row, final_scale, readout, resid_names
+from attnlab.analysis.readout import answer_id, check_row, final_scale, resid_names
 from attnlab.model.inputs import InputError
 
 
@@ -60,7 +60,7 @@ def _head_results(attn: nn.Module, z: torch.Tensor) -> torch.Tensor:
 def direct_logit_attribution(lm, text: str, answer: str, wrong: str | None = None, *, src_text: str | None = None,
                              position: int = -1, backend: str = "eager") -> DLA:
     """Split the logit of `answer` (minus `wrong`'s) at `position` (default the last) into its direct parts."""
-    stack, head = readout(lm, need_linear=True)
+    stack, head = lm.readout(need_linear=True)
     if lm.cfg.norm != "pre" or isinstance(stack.ln_f, nn.Identity):
         raise InputError(f"{lm.name} is {lm.cfg.norm}-norm: its stream is not a sum of the heads' outputs; "
                          "direct logit attribution needs a pre-norm model")

@@ -16,7 +16,7 @@ from attnlab.model.inputs import InputError
 def embed_modules(lm) -> dict[str, torch.nn.Module]:
     """{hook name: the embedding module whose `hook_embed` point that is}: one per stack that reads tokens."""
     m = lm.model
-    if lm.arch == "encdec":
+    if lm.reads_source:
         return {"encoder.hook_embed": m.encoder.embed, "decoder.hook_embed": m.decoder.embed}
     return {"hook_embed": m.embed}
 
@@ -71,7 +71,7 @@ def baseline_ids(lm, inputs) -> dict[str, torch.Tensor | None]:
 
     if lm.reads_image:
         return {"hook_embed": None}
-    if lm.arch == "encdec":
+    if lm.reads_source:
         return {"encoder.hook_embed": base(inputs.src_ids[:1], lm.src_tokenizer or lm.tokenizer),
                 "decoder.hook_embed": base(inputs.ids[:1], lm.tokenizer)}
     return {"hook_embed": base(inputs.ids[:1], lm.tokenizer)}
@@ -163,7 +163,7 @@ def _weighted(leaf: torch.Tensor, g: torch.Tensor | None, weights: torch.Tensor)
 def token_rows(lm, per: dict[str, torch.Tensor]) -> tuple[np.ndarray, np.ndarray | None]:
     """(target-side row, source row or None) from per-hook [T] scores."""
     as_np = {n: v.detach().double().cpu().numpy() for n, v in per.items()}
-    if lm.arch == "encdec":
+    if lm.reads_source:
         return as_np["decoder.hook_embed"], as_np["encoder.hook_embed"]
     return as_np["hook_embed"], None
 
@@ -183,7 +183,7 @@ class PathJob:
 def _shape_key(lm, inputs) -> tuple:
     """Jobs that may share a pass: a decoder's any (padded on the right, which no earlier position sees), any
     other model's only at the same lengths."""
-    if lm.arch == "decoder" and inputs.type_ids is None and inputs.attention_mask is None:
+    if lm.predicts_next_token and inputs.type_ids is None and inputs.attention_mask is None:
         return ()
     src = None if inputs.src_ids is None else inputs.src_ids.shape[1]
     return inputs.ids.shape[1], src, None if inputs.pixels is None else tuple(inputs.pixels.shape)

@@ -60,7 +60,15 @@ GRADIENT_METHODS = {"input_x_gradient": input_x_gradient, "integrated_gradients"
                     "attention_x_gradient": attention_x_gradient}  # analysis.attributions
 IG = "integrated_gradients"
 MAX_EXAMPLES = 5000
-EXAMPLES = {"decoder": decoder_examples, "encoder": encoder_examples, "encdec": encdec_examples}
+
+
+def examples_for(lm):
+    """The lecture mixture's example maker for this kind of model, or None (no text examples: a vision transformer)."""
+    if lm.reads_source:
+        return encdec_examples
+    if lm.predicts_next_token:
+        return decoder_examples
+    return encoder_examples if lm.fills_masks else None
 
 
 @dataclass
@@ -102,12 +110,11 @@ def _not_special(tokens) -> np.ndarray:
 
 def example_case(lm, ex: Example, rng: Random) -> Case | None:
     """The Case for one answer of `ex` drawn by `rng`; None if no answer has a rankable source."""
-    arch = lm.arch
-    seq = ex.masked_tokens if arch == "encoder" else ex.tokens
+    seq = ex.masked_tokens if lm.fills_masks else ex.tokens
     ids = token_ids(lm.tokenizer, seq)
     t = len(ids)
     pairs = list(zip(ex.answer_positions, ex.query_positions, ex.source_positions))
-    if arch == "encdec":
+    if lm.reads_source:
         src_ids = token_ids(lm.src_tokenizer or lm.tokenizer, ex.src_tokens)
         if max(t, len(src_ids)) > lm.cfg.max_len:
             raise InputError(f"an example has {max(t, len(src_ids))} tokens; {lm.name} takes {lm.cfg.max_len}")
@@ -119,18 +126,18 @@ def example_case(lm, ex: Example, rng: Random) -> Case | None:
             raise InputError(f"an example has {t} tokens; {lm.name} takes {lm.cfg.max_len}")
         inputs = Inputs(torch.tensor([ids]), list(seq))
         base = _not_special(seq)
-        eligible = [(p, q, s) for p, q, s in pairs if _self_candidates(base, q, arch)[s]]
+        eligible = [(p, q, s) for p, q, s in pairs if _self_candidates(base, q, lm.is_causal)[s]]
     if not eligible:
         return None
     p, q, s = eligible[rng.randrange(len(eligible))]
     answer = token_ids(lm.tokenizer, [ex.tokens[p]])[0]
-    cand = cand if arch == "encdec" else _self_candidates(base, q, arch)
+    cand = cand if lm.reads_source else _self_candidates(base, q, lm.is_causal)
     return Case(inputs, q, answer, (s,), cand, ex)
 
 
-def _self_candidates(not_special: np.ndarray, q: int, arch: str) -> np.ndarray:
+def _self_candidates(not_special: np.ndarray, q: int, causal: bool) -> np.ndarray:
     c = not_special.copy()
-    if arch == "decoder":
+    if causal:
         c[q + 1:] = False  # the query cannot see later tokens
     c[q] = False
     return c
@@ -140,15 +147,15 @@ def make_cases(lm, n: int, seed: int = 0, examples: list[Example] | None = None)
     """Cases from `examples`, or the first n eval examples of the model's lecture mixture for `seed`."""
     check_model(lm)
     if examples is None:
-        examples = EXAMPLES[lm.arch](n, seed, split="eval")
+        examples = examples_for(lm)(n, seed, split="eval")
     rng = Random(f"attnlab.faithfulness|{seed}")
     cases = [example_case(lm, ex, rng) for ex in examples]
     return [c for c in cases if c is not None]
 
 
 def check_model(lm) -> None:
-    if lm.arch not in EXAMPLES:
-        raise InputError(f"unknown architecture {lm.arch!r}")
+    if examples_for(lm) is None:
+        raise InputError(f"{lm.name} is a {lm.kind}: the faithfulness benchmark's examples are text")
     if lm.cfg.output_head_kind == "none":
         raise InputError(f"{lm.name} has no language-model head; the faithfulness benchmark needs one "
                          "(an encoder needs its masked-LM head)")
@@ -168,6 +175,12 @@ def clean_patterns(lm, case: Case, interventions: Interventions = None) -> dict[
     return collect_patterns(lm.forward(case.inputs, interventions=_for_case(interventions, case)).capture)
 
 
+def one_stack(pats: dict[str, np.ndarray]) -> np.ndarray:
+    """The self-attention patterns [L, H, T, T] of a model with one stack (a decoder's or an encoder's)."""
+    (a,) = pats.values()
+    return a
+
+
 def method_scores(lm, case: Case, methods=METHODS, interventions: Interventions = None,
                   details: dict | None = None) -> dict[str, np.ndarray]:
     """Each method's score over the ranked positions' axis (target tokens, or source tokens for encdec).
@@ -176,7 +189,7 @@ def method_scores(lm, case: Case, methods=METHODS, interventions: Interventions 
     if unknown:
         raise ValueError(f"unknown methods {sorted(unknown)}; choose from {METHODS}")
     pats, q, out = clean_patterns(lm, case, interventions), case.query, {}
-    if lm.arch == "encdec":
+    if lm.reads_source:
         cross = pats["cross"]  # [Ld, H, T, S]
         if "last_layer" in methods:
             out["last_layer"] = cross[-1, :, q].mean(0)
@@ -185,7 +198,7 @@ def method_scores(lm, case: Case, methods=METHODS, interventions: Interventions 
         if "rollout" in methods:
             out["rollout"] = cross_rollout(pats["encoder"], pats["decoder"], cross).source[q]
     else:
-        a = pats["encoder" if lm.arch == "encoder" else "decoder"]  # [L, H, T, T]
+        a = one_stack(pats)  # [L, H, T, T]
         if "last_layer" in methods:
             out["last_layer"] = a[-1, :, q].mean(0)
         if "head_mean" in methods:
@@ -196,11 +209,11 @@ def method_scores(lm, case: Case, methods=METHODS, interventions: Interventions 
             out["flow"] = attention_flow(a, q)
     if "relevance" in methods:
         rel = gradient_relevance(lm, case.inputs, q, case.answer_id, interventions=_for_case(interventions, case))
-        out["relevance"] = rel.source_row if lm.arch == "encdec" else rel.row
+        out["relevance"] = rel.source_row if lm.reads_source else rel.row
     for m in methods:
         if m in GRADIENT_METHODS:
             a = GRADIENT_METHODS[m](lm, case.inputs, q, case.answer_id, interventions=_for_case(interventions, case))
-            out[m] = a.source_row if lm.arch == "encdec" else a.row
+            out[m] = a.source_row if lm.reads_source else a.row
             if details is not None:
                 details[m] = a
     return out
@@ -244,7 +257,7 @@ def faithfulness(lm, n: int = 100, seed: int = 0, *, examples: list[Example] | N
         cases = make_cases(lm, n, seed, examples)
     if not cases:
         raise InputError("no example has an answer whose source can be ranked")
-    methods = [m for m in methods if not (m == "flow" and lm.arch == "encdec")]
+    methods = [m for m in methods if not (m == "flow" and lm.reads_source)]
     hits = {m: [] for m in methods}
     tasks: dict[str, dict[str, list]] = {}
     jobs = head_jobs(lm)
@@ -257,7 +270,7 @@ def faithfulness(lm, n: int = 100, seed: int = 0, *, examples: list[Example] | N
         details = {IG: next(igs)} if batched else {}
         scores = method_scores(lm, case, [m for m in methods if not (batched and m == IG)], interventions, details)
         if batched:
-            scores[IG] = details[IG].source_row if lm.arch == "encdec" else details[IG].row
+            scores[IG] = details[IG].source_row if lm.reads_source else details[IG].row
         for m, s in scores.items():
             hit = top1(s, case.candidates) in case.sources
             hits[m].append(hit)

@@ -20,17 +20,17 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
-from attnlab.analysis.faithfulness import Case, clean_patterns, make_cases, top1
+from attnlab.analysis.faithfulness import Case, clean_patterns, make_cases, one_stack, top1
 from attnlab.analysis.rollout import attention_rollout
 
 
 def ranking_reasons(lm, cases: list[Case]) -> dict | None:
     """The numbers in the module docstring; None for an encoder–decoder (its rollout runs through cross-attention)."""
-    if lm.arch == "encdec" or not cases:
+    if lm.reads_source or not cases:
         return None
     heads, last, r_src, r_self, lower_self, hits_ll, hits_r, misses = [], [], [], [], [], [], [], []
     for c in cases:
-        a = clean_patterns(lm, c)["encoder" if lm.arch == "encoder" else "decoder"].astype(np.float64)  # [L, H, T, T]
+        a = one_stack(clean_patterns(lm, c)).astype(np.float64)  # [L, H, T, T]
         q, s = c.query, c.sources[0]
         r = attention_rollout(a)[q]  # [T]
         ll = a[-1, :, q].mean(0)  # [T]

@@ -119,7 +119,7 @@ def repeated_random_inputs(lm, period: int | None = None, seed: int = 0) -> Repe
         return torch.tensor([ids]), [tok.label(i) for i in ids], len(prefix)
 
     ids, labels, start = side(lm.tokenizer)
-    if lm.arch != "encdec":
+    if not lm.reads_source:
         return RepeatedInputs(Inputs(ids, labels), period, start)
     src_ids, src_labels, src_start = side(lm.src_tokenizer or lm.tokenizer)
     return RepeatedInputs(Inputs(ids, labels, src_ids, src_labels), period, start, src_start)
@@ -176,7 +176,7 @@ def model_head_statistics(lm, inputs, *, period: int | None = None, seed: int = 
         if stack == "cross":
             df = cross_head_statistics(pats[stack], masks[stack])
         else:
-            start = rep.src_start if (rep is not None and lm.arch == "encdec" and stack == "encoder") else \
+            start = rep.src_start if (rep is not None and lm.reads_source and stack == "encoder") else \
                 (rep.start if rep is not None else 0)
             df = head_statistics(pats[stack], masks[stack], stack=stack, repeat_patterns=rep_pats.get(stack),
                                  period=rep.period if rep is not None else None, repeat_start=start)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from attnlab.analysis.readout import answer_id, check_row, logits_of, readout, resid_names, row_labels
+from attnlab.analysis.readout import answer_id, check_row, logits_of, resid_names, row_labels
 
 TOP_K = 5
 
@@ -41,7 +41,7 @@ class Lens:
 @torch.no_grad()
 def rows_logits(lm, inputs, backend: str = "eager"):
     """(stack, head, resid list of [1, T, D] per row, the model's own logits [1, T, V]) for `inputs`."""
-    stack, head = readout(lm)
+    stack, head = lm.readout()
     names = resid_names(stack)
     fwd = lm.forward(inputs, backend=backend, names=names, records=False)
     return stack, head, [fwd.capture.tensor(n) for n in names], fwd.logits

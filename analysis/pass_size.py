@@ -22,10 +22,8 @@ IG_MAX_FLOPS = 2e12  # about a minute of one busy CPU core (≈ 30 GFLOP/s); int
 def _shape(lm) -> tuple[int, int, int, int, int, int]:
     """(attention sites, heads, blocks, d_model, d_mlp, vocabulary) of a loaded model."""
     c = lm.cfg
-    blocks = c.n_layers + (c.dec_layers if c.arch == "encdec" else 0)
-    sites = blocks + (c.dec_layers if c.arch == "encdec" else 0)  # an encoder–decoder's cross-attention too
-    vocab = c.n_classes if c.arch == "vit" else c.vocab_size
-    return sites, c.n_heads, blocks, c.d_model, c.hidden, vocab
+    vocab = c.n_classes if lm.reads_image else c.vocab_size
+    return lm.n_sites, c.n_heads, lm.n_blocks, c.d_model, c.hidden, vocab  # sites: an encoder–decoder's cross too
 
 
 def row_bytes(lm, t: int, grad: bool) -> int:

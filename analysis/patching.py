@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from attnlab.analysis.readout import answer_id, check_row, readout, resid_names
+from attnlab.analysis.readout import answer_id, check_row, resid_names
 from attnlab.model import hooks
 from attnlab.model.inputs import InputError
 
@@ -58,9 +58,9 @@ class _Setup:
     """Both prompts' cached streams and head outputs, and the logit-difference readout."""
 
     def __init__(self, lm, clean: str, corrupt: str, answer: str, wrong: str, backend: str):
-        if lm.arch != "decoder":
+        if not lm.predicts_next_token:
             raise InputError(f"{lm.name} is not a decoder-only model; activation patching here runs decoders")
-        self.stack, head = readout(lm, need_linear=True)
+        self.stack, head = lm.readout(need_linear=True)
         a, b = answer_id(lm, answer), answer_id(lm, wrong, "wrong answer")
         if a == b:
             raise InputError("the answer and the wrong answer are the same token")

@@ -121,12 +121,11 @@ def _position(i: int | None, n: int, what: str) -> int | None:
 def refusal(lm) -> str | None:
     """One line saying why QK attribution does not apply to `lm` (a transformers view, an encoder–decoder, a vision
     model), or None when it does."""
-    if not getattr(lm, "converted", False):
+    if not lm.capabilities.converted:
         return (f"QK attribution needs a converted model: {lm.name} runs in transformers as a view (patterns only, "
                 "no hook on each head's output)")
-    if lm.arch not in ("decoder", "encoder"):
-        what = {"encdec": "an encoder–decoder", "vit": "a vision transformer"}.get(lm.arch, lm.arch)
-        return f"QK attribution covers one self-attention stack (a decoder or an encoder); {lm.name} is {what}"
+    if lm.reads_source or lm.reads_image:
+        return f"QK attribution covers one self-attention stack (a decoder or an encoder); {lm.name} is {lm.a_kind}"
     return None
 
 

@@ -1,5 +1,6 @@
-"""What lens, direct logit attribution and patching share: the stack whose residual stream predicts tokens, its
-final norm and unembedding, the answer as one token id, and a row (layer) index checked against the model."""
+"""What lens, direct logit attribution and patching share beside the model's own `lm.readout()` (the stack whose
+residual stream predicts tokens, and its unembedding): a stack's logits and final-norm scale, the answer as one
+token id, and a row (layer) index checked against the model."""
 
 from __future__ import annotations
 
@@ -8,21 +9,6 @@ import torch.nn as nn
 from attnlab.model.inputs import InputError
 
 MAX_ANSWER_CHARS = 100
-
-
-def readout(lm, need_linear: bool = False) -> tuple[nn.Module, nn.Module]:
-    """(stack, head): the stack whose blocks write the predicting residual stream, and the module mapping its
-    final-normed hidden state to logits. `need_linear`: the head must be a plain unembedding (no MLM head)."""
-    m = lm.model
-    if lm.arch == "decoder" and m.lm_head is not None:
-        return m, m.lm_head
-    if lm.arch == "encdec":
-        return m.decoder, m.decoder.lm_head
-    if lm.arch == "encoder" and m.mlm is not None and not need_linear:
-        return m, m.mlm
-    what = {"vit": "a vision transformer", "encoder": "an encoder"}.get(lm.arch, "this model")
-    head = "a linear unembedding" if need_linear else "a token head"
-    raise InputError(f"{lm.name} is {what} without {head}; pick a decoder (e.g. lecture-decoder)")
 
 
 def logits_of(stack: nn.Module, head: nn.Module, h: torch.Tensor) -> torch.Tensor:

@@ -104,7 +104,7 @@ def text_measures(lm, text: str) -> tuple[np.ndarray, dict[str, np.ndarray] | No
     """(share [L, H], norms name -> [L] or None, tokens) of one text."""
     inp = lm.encode(text)
     T = inp.ids.shape[1]
-    if not lm.capabilities.get("internals"):
+    if not lm.capabilities.internals:
         run = lm.run(inputs=inp)
         return np.stack([first_token_share(p) for p in run.matrices("self").astype(np.float64)]), None, T
     fwd = lm.forward(inp, names=["*.attn.hook_k", "*.attn.hook_v", "*.attn.hook_z", "*.attn.hook_pattern",
@@ -121,8 +121,8 @@ def text_measures(lm, text: str) -> tuple[np.ndarray, dict[str, np.ndarray] | No
 
 def measure_sinks(lm, texts: list[str] | None = None) -> SinkReport:
     """Shares on the first token (and, on a converted model, the norms) averaged over `texts` (default: sink_texts)."""
-    if lm.arch not in ("decoder", "encoder"):
-        raise InputError(f"{lm.name} is {'an encoder–decoder' if lm.arch == 'encdec' else 'a vision transformer'}: "
+    if lm.reads_source or lm.reads_image:
+        raise InputError(f"{lm.name} is {lm.a_kind}: "
                          "sinks are measured on one stack of self-attention over a text (a decoder or an encoder)")
     texts = [lm.first_tokens(t) for t in sink_texts(lm)] if texts is None else texts  # defaults fit the context
     if not texts:

@@ -51,9 +51,9 @@ def window_text(lm) -> str:
 def window_test_lacks(lm) -> str | None:
     """One line saying why `lm` cannot run the window test, or None when it can."""
     can = lm.capabilities
-    if not can.get("next_token"):
+    if not can.next_token:
         return f"{lm.name} does not predict the next token (a decoder does): no perplexity to compare"
-    if not can.get("masks"):
+    if not can.masks:
         return f"{lm.name} runs as a transformers view: it takes no mask other than its own (the window test needs a converted family)"
     return None
 

@@ -12,6 +12,7 @@ from attnlab.app import hub_access, state
 from attnlab.app.frame import presenting
 from attnlab.app.presets import Preset, presets
 from attnlab.app.url_state import URL, URL_DONE, kept, remember, reset_positions, select, url_active
+from attnlab.model.capabilities import Capabilities
 from attnlab.model.config import BACKENDS
 from attnlab.model.families import FAMILIES
 from attnlab.model.inputs import InputError
@@ -166,7 +167,7 @@ def inputs(where=None) -> Inputs:
                       help="converted: our own hooked model (q, k, backends, the KV cache, interventions). "
                            "transformers view: transformers runs a family we do not convert; attention weights only.")
     arch = info.get("arch", "")
-    if info.get("can", {}).get("reads_source"):
+    if _can(info, "reads_source", False):
         ss.setdefault("src", "")
         where.text_area("Source text (encoder input)", key="src", height=80, on_change=_on_text_change)
         where.text_area("Target text (decoder input)", key="text", height=80, on_change=_on_text_change)
@@ -175,7 +176,7 @@ def inputs(where=None) -> Inputs:
     backend = select("Backend", BACKENDS, "backend", "eager", where=where, show=not presenting(),
                      help="eager materialises the attention matrix; sdpa/flash run the fused kernel and the "
                           "app recomputes the pattern exactly from q and k.")
-    text, src = ss.get("text", ""), (ss.get("src") or None) if info.get("can", {}).get("reads_source") else None
+    text, src = ss.get("text", ""), (ss.get("src") or None) if _can(info, "reads_source", False) else None
     remember("text", text)
     remember("src", ss.get("src", ""))
     remember("preset", ss["preset"])
@@ -222,7 +223,14 @@ def _info(name: str) -> dict:
 # -- a page that needs a capability of the model -----------------------------------------------------------------
 KINDS = {"decoder": "a decoder", "encoder": "an encoder", "encdec": "an encoder–decoder"}
 # what only a converted family gives (a transformers view returns attention weights and logits, nothing else)
-CONVERTED_ONLY = ("has_qk", "has_cache", "generates", "interventions", "masks", "internals", "relevance")
+CONVERTED_ONLY = Capabilities.check(("has_qk", "has_cache", "generates", "interventions", "masks", "internals",
+                                     "relevance"))
+
+
+def _can(info: dict, cap: str, unknown: bool = True) -> bool:
+    """Capability `cap` of a model's describe(); `unknown` when it did not load (the page shows why)."""
+    can = info.get("can")
+    return unknown if can is None else getattr(can, cap)
 
 
 def converted_families() -> str:
@@ -237,10 +245,11 @@ def needs_converted(name: str, why: str) -> str:
 
 def lacks(name: str, cap: str, why: str) -> bool:
     """True (and the one line, as a caption) when the model lacks capability `cap` for a section of a page."""
-    can = _info(name).get("can", {})
-    if can.get(cap, True):
+    (cap,) = Capabilities.check(cap)
+    info = _info(name)
+    if _can(info, cap):
         return False
-    st.caption(needs_converted(name, why) if not can.get("converted", True) else f"{name} cannot: this {why}.")
+    st.caption(needs_converted(name, why) if not _can(info, "converted") else f"{name} cannot: this {why}.")
     return True
 
 
@@ -258,12 +267,13 @@ def require(caps: tuple[str, ...], why: str, kinds: tuple[str, ...] = ("decoder"
     the page stops. Otherwise this page alone runs the default model of `kinds` (a bundled lecture model when
     present) on its first preset, and says so: the session keeps its model (the sidebar, the URL and every
     other page still use it)."""
+    caps = Capabilities.check(caps)
     inp = inputs()
-    can = _info(inp.model).get("can", {})
-    missing = [c for c in caps if not can.get(c, True)]  # nothing known (it did not load): the page says why
+    here = _info(inp.model)
+    missing = [c for c in caps if not _can(here, c)]  # nothing known (it did not load): the page says why
     if not missing:
         return inp
-    if not can.get("converted", True) and all(c in CONVERTED_ONLY for c in missing):
+    if not _can(here, "converted") and all(c in CONVERTED_ONLY for c in missing):
         st.info(needs_converted(inp.model, f"page {why}"), icon=":material/info:")
         st.stop()
     own = default_for(kinds)
@@ -274,12 +284,13 @@ def require(caps: tuple[str, ...], why: str, kinds: tuple[str, ...] = ("decoder"
     st.info(f"This page {why}; the session's model **{inp.model}** is {KINDS.get(inp.arch, inp.arch)}, so this "
             f"page alone uses **{own}**" + (f" on its sample “{p.title}”" if p else "") + f". The other pages keep "
             f"**{inp.model}**; to use your own text here, pick {want} in the sidebar.", icon=":material/swap_horiz:")
-    reads_source = info.get("can", {}).get("reads_source", False)
+    reads_source = _can(info, "reads_source", False)
     return Inputs(own, p.text if p else "", (p.src_text if p else None) if reads_source else None,
                   inp.backend, p, info.get("arch", ""))
 
 
-ARCH_CAPS = {("decoder",): ("next_token",), ("encdec",): ("reads_source",), ("decoder", "encdec"): ("generates",)}
+ARCH_CAPS = {k: Capabilities.check(v) for k, v in {("decoder",): ("next_token",), ("encdec",): ("reads_source",),
+                                                   ("decoder", "encdec"): ("generates",)}.items()}
 
 
 def require_arch(archs: tuple[str, ...], why: str) -> Inputs:

@@ -12,6 +12,7 @@ import torch
 from attnlab.model import hooks
 from attnlab.model.activation_cache import TransformerLensRuns
 from attnlab.model.cache import KVCache
+from attnlab.model.capabilities import ARCH_NAMES, Capabilities, ModelKind
 from attnlab.model.captured import MAX_STORED_CELLS, CapturedRun
 from attnlab.model.config import ModelConfig
 from attnlab.model.device import dtype_name, is_half
@@ -31,7 +32,6 @@ from attnlab.model.model_io import ImageIO, ModelIO
 from attnlab.model.tokenizer import ByteTokenizer, Encoding, HFTokenizer
 from attnlab.model.transformer import Decoder, Encoder, EncoderDecoder, ViT
 
-ARCH_NAMES = {"decoder": "decoder", "encoder": "encoder", "encdec": "encoder–decoder", "vit": "vision transformer"}
 MASK_CHOICES = ("default", "causal", "bidirectional", "sliding_window", "prefix_lm", "padding")
 TOP_K = 5  # predictions kept per position in a CapturedRun
 TOP_ROWS = 256  # positions whose softmax over the vocabulary is computed at once
@@ -52,7 +52,7 @@ class Forward:
 
 
 @dataclass
-class LoadedModel(ModelIO, ImageIO, TransformerLensRuns):
+class LoadedModel(ModelKind, ModelIO, ImageIO, TransformerLensRuns):
     name: str
     model: Decoder | Encoder | EncoderDecoder | ViT
     tokenizer: Tokenizer | None  # None for a ViT
@@ -114,32 +114,21 @@ class LoadedModel(ModelIO, ImageIO, TransformerLensRuns):
     @property
     def has_cache(self) -> bool:
         """True when the model can run step by step with a KV cache (it has causal self-attention)."""
-        return self.arch not in ("encoder", "vit")
+        return self.is_causal
 
-    # -- what the pages may ask of it (a transformers view, model/view, answers the same keys) -----------
+    # -- what the pages may ask of it (a transformers view, model/view, answers with the same type) ----------
     converted = True  # our own hooked model (not a transformers view)
     mode = "converted"
     has_qk = True  # records keep q and k: scores, the neuron view, the query–key view
     has_interventions = True
 
     @property
-    def capabilities(self) -> dict[str, bool]:
-        """What a page may ask of this model, by name (the same keys as model.view.ViewModel.capabilities)."""
-        return {"converted": True, "has_qk": True, "has_cache": self.has_cache, "generates": self.has_cache,
-                "interventions": True, "masks": True, "internals": True, "relevance": True,
-                "reads_source": self.reads_source, "reads_image": self.reads_image, "has_logits": self.has_logits,
-                "causal": self.arch in ("decoder", "encdec"), "next_token": self.arch == "decoder"}
-
-    # -- images (a ViT) ----------------------------------------------------------------------------
-    @property
-    def reads_image(self) -> bool:
-        """True when the model reads an image (a vision transformer), not text."""
-        return self.arch == "vit"
-
-    @property
-    def reads_source(self) -> bool:
-        """True when the model reads a source text (an encoder–decoder)."""
-        return self.arch == "encdec"
+    def capabilities(self) -> Capabilities:
+        """What a page may ask of this model (model.view.ViewModel.capabilities answers the same fields)."""
+        return Capabilities(converted=True, has_qk=True, has_cache=self.has_cache, generates=self.has_cache,
+                            interventions=True, masks=True, internals=True, relevance=True,
+                            reads_source=self.reads_source, reads_image=self.reads_image,
+                            has_logits=self.has_logits, causal=self.is_causal, next_token=self.predicts_next_token)
 
     def info(self) -> dict:
         c = self.cfg
@@ -297,6 +286,20 @@ class LoadedModel(ModelIO, ImageIO, TransformerLensRuns):
                         use_cache=use_cache, backend=backend, eos_id=eos, src=inp.src_ids, step_logits=step_logits)
         new = [self.label(i) for i in ids[0, inp.ids.shape[1]:].tolist()]
         return ids[0].tolist(), inp.tokens + new
+
+    def readout(self, need_linear: bool = False) -> tuple[torch.nn.Module, torch.nn.Module]:
+        """(stack, head): the stack whose blocks write the residual stream that predicts tokens, and the module
+        mapping its final-normed hidden state to logits. `need_linear`: a plain unembedding (no MLM head)."""
+        m = self.model
+        if self.predicts_next_token and m.lm_head is not None:
+            return m, m.lm_head
+        if self.reads_source:
+            return m.decoder, m.decoder.lm_head
+        if self.fills_masks and m.mlm is not None and not need_linear:
+            return m, m.mlm
+        what = "a vision transformer" if self.reads_image else "an encoder" if self.fills_masks else "this model"
+        head = "a linear unembedding" if need_linear else "a token head"
+        raise InputError(f"{self.name} is {what} without {head}; pick a decoder (e.g. lecture-decoder)")
 
 
 def _ids(enc: Encoding) -> torch.Tensor:

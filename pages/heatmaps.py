@@ -117,7 +117,7 @@ with page("Heatmaps", "Which heads look where? Every layer and head at once, the
     with options():
         c1, c2, c3 = st.columns(3) if len(groups) > 1 else (None, *st.columns(2))
         group = group_select(groups, where=c1)
-        kinds = list(KINDS) if state.model_info(inp.model)["can"]["has_qk"] else ["pattern"]  # a view: weights only
+        kinds = list(KINDS) if state.model_info(inp.model)["can"].has_qk else ["pattern"]  # a view: weights only
         kind = select("Matrix", kinds, "kind", "pattern", where=c2, format_func=KINDS.get)
         fuse = select("Heads", list(FUSE), "fuse", "none", where=c3, format_func=FUSE.get)
     qt, kt = cap.group_tokens(group)

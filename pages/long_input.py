@@ -53,7 +53,7 @@ with page("Long inputs", "What does one head do across thousands of tokens? The 
             st.info("Type the path of a model folder.")
             st.stop()
     info = state.model_info(name)
-    if not info["can"]["internals"]:
+    if not info["can"].internals:
         st.info(needs_converted(name, "page runs the fused kernel (sdpa) and keeps q and k"), icon=":material/info:")
         st.stop()
     context = int(info["context"])

@@ -36,10 +36,10 @@ with page("Masks", "What changes when the same text and weights run under a diff
     inp = require(("masks",), "runs the same weights under another mask")
     present = presenting()
     can = state.model_info(inp.model)["can"]
-    base = "causal" if can["causal"] else "bidirectional"
+    base = "causal" if can.causal else "bidirectional"
     other = "causal" if base == "bidirectional" else "bidirectional"
     cap_a = inp.capture()
-    group = "decoder" if can["reads_source"] else "self"
+    group = "decoder" if can.reads_source else "self"
     t = len(cap_a.group_tokens(group)[0])
     with options():
         c1, c2, c3, c4 = st.columns(4)

@@ -58,7 +58,7 @@ with page("Vision", "Where does a Vision Transformer look — and is it where th
                   help="Vision Transformers only; the other pages use the text model.")
     backend = select("Backend", BACKENDS, "backend", "eager", where=st.sidebar, show=not present)
     info = state.model_info(name)
-    if info["arch"] != "vit":
+    if not info["can"].reads_image:
         st.error(f"{md(name)} reads text, not images: choose a Vision Transformer.", icon=":material/error:")
         st.stop()
     n_layers, n_heads, patch = info["layers"], info["heads"], info["patch_size"]

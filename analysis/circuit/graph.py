@@ -29,7 +29,7 @@ class Graph:
     def of(cls, lm) -> Graph:
         """The graph of a loaded decoder whose blocks can run with split inputs (pre-norm or parallel)."""
         cfg = lm.cfg
-        if lm.arch != "decoder" or not getattr(lm, "converted", False):
+        if not (lm.predicts_next_token and lm.capabilities.converted):
             raise InputError(f"{lm.name} is not one of our decoders; circuit discovery runs converted decoder-only "
                              "models")
         if cfg.norm not in ("pre", "parallel"):

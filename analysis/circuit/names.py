@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from attnlab.model.lecture.card_heads import LOOK
+from attnlab.model.lecture.card_heads import DECODER_LOOK
 
 _BOLD = re.compile(r"\*\*(\d+)\.(\d+)\*\*")
 _TABLE = re.compile(r"^\| ([a-z/ -]+) \| ((?:\d+\.\d+ [-\d.]+(?:, )?)+) \|$", re.M)  # smollm2.md's head-type table
@@ -12,7 +12,7 @@ _TABLE = re.compile(r"^\| ([a-z/ -]+) \| ((?:\d+\.\d+ [-\d.]+(?:, )?)+) \|$", re
 
 def card_roles(card: str | None) -> dict[str, list[str]]:
     """`blocks.{L}.attn.head.{H}` → the tasks a model card names the head for, in card order: the lecture cards'
-    "What to look at" lines (model/lecture/card_heads.LOOK; the bold head only, not the runner-up) and a card's
+    "What to look at" lines (model/lecture/card_heads.DECODER_LOOK; the bold head only, not the runner-up) and a card's
     table of head types (`| type | L.H score, … |`)."""
     out: dict[str, list[str]] = {}
 
@@ -22,9 +22,9 @@ def card_roles(card: str | None) -> dict[str, list[str]]:
             roles.append(role)
 
     for line in (card or "").splitlines():
-        for (arch, task), template in LOOK.items():
+        for task, template in DECODER_LOOK.items():
             prefix = "- " + template.split("{h}")[0]
-            m = _BOLD.match(line, len(prefix)) if arch == "decoder" and line.startswith(prefix) else None
+            m = _BOLD.match(line, len(prefix)) if line.startswith(prefix) else None
             if m:
                 add(m[1], m[2], task)
     for row in _TABLE.finditer(card or ""):

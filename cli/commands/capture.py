@@ -38,7 +38,7 @@ def capture_arrays(lm, inputs, backend: str) -> dict[str, np.ndarray]:
         out["src_ids"] = np.array(run.src_ids, dtype=np.int64)
     for site, rec in run.records.items():
         out[f"{site}/pattern"] = rec.pattern().astype(np.float32)  # [H, q, k]
-        if lm.has_qk:  # a transformers view returns weights only
+        if lm.capabilities.has_qk:  # a transformers view returns weights only
             out[f"{site}/scores"] = rec.scores().astype(np.float32)  # [H, q, k], raw scaled, unmasked
         out[f"{site}/mask"] = rec.mask_for().astype(bool)  # [q, k]
     return out

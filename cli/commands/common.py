@@ -70,7 +70,7 @@ def default_texts(lm) -> tuple[str, str | None]:
             return s.get("text", ""), s.get("src_text")
     except Exception:  # noqa: BLE001 — samples are optional for non-bundled models
         pass
-    if lm.arch == "encdec":
+    if lm.reads_source:
         return "", DEFAULT_TEXT
     return DEFAULT_TEXT, None
 
@@ -78,14 +78,14 @@ def default_texts(lm) -> tuple[str, str | None]:
 def resolve_texts(lm, text, src_text) -> tuple[str, str | None]:
     """(text, source text) to run: the model's defaults for what was not given (an encoder–decoder given only
     --src-text: an empty target prefix). --src-text on a model without a source is refused."""
-    if src_text is not None and lm.arch != "encdec":
+    if src_text is not None and not lm.reads_source:
         from attnlab.cli.errors import UsageError
 
-        raise UsageError(f"--src-text is the source of an encoder–decoder; {lm.name} is a{'n' if lm.arch[0] in 'ae' else ''} "
-                         f"{lm.arch} and reads --text only")
+        raise UsageError(f"--src-text is the source of an encoder–decoder; {lm.name} is {lm.a_kind} and reads "
+                         "--text only")
     if text is None and src_text is None:
         return default_texts(lm)
-    if lm.arch == "encdec":
+    if lm.reads_source:
         return text or "", src_text
     return text, src_text
 

@@ -30,7 +30,7 @@ def run(args) -> int:
     tok = getattr(lm.tokenizer, "tok", None)
     if tok is None or not set(vocabulary(story=False)) <= set(tok.get_vocab(with_added_tokens=True)):
         raise InputError(f"{args.model} is not a lecture model (its vocabulary lacks the lecture corpus words)")
-    if lm.arch == "encoder" and lm.cfg.output_head_kind != "mlm":
+    if lm.fills_masks and lm.cfg.output_head_kind != "mlm":
         raise InputError(f"{args.model} is an encoder without a masked-LM head; nothing to evaluate")
     report = evaluate(lm, args.n, args.seed, detail=args.detail)
     if args.json:

@@ -36,7 +36,7 @@ def run(args) -> int:
     lm = load_model(args.model)
     lens = logit_lens(lm, args.text, args.answer, src_text=args.src_text, k=args.top, layer=args.layer)
     dla = None
-    if args.answer is not None and lm.arch in ("decoder", "encdec") and lm.cfg.norm == "pre":
+    if args.answer is not None and lm.is_causal and lm.cfg.norm == "pre":
         dla = direct_logit_attribution(lm, args.text, args.answer, args.wrong, src_text=args.src_text)
     if args.json:
         print_json({**lens.to_json(args.layer), **({"dla": dla.to_json()} if dla is not None else {})})

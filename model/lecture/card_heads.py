@@ -125,6 +125,7 @@ LOOK = {
     ("encdec", "translation"): "Cross-attention: head {h} follows the alignment, reordering adjective–noun and moving the "
                                "verb to the end ({v:.0%} of each step's attention on the aligned source word).",
 }
+DECODER_LOOK = {task: t for (arch, task), t in LOOK.items() if arch == "decoder"}  # lecture-decoder's lines
 
 
 def _accuracy(tasks: dict, task: str) -> float:

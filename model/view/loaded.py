@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from attnlab.model.capabilities import Capabilities, ModelKind
 from attnlab.model.captured import CapturedRun
 from attnlab.model.checkpoint import CheckpointError
 from attnlab.model.device import dtype_name
@@ -64,7 +65,7 @@ class ViewForward:
 
 
 @dataclass
-class ViewModel(ModelIO):
+class ViewModel(ModelKind, ModelIO):
     name: str
     model: torch.nn.Module  # the transformers model, eager attention, eval mode
     tokenizer: HFTokenizer
@@ -81,7 +82,6 @@ class ViewModel(ModelIO):
     has_qk = False  # transformers returns weights only
     has_cache = False
     has_interventions = False
-    reads_image = False
     backends = ("eager",)
 
     @property
@@ -89,20 +89,16 @@ class ViewModel(ModelIO):
         return self.cfg.arch
 
     @property
-    def reads_source(self) -> bool:
-        return self.arch == "encdec"
-
-    @property
     def has_logits(self) -> bool:
         return self.cfg.has_logits
 
     @property
-    def capabilities(self) -> dict[str, bool]:
-        """What the pages may ask of this model (the same keys as LoadedModel.capabilities)."""
-        return {"converted": False, "has_qk": False, "has_cache": False, "generates": False,
-                "interventions": False, "masks": False, "internals": False, "relevance": self.has_logits,
-                "reads_source": self.reads_source, "reads_image": False, "has_logits": self.has_logits,
-                "causal": self.arch != "encoder", "next_token": self.arch == "decoder"}
+    def capabilities(self) -> Capabilities:
+        """What the pages may ask of this model (the same fields as LoadedModel.capabilities)."""
+        return Capabilities(converted=False, has_qk=False, has_cache=False, generates=False, interventions=False,
+                            masks=False, internals=False, relevance=self.has_logits, reads_source=self.reads_source,
+                            reads_image=self.reads_image, has_logits=self.has_logits, causal=self.is_causal,
+                            next_token=self.predicts_next_token)
 
     # -- device and precision -------------------------------------------------------------------------
     def to(self, device: str | None = None, dtype: torch.dtype | None = None) -> ViewModel:
@@ -234,6 +230,9 @@ class ViewModel(ModelIO):
 
     def generate(self, *args, **kw):
         raise InputError(f"{self.name} runs as a {MODE}: generation {NEEDS_CONVERTED} (it runs on our KV cache)")
+
+    def readout(self, need_linear: bool = False):
+        raise InputError(f"{self.name} runs as a {MODE}: its residual stream and unembedding {NEEDS_CONVERTED}")
 
 
 def load_view(folder: Path, hf: dict, name: str | None = None, source: str | None = None,

@@ -70,7 +70,7 @@ def test_weights_only_and_what_it_cannot_do(folders):
     assert mask.shape == (len(run.tokens),) * 2 and not mask[0, 1] and mask[1, 0]
     np.testing.assert_array_equal(run.matrices("self")[:, :, ~mask], 0.0)  # causal: nothing above the diagonal
     can = lm.describe()["can"]
-    assert not can["has_qk"] and not can["has_cache"] and not can["converted"] and can["has_logits"]
+    assert not can.has_qk and not can.has_cache and not can.converted and can.has_logits
     for call in (lambda: lm.run(TEXT, backend="sdpa"), lambda: lm.run(TEXT, mask=("bidirectional",)),
                  lambda: lm.generate(TEXT), lambda: lm.forward(lm.encode(TEXT), interventions={"x": 1})):
         with pytest.raises(InputError, match="converted family|own mask"):
