@@ -96,7 +96,7 @@ class Job:
 
 
 class Jobs:
-    """The server's jobs by key: at most `kept` finished ones are kept (the oldest go first)."""
+    """The server's jobs by key; when one starts, the oldest finished ones go so that `kept` remain with it."""
 
     def __init__(self, lock: SharedLock, kept: int = 16, busy_s: float = 20.0):
         self.lock, self.kept, self.busy_s = lock, kept, busy_s
@@ -117,7 +117,7 @@ class Jobs:
                 return job
             job = self._jobs[key] = Job(key)
             done = [k for k, j in self._jobs.items() if j.state != "running" and k != key]
-            for k in done[:max(0, len(done) - self.kept)]:
+            for k in done[:max(0, len(done) - self.kept + 1)]:  # with the new one, `kept` in all
                 del self._jobs[k]
         threading.Thread(target=self._run, args=(job, fn, around), daemon=True, name=f"job {key[0]}").start()
         return job
