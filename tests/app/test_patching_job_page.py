@@ -1,0 +1,75 @@
+"""The Activation patching page with its sweep as a job (AppTest): a progress bar and Cancel while it runs, then
+the charts with the sweep's own numbers; a cancelled job says so in one line and offers to run it again."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from attnlab.analysis import patching
+from attnlab.analysis.patching import activation_patching
+from attnlab.app import job_view, state
+from attnlab.app.interp_examples import RETRIEVAL
+from attnlab.model.registry import load
+
+from tests.app.conftest import ok, open_page, titled, z_of
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """No kept jobs, and no wait for a quick result: the page shows the running job at once."""
+    state._jobs.clear()
+    monkeypatch.setattr(job_view, "QUICK_S", 0.0)
+    yield
+    for job in list(state._jobs()._jobs.values()):
+        job.cancel()
+        job.wait(60)
+    state._jobs.clear()
+
+
+def _job():
+    (job,) = state._jobs()._jobs.values()
+    return job
+
+
+def _progress(at):
+    return [el for el in at.get("progress")]
+
+
+def test_progress_then_the_result(fresh):
+    at = open_page("patching", model="lecture-decoder", pt_example="retrieval", pt_layer=1)
+    ok(at)
+    assert len(_progress(at)) == 1 and "Patching every layer" in _progress(at)[0].proto.text
+    assert at.button(key="pt-job-cancel").label == "Cancel"
+    assert not at.get("plotly_chart")
+    job = _job()
+    assert job.wait(60) and job.state == "done"
+    at.run()
+    ok(at)
+    assert not _progress(at)
+    p = activation_patching(load("lecture-decoder"), RETRIEVAL.clean, RETRIEVAL.corrupt, "rabbit", "turtle")
+    resid = titled(at, "residual stream entering each layer")
+    np.testing.assert_allclose(z_of(resid["data"][0]), 100 * p.resid, atol=1e-3)
+    assert state.patching_job("lecture-decoder", RETRIEVAL.clean, RETRIEVAL.corrupt, "rabbit", "turtle") is job
+
+
+def test_cancel_says_so_and_runs_again(fresh, monkeypatch):
+    def slow(lm, *args, on_step, **kw):  # 0.2 s more a slice: the cancel lands mid-sweep
+        return activation_patching(lm, *args, on_step=lambda d, t: (time.sleep(0.2), on_step(d, t)), **kw)
+
+    monkeypatch.setattr(patching, "activation_patching", slow)
+    at = open_page("patching", model="lecture-decoder", pt_example="retrieval")
+    job = _job()
+    at.button(key="pt-job-cancel").click().run()
+    assert job.wait(60) and job.state == "cancelled" and job.progress < 1
+    at.run()
+    ok(at)
+    assert [w.value for w in at.warning] == [f"Patching every layer, position and head: cancelled at "
+                                             f"{100 * job.progress:.0f} %; nothing was kept."]
+    at.button(key="pt-job-again").click().run()
+    assert _job() is not job
+    assert _job().wait(60) and _job().state == "done"
+    at.run()
+    ok(at)
+    assert titled(at, "residual stream entering each layer")
