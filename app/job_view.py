@@ -13,9 +13,10 @@ QUICK_S = 3.0  # s: a job that ends within this shows its result at once, withou
 POLL_S = 0.5  # how often the progress bar reads the job
 
 
-def job_result(start: Callable[[bool], Job], what: str, key: str) -> Any:
-    """The result of `start(again)`'s job, or the page stops here while it runs or after it was cancelled.
-    `what`: the work in a few words ("Patching every layer, position and head"); `key`: the widgets' prefix."""
+def job_result(start: Callable[[bool], Job], what: str, key: str, stop: bool = True) -> Any:
+    """The result of `start(again)`'s job, or the page stops here while it runs or after it was cancelled
+    (`stop=False`: None, and the page goes on). `what`: the work in a few words ("Patching every layer,
+    position and head"); `key`: the widgets' prefix."""
     job = start(False)
     job.wait(QUICK_S)
     if job.state == "done":
@@ -27,9 +28,11 @@ def job_result(start: Callable[[bool], Job], what: str, key: str) -> Any:
         if st.button("Run it again", key=f"{key}-again"):
             start(True)
             st.rerun()
+    else:
+        _progress(job, what, key)
+    if stop:
         st.stop()
-    _progress(job, what, key)
-    st.stop()
+    return None
 
 
 @st.fragment(run_every=POLL_S)

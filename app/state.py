@@ -232,13 +232,16 @@ qk_refusal = on_model(qk_.refusal)  # (name) -> why QK attribution does not appl
 patching = on_model(patching_.activation_patching, entries=8, spinner="Patching every layer, position and head…")
 
 
-def job(fn: Callable, name: str, *args, again: bool = False) -> Job:
-    """`fn(lm, *args, on_step=...)` on the model `name` as a job (app.jobs): started on the first request, the
-    same job (running or its kept result) on every later one; `again` restarts a cancelled or failed one."""
+def job(fn: Callable, name: str, *args, again: bool = False, start: bool = True, **kw) -> Job | None:
+    """`fn(lm, *args, on_step=..., **kw)` on the model `name` as a job (app.jobs): started on the first request,
+    the same job (running or its kept result) on every later one; `again` restarts a cancelled or failed one;
+    `start=False` only looks it up (None when never started)."""
     run = run_settings()
+    key = (f"{fn.__module__}.{fn.__qualname__}", run, name.strip(), args, tuple(sorted(kw.items())))
+    if not start:
+        return _jobs().get(key)
     lm = _load(name.strip(), *run)
-    key = (f"{fn.__module__}.{fn.__qualname__}", run, name.strip(), args)
-    return _jobs().submit(key, lambda on_step: fn(lm, *args, on_step=on_step), again=again,
+    return _jobs().submit(key, lambda on_step: fn(lm, *args, on_step=on_step, **kw), again=again,
                           around=lambda: cpu_threads(lm))
 
 
@@ -342,6 +345,14 @@ vocabulary = on_model(token_strip.vocabulary)  # (name) -> {"name", "size", "unk
 # disk per weights and examples (analysis.faithfulness_store): computed once per model, not on each first visit
 faithfulness = on_model(kept_.kept_faithfulness, entries=8,
                         spinner="Scoring each method on held-out lecture examples (`attnlab faithfulness`)…")
+
+
+def faithfulness_job(name: str, n: int, seed: int, methods: tuple[str, ...], again: bool = False,
+                     start: bool = True) -> Job | None:
+    """state.faithfulness (ablation off) as a job: slices of one shared pass of integrated gradients or one example."""
+    return job(kept_.kept_faithfulness, name, n, seed, methods=methods, ablation=False, again=again, start=start)
+
+
 faithfulness_path = on_model(kept_.report_path, entries=16)  # (name, n, seed, methods=, ablation=) -> its file
 
 

@@ -1,5 +1,6 @@
-"""The Activation patching page with its sweep as a job (AppTest): a progress bar and Cancel while it runs, then
-the charts with the sweep's own numbers; a cancelled job says so in one line and offers to run it again."""
+"""Pages with a job (AppTest): Activation patching shows a progress bar and Cancel while its sweep runs, then
+the charts with the sweep's own numbers; a cancelled job says so in one line and offers to run it again; Rollout
+scores integrated gradients as a job under its table."""
 
 from __future__ import annotations
 
@@ -73,3 +74,31 @@ def test_cancel_says_so_and_runs_again(fresh, monkeypatch):
     at.run()
     ok(at)
     assert titled(at, "residual stream entering each layer")
+
+
+def test_rollout_scores_integrated_gradients_as_a_job(fresh, tmp_path, monkeypatch):
+    """The button starts the job: the table stays on the page with an empty row and a progress bar under way;
+    when it is done, the row holds the kept report's number."""
+    from attnlab.analysis import faithfulness_store as kept_
+    from attnlab.app.held_out import IG
+
+    from tests.app.conftest import finish_jobs
+
+    monkeypatch.setenv("ATTNLAB_CACHE_DIR", str(tmp_path))
+    for fn in (state.faithfulness, state.faithfulness_path, state.ranking_reasons):
+        fn.clear()
+    at = open_page("rollout", model="lecture-decoder", faith_n=20, timeout=600)
+    at.button(key="faith_ig").click().run()
+    ok(at)
+    assert "Scoring integrated gradients" in _progress(at)[0].proto.text
+    (t,) = [d.value for d in at.dataframe if "attnlab name" in d.value.columns]
+    assert t.set_index("attnlab name")["top-1 agreement"].isna().sum() == 1  # integrated gradients: not yet
+    finish_jobs(at)
+    ok(at)
+    assert not _progress(at)
+    (t,) = [d.value for d in at.dataframe if "attnlab name" in d.value.columns]
+    kept = kept_.read_report(kept_.report_path(state.model("lecture-decoder"), 20, 0, methods=IG))
+    assert t.set_index("attnlab name").loc["integrated_gradients", "top-1 agreement"] == \
+        kept["methods"]["integrated_gradients"]["top1"]
+    for fn in (state.faithfulness, state.faithfulness_path, state.ranking_reasons):
+        fn.clear()
