@@ -250,6 +250,12 @@ def patching_job(name: str, clean: str, corrupt: str, answer: str, wrong: str, a
     return job(patching_.activation_patching, name, clean, corrupt, answer, wrong, again=again)
 
 
+def circuit_job(name: str, clean: str, corrupt: str, answer: str, wrong: str, method: str, share: float,
+                again: bool = False) -> Job:
+    """state.circuit as a job: slices of one batch of path points or one batch of circuit runs."""
+    return job(circuit_.find_circuit, name, clean, corrupt, answer, wrong, method=method, share=share, again=again)
+
+
 # (name, clean, corrupt, answer, wrong, method=, edges=, steps=) -> analysis.circuit.Circuit
 circuit = on_model(circuit_.find_circuit, entries=8, spinner="Scoring every edge and running the circuits…")
 
