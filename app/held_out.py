@@ -13,6 +13,7 @@ import streamlit as st
 from attnlab.analysis import faithfulness_store as kept_
 from attnlab.analysis.faithfulness import METHODS
 from attnlab.app import state
+from attnlab.app.frame import show_error
 from attnlab.app.job_view import job_result
 
 IG = ("integrated_gradients",)
@@ -28,9 +29,14 @@ def held_out(name: str, n: int, seed: int) -> dict:
     if full is not None:
         return full
     ig = state.kept_faithfulness(name, n, seed, methods=IG, ablation=False)
-    if ig is None and (st.session_state.get(ASK) or state.faithfulness_job(name, n, seed, IG, start=False)):
-        ig = job_result(lambda again: state.faithfulness_job(name, n, seed, IG, again=again),
-                        "Scoring integrated gradients", "faith-job", stop=False)  # None while it runs
+    if ig is None and st.session_state.get(ASK):
+        state.faithfulness_job(name, n, seed, IG, again=True)  # the button restarts a cancelled or failed one
+    if ig is None and state.faithfulness_job(name, n, seed, IG, start=False):
+        try:
+            ig = job_result(lambda again: state.faithfulness_job(name, n, seed, IG, again=again),
+                            "Scoring integrated gradients", "faith-job", stop=False)  # None while it runs
+        except Exception as e:  # noqa: BLE001 — its one line; the other methods' rows stay
+            show_error(e)
     return kept_.joined(state.faithfulness(name, n, seed, methods=FAST, ablation=False), ig)
 
 

@@ -102,3 +102,30 @@ def test_rollout_scores_integrated_gradients_as_a_job(fresh, tmp_path, monkeypat
         kept["methods"]["integrated_gradients"]["top1"]
     for fn in (state.faithfulness, state.faithfulness_path, state.ranking_reasons):
         fn.clear()
+
+
+def test_rollout_integrated_gradients_failing_is_one_line_and_the_table_stays(fresh, tmp_path, monkeypatch):
+    from attnlab.analysis import faithfulness_store as kept_
+    from attnlab.model.inputs import InputError
+
+    from tests.app.conftest import finish_jobs
+
+    def failing(lm, n, seed, *, methods, ablation, on_step):
+        on_step(1, 2)
+        raise InputError("integrated gradients failed on purpose")
+
+    monkeypatch.setenv("ATTNLAB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(kept_, "kept_faithfulness", failing)
+    for fn in (state.faithfulness, state.faithfulness_path, state.ranking_reasons):
+        fn.clear()
+    at = finish_jobs(open_page("rollout", model="lecture-decoder", faith_n=20, timeout=600).button(key="faith_ig")
+                     .click().run())
+    assert not at.exception
+    from attnlab.app.frame import error_message
+
+    assert [m.value for m in [*at.warning, *at.error] if "on purpose" in m.value] == [
+        error_message(InputError("integrated gradients failed on purpose"))[1]]  # one line, as every page says it
+    (t,) = [d.value for d in at.dataframe if "attnlab name" in d.value.columns]
+    assert t.set_index("attnlab name")["top-1 agreement"].isna().sum() == 1  # the other methods' rows stay
+    for fn in (state.faithfulness, state.faithfulness_path, state.ranking_reasons):
+        fn.clear()
