@@ -27,6 +27,7 @@ together along the IG path; encoder self-attention and cross-attention edges cre
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,6 +47,7 @@ from attnlab.analysis.relevance import attention_sites
 from attnlab.model.inputs import InputError
 
 STEPS, MAX_STEPS, TOLERANCE = 64, 512, 0.01  # IG's gradient nodes: first try, most, completeness to reach
+IG_STAGES = 3 + int(np.log2(MAX_STEPS // STEPS)) + 1  # integrated_gradients_many's shared passes, at most
 PER_PANEL = 4  # Gauss–Legendre nodes per panel
 SCAN, REFINE, SCAN_SUB, UNIFORM = 32, 4, 8, 0.5  # where the panels go (panels())
 
@@ -184,10 +186,13 @@ def _ig_result(lm, inputs, p, steps: int) -> Attribution:
     return ig
 
 
-def integrated_gradients_many(lm, jobs: list[tuple], steps: int | None = None) -> list[Attribution]:
+def integrated_gradients_many(lm, jobs: list[tuple], steps: int | None = None,
+                              on_stage: Callable[[], None] | None = None) -> list[Attribution]:
     """integrated_gradients for many (inputs, position, target_id) at once, equal to one call each (to float
     rounding): the same scan, panels and doubling, every input's rows of each stage in shared passes
-    (embed_path.along_paths). A target_id None is the predicted token, as there."""
+    (embed_path.along_paths). A target_id None is the predicted token, as there. `on_stage()`: called after
+    each shared pass (at most IG_STAGES: the scan's three, then one per doubling of the steps)."""
+    tick = on_stage or (lambda: None)
     if steps is not None and (not PER_PANEL <= steps <= MAX_STEPS or steps % PER_PANEL):
         raise InputError(f"integrated gradients takes a multiple of {PER_PANEL} steps from {PER_PANEL} to "
                          f"{MAX_STEPS}, not {steps}")
@@ -203,16 +208,19 @@ def integrated_gradients_many(lm, jobs: list[tuple], steps: int | None = None) -
     every = list(range(len(jobs)))
     a = [np.linspace(0.0, 1.0, SCAN + 1) for _ in jobs]
     y = ys(a, every)
+    tick()
     for _ in range(2):  # scan(): the same two refinements
         new = [refine_points(a[i], y[i]) for i in every]
         pts = [merge_points(a[i], y[i], new[i], yn) for i, yn in zip(every, ys(new, every))]
         a, y = [p[0] for p in pts], [p[1] for p in pts]
+        tick()
     n, out, left = {i: steps or STEPS for i in every}, {}, every
     while left:
         nodes = {i: _ig_nodes(panels(a[i], y[i], n[i] // PER_PANEL)) for i in left}
         paths = along_paths(lm, [PathJob(jobs[i][0], jobs[i][1], tids[i], *nodes[i]) for i in left])
         for i, p in zip(left, paths):
             out[i] = _ig_result(lm, jobs[i][0], p, n[i])
+        tick()
         left = [i for i in left if steps is None and out[i].completeness_error > TOLERANCE and 2 * n[i] <= MAX_STEPS]
         for i in left:
             n[i] *= 2

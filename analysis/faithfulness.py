@@ -42,6 +42,7 @@ import numpy as np
 import torch
 from attnlab.analysis.ablation import ablation_deltas
 from attnlab.analysis.attributions import (
+    IG_STAGES,
     attention_x_gradient,
     input_x_gradient,
     integrated_gradients,
@@ -242,7 +243,7 @@ def answer_probability(lm, case: Case) -> tuple[float, bool]:
 # -- the benchmark ---------------------------------------------------------------------------------------
 def faithfulness(lm, n: int = 100, seed: int = 0, *, examples: list[Example] | None = None,
                  cases: list[Case] | None = None, methods=METHODS, ablation: bool = True,
-                 interventions: Interventions = None) -> dict:
+                 interventions: Interventions = None, on_step: Callable[[int, int], None] | None = None) -> dict:
     """{"methods": {METHOD: {"top1", "n"}}, "ablation": [{"site", "head", "delta_p"}], plus context}.
 
     `lm` a LoadedModel with an LM/MLM head; `n` eval examples of its lecture mixture drawn with `seed`
@@ -250,6 +251,8 @@ def faithfulness(lm, n: int = 100, seed: int = 0, *, examples: list[Example] | N
     attribution runs only — for hand-built tests. Context keys: model, arch, seed, n_examples,
     p_answer (mean clean probability of the correct token), accuracy (share where it is the arg-max),
     chance (the top-1 of a random ranking, averaged), by_task ({task: {METHOD: {"top1", "n"}}}).
+    `on_step(done, total)`: called after each slice (one shared pass of integrated gradients, one example);
+    the numbers are the same with or without it.
     """
     if not 1 <= n <= MAX_EXAMPLES:
         raise InputError(f"--n must be between 1 and {MAX_EXAMPLES}, got {n}")
@@ -264,8 +267,17 @@ def faithfulness(lm, n: int = 100, seed: int = 0, *, examples: list[Example] | N
     deltas = np.zeros(len(jobs))
     probs, correct, ig = [], [], []
     batched = IG in methods and interventions is None  # every case's integrated gradients in shared passes
-    igs = iter(integrated_gradients_many(lm, [(c.inputs, c.query, c.answer_id) for c in cases])) if batched else None
-    for case in cases:
+    stages, total = [0], len(cases) + (IG_STAGES if batched else 0)
+    step = on_step or (lambda done, total: None)
+
+    def stage():
+        stages[0] += 1
+        step(stages[0], total)
+
+    igs = iter(integrated_gradients_many(lm, [(c.inputs, c.query, c.answer_id) for c in cases], on_stage=stage)
+               ) if batched else None
+    done = total - len(cases)  # the examples' slices come last, whatever IG's doubling left unused
+    for k, case in enumerate(cases):
         task = tasks.setdefault(case.example.task if case.example is not None else "", {m: [] for m in methods})
         details = {IG: next(igs)} if batched else {}
         scores = method_scores(lm, case, [m for m in methods if not (batched and m == IG)], interventions, details)
@@ -282,6 +294,7 @@ def faithfulness(lm, n: int = 100, seed: int = 0, *, examples: list[Example] | N
         correct.append(ok)
         if ablation:
             deltas += ablation_deltas(lm, case.inputs, case.query, case.answer_id, jobs)
+        step(done + k + 1, total)
     deltas /= len(cases)
     return {
         "model": lm.name, "arch": lm.arch, "seed": seed, "n_examples": len(cases),

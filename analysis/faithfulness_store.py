@@ -86,17 +86,17 @@ def read_report(path: Path) -> dict | None:
 
 
 def kept_faithfulness(lm, n: int = 40, seed: int = 0, *, methods=faithfulness_.METHODS, ablation: bool = False,
-                      folder: Path | None = None) -> dict:
+                      folder: Path | None = None, on_step=None) -> dict:
     """faithfulness(lm, n, seed, methods=…, ablation=…), read back where report_path looks when this model's
     weights and cases were scored before, else computed and written to `folder` (default
-    cache_dir()/faithfulness)."""
+    cache_dir()/faithfulness). `on_step(done, total)`: faithfulness's slices, when it computes."""
     cases = faithfulness_.make_cases(lm, n, seed)
     *shipped, path = _paths(lm, cases, methods, ablation, folder)
     for p in (*shipped, path):
         report = read_report(p)
         if report is not None:
             return report
-    report = faithfulness_.faithfulness(lm, n, seed, cases=cases, methods=methods, ablation=ablation)
+    report = faithfulness_.faithfulness(lm, n, seed, cases=cases, methods=methods, ablation=ablation, on_step=on_step)
     _write(path, report)
     return report
 

@@ -8,11 +8,14 @@ output (hook_z, every position) per (layer, head); each head per position for ch
 
 Batched as a staircase: the runs patched at block l start there from the corrupted stream (nothing before it
 changes), and all runs go through the blocks together — block l carries every run that started at or before l.
+One block of one staircase is a slice: `on_step(done, total)` is called after each (the app's jobs release the
+inference lock there, report progress and stop when cancelled); the numbers are the same with or without it.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -87,6 +90,13 @@ class _Setup:
         if abs(self.gap) < 1e-6 * max(1.0, abs(self.ld["clean"])):
             raise InputError("the clean and corrupted prompts give the same logit difference; nothing to restore")
         self.ctx = self.stack.blocks_ctx(T, backend, device=self.direction.device)
+        self.on_step, self.done, self.total = None, 0, 0
+
+    def tick(self) -> None:
+        """One block of one staircase done: on_step(done, total)."""
+        self.done += 1
+        if self.on_step is not None:
+            self.on_step(self.done, self.total)
 
     @torch.no_grad()
     def read(self, x_last: torch.Tensor) -> torch.Tensor:
@@ -107,6 +117,7 @@ class _Setup:
             if new is not None:
                 x = new if x is None else torch.cat([x, new])  # [N_active, T, D]
             if x is None:
+                self.tick()
                 continue
             fix = z_fix[i] if z_fix is not None and new is not None else None
             if fix is None:
@@ -115,6 +126,7 @@ class _Setup:
                 n = new.shape[0]
                 with hooks.intervene({f"{blk.attn.site}.hook_z": lambda z, name, n=n, fix=fix: fix(z, n)}):
                     x = blk(x, ctx)
+            self.tick()
         return self.read(x[:, -1])  # [N]
 
 
@@ -122,11 +134,16 @@ def _chunks(n: int, per: int) -> list[range]:
     return [range(i, min(i + per, n)) for i in range(0, n, per)]
 
 
+def _per(n_layers: int, T: int) -> int:
+    """Runs per staircase when each of `n_layers` layers starts runs of T tokens (ROW_TOKENS in all)."""
+    return max(1, ROW_TOKENS // (n_layers * T))
+
+
 def patch_resid(s: _Setup) -> np.ndarray:
     """[L, T]: the clean stream entering block l at position p, into the corrupted run."""
     L, T = len(s.stack.blocks), s.T
     out = np.zeros((L, T))
-    for ps in _chunks(T, max(1, ROW_TOKENS // (L * T))):
+    for ps in _chunks(T, _per(L, T)):
         entering = []
         for i in range(L):
             x = s.resid["corrupt"][i].expand(len(ps), -1, -1).clone()  # [n, T, D]
@@ -142,7 +159,7 @@ def _z_runs(s: _Setup, layers: list[int], cells: list[tuple[int, int | None]]) -
     p is None) at each of `layers`, one run per (layer, cell)."""
     L, T = len(s.stack.blocks), s.T
     out = np.zeros((len(layers), len(cells)))
-    for cs in _chunks(len(cells), max(1, ROW_TOKENS // (len(layers) * T))):
+    for cs in _chunks(len(cells), _per(len(layers), T)):
         entering, fixes = [None] * L, [None] * L
         for i in layers:
             entering[i] = s.resid["corrupt"][i].expand(len(cs), -1, -1).contiguous()  # [n, T, D]
@@ -165,13 +182,17 @@ def _z_runs(s: _Setup, layers: list[int], cells: list[tuple[int, int | None]]) -
 
 
 def activation_patching(lm, clean: str, corrupt: str, answer: str, wrong: str, *, layers: list[int] | None = None,
-                        backend: str = "sdpa") -> Patching:
+                        backend: str = "sdpa", on_step: Callable[[int, int], None] | None = None) -> Patching:
     """Every sweep of the module docstring. `layers`: the layers of the head × position sweep (default: all
-    when that is at most HEAD_POS_RUNS runs, else the layer of the head that restores most)."""
+    when that is at most HEAD_POS_RUNS runs, else the layer of the head that restores most). `on_step(done,
+    total)`: called after each slice (one block of one staircase), done = 1 … total."""
     t0 = time.perf_counter()
     s = _Setup(lm, clean, corrupt, answer, wrong, backend)
     L, H, T = len(s.stack.blocks), lm.cfg.n_heads, s.T
     layers = [check_row(i, L) for i in layers] if layers else None
+    n_hp = len(layers) if layers else (L if L * H * T <= HEAD_POS_RUNS else 1)  # layers of the head × position sweep
+    stairs = 1 + len(_chunks(T, _per(L, T))) + len(_chunks(H, _per(L, T))) + len(_chunks(H * T, _per(n_hp, T)))
+    s.on_step, s.total = on_step, stairs * L
     sec, runs = {"setup": time.perf_counter() - t0}, {}
     t = time.perf_counter()
     entering = [s.resid["clean"][0]] + [None] * (L - 1)

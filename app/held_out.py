@@ -3,7 +3,8 @@ model was not trained on (analysis.faithfulness), kept on disk per model (analys
 
 Every method but integrated gradients takes seconds on a model's first visit. Integrated gradients integrates
 the gradient over 64–512 steps per example (about a minute for 40 examples on a CPU), so it is scored when the
-button asks for it, once per model: from then on its row is read from disk like the rest."""
+button asks for it, once per model, as a job (app.jobs: a progress bar and Cancel, other sessions' requests in
+between its slices): from then on its row is read from disk like the rest."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import streamlit as st
 from attnlab.analysis import faithfulness_store as kept_
 from attnlab.analysis.faithfulness import METHODS
 from attnlab.app import state
+from attnlab.app.frame import show_error
+from attnlab.app.job_view import job_result
 
 IG = ("integrated_gradients",)
 FAST = tuple(m for m in METHODS if m not in IG)
@@ -27,7 +30,13 @@ def held_out(name: str, n: int, seed: int) -> dict:
         return full
     ig = state.kept_faithfulness(name, n, seed, methods=IG, ablation=False)
     if ig is None and st.session_state.get(ASK):
-        ig = state.faithfulness(name, n, seed, methods=IG, ablation=False)
+        state.faithfulness_job(name, n, seed, IG, again=True)  # the button restarts a cancelled or failed one
+    if ig is None and state.faithfulness_job(name, n, seed, IG, start=False):
+        try:
+            ig = job_result(lambda again: state.faithfulness_job(name, n, seed, IG, again=again),
+                            "Scoring integrated gradients", "faith-job", stop=False)  # None while it runs
+        except Exception as e:  # noqa: BLE001 — its one line; the other methods' rows stay
+            show_error(e)
     return kept_.joined(state.faithfulness(name, n, seed, methods=FAST, ablation=False), ig)
 
 

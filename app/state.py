@@ -6,7 +6,8 @@
 * One lock around tokenization and inference (fast tokenizers are not thread-safe and two cores do not get
   faster with more threads); a model under SMALL_MODEL parameters runs on one torch thread (`cpu_threads`).
   A request waits at most BUSY_WAIT_S for the lock, then fails with BusyError ("busy, retry") instead of
-  hanging the page.
+  hanging the page. Long work (`patching_job`) runs as an app.jobs job: in slices that take the lock one at a
+  time, in a background thread, its result kept per (function, run settings, model, inputs).
 * A memory budget (model.budget, from `attnlab app --max-memory/--max-tokens`: ATTNLAB_MAX_MEMORY /
   ATTNLAB_MAX_TOKENS): every entry point over a text asks it first (`guard`), and each forward pass checks too.
 * Everything else: `st.cache_data(max_entries=...)` over a function of analysis or the model layer, keyed by
@@ -17,7 +18,6 @@
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
@@ -55,6 +55,7 @@ from attnlab.analysis.benchmarks import DEFAULT_PATH, read_benchmarks
 from attnlab.analysis.circuit import find as circuit_
 from attnlab.analysis.relevance import gradient_relevance
 from attnlab.app import longinput, token_strip
+from attnlab.app.jobs import BusyError, Job, Jobs, SharedLock
 from attnlab.model import budget
 from attnlab.model.device import cuda_available, dtype_name, resolve
 from attnlab.model.dispatch import parse_max_memory
@@ -69,14 +70,15 @@ BUSY_WAIT_S = float(os.environ.get("ATTNLAB_BUSY_WAIT_S", "20"))
 BENCH_FILE = data_folder("docs") / Path(DEFAULT_PATH).name  # the latest `attnlab bench` JSON
 
 
-class BusyError(RuntimeError):
-    """The inference lock was not free within BUSY_WAIT_S."""
-
-
 # -- models and the inference lock -------------------------------------------------------------------
 @st.cache_resource(show_spinner=False)
-def _inference_lock() -> threading.Lock:
-    return threading.Lock()
+def _inference_lock() -> SharedLock:
+    return SharedLock()
+
+
+@st.cache_resource(show_spinner=False)
+def _jobs() -> Jobs:
+    return Jobs(_inference_lock(), kept=16, busy_s=BUSY_WAIT_S)
 
 
 @contextmanager
@@ -228,6 +230,32 @@ logit_attribution = on_model(dla_.direct_logit_attribution)
 qk_attribution = on_text(qk_.qk_attribution, entries=32)
 qk_refusal = on_model(qk_.refusal)  # (name) -> why QK attribution does not apply, or None
 patching = on_model(patching_.activation_patching, entries=8, spinner="Patching every layer, position and head…")
+
+
+def job(fn: Callable, name: str, *args, again: bool = False, start: bool = True, **kw) -> Job | None:
+    """`fn(lm, *args, on_step=..., **kw)` on the model `name` as a job (app.jobs): started on the first request,
+    the same job (running or its kept result) on every later one; `again` restarts a cancelled or failed one;
+    `start=False` only looks it up (None when never started)."""
+    run = run_settings()
+    key = (f"{fn.__module__}.{fn.__qualname__}", run, name.strip(), args, tuple(sorted(kw.items())))
+    if not start:
+        return _jobs().get(key)
+    lm = _load(name.strip(), *run)
+    return _jobs().submit(key, lambda on_step: fn(lm, *args, on_step=on_step, **kw), again=again,
+                          around=lambda: cpu_threads(lm))
+
+
+def patching_job(name: str, clean: str, corrupt: str, answer: str, wrong: str, again: bool = False) -> Job:
+    """state.patching as a job: the sweep in slices of one block of one staircase each."""
+    return job(patching_.activation_patching, name, clean, corrupt, answer, wrong, again=again)
+
+
+def circuit_job(name: str, clean: str, corrupt: str, answer: str, wrong: str, method: str, share: float,
+                again: bool = False) -> Job:
+    """state.circuit as a job: slices of one batch of path points or one batch of circuit runs."""
+    return job(circuit_.find_circuit, name, clean, corrupt, answer, wrong, method=method, share=share, again=again)
+
+
 # (name, clean, corrupt, answer, wrong, method=, edges=, steps=) -> analysis.circuit.Circuit
 circuit = on_model(circuit_.find_circuit, entries=8, spinner="Scoring every edge and running the circuits…")
 
@@ -323,6 +351,14 @@ vocabulary = on_model(token_strip.vocabulary)  # (name) -> {"name", "size", "unk
 # disk per weights and examples (analysis.faithfulness_store): computed once per model, not on each first visit
 faithfulness = on_model(kept_.kept_faithfulness, entries=8,
                         spinner="Scoring each method on held-out lecture examples (`attnlab faithfulness`)…")
+
+
+def faithfulness_job(name: str, n: int, seed: int, methods: tuple[str, ...], again: bool = False,
+                     start: bool = True) -> Job | None:
+    """state.faithfulness (ablation off) as a job: slices of one shared pass of integrated gradients or one example."""
+    return job(kept_.kept_faithfulness, name, n, seed, methods=methods, ablation=False, again=again, start=start)
+
+
 faithfulness_path = on_model(kept_.report_path, entries=16)  # (name, n, seed, methods=, ablation=) -> its file
 
 

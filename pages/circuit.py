@@ -11,6 +11,7 @@ from attnlab.app.figures.circuit import MAX_DRAWN, circuit_graph, faithfulness_c
 from attnlab.app.figures.style import md
 from attnlab.app.frame import chart, page, presenting
 from attnlab.app.inputs import require
+from attnlab.app.job_view import job_result
 from attnlab.app.prompt_pair import prompt_pair
 from attnlab.app.url_state import select, slider
 
@@ -31,7 +32,8 @@ with page("Circuit", "Which heads and edges carry the answer?"):
         method = select("Method", list(METHODS), "ci_method", "eap-ig", format_func=METHODS.get)
     with c2:
         share = slider("Circuit size (% of the edges)", 0.5, 20.0, "ci_share", 5.0, step=0.5)
-    c = state.circuit(model, clean, corrupt, answer, wrong, method=method, share=share / 100)
+    c = job_result(lambda again: state.circuit_job(model, clean, corrupt, answer, wrong, method, share / 100, again),
+                   "Scoring every edge and running the circuits", "ci-job")
     roles = card_roles(state.model_card(model)) or type_roles(state.head_table(model, clean)[0])
     st.markdown(f"logit({md(c.answer)}) − logit({md(c.wrong)}): **{c.m_clean:+.3f}** clean, **{c.m_corrupt:+.3f}** "
                 f"corrupted. The circuit of the top **{c.n_edges:,}** of {c.n_edges_total:,} edges keeps "

@@ -13,6 +13,7 @@ from attnlab.app.frame import chart, page, presenting
 from attnlab.app.inputs import require
 from attnlab.app.interp_examples import EXAMPLES, matching
 from attnlab.app.interp_notes import patch_note
+from attnlab.app.job_view import job_result
 from attnlab.app.prompt_pair import prompt_pair
 from attnlab.app.url_state import index
 
@@ -30,7 +31,8 @@ with page("Activation patching", "Which activations does the answer actually dep
         "from the clean run: the share of the logit difference *logit(answer) − logit(wrong)* that comes back is "
         "how much the answer depends on that activation (0 %: nothing; 100 %: all of it).")
     model, clean, corrupt, answer, wrong, ex = prompt_pair(EXAMPLES, inp, "pt", lambda e: e.patch_note)
-    p = state.patching(model, clean, corrupt, answer, wrong)
+    p = job_result(lambda again: state.patching_job(model, clean, corrupt, answer, wrong, again=again),
+                   "Patching every layer, position and head", "pt-job")
     L, T = p.resid.shape
     H = p.heads.shape[1]
     pos = [_label(i, t) for i, t in enumerate(p.clean)]

@@ -10,13 +10,14 @@ alone keeps the whole logit difference; 0: none of it).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from attnlab.analysis.circuit.graph import Graph, head_of
 from attnlab.analysis.circuit.runs import Runs
-from attnlab.analysis.circuit.scores import IG_STEPS, alphas, edge_scores, mean_gradient
+from attnlab.analysis.circuit.scores import IG_STEPS, STEP_BATCH, alphas, edge_scores, mean_gradient
 from attnlab.analysis.readout import answer_id
 from attnlab.model.inputs import InputError
 
@@ -115,15 +116,23 @@ def keep_masks(order: np.ndarray, sizes: list[int], shape: tuple[int, int], devi
     return keep.view(len(sizes), *shape).to(device)
 
 
-def faithfulness_of(runs: Runs, order: np.ndarray, sizes: list[int]) -> list[float]:
-    """The faithfulness of the top-n circuit for each n in sizes."""
+def curve_batch(runs: Runs) -> int:
+    """Circuit runs per forward: CURVE_BATCH, fewer where their differences would pass DELTA_BYTES."""
+    return max(1, min(CURVE_BATCH, DELTA_BYTES // (4 * runs.acts["corrupt"].numel())))
+
+
+def faithfulness_of(runs: Runs, order: np.ndarray, sizes: list[int],
+                    on_batch: Callable[[], None] | None = None) -> list[float]:
+    """The faithfulness of the top-n circuit for each n in sizes (`on_batch()` after each forward)."""
     shape = (len(runs.graph.senders), len(runs.graph.receivers))
     gap = runs.m["clean"] - runs.m["corrupt"]
-    per = max(1, min(CURVE_BATCH, DELTA_BYTES // (4 * runs.acts["corrupt"].numel())))
+    per = curve_batch(runs)
     out = []
     for i in range(0, len(sizes), per):
         m = runs.circuit_m(keep_masks(order, sizes[i:i + per], shape, runs.valid.device))
         out += [(float(x) - runs.m["corrupt"]) / gap for x in m.double().cpu()]
+        if on_batch is not None:
+            on_batch()
     return out
 
 
@@ -134,26 +143,35 @@ def curve_sizes(total: int, n: int, points: int = 16) -> list[int]:
 
 
 def find_circuit(lm, clean: str, corrupt: str, answer: str, wrong: str, *, method: str = "eap-ig",
-                 edges: int | None = None, share: float = SHARE, steps: int = IG_STEPS, curve: bool = True) -> Circuit:
+                 edges: int | None = None, share: float = SHARE, steps: int = IG_STEPS, curve: bool = True,
+                 on_step: Callable[[int, int], None] | None = None) -> Circuit:
     """Score every edge and measure the top-`edges` circuit (default: `share` of the edges, at least one);
-    `curve`: also the faithfulness of circuits from no edge to every edge."""
+    `curve`: also the faithfulness of circuits from no edge to every edge. `on_step(done, total)`: after each
+    slice (one batch of path points, one batch of circuit runs); the numbers are the same with or without it."""
     t0 = time.perf_counter()
     points = alphas(method, steps)
     runs = setup(lm, clean, corrupt, answer, wrong)
     sec = {"setup": time.perf_counter() - t0}
-    t = time.perf_counter()
-    scores = edge_scores(runs, mean_gradient(runs, points))
-    sec["scores"] = time.perf_counter() - t
     total = runs.graph.n_edges
     n = max(1, int(share * total)) if edges is None else edges
     if not 0 <= n <= total:
         raise InputError(f"--edges {n} is out of range: this model's graph has {total:,} edges")
+    sizes = curve_sizes(total, n) if curve else [n]
+    done, slices = [0], -(-len(points) // STEP_BATCH) + -(-len(sizes) // curve_batch(runs))
+
+    def tick():
+        done[0] += 1
+        if on_step is not None:
+            on_step(done[0], slices)
+
+    t = time.perf_counter()
+    scores = edge_scores(runs, mean_gradient(runs, points, tick))
+    sec["scores"] = time.perf_counter() - t
     res = Circuit(lm.name, method, len(points), list(runs.clean.tokens), list(lm.encode(corrupt).tokens),
                   lm.label(runs.a), lm.label(runs.b), runs.m["clean"], runs.m["corrupt"], runs.graph, scores, n,
                   float("nan"))
     t = time.perf_counter()
-    sizes = curve_sizes(total, n) if curve else [n]
-    kept = faithfulness_of(runs, res.order(), sizes)
+    kept = faithfulness_of(runs, res.order(), sizes, tick)
     res.faithfulness = kept[sizes.index(n)]
     res.curve = list(zip(sizes, kept)) if curve else []
     sec["circuits"] = time.perf_counter() - t

@@ -13,6 +13,8 @@ over the 63 heads that restore at least 1 %.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 from attnlab.analysis.circuit.runs import Runs
@@ -34,13 +36,16 @@ def alphas(method: str, steps: int = IG_STEPS) -> list[float]:
     return [(k + 0.5) / steps for k in range(steps)]
 
 
-def mean_gradient(runs: Runs, points: list[float]) -> torch.Tensor:
-    """∂M/∂(receiver inputs) [R, T, D], averaged over the path points (in batches of STEP_BATCH)."""
+def mean_gradient(runs: Runs, points: list[float], on_batch: Callable[[], None] | None = None) -> torch.Tensor:
+    """∂M/∂(receiver inputs) [R, T, D], averaged over the path points (in batches of STEP_BATCH; `on_batch()`
+    after each)."""
     total = None
     for i in range(0, len(points), STEP_BATCH):
         chunk = points[i:i + STEP_BATCH]
         g = runs.gradients(chunk) * len(chunk)
         total = g if total is None else total + g
+        if on_batch is not None:
+            on_batch()
     return total / len(points)
 
 

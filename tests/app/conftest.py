@@ -29,6 +29,15 @@ def open_page(page: str | None = None, timeout: float = 120, **params) -> AppTes
     return at.run()
 
 
+def finish_jobs(at: AppTest, timeout: float = 600) -> AppTest:
+    """Wait for every running job (app.jobs) to end, then run the page again: what its progress bar's poll does."""
+    from attnlab.app import state
+
+    for job in list(state._jobs()._jobs.values()):
+        assert job.wait(timeout), f"job {job.key[0]} still running after {timeout} s"
+    return at.run()
+
+
 def specs(at: AppTest) -> list[dict]:
     """The Plotly figures on the page, as JSON (st.plotly_chart has no typed AppTest element)."""
     return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]

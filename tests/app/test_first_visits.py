@@ -23,15 +23,13 @@ def test_rollout_first_visit_scores_integrated_gradients_only_when_asked(tmp_pat
     from attnlab.analysis import faithfulness_store as kept_
     from attnlab.app.held_out import IG
 
-    from .conftest import ok, open_page
+    from .conftest import finish_jobs, ok, open_page
 
     monkeypatch.setenv("ATTNLAB_CACHE_DIR", str(tmp_path))
     calls = []
-    real, real_many = faithfulness_.GRADIENT_METHODS["integrated_gradients"], faithfulness_.integrated_gradients_many
-    monkeypatch.setitem(faithfulness_.GRADIENT_METHODS, "integrated_gradients",
-                        lambda *a, **k: calls.append(1) or real(*a, **k))
-    monkeypatch.setattr(faithfulness_, "integrated_gradients_many",  # the examples integrated together: one each
-                        lambda lm, items, *a, **k: calls.extend([1] * len(items)) or real_many(lm, items, *a, **k))
+    real = faithfulness_.integrated_gradients_many  # the examples' integrated gradients, in shared passes
+    monkeypatch.setattr(faithfulness_, "integrated_gradients_many",
+                        lambda lm, jobs, *a, **k: calls.extend([1] * len(jobs)) or real(lm, jobs, *a, **k))
 
     def fresh_server():
         for fn in (state.faithfulness, state.faithfulness_path, state.ranking_reasons):
@@ -51,7 +49,7 @@ def test_rollout_first_visit_scores_integrated_gradients_only_when_asked(tmp_pat
     assert [b.key for b in at.button if b.key == "faith_ig"] == ["faith_ig"]
     assert any(c.value.startswith("Integrated gradients is not scored on these 20 examples yet") for c in at.caption)
 
-    at.button(key="faith_ig").click().run()
+    finish_jobs(at.button(key="faith_ig").click().run())  # a job (app.jobs): its progress bar polls until done
     ok(at)
     assert len(calls) == 20  # once per held-out example
     after = table(at)

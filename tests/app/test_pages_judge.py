@@ -8,7 +8,7 @@ import pytest
 from attnlab.app.presets import presets
 from attnlab.cli.main import main
 
-from tests.app.conftest import ok, open_page
+from tests.app.conftest import finish_jobs, ok, open_page
 
 N = 20  # held-out examples: small, to keep the benchmark fast
 
@@ -24,7 +24,7 @@ def test_rollout_faithfulness_table_equals_attnlab_faithfulness(capsys):
     at = open_page("rollout", model="lecture-decoder", faith_n=N, timeout=300)
     ok(at)
     if [b for b in at.button if b.key == "faith_ig"]:  # integrated gradients not kept yet: score it (app.held_out)
-        at.button(key="faith_ig").click().run()
+        finish_jobs(at.button(key="faith_ig").click().run())
     table = frame_with(at, "attnlab name")
     assert main(["faithfulness", "--model", "lecture-decoder", "--n", str(N), "--seed", "0", "--json"]) == 0
     cli = json.loads(capsys.readouterr().out)["methods"]

@@ -9,7 +9,7 @@ from attnlab.analysis.faithfulness_why import ranking_reasons
 from attnlab.app.presets import presets
 from attnlab.model.registry import load
 
-from tests.app.conftest import ok, open_page, titled, z_of
+from tests.app.conftest import finish_jobs, ok, open_page, titled, z_of
 
 N = 20
 
@@ -20,7 +20,7 @@ def test_rollout_page_shows_gradient_rows_and_explains_the_ranking():
     at = open_page("rollout", model="lecture-decoder", preset=p.id, faith_n=N, timeout=600)
     ok(at)
     if [b for b in at.button if b.key == "faith_ig"]:  # integrated gradients not kept yet: score it (app.held_out)
-        at.button(key="faith_ig").click().run()
+        finish_jobs(at.button(key="faith_ig").click().run())
     q = at.session_state["query"]
     fig = titled(at, f"Which tokens matter for token {q}")
     names = list(fig["data"][0]["y"])
