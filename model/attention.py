@@ -15,17 +15,13 @@ from dataclasses import dataclass, field, replace
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from attnlab.model import hooks
+from attnlab.model.attention_kernels import eager_attention, fused_attention, kernel_name, repeat_kv
 from attnlab.model.cache import KVCache
 from attnlab.model.config import ModelConfig
 from attnlab.model.norms import make_norm
 from attnlab.model.positions import apply_rope
 from attnlab.model.record import AttentionRecord, CausalMask, HostCopy
-from attnlab.model.softmax import masked_softmax_torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
-
-_KERNELS = {0: "math", 1: "flash", 2: "mem_efficient", 3: "cudnn", 4: "overrideable"}
 
 
 @dataclass
@@ -71,90 +67,10 @@ class AttnCtx:
         return self._kernels[key]
 
 
-def repeat_kv(x: torch.Tensor, group: int) -> torch.Tensor:
-    """Repeat each k/v head for the `group` query heads that share it: [B, Hkv, T, d] -> [B, Hkv·group, T, d]."""
-    if group == 1:
-        return x
-    B, Hkv, T, d = x.shape
-    return x[:, :, None].expand(B, Hkv, group, T, d).reshape(B, Hkv * group, T, d)  # [B, Hkv, g, T, d] -> [B, H, T, d]
-
-
-def eager_attention(q, k, v, mask, bias, scale, site, cap, softcap=None, dead_rows: bool | None = None):
-    """Plain math with hook points on scores, mask and pattern. Returns z [B, H, q, d], scores, pattern;
-    the scores come back unmasked only when a hook keeps them or an intervention changed them (else they
-    were masked in place). `softcap` (Gemma 2): scaled scores → softcap·tanh(scores/softcap) before the bias.
-    `dead_rows`: may a row see no key (masked_softmax_torch; None: look, one device sync)."""
-    scores = torch.matmul(q, k.transpose(-2, -1)).mul_(scale)  # [B, H, q, k]; in place: one T² buffer fewer
-    if softcap is not None:
-        scores = torch.tanh(scores / softcap) * softcap
-    if bias is not None:
-        scores = scores + bias
-    kept = False  # does anything hold on to `scores` after this call (a hook tensor, an intervention)?
-    if cap is not None:
-        name = f"{site}.hook_attn_scores"
-        kept = name in cap.interventions or cap.wants_tensor(name)
-        scores = cap.hook(name, scores)
-        if mask is None:
-            mask = torch.ones(1, 1, *scores.shape[-2:], dtype=torch.bool, device=scores.device)
-        if f"{site}.hook_mask" in cap.interventions:
-            dead_rows = True  # an intervened mask may hide every key of a row
-        mask = cap.hook(f"{site}.hook_mask", mask)
-    # −inf before the softmax gives exact zeros at masked keys. Nobody keeps the scores: mask them in place
-    # (one T² buffer fewer); the returned scores are then masked.
-    pattern = masked_softmax_torch(scores, mask, in_place=not kept, dead_rows=dead_rows)
-    if cap is not None:
-        pattern = cap.hook(f"{site}.hook_pattern", pattern)
-    return torch.matmul(pattern, v), scores, pattern
-
-
 def _hook_heads(cap, name: str, x: torch.Tensor) -> torch.Tensor:
     """Fire hook `name` on x [B, H, T, d] in TransformerLens's layout [B, T, H, d]; the (maybe replaced) value back
     in [B, H, T, d]."""
     return cap.hook(name, x.transpose(1, 2)).transpose(1, 2)  # [B, H, T, d] -> [B, T, H, d] -> [B, H, T, d]
-
-
-def flash_kernels(q) -> list:
-    """The kernels backend='flash' may run: flash alone on the CPU; on CUDA, whose flash kernel takes no explicit
-    mask, no float32 and not every head size, the next fused kernel and then the math one, in that order (the
-    record's kernel names the one that ran, `kernel_name`)."""
-    return [SDPBackend.FLASH_ATTENTION] + ([SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH] if q.is_cuda else [])
-
-
-def fused_attention(q, k, v, mask, bias, scale, is_causal, backend, dead_rows: bool = True):
-    """F.scaled_dot_product_attention; flash pinned for backend='flash'. Returns z [B, H, q, d]; `dead_rows`
-    False skips zeroing rows that see no key (the mask shows every query a key)."""
-    attn_mask = mask
-    if bias is not None:
-        b = bias[None].to(q.dtype)  # [1, H, q, k]
-        attn_mask = b if mask is None else b.masked_fill(~mask, float("-inf"))
-    if backend == "flash":
-        with sdpa_kernel(flash_kernels(q)):
-            z = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale)
-    else:
-        z = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale)
-    if mask is not None and dead_rows:
-        z = z.masked_fill(~mask.any(-1, keepdim=True), 0.0)  # a fully masked row outputs 0, never NaN
-    return z
-
-
-def kernel_name(q, k, v, mask, bias, scale, is_causal, backend) -> str:
-    """Which SDPA kernel PyTorch picks for these inputs (what actually runs)."""
-    if backend == "eager":
-        return "eager"
-    device = "cuda" if q.is_cuda else "cpu"
-    attn_mask = mask if bias is None else bias[None].to(q.dtype)
-    try:
-        if backend == "flash":
-            with sdpa_kernel(flash_kernels(q)):
-                choice = 1 if device == "cpu" else torch._fused_sdp_choice(q, k, v, attn_mask, 0.0, is_causal,
-                                                                           scale=scale)
-        else:
-            choice = torch._fused_sdp_choice(q, k, v, attn_mask, 0.0, is_causal, scale=scale)
-        name = _KERNELS.get(int(choice), str(choice))
-    except Exception:  # noqa: BLE001 — a private API; report honestly when it is unavailable
-        name = "unknown"
-    fused = " (PyTorch fused CPU kernel)" if device == "cpu" and name == "flash" else ""
-    return f"{name}{fused} [{device}]"
 
 
 class Attention(nn.Module):

@@ -18,7 +18,7 @@ keys are never recomputed, so one masked forward is the rolling cache, not a re-
 from __future__ import annotations
 
 import torch
-from attnlab.model.attention import repeat_kv
+from attnlab.model.attention_kernels import repeat_kv
 from attnlab.model.config import ModelConfig
 from attnlab.model.hooks import Intervention
 from attnlab.model.masks import MaskSpec
