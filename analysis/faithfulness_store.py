@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from attnlab.analysis import faithfulness as faithfulness_
+from attnlab.analysis.faithfulness_cases import Case, make_cases
 from attnlab.model.registry import BUNDLED_DIR
 
 VERSION = 1  # bump when the report's meaning changes
@@ -39,7 +40,7 @@ def weights_hash(module: torch.nn.Module) -> str:
     return h.hexdigest()
 
 
-def cases_hash(cases: list[faithfulness_.Case]) -> str:
+def cases_hash(cases: list[Case]) -> str:
     """SHA-256 over what each case scores: its ids (source ids too), query, answer id and source positions."""
     h = hashlib.sha256()
     for c in cases:
@@ -60,7 +61,7 @@ def report_path(lm, n: int = 40, seed: int = 0, *, methods=faithfulness_.METHODS
                 folder: Path | None = None) -> Path:
     """Where the report of faithfulness(lm, n, seed, methods=…, ablation=…) is kept: beside a bundled checkpoint
     when it ships there, else in `folder` (default cache_dir()/faithfulness; it may not be there yet)."""
-    *shipped, kept = _paths(lm, faithfulness_.make_cases(lm, n, seed), methods, ablation, folder)
+    *shipped, kept = _paths(lm, make_cases(lm, n, seed), methods, ablation, folder)
     return next((p for p in shipped if p.is_file()), kept)
 
 
@@ -90,7 +91,7 @@ def kept_faithfulness(lm, n: int = 40, seed: int = 0, *, methods=faithfulness_.M
     """faithfulness(lm, n, seed, methods=…, ablation=…), read back where report_path looks when this model's
     weights and cases were scored before, else computed and written to `folder` (default
     cache_dir()/faithfulness). `on_step(done, total)`: faithfulness's slices, when it computes."""
-    cases = faithfulness_.make_cases(lm, n, seed)
+    cases = make_cases(lm, n, seed)
     *shipped, path = _paths(lm, cases, methods, ablation, folder)
     for p in (*shipped, path):
         report = read_report(p)
@@ -106,7 +107,7 @@ def ship(lm) -> Path:
     folder = shipped_dir(lm)
     if folder is None:
         raise ValueError(f"{lm.name} is not a bundled model: its reports are kept in {cache_dir()}")
-    cases = faithfulness_.make_cases(lm, SHIPPED["n"], SHIPPED["seed"])
+    cases = make_cases(lm, SHIPPED["n"], SHIPPED["seed"])
     report = faithfulness_.faithfulness(lm, SHIPPED["n"], SHIPPED["seed"], cases=cases, methods=SHIPPED["methods"],
                                         ablation=SHIPPED["ablation"])
     path = _paths(lm, cases, SHIPPED["methods"], SHIPPED["ablation"], None)[0]

@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
-from attnlab.analysis.faithfulness import Case, clean_patterns, make_cases, one_stack, top1
+from attnlab.analysis.faithfulness import clean_patterns, one_stack, top1
+from attnlab.analysis.faithfulness_cases import Case, make_cases
 from attnlab.analysis.rollout import attention_rollout
 
 

@@ -11,7 +11,8 @@ from attnlab.analysis.attributions import (
     integrated_gradients,
 )
 from attnlab.analysis.embed_path import baseline_ids
-from attnlab.analysis.faithfulness import faithfulness, make_cases
+from attnlab.analysis.faithfulness import faithfulness
+from attnlab.analysis.faithfulness_cases import make_cases
 from attnlab.model import hooks
 from attnlab.model.inputs import InputError
 from attnlab.model.registry import load

@@ -4,7 +4,7 @@ text, in the held-out table, and the explanation of the ranking written from the
 import numpy as np
 import pytest
 from attnlab.analysis.attributions import attention_x_gradient, input_x_gradient
-from attnlab.analysis.faithfulness import make_cases
+from attnlab.analysis.faithfulness_cases import make_cases
 from attnlab.analysis.faithfulness_why import ranking_reasons
 from attnlab.app.presets import presets
 from attnlab.model.registry import load
