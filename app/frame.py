@@ -12,6 +12,7 @@ from contextlib import contextmanager
 import streamlit as st
 from attnlab.app import state
 from attnlab.app.navigation import icon_of
+from attnlab.app.run_settings import RUN_DEVICE, RUN_DTYPE, can_switch_device, run_settings
 from attnlab.app.tour.editor import add_button
 from attnlab.app.url_state import URL, begin_run, end_run, kept, reset_positions, select, sync_url, toggle
 from attnlab.model.checkpoint import CheckpointError
@@ -168,21 +169,21 @@ def title_icon(title: str, icon: str = "") -> str:
 def device_sidebar() -> None:
     """Where models run, in the sidebar: a caption (device and dtype), and a switch only on a machine with a
     CUDA GPU (the app never offers what the machine cannot do)."""
-    if state.can_switch_device():
+    if can_switch_device():
         ss = st.session_state
-        env = state.run_settings()
-        ss.setdefault(state.RUN_DEVICE, env[0])
-        ss.setdefault(state.RUN_DTYPE, env[1])
-        st.sidebar.selectbox("Device", ("cuda", "cpu"), key=state.RUN_DEVICE,
+        env = run_settings()
+        ss.setdefault(RUN_DEVICE, env[0])
+        ss.setdefault(RUN_DTYPE, env[1])
+        st.sidebar.selectbox("Device", ("cuda", "cpu"), key=RUN_DEVICE,
                              help="cuda runs the fused backends' GPU kernels (FlashAttention-2 in 16 bits).")
-        st.sidebar.selectbox("Precision", ("bfloat16", "float16", "float32"), key=state.RUN_DTYPE,
+        st.sidebar.selectbox("Precision", ("bfloat16", "float16", "float32"), key=RUN_DTYPE,
                              help="16-bit runs are checked against a float32 eager reference.")
     try:
-        device, dtype = state.run_settings()
+        device, dtype = run_settings()
     except InputError as e:  # e.g. ATTNLAB_DEVICE=cuda on a machine without one
         st.sidebar.caption(f"Device: {e}")
         return
-    where = "" if state.can_switch_device() else " (no CUDA GPU on this machine)"
+    where = "" if can_switch_device() else " (no CUDA GPU on this machine)"
     st.sidebar.caption(f"Runs on **{device}** in **{dtype}**{where}.")
 
 

@@ -1,7 +1,7 @@
 """The app's cached entry points and the process-wide inference lock: the only file in the app that caches.
 
 * Models: `st.cache_resource`, one per (name, device, dtype), shared read-only by every session. The device
-  and dtype (`run_settings`) come from `attnlab app --device/--dtype` (ATTNLAB_DEVICE / ATTNLAB_DTYPE) or, on
+  and dtype (`app/run_settings.py`) come from `attnlab app --device/--dtype` (ATTNLAB_DEVICE / ATTNLAB_DTYPE) or, on
   a machine with CUDA, the sidebar's switch; every cached entry point is keyed by them too.
 * One lock around tokenization and inference (fast tokenizers are not thread-safe and two cores do not get
   faster with more threads); a model under SMALL_MODEL parameters runs on one torch thread (`cpu_threads`).
@@ -56,9 +56,11 @@ from attnlab.analysis.circuit import find as circuit_
 from attnlab.analysis.relevance import gradient_relevance
 from attnlab.app import longinput, token_strip
 from attnlab.app.jobs import BusyError, Job, Jobs, SharedLock
+from attnlab.app.run_settings import (
+    placement_settings,
+    run_settings,
+)
 from attnlab.model import budget
-from attnlab.model.device import cuda_available, dtype_name, resolve
-from attnlab.model.dispatch import parse_max_memory
 from attnlab.model.lecture.shapes import shape_images
 from attnlab.model.loaded import LoadedModel
 from attnlab.model.registry import bundled_card, load, model_roots
@@ -109,36 +111,6 @@ def cpu_threads(lm: LoadedModel):
         yield
     finally:
         torch.set_num_threads(old)
-
-
-RUN_DEVICE, RUN_DTYPE = "run_device", "run_dtype"  # session keys of the sidebar's switch (CUDA machines only)
-
-
-def run_settings() -> tuple[str, str]:
-    """(device, dtype name) models run with in this session: the sidebar's switch, else ATTNLAB_DEVICE /
-    ATTNLAB_DTYPE (set by `attnlab app --device/--dtype`), else auto (cpu and float32 without CUDA)."""
-    try:
-        ss = st.session_state
-        device, dtype = ss.get(RUN_DEVICE), ss.get(RUN_DTYPE)
-    except Exception:  # noqa: BLE001 — no session outside a script run (a test calling an entry point)
-        device = dtype = None
-    dev, dt = resolve(device or os.environ.get("ATTNLAB_DEVICE"), dtype or os.environ.get("ATTNLAB_DTYPE"))
-    return dev, dtype_name(dt)
-
-
-def can_switch_device() -> bool:
-    """True where the sidebar offers a device switch: only a machine with a CUDA GPU."""
-    return cuda_available()
-
-
-def placement_settings() -> dict:
-    """load()'s device_map, max_memory and offload_folder from ATTNLAB_DEVICE_MAP / ATTNLAB_DEVICE_MEMORY /
-    ATTNLAB_OFFLOAD_FOLDER (set by `attnlab app --device-map/--device-memory/--offload-folder`); empty without."""
-    device_map = os.environ.get("ATTNLAB_DEVICE_MAP")
-    if not device_map:
-        return {}
-    return {"device_map": device_map, "max_memory": parse_max_memory(os.environ.get("ATTNLAB_DEVICE_MEMORY")),
-            "offload_folder": os.environ.get("ATTNLAB_OFFLOAD_FOLDER") or None}
 
 
 @st.cache_resource(max_entries=6, show_spinner="Loading the model…")

@@ -8,6 +8,7 @@ import threading
 import numpy as np
 import pytest
 from attnlab.app import downloads, frame, state
+from attnlab.app.run_settings import can_switch_device
 from attnlab.model.loaded import TOP_K
 
 
@@ -90,7 +91,7 @@ def test_run_settings_follow_the_app_command(monkeypatch):
     monkeypatch.delenv("ATTNLAB_DEVICE", raising=False)
     monkeypatch.delenv("ATTNLAB_DTYPE", raising=False)
     if not torch.cuda.is_available():
-        assert state.run_settings() == ("cpu", "float32") and not state.can_switch_device()
+        assert state.run_settings() == ("cpu", "float32") and not can_switch_device()
     monkeypatch.setenv("ATTNLAB_DEVICE", "cpu")
     monkeypatch.setenv("ATTNLAB_DTYPE", "bfloat16")
     assert state.run_settings() == ("cpu", "bfloat16")

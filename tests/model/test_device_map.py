@@ -138,7 +138,7 @@ def test_cli_placement_mistakes_exit_2_with_one_line(capsys, tmp_path, argv, mes
 
 
 def test_app_passes_the_device_map_through_its_environment(monkeypatch, tmp_path):
-    from attnlab.app.state import placement_settings
+    from attnlab.app.run_settings import placement_settings
     from attnlab.cli.main import main
 
     seen = {}
