@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from attnlab.analysis.readout import answer_id, check_row, resid_names
+from attnlab.analysis.readout import check_row, prompt_pair, resid_names
 from attnlab.model import hooks
 from attnlab.model.inputs import InputError
 
@@ -64,15 +64,8 @@ class _Setup:
         if not lm.predicts_next_token:
             raise InputError(f"{lm.name} is not a decoder-only model; activation patching here runs decoders")
         self.stack, head = lm.readout(need_linear=True)
-        a, b = answer_id(lm, answer), answer_id(lm, wrong, "wrong answer")
-        if a == b:
-            raise InputError("the answer and the wrong answer are the same token")
-        ci, xi = lm.encode(clean), lm.encode(corrupt)
-        T, T2 = ci.ids.shape[1], xi.ids.shape[1]
-        if T != T2:
-            raise InputError(f"the clean prompt is {T} tokens and the corrupted one {T2}; patching needs equal lengths")
-        if T > MAX_TOKENS:
-            raise InputError(f"the prompts are {T} tokens; a patching sweep takes at most {MAX_TOKENS}")
+        a, b, ci, xi = prompt_pair(lm, clean, corrupt, answer, wrong, "a patching sweep", MAX_TOKENS)
+        T = ci.ids.shape[1]
         self.lm, self.a, self.b, self.T, self.backend = lm, a, b, T, backend
         self.tokens = (list(ci.tokens), list(xi.tokens))
         self.direction = head.weight[a] - head.weight[b]  # [D]

@@ -51,6 +51,21 @@ def answer_id(lm, token: str | None, what: str = "answer") -> int:
     raise InputError(f"the {what} {token!r} is {len(parts)} tokens ({' · '.join(parts)}); choose a single token")
 
 
+def prompt_pair(lm, clean: str, corrupt: str, answer: str, wrong: str, task: str, max_tokens: int):
+    """(answer id, wrong id, clean Inputs, corrupted Inputs) of a clean/corrupted pair, each checked in one line:
+    two different single tokens, prompts of equal length and at most `max_tokens` (`task` names the sweep)."""
+    a, b = answer_id(lm, answer), answer_id(lm, wrong, "wrong answer")
+    if a == b:
+        raise InputError("the answer and the wrong answer are the same token")
+    ci, xi = lm.encode(clean), lm.encode(corrupt)
+    T, T2 = ci.ids.shape[1], xi.ids.shape[1]
+    if T != T2:
+        raise InputError(f"the clean prompt is {T} tokens and the corrupted one {T2}; {task} needs equal lengths")
+    if T > max_tokens:
+        raise InputError(f"the prompts are {T} tokens; {task} takes at most {max_tokens}")
+    return a, b, ci, xi
+
+
 def final_scale(stack: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """The final norm's divisor for residual vectors x [..., D] (LayerNorm: the centred std, RMSNorm: the rms),
     [..., 1]: frozen, it makes the norm linear in x (TransformerLens's convention)."""

@@ -18,7 +18,7 @@ import torch
 from attnlab.analysis.circuit.graph import Graph, head_of
 from attnlab.analysis.circuit.runs import Runs
 from attnlab.analysis.circuit.scores import IG_STEPS, STEP_BATCH, alphas, edge_scores, mean_gradient
-from attnlab.analysis.readout import answer_id
+from attnlab.analysis.readout import prompt_pair
 from attnlab.model.inputs import InputError
 
 MAX_TOKENS = 128  # prompt length circuit discovery accepts
@@ -91,16 +91,7 @@ class Circuit:
 def setup(lm, clean: str, corrupt: str, answer: str, wrong: str) -> Runs:
     """Check the pair (one line of error each) and run both prompts."""
     graph = Graph.of(lm)
-    a, b = answer_id(lm, answer), answer_id(lm, wrong, "wrong answer")
-    if a == b:
-        raise InputError("the answer and the wrong answer are the same token")
-    ci, xi = lm.encode(clean), lm.encode(corrupt)
-    T, T2 = ci.ids.shape[1], xi.ids.shape[1]
-    if T != T2:
-        raise InputError(f"the clean prompt is {T} tokens and the corrupted one {T2}; circuit discovery needs "
-                         "equal lengths")
-    if T > MAX_TOKENS:
-        raise InputError(f"the prompts are {T} tokens; circuit discovery takes at most {MAX_TOKENS}")
+    a, b, ci, xi = prompt_pair(lm, clean, corrupt, answer, wrong, "circuit discovery", MAX_TOKENS)
     runs = Runs(lm, graph, ci.to(lm.device), xi.to(lm.device), a, b)
     gap = runs.m["clean"] - runs.m["corrupt"]
     if abs(gap) < 1e-6 * max(1.0, abs(runs.m["clean"])):
