@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attnlab.app.interp_examples import IOI
+from attnlab.app.interp_examples import RETRIEVAL as PATCHING_RETRIEVAL
 
 
 @dataclass(frozen=True)
@@ -20,8 +21,7 @@ class CircuitExample:
     note: str
 
 
-_STORY = ("fenna is twelve . fenna has a parrot . garo is seven . garo owns a rabbit . hildo is sixteen . hildo has "
-          "a turtle . what pet does garo have ?")
+_STORY = PATCHING_RETRIEVAL.clean  # the Activation patching page's retrieval story
 
 RETRIEVAL = CircuitExample(
     "retrieval", "Retrieval story, the fact changed (lecture-decoder)", "lecture-decoder",
