@@ -1,4 +1,4 @@
-"""Tour (/tour): the lecture in seventeen steps, or the lecturer's own tour. Each built-in step opens the view that
+"""Tour (/tour): the lecture in eighteen steps, or the lecturer's own tour. Each built-in step opens the view that
 shows its topic, built now from the model it uses, with two or three sentences written from the numbers on screen
 and the one thing to look at marked on the figure; a lecturer's step shows their words and opens their view.
 Previous / Next, a step picker and `?step=N` in the URL; a link opens the same view on its own page; the tour is
@@ -6,7 +6,7 @@ edited, saved and loaded as a file, downloads as an offline HTML handout, and ea
 
 import streamlit as st
 from attnlab.app.frame import chart, guard, page, presenting
-from attnlab.app.tour import step_of
+from attnlab.app.tour import STEPS, step_of
 from attnlab.app.tour.editor import KEY_ENTRIES, KEY_ERROR, active, editor
 from attnlab.app.tour.handout import handout_apart, handout_html, views
 from attnlab.app.tour.images import available, figure_image, file_stem
@@ -39,7 +39,7 @@ def leave_presentation() -> None:
     st.session_state["present"] = False
 
 
-with page("Lecture tour", "The lecture in seventeen steps: each view with its model, its input and what to look at."):
+with page("Lecture tour", f"The lecture in {len(STEPS)} steps: each view with its model, its input and what to look at."):
     present = presenting()
     st.html(TOUR_CSS + (PRESENT_TOUR_CSS if present else ""))
     tour = active()

@@ -17,15 +17,20 @@ PPL_BARS = (("full", "full attention", "#2ca02c"), ("with_sinks", "window + sink
             ("without_sinks", "window alone", "#d62728"))
 
 
-def share_grid(share, threshold: float, *, kv_group: int = 1, present: bool = False, title: str = "") -> go.Figure:
-    """Layers × heads of the share on the first token; a ring on every head whose share is ≥ threshold."""
+def share_grid(share, threshold: float, *, kv_group: int = 1, present: bool = False, title: str = "",
+               compact: bool = False) -> go.Figure:
+    """Layers × heads of the share on the first token; a ring on every head whose share is ≥ threshold. `compact`
+    (a small figure: the tour's column) leaves the values out of the cells and draws small rings."""
     share = np.asarray(share, dtype=np.float64)  # [L, H]
     fig = grid_heatmap(share, [f"layer {i}" for i in range(share.shape[0])], head_names(share.shape[1], kv_group),
                        diverging=False, present=present, value_name="share", kv_group=kv_group, title=title)
     fig.data[0].update(zmin=0.0, zmax=1.0)
+    if compact:
+        fig.data[0].update(texttemplate="")
     rows, cols = np.nonzero(share >= threshold)
     fig.add_trace(go.Scatter(x=cols, y=rows, mode="markers", name=f"sink head (≥ {threshold})",
-                             marker={"symbol": "circle-open", "size": 22, "color": RING, "line": {"width": 3}},
+                             marker={"symbol": "circle-open", "size": 7 if compact else 22, "color": RING,
+                                     "line": {"width": 1.5 if compact else 3}},
                              hovertemplate="layer %{y} · head %{x}: sink head<extra></extra>"))
     fig.update_xaxes(range=[-0.5, share.shape[1] - 0.5])  # the rings must not pad the grid's axes
     fig.update_yaxes(range=[share.shape[0] - 0.5, -0.5], autorange=False)

@@ -120,7 +120,7 @@ def editor(k: int) -> None:
         c3.button("Delete this step", key="tour_del", on_click=_delete, args=(i,), disabled=len(entries) == 1,
                   icon=":material/delete:")
         c4.button("Built-in tour", key="tour_builtin", on_click=_builtin, icon=":material/restart_alt:",
-                  help="Replace this tour with the lecture's seventeen steps.")
+                  help="Replace this tour with the lecture's eighteen steps.")
         st.download_button("Save the tour (JSON)", tour_json(ss[KEY_TITLE], entries), file_name="attnlab-tour.json",
                            mime="application/json", icon=":material/save:", on_click="ignore",
                            help="Open it again below, or run `attnlab app --tour FILE` / `attnlab handout --tour "

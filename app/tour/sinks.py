@@ -23,7 +23,7 @@ def sinks(present: bool) -> View:
     late = slice(n_layers // 2, None)  # the second half of the layers, where the first token's stream is largest
     resid_first, resid_rest = float(r.norms["resid_first"][late].mean()), float(r.norms["resid_rest"][late].mean())
     value_ratio = float(np.median(r.norms["value_first"] / r.norms["value_rest"]))
-    fig = share_grid(r.share, SINK_SHARE, present=present,
+    fig = share_grid(r.share, SINK_SHARE, present=present, compact=True,
                      title=f"{name}: each head's mean weight on the first token ({r.n_texts} texts)")
     box(fig, head, head, layer, layer, "")
     numbers = {"model": name, "texts": r.n_texts, "sink_heads": n_sinks, "heads": int(r.share.size), "layer": layer,

@@ -87,3 +87,15 @@ def test_opens_on_smollm2_with_its_sink_heads():
     np.testing.assert_allclose(z_of(grid["data"][0]), r.share, rtol=0, atol=1e-12)
     assert len(arr(grid["data"][1]["x"])) == len(r.sink_heads) == 218
     assert "**218 of 270** heads" in " ".join(m.value for m in at.markdown)
+
+
+def test_the_compact_grid_leaves_values_out_and_draws_small_rings():
+    """The tour's column (540 px for SmolLM2's 30 layers): no values printed into cells 17 px high, rings that fit."""
+    import numpy as np
+    from attnlab.app.figures.sinks import share_grid
+
+    share = np.linspace(0, 1, 30 * 9).reshape(30, 9)
+    full, compact = share_grid(share, 0.3), share_grid(share, 0.3, compact=True)
+    assert full.data[0].texttemplate and not compact.data[0].texttemplate
+    assert (full.data[1].marker.size, compact.data[1].marker.size) == (22, 7)
+    assert list(compact.data[1].x) == list(np.nonzero(share >= 0.3)[1])  # the same heads ringed
