@@ -42,6 +42,8 @@ def build(shape: str, folder: Path, device: str) -> float:
     gen = torch.Generator(device=device).manual_seed(0)
     state = {k: torch.ones(s, dtype=torch.bfloat16) if k.endswith("norm.weight") else
              (torch.randn(s, generator=gen, device=device, dtype=torch.bfloat16) * 0.02).cpu() for k, s in shapes.items()}
+    if conf.tie_word_embeddings:
+        state.pop("lm_head.weight", None)  # tied: the checkpoint holds the embedding once
     save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
     conf.save_pretrained(folder)
     byte_tokenizer().save(str(folder / "tokenizer.json"))
@@ -65,6 +67,39 @@ def timed(fn, device: str, repeats: int = 3) -> float:
             fn()
             out.append((time.perf_counter() - t) * 1000)
     return sorted(out)[len(out) // 2]
+
+
+def median(xs: list[float]) -> float:
+    return sorted(xs)[len(xs) // 2]
+
+
+def paired(fa, fb, device: str, rounds: int = 9) -> tuple[list[float], list[float]]:
+    """Milliseconds of fa and fb in interleaved rounds (a, b, a, b, …) after one warm-up of each."""
+    fa(), fb()
+    a, b = [], []
+    for _ in range(rounds):
+        a.append(timed(fa, device, repeats=1))
+        b.append(timed(fb, device, repeats=1))
+    return a, b
+
+
+def profiled(fa, fb, device: str) -> dict:
+    """Self CPU and CUDA milliseconds of one fa and one fb under torch.profiler, and fb's top CPU operators."""
+    if device != "cuda":
+        return {}
+    from torch.profiler import ProfilerActivity, profile
+
+    row = {}
+    for name, fn in (("forward", fa), ("capture", fb)):
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
+            fn()
+            torch.cuda.synchronize()
+        ev = p.key_averages()
+        row[f"{name}_self_cpu_ms"] = sum(e.self_cpu_time_total for e in ev) / 1000
+        row[f"{name}_self_cuda_ms"] = sum(getattr(e, "self_device_time_total", 0) for e in ev) / 1000
+        row[f"{name}_top_cpu"] = ev.table(sort_by="self_cpu_time_total", row_limit=10)
+    return row
 
 
 def gpu_bytes(device: str) -> tuple[int, int]:
@@ -100,8 +135,10 @@ def ours(folder: Path, device: str, lengths) -> dict:
                 with hooks.capture() as cap:
                     lm.model(ids, backend="flash")
                 return cap
-            row[f"forward_ms_{T}"] = timed(lambda ids=ids: lm.model(ids, backend="flash"), device)
-            row[f"capture_ms_{T}"] = timed(capture, device)
+            fwd, cpt = paired(lambda ids=ids: lm.model(ids, backend="flash"), capture, device)
+            row[f"forward_ms_{T}"], row[f"capture_ms_{T}"] = median(fwd), median(cpt)
+            row[f"capture_ratio_{T}"] = median([c / f for f, c in zip(fwd, cpt)])  # per round, interleaved
+            row[f"profile_{T}"] = profiled(lambda ids=ids: lm.model(ids, backend="flash"), capture, device)
             cap = capture()
             rec = cap[cap.sites[-1]]
             t = time.perf_counter()
