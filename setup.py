@@ -1,11 +1,11 @@
-"""The package map: the repository's rooms (model/, analysis/, app/, pages/, cli/, bench/, sample_texts/, docs/)
-installed as subpackages of `attnlab`, each with its data files. pyproject.toml holds the rest."""
+"""The package map: the repository's rooms (model/, analysis/, app/, pages/, cli/, bench/, lecture/,
+sample_texts/, docs/) installed as subpackages of `attnlab`, each with its data files. pyproject.toml holds the rest."""
 
 from pathlib import Path
 
 from setuptools import setup
 
-ROOMS = ("model", "analysis", "app", "pages", "cli", "bench", "sample_texts", "docs")
+ROOMS = ("model", "analysis", "app", "pages", "cli", "bench", "lecture", "sample_texts", "docs")
 
 
 def packages() -> dict[str, Path]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
-from attnlab.analysis import faithfulness_store as kept_
-from attnlab.analysis.faithfulness import METHODS
+from attnlab.analysis.faithfulness import store as kept_
+from attnlab.analysis.faithfulness.benchmark import METHODS
 from attnlab.app import state
 from attnlab.app.frame import show_error
 from attnlab.app.job_view import job_result

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from attnlab.analysis.dla import DLA
-    from attnlab.analysis.lens import Lens
-    from attnlab.analysis.patching import Patching
+    from attnlab.analysis.probes.dla import DLA
+    from attnlab.analysis.probes.lens import Lens
+    from attnlab.analysis.probes.patching import Patching
 
 CARRIES = 0.9  # a patched stream cell "carries" the difference when it restores this share
 NAMED = 0.1  # heads named in the patching note: restoring at least this share, or pushing back by it

@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from attnlab.analysis.longinput import exact_window
-from attnlab.analysis.longinput import overview as pooled_overview
+from attnlab.analysis.attention.long_records import exact_window
+from attnlab.analysis.attention.long_records import overview as pooled_overview
 from attnlab.model.budget import plan
 from attnlab.model.captured import CapturedRun
 from attnlab.model.record import AttentionRecord

@@ -26,14 +26,14 @@ import logging
 
 import numpy as np
 import plotly.graph_objects as go
-from attnlab.analysis.attributions import attribute
-from attnlab.analysis.flow import MAX_TOKENS as FLOW_MAX
-from attnlab.analysis.flow import attention_flow
-from attnlab.analysis.qk_attribution import qk_attribution
-from attnlab.analysis.relevance import gradient_relevance
-from attnlab.analysis.rollout import attention_rollout, cross_rollout, fuse_heads
-from attnlab.analysis.sinks import SINK_SHARE, measure_sinks
-from attnlab.analysis.window_ppl import window_test
+from attnlab.analysis.attention.flow import MAX_TOKENS as FLOW_MAX
+from attnlab.analysis.attention.flow import attention_flow
+from attnlab.analysis.attention.rollout import attention_rollout, cross_rollout, fuse_heads
+from attnlab.analysis.machinery.window_ppl import window_test
+from attnlab.analysis.probes.attributions import attribute
+from attnlab.analysis.probes.qk_attribution import qk_attribution
+from attnlab.analysis.probes.relevance import gradient_relevance
+from attnlab.analysis.probes.sinks import SINK_SHARE, measure_sinks
 from attnlab.app.figures.head_view import head_view, head_view_title
 from attnlab.app.figures.matrix import matrix_heatmap
 from attnlab.app.figures.mosaic import mosaic

@@ -56,7 +56,7 @@ MEASURED = {"smollm2": data_folder("sample_texts") / "smollm2.json"}  # notes me
 
 
 def measured_presets(path: Path) -> list[Preset]:
-    """Presets of a real model whose notes were written from measurements (analysis/smollm2_card.py)."""
+    """Presets of a real model whose notes were written from measurements (lecture/cards/smollm2.py)."""
     raw = json.loads(path.read_text(encoding="utf-8"))["samples"]
     return [Preset(r["id"], r["title"], r["text"], r["note"], answer=r.get("answer"), query_index=r.get("query_index"),
                    source_index=r.get("source_index")) for r in raw]

@@ -25,35 +25,28 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 import torch
-from attnlab.analysis import (
-    ablation,
-    backends,
-    checks,
-    generation,
-    head_runs,
-    kv_cache,
-    permutation,
-    positions,
-)
-from attnlab.analysis import attributions as attributions_
-from attnlab.analysis import block as block_
-from attnlab.analysis import block_variants as variants_
-from attnlab.analysis import dla as dla_
-from attnlab.analysis import faithfulness_store as kept_
-from attnlab.analysis import faithfulness_why as why_
-from attnlab.analysis import flash_tiling as flash_tiling_
-from attnlab.analysis import flow as flow_
-from attnlab.analysis import image_runs as images_
-from attnlab.analysis import lens as lens_
-from attnlab.analysis import patching as patching_
-from attnlab.analysis import qk_attribution as qk_
-from attnlab.analysis import routing as routing_
-from attnlab.analysis import sinks as sinks_
-from attnlab.analysis import vision as vision_
-from attnlab.analysis import window_ppl as window_ppl_
-from attnlab.analysis.benchmarks import DEFAULT_PATH, read_benchmarks
+from attnlab.analysis.attention import flow as flow_
 from attnlab.analysis.circuit import find as circuit_
-from attnlab.analysis.relevance import gradient_relevance
+from attnlab.analysis.faithfulness import store as kept_
+from attnlab.analysis.faithfulness import why as why_
+from attnlab.analysis.machinery import backends, checks, kv_cache, permutation, positions
+from attnlab.analysis.machinery import block_walk as block_
+from attnlab.analysis.machinery import flash_tiling as flash_tiling_
+from attnlab.analysis.machinery import norm_variants as variants_
+from attnlab.analysis.machinery import window_ppl as window_ppl_
+from attnlab.analysis.machinery.bench_report import DEFAULT_PATH, read_benchmarks
+from attnlab.analysis.probes import ablation, generation
+from attnlab.analysis.probes import attributions as attributions_
+from attnlab.analysis.probes import dla as dla_
+from attnlab.analysis.probes import head_table as head_runs
+from attnlab.analysis.probes import image_run as images_
+from attnlab.analysis.probes import lens as lens_
+from attnlab.analysis.probes import patch_maps as vision_
+from attnlab.analysis.probes import patching as patching_
+from attnlab.analysis.probes import qk_attribution as qk_
+from attnlab.analysis.probes import routing as routing_
+from attnlab.analysis.probes import sinks as sinks_
+from attnlab.analysis.probes.relevance import gradient_relevance
 from attnlab.app import longinput, token_strip
 from attnlab.app.jobs import BusyError, Job, Jobs, SharedLock
 from attnlab.app.run_settings import (
@@ -271,7 +264,7 @@ flash_tiling = on_text(flash_tiling_.head_tiling, entries=16)
 @st.cache_data(max_entries=8, show_spinner="Timing the kernels on this machine…")
 def attention_timings(lengths: tuple[int, ...], n_heads: int, d_head: int, repeats: int = 7,
                       device: str = "cpu", dtype: str = "float32") -> list[dict]:
-    """attnlab.analysis.backends.time_attention on `device` in `dtype`, `repeats` calls per cell, under the lock (no other
+    """attnlab.analysis.machinery.backends.time_attention on `device` in `dtype`, `repeats` calls per cell, under the lock (no other
     request runs meanwhile)."""
     with inference():
         return backends.time_attention(lengths, n_heads=n_heads, d_head=d_head, repeats=repeats, budget_s=0.0,

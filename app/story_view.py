@@ -1,11 +1,11 @@
 """Explore's side by side for the first lecture's story: SmolLM2 on the story as the lecture tells it, beside
-lecture-decoder on its own preset of it (analysis/story_compare.py), measured live and cached."""
+lecture-decoder on its own preset of it (analysis/probes/story_answer.py), measured live and cached."""
 
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
-from attnlab.analysis.story_compare import story_answer
+from attnlab.analysis.probes.story_answer import story_answer
 from attnlab.app import state
 from attnlab.app.frame import guard
 from attnlab.app.presets import Preset, presets

@@ -3,7 +3,7 @@ checkpoint: mean attention distance by depth, the position embeddings' grid, an 
 
 from __future__ import annotations
 
-from attnlab.analysis.vision import distance_trend, grid_correlation, uniform_distance
+from attnlab.analysis.probes.patch_maps import distance_trend, grid_correlation, uniform_distance
 
 GROWS = 1.2  # the last layer's mean distance over the first's above which "it grows with depth"
 GRID_R = 0.5  # correlation of similarity with closeness above which the embeddings "show the grid"

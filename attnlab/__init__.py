@@ -1,9 +1,10 @@
 """attnlab: attention visualization and interpretability. `import attnlab as al; al.load("lecture-decoder")`.
 
 Installed, the rooms are subpackages: attnlab.model (PyTorch: the hooked transformer, loading), attnlab.analysis,
-attnlab.app and attnlab.pages (the Streamlit app), attnlab.cli (the `attnlab` command), attnlab.bench, and the
-data packages attnlab.sample_texts and attnlab.docs. In a checkout they stand at the top of the repository
-beside this folder, and this package reads them from there.
+attnlab.app and attnlab.pages (the Streamlit app), attnlab.cli (the `attnlab` command), attnlab.bench,
+attnlab.lecture (the lecture models' training, evaluation and model cards), and the data packages
+attnlab.sample_texts and attnlab.docs. In a checkout they stand at the top of the repository beside this folder,
+and this package reads them from there.
 """
 
 from pathlib import Path as _Path

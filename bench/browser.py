@@ -24,7 +24,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
-from attnlab.analysis.benchmarks import Browser
+from attnlab.analysis.machinery.bench_report import Browser
 from attnlab.bench.server import streamlit_server
 from attnlab.bench.widgets import CASE_PAGES, CASES, PAGES, QUICK, WIDGETS, Widget
 

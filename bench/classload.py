@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from attnlab.analysis.benchmarks import ClassLoad
+from attnlab.analysis.machinery.bench_report import ClassLoad
 from attnlab.bench.browser import IDLE, errors_on, launch, new_page, playwright_or
 from attnlab.bench.server import streamlit_server
 from attnlab.bench.widgets import chart_button

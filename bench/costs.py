@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from attnlab.analysis.benchmarks import Top
+from attnlab.analysis.machinery.bench_report import Top
 
 COSTS = Top.COSTS  # the section's key in the benchmark JSON
 CHART = "explore-rows"  # Explore's first chart (pages/explore.py)
@@ -80,7 +80,7 @@ def faithfulness_cost(n: int = FAITH_N, model: str = FAITH_MODEL,
                       progress: Callable[[str], None] | None = None) -> dict:
     """{n, model, with_ig_s, without_ig_s (the mean of a run before and one after), ratio = with / without}: wall
     seconds of the commands."""
-    from attnlab.analysis.faithfulness import METHODS
+    from attnlab.analysis.faithfulness.benchmark import METHODS
 
     say = progress or (lambda msg: None)
     others = ",".join(m for m in METHODS if m != "integrated_gradients")

@@ -125,7 +125,7 @@ def overview_seconds(ours, ids, repeats: int = 3) -> float:  # pragma: no cover 
     """Median wall time of one head's 512 × 512 pooled overview of the last layer after a flash capture."""
     import time
 
-    from attnlab.analysis.longinput import overview
+    from attnlab.analysis.attention.long_records import overview
     from attnlab.model import hooks
 
     with hooks.capture() as cap:

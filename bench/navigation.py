@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from attnlab.analysis.benchmarks import Browser
+from attnlab.analysis.machinery.bench_report import Browser
 from attnlab.app.navigation import PAGES
 from attnlab.bench.browser import IDLE, errors_on, frames, launch, new_page
 from attnlab.bench.server import streamlit_server

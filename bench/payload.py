@@ -16,7 +16,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
-from attnlab.analysis.benchmarks import Payload
+from attnlab.analysis.machinery.bench_report import Payload
 from attnlab.app.navigation import PAGES as NAV_PAGES
 
 from attnlab.data import data_folder

@@ -154,7 +154,7 @@ def capture_worker(folder: str, who: str, repeats: int) -> dict:
 
 def pages_worker(folder: str) -> dict:
     """Explore's and Heatmaps' first run through AppTest on the folder (seconds; the page's bytes)."""
-    from attnlab.analysis.benchmarks import Payload
+    from attnlab.analysis.machinery.bench_report import Payload
     from attnlab.bench.payload import page_payload
 
     os.environ["ATTNLAB_MODEL_ROOTS"] = str(Path(folder).parent)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from attnlab.analysis.benchmarks import DEFAULT_PATH, Top
+from attnlab.analysis.machinery.bench_report import DEFAULT_PATH, Top
 from attnlab.bench.specs import QUICK_LENGTHS
 from attnlab.bench.targets import evaluate_targets
 
@@ -76,7 +76,7 @@ def docs_text(table: str, regenerate: str) -> str:
         f"```\n{regenerate}\n```\n\n"
         f"(`--quick`: T = 128 and 1024 only. `attnlab bench --render {DEFAULT_PATH} --docs {DOCS}` "
         "re-renders this page from the saved JSON without measuring. The JSON's schema, `attnlab-bench/1`, is "
-        "defined in analysis/benchmarks.py, which also reads it for the Backends page.)\n\n"
+        "defined in analysis/machinery/bench_report.py, which also reads it for the Backends page.)\n\n"
         "What is measured:\n\n"
         "- **Forward time**: one whole-model forward (logits included) per mode; each (model, T) runs in one fresh "
         "process with its modes interleaved round by round, median of the rounds after the warm-up. "

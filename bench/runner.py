@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from attnlab.analysis.benchmarks import MIB, SCHEMA, Result, Top
+from attnlab.analysis.machinery.bench_report import MIB, SCHEMA, Result, Top
 from attnlab.bench import specs as S
 from attnlab.bench.machine import machine_info
 from attnlab.bench.meter import OOM_EXIT

@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from attnlab.analysis.benchmarks import Browser
+from attnlab.analysis.machinery.bench_report import Browser
 from attnlab.bench.browser import _load, errors_on, new_page, wait_chart
 
 # (label, URL query, tokens of the preset's text): 14 each, so the two pages draw the same size of rows;
@@ -79,7 +79,7 @@ def smollm2_markdown(section: dict) -> list[str]:
 
 def smollm2_chart_targets(out: dict) -> list[dict]:
     """Per page: smollm2's first chart within RATIO_LIMIT × lecture-decoder's (None: not measured in this run)."""
-    from attnlab.analysis.benchmarks import Target, Top
+    from attnlab.analysis.machinery.bench_report import Target, Top
 
     section = (out.get(Top.BROWSER) or {}).get(Browser.SMOLLM2) or {}
     if not section or Browser.ERROR in section:

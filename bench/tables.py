@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from attnlab.analysis.benchmarks import Browser, ClassLoad, Payload, Top
+from attnlab.analysis.machinery.bench_report import Browser, ClassLoad, Payload, Top
 from attnlab.bench.specs import GB, MODES
 from attnlab.bench.targets import _row, paired_ratio
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from attnlab.analysis.benchmarks import Payload, Result, Target, Top
+from attnlab.analysis.machinery.bench_report import Payload, Result, Target, Top
 from attnlab.bench.specs import GB
 from attnlab.bench.view_targets import view_targets
 

@@ -5,7 +5,7 @@ showing the next step's data, the app idle and two frames painted (bench.browser
 
 from __future__ import annotations
 
-from attnlab.analysis.benchmarks import Browser
+from attnlab.analysis.machinery.bench_report import Browser
 from attnlab.bench.browser import (
     _load,
     _median,

@@ -3,7 +3,7 @@ heads and layers, the other widgets and the first chart in chromium, and 30 sess
 
 from __future__ import annotations
 
-from attnlab.analysis.benchmarks import Browser, ClassLoad, Target, Top
+from attnlab.analysis.machinery.bench_report import Browser, ClassLoad, Target, Top
 
 CHART = ("chart head", "chart layer")  # the head matrix's own buttons: switched in the browser
 SWITCH = ("layer", "head")  # the same choice through the server, where a page has no buttons

@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 import torch
-from attnlab.analysis.benchmarks import Result
+from attnlab.analysis.machinery.bench_report import Result
 from attnlab.bench.forward import forward_fn, load_models, token_ids
 from attnlab.bench.meter import PeakMeter
 
@@ -121,7 +121,7 @@ def job_memory(spec: dict) -> dict:
 def lazy_extras(cap, spec: dict, meter: PeakMeter) -> dict:
     """From a lazy capture: one head's full pattern (AttentionRecord.pattern, numpy), the same through
     model.longinput (torch, blocks), a pooled overview of one head, and one query's streamed rollout."""
-    from attnlab.analysis.longinput import overview, rollout_query
+    from attnlab.analysis.attention.long_records import overview, rollout_query
     from attnlab.model.longinput import full_pattern
 
     records = [cap[s] for s in cap.sites]

@@ -27,7 +27,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import numpy as np
-from attnlab.analysis.benchmarks import ClassLoad
+from attnlab.analysis.machinery.bench_report import ClassLoad
 from attnlab.bench.classload import MODEL, SETTLE_S, STEP_S, name_of, rss_mb, rss_slope
 from attnlab.bench.readback import Run, read_element, shown_in, want_for
 

@@ -116,7 +116,7 @@ def model_choices(kind: str = "text") -> list[str]:
 
 def bundled_card(name: str) -> str | None:
     """The README.md beside a bundled model's weights (written by this repository; smollm2: model/gguf/smollm2.md,
-    written from measurements by analysis/smollm2_card.py), or None."""
+    written from measurements by lecture/cards/smollm2.py), or None."""
     if name == SMOLLM2:
         path = data_folder("model.gguf") / "smollm2.md"
         return path.read_text(encoding="utf-8")[:20_000] if path.is_file() and smollm2_file() else None

@@ -3,8 +3,8 @@ costs in time and memory as the text grows, and how a fused run's patterns are r
 
 import pandas as pd
 import streamlit as st
-from attnlab.analysis.backends import device_summary
-from attnlab.analysis.checks import FUSED, TOL_BACKEND
+from attnlab.analysis.machinery.backends import device_summary
+from attnlab.analysis.machinery.checks import FUSED, TOL_BACKEND
 from attnlab.app import state
 from attnlab.app.downloads import downloads
 from attnlab.app.figures.grids import delta_grid

@@ -6,7 +6,7 @@ LayerNorm/RMSNorm/BatchNorm (BatchNorm's leak from a later token, live), GELU/Sw
 import numpy as np
 import pandas as pd
 import streamlit as st
-from attnlab.analysis.block_variants import D_MODEL, N_HEADS, N_LAYERS
+from attnlab.analysis.machinery.norm_variants import D_MODEL, N_HEADS, N_LAYERS
 from attnlab.app import state
 from attnlab.app.downloads import downloads
 from attnlab.app.figures.block import leak_bars, per_layer, stage_vectors, stream_norms

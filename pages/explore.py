@@ -3,7 +3,7 @@ token strip is shaded by the layer and head the preset's note points at (e.g. "h
 head mean; both can be changed."""
 
 import streamlit as st
-from attnlab.analysis.rollout import fuse_heads
+from attnlab.analysis.attention.rollout import fuse_heads
 from attnlab.app import state
 from attnlab.app.downloads import downloads, matrix_csv
 from attnlab.app.figures.rows import method_rows

@@ -3,8 +3,8 @@
 import numpy as np
 import pandas as pd
 import streamlit as st
-from attnlab.analysis.qk_attribution import FROZEN
-from attnlab.analysis.qk_view import qk_points, qk_table
+from attnlab.analysis.attention.qk_projection import qk_points, qk_table
+from attnlab.analysis.probes.qk_attribution import FROZEN
 from attnlab.app import state
 from attnlab.app.downloads import downloads
 from attnlab.app.figures.grids import grid_heatmap

@@ -1,9 +1,9 @@
 """Heatmaps (/heatmaps): every layer × head at once, one head up close, and the head view."""
 
 import streamlit as st
-from attnlab.analysis.pooling import window
-from attnlab.analysis.rollout import fuse_heads
-from attnlab.analysis.stepwise import neuron_view
+from attnlab.analysis.attention.pooling import window
+from attnlab.analysis.attention.rollout import fuse_heads
+from attnlab.analysis.attention.stepwise import neuron_view
 from attnlab.app import state
 from attnlab.app.chart_link import anchor, link
 from attnlab.app.downloads import downloads, matrix_csv

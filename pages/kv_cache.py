@@ -4,8 +4,8 @@ steps equal the full matrix; and why caching is exact — earlier tokens never c
 import numpy as np
 import pandas as pd
 import streamlit as st
-from attnlab.analysis.checks import TOL_CACHE
-from attnlab.analysis.kv_cache import cache_costs
+from attnlab.analysis.machinery.checks import TOL_CACHE
+from attnlab.analysis.machinery.kv_cache import cache_costs
 from attnlab.app import state
 from attnlab.app.columns import wrapping_columns
 from attnlab.app.downloads import downloads

@@ -2,7 +2,7 @@
 
 import numpy as np
 import streamlit as st
-from attnlab.analysis.masks import zero_after_softmax_vs_neg_inf
+from attnlab.analysis.attention.masks import zero_after_softmax_vs_neg_inf
 from attnlab.app import state
 from attnlab.app.downloads import downloads, matrix_csv
 from attnlab.app.figures.bars import token_bars

@@ -4,7 +4,7 @@ way — exactly, with no positions and no mask — and see how much each positio
 import numpy as np
 import pandas as pd
 import streamlit as st
-from attnlab.analysis.permutation import MAX_TOKENS, MODEL_SEED, QUANTITIES, SETTINGS
+from attnlab.analysis.machinery.permutation import MAX_TOKENS, MODEL_SEED, QUANTITIES, SETTINGS
 from attnlab.app import state
 from attnlab.app.columns import wrapping_columns
 from attnlab.app.downloads import downloads

@@ -5,7 +5,7 @@ the formulas."""
 import numpy as np
 import pandas as pd
 import streamlit as st
-from attnlab.analysis import positions as M
+from attnlab.analysis.machinery import positions as M
 from attnlab.app import state
 from attnlab.app.downloads import downloads
 from attnlab.app.figures.grids import table_heatmap

@@ -3,12 +3,12 @@
 import numpy as np
 import pandas as pd
 import streamlit as st
-from attnlab.analysis.attributions import METHODS as GRADIENT_METHODS
-from attnlab.analysis.attributions import ig_refusal
-from attnlab.analysis.embed_path import has_embed_hook
-from attnlab.analysis.faithfulness_why import explain
-from attnlab.analysis.flow import MAX_TOKENS as FLOW_MAX
-from attnlab.analysis.rollout import attention_rollout, cross_rollout, fuse_heads
+from attnlab.analysis.attention.flow import MAX_TOKENS as FLOW_MAX
+from attnlab.analysis.attention.rollout import attention_rollout, cross_rollout, fuse_heads
+from attnlab.analysis.faithfulness.why import explain
+from attnlab.analysis.probes.attributions import METHODS as GRADIENT_METHODS
+from attnlab.analysis.probes.attributions import ig_refusal
+from attnlab.analysis.probes.embed_path import has_embed_hook
 from attnlab.app import state
 from attnlab.app.downloads import downloads
 from attnlab.app.figures.matrix import matrix_heatmap

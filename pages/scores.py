@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 import streamlit as st
-from attnlab.analysis.scores import (
+from attnlab.analysis.attention.scores import (
     counterfactual_softmax,
     effective_keys,
     saturation,

@@ -2,8 +2,8 @@
 the first token's key, value, output and residual norms against the others', and StreamingLLM's window test."""
 
 import streamlit as st
-from attnlab.analysis.sinks import SINK_SHARE
-from attnlab.analysis.window_ppl import SINKS, window_test_lacks
+from attnlab.analysis.machinery.window_ppl import SINKS, window_test_lacks
+from attnlab.analysis.probes.sinks import SINK_SHARE
 from attnlab.app import state
 from attnlab.app.downloads import downloads
 from attnlab.app.figures.sinks import NORM_NAMES, norm_lines, ppl_bars, share_grid

@@ -3,7 +3,13 @@ several, and a quiz ("what is α₂,₂ under a causal mask?") that checks the a
 
 import numpy as np
 import streamlit as st
-from attnlab.analysis.stepwise import QUIZ_SCORES, QUIZ_V, attention_steps, explain_weight, multi_head_steps
+from attnlab.analysis.attention.stepwise import (
+    QUIZ_SCORES,
+    QUIZ_V,
+    attention_steps,
+    explain_weight,
+    multi_head_steps,
+)
 from attnlab.app.downloads import downloads, matrix_csv
 from attnlab.app.figures.grids import number_grid
 from attnlab.app.frame import chart, options, page, presenting

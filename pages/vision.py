@@ -4,8 +4,9 @@ and the query–key view over a batch of images."""
 
 import pandas as pd
 import streamlit as st
-from attnlab.analysis import vision
-from attnlab.analysis.image_runs import (
+from attnlab.analysis.attention.qk_projection import qk_points, qk_table
+from attnlab.analysis.probes import patch_maps as vision
+from attnlab.analysis.probes.image_run import (
     ATTRIBUTIONS,
     FUSIONS,
     MAP_KINDS,
@@ -14,7 +15,6 @@ from attnlab.analysis.image_runs import (
     region_report,
     run_map,
 )
-from attnlab.analysis.qk_view import qk_points, qk_table
 from attnlab.app import state
 from attnlab.app.downloads import downloads
 from attnlab.app.figures.image import (

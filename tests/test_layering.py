@@ -1,4 +1,5 @@
-"""Dependencies point one way: pages → app → analysis → model, with the tooling (cli, bench) on top of them all."""
+"""Dependencies point one way: pages → app → analysis → model, with the tooling (cli, bench, lecture) on top of them
+all."""
 
 import ast
 from pathlib import Path
@@ -6,8 +7,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-TOOLING = {"cli", "bench"}  # the `attnlab` command and the benchmark: may import every layer; none imports them
-ROOMS = {"model", "analysis", "app", "pages", "cli", "bench"}
+TOOLING = {"cli", "bench", "lecture"}  # the `attnlab` command, the benchmark, the lecture models' training and cards:
+# they may import every layer; no layer imports them
+ROOMS = {"model", "analysis", "app", "pages", "cli", "bench", "lecture"}
+ANALYSIS_JOBS = ("attention", "probes", "machinery", "faithfulness", "circuit")  # analysis/'s rooms, by job
 # the one import of the project's own code inside a function in the layers: the GGUF readers need the `gguf`
 # package, which a machine may lack (the GPU machine has none); a module importing them lazily says why
 OPTIONAL = {"model/registry.py attnlab.model.gguf.cache"}
@@ -50,8 +53,9 @@ def test_rooms_are_imported_through_the_namespace():
     ("analysis", {"streamlit", "plotly", "app", "pages", *TOOLING}),  # model only
     ("app", {"pages", *TOOLING}),  # analysis and model
     ("pages", {"torch", *TOOLING}),  # app, analysis and model; no torch
-    ("bench", {"cli", "pages"}),  # tooling: every layer (app's pages run through AppTest, not imported)
-    ("cli", {"pages"}),  # tooling: every layer and the benchmark
+    ("bench", {"cli", "pages", "lecture"}),  # tooling: every layer (app's pages run through AppTest, not imported)
+    ("cli", {"pages"}),  # tooling: every layer, the benchmark and the lecture tooling
+    ("lecture", {"streamlit", "pages", "app", "cli", "bench"}),  # training and cards: model and analysis only
 ])
 def test_layers_point_one_way(folder, forbidden):
     found = {f: names & forbidden for f, names in imports(folder).items() if names & forbidden}
@@ -65,7 +69,7 @@ def test_tooling_is_on_top_and_packaged():
     import tomllib
 
     used = set().union(*imports("cli").values(), *imports("bench").values())
-    assert {"model", "analysis", "app", "bench"} <= used
+    assert {"model", "analysis", "app", "bench", "lecture"} <= used
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     assert project["project"]["scripts"]["attnlab"] == "attnlab.cli.main:main"
     setup = ast.parse((ROOT / "setup.py").read_text())
@@ -93,7 +97,7 @@ def test_own_modules_are_imported_at_the_top(folder):
 
 def test_model_and_analysis_import_with_torch_alone():
     """The GPU machine has torch and transformers but no gguf, streamlit or plotly: every module of model/ and
-    analysis/ imports there from a checkout, except the GGUF readers themselves (and the card written from them)."""
+    analysis/ imports there from a checkout, except the GGUF readers themselves."""
     import subprocess
     import sys
 
@@ -102,7 +106,7 @@ import importlib, pkgutil, sys
 for m in ("gguf", "streamlit", "plotly"):
     sys.modules[m] = None  # as if not installed
 import attnlab.analysis, attnlab.model
-NEEDS_GGUF = ("attnlab.model.gguf.", "attnlab.analysis.smollm2_card")
+NEEDS_GGUF = ("attnlab.model.gguf.",)
 names = [m.name for pkg in (attnlab.model, attnlab.analysis)
          for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")]
 names = [n for n in names if not n.startswith(NEEDS_GGUF) or n == "attnlab.model.gguf.smollm2"]
@@ -113,3 +117,26 @@ print(len(names))
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert int(out.stdout.split()[-1]) > 100  # every module was walked
+
+
+def test_analysis_is_grouped_by_job():
+    """analysis/ holds no module of its own: each sits in the room of its job (readers of attention, probes that
+    run the model, the machinery's measurements, the faithfulness benchmark, circuit discovery), and the readers of
+    attention run no model: no torch there."""
+    top = sorted(p.name for p in (ROOT / "analysis").glob("*.py") if p.name != "__init__.py")
+    rooms = sorted(p.name for p in (ROOT / "analysis").iterdir() if (p / "__init__.py").is_file())
+    assert top == [] and rooms == sorted(ANALYSIS_JOBS)
+    readers = {f: names & {"torch"} for f, names in imports("analysis/attention").items() if names & {"torch"}}
+    assert readers == {}
+
+
+def test_lecture_tooling_is_above_the_model():
+    """Training, evaluation and cards live in lecture/ alone: model/lecture keeps only what a loaded model needs
+    (the corpus, tokenizer, tasks, samples, shapes), none of it importing torch."""
+    kept = {p.stem for p in (ROOT / "model" / "lecture").glob("*.py")}
+    assert not kept & {"train", "train_command", "train_vit", "resume", "batches", "curve", "evaluate",
+                       "evaluate_vit", "card", "card_heads", "card_vit", "vit_aux"}
+    heavy = {f: names & {"torch"} for f, names in imports("model/lecture").items() if names & {"torch"}}
+    assert heavy == {}
+    cards = [str(p.relative_to(ROOT)) for room in ROOMS - {"lecture"} for p in (ROOT / room).rglob("*card*.py")]
+    assert cards == []  # every model card is written under lecture/cards/

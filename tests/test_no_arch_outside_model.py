@@ -9,8 +9,8 @@ ROOMS = ("analysis", "app", "pages", "cli", "bench")
 CLASSES = {"Decoder", "Encoder", "EncoderDecoder", "ViT"}
 # reading `.arch` only to show or store it, never to choose what runs: file → the functions that may
 DISPLAY = {
-    "analysis/faithfulness.py": ("faithfulness",),  # the report's "arch" field, printed by `attnlab faithfulness`
-    "analysis/faithfulness_images.py": ("image_faithfulness",),  # the same field of the image report
+    "analysis/faithfulness/benchmark.py": ("faithfulness",),  # the report's "arch" field, printed by `attnlab faithfulness`
+    "analysis/faithfulness/images.py": ("image_faithfulness",),  # the same field of the image report
     "app/inputs.py": ("require",),  # names the session model's kind in the page's one line ("is an encoder")
 }
 

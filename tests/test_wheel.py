@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = ("model", "analysis", "app", "pages", "cli", "bench", "sample_texts", "docs", "attnlab", "setup.py",
+SOURCES = ("model", "analysis", "app", "pages", "cli", "bench", "lecture", "sample_texts", "docs", "attnlab", "setup.py",
            "pyproject.toml", "README.md")
 
 
@@ -70,6 +70,7 @@ def test_the_wheel_holds_attnlab_alone_with_its_data(venv):
     assert {n.split("/")[0] for n in names} == {"attnlab", wheel.name.split("-py3")[0] + ".dist-info"}
     for folder in ("attnlab/pages/", "attnlab/sample_texts/", "attnlab/app/link_frontend/", "attnlab/app/tour/"):
         assert any(n.startswith(folder) for n in names), folder
+    assert "attnlab/lecture/train.py" in names and "attnlab/lecture/cards/lecture.py" in names  # the tooling room
     assert "attnlab/sample_texts/lecture.json" in names and "attnlab/app/streamlit_config.toml" in names
     assert any(n.startswith("attnlab/docs/") and n.endswith(".json") for n in names)
     for m in ("lecture-decoder", "lecture-encoder", "lecture-encdec", "lecture-moe", "lecture-vit"):

@@ -18,7 +18,7 @@ import torch
 from attnlab.analysis.circuit.graph import Graph, head_of
 from attnlab.analysis.circuit.runs import Runs
 from attnlab.analysis.circuit.scores import IG_STEPS, STEP_BATCH, alphas, edge_scores, mean_gradient
-from attnlab.analysis.readout import prompt_pair
+from attnlab.analysis.probes.readout import prompt_pair
 from attnlab.model.inputs import InputError
 
 MAX_TOKENS = 128  # prompt length circuit discovery accepts

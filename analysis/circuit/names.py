@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from attnlab.model.lecture.card_heads import DECODER_LOOK
+from attnlab.model.lecture.roles import DECODER_LOOK
 
 _BOLD = re.compile(r"\*\*(\d+)\.(\d+)\*\*")
 _TABLE = re.compile(r"^\| ([a-z/ -]+) \| ((?:\d+\.\d+ [-\d.]+(?:, )?)+) \|$", re.M)  # smollm2.md's head-type table

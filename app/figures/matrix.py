@@ -21,7 +21,7 @@ from functools import lru_cache
 import numpy as np
 import plotly.express as px
 import plotly.graph_objects as go
-from attnlab.analysis.pooling import pool_matrix
+from attnlab.analysis.attention.pooling import pool_matrix
 from attnlab.app.figures.style import (
     DIVERGING,
     MASKED_BG,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-from attnlab.analysis.pooling import pool_matrix
+from attnlab.analysis.attention.pooling import pool_matrix
 from attnlab.app.figures.matrix import block_labels
 from attnlab.app.figures.style import DIVERGING, THEME_SCALE, head_names, layout, tick_labels
 

@@ -4,10 +4,10 @@ dot product (the softmax with and without 1/√d_k), masks (the lecture's quiz) 
 from __future__ import annotations
 
 import numpy as np
-from attnlab.analysis.masks import zero_after_softmax_vs_neg_inf
-from attnlab.analysis.permutation import QUANTITIES
-from attnlab.analysis.scores import counterfactual_softmax
-from attnlab.analysis.stepwise import QUIZ_SCORES, attention_steps
+from attnlab.analysis.attention.masks import zero_after_softmax_vs_neg_inf
+from attnlab.analysis.attention.scores import counterfactual_softmax
+from attnlab.analysis.attention.stepwise import QUIZ_SCORES, attention_steps
+from attnlab.analysis.machinery.permutation import QUANTITIES
 from attnlab.app import state
 from attnlab.app.figures.grids import delta_grid, number_grid, scaled_rows
 from attnlab.app.figures.lines import lines

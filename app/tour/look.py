@@ -5,7 +5,7 @@ two-hop story)."""
 from __future__ import annotations
 
 import numpy as np
-from attnlab.analysis.rollout import attention_rollout, fuse_heads
+from attnlab.analysis.attention.rollout import attention_rollout, fuse_heads
 from attnlab.app import state
 from attnlab.app.figures.grids import grid_heatmap
 from attnlab.app.figures.rows import method_rows

@@ -4,7 +4,7 @@ into the residual stream) and the three architectures (the encoder–decoder's c
 from __future__ import annotations
 
 import numpy as np
-from attnlab.analysis import positions as P
+from attnlab.analysis.machinery import positions as P
 from attnlab.app import state
 from attnlab.app.figures.block import stream_norms
 from attnlab.app.figures.grids import table_heatmap

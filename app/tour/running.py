@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import numpy as np
-from attnlab.analysis.checks import TOL_BACKEND
-from attnlab.analysis.kv_cache import cache_costs
+from attnlab.analysis.machinery.checks import TOL_BACKEND
+from attnlab.analysis.machinery.kv_cache import cache_costs
 from attnlab.app import state
 from attnlab.app.figures.bars import step_deltas
 from attnlab.app.figures.grids import delta_grid

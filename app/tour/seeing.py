@@ -4,8 +4,8 @@ that decides the label) and a mixture of experts' router."""
 from __future__ import annotations
 
 import numpy as np
-from attnlab.analysis import vision
-from attnlab.analysis.image_runs import prediction, region_report, run_map
+from attnlab.analysis.probes import patch_maps as vision
+from attnlab.analysis.probes.image_run import prediction, region_report, run_map
 from attnlab.app import state
 from attnlab.app.figures.image import overlay_figure
 from attnlab.app.figures.routing import gate_heatmap

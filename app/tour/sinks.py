@@ -4,7 +4,7 @@ token, whose residual stream is huge while its value is small (SmolLM2-135M; lec
 from __future__ import annotations
 
 import numpy as np
-from attnlab.analysis.sinks import SINK_SHARE
+from attnlab.analysis.probes.sinks import SINK_SHARE
 from attnlab.app import state
 from attnlab.app.figures.sinks import share_grid
 from attnlab.app.tour.core import View, box, fit, pct

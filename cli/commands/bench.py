@@ -123,7 +123,7 @@ def run(args) -> int:
     want_json = args.json or args.out is not None
     to_stdout = want_json and args.out is None
 
-    from attnlab.analysis.benchmarks import Top
+    from attnlab.analysis.machinery.bench_report import Top
     from attnlab.bench.report import measure, regenerate_command, write_docs
     from attnlab.bench.tables import markdown
 
@@ -150,7 +150,7 @@ def run(args) -> int:
 
 def run_browser_section(args) -> int:
     """--browser / --class / --costs: measure, then merge the section into --out and re-render --docs."""
-    from attnlab.analysis.benchmarks import DEFAULT_PATH, Browser, Top
+    from attnlab.analysis.machinery.bench_report import DEFAULT_PATH, Browser, Top
     from attnlab.bench.machine import machine_info
     from attnlab.bench.report import DOCS, write_docs
     from attnlab.bench.tables import markdown
@@ -214,7 +214,7 @@ def run_browser_section(args) -> int:
 
 def run_real_size(args) -> int:
     """--real-size: measure each shape (bench.real_size), merge the section into --out, re-render --docs."""
-    from attnlab.analysis.benchmarks import DEFAULT_PATH, Top
+    from attnlab.analysis.machinery.bench_report import DEFAULT_PATH, Top
     from attnlab.bench.real_size import SHAPES, markdown, measure_real_size
     from attnlab.bench.report import DOCS, write_docs
     from attnlab.bench.tables import markdown as all_markdown
@@ -264,7 +264,7 @@ def run_cuda(args, dtype) -> int:
 
 def render(args) -> int:
     """Print the table of a saved run (targets re-judged) and rewrite --docs from it."""
-    from attnlab.analysis.benchmarks import DEFAULT_PATH, SCHEMA, Top, read_benchmarks
+    from attnlab.analysis.machinery.bench_report import DEFAULT_PATH, SCHEMA, Top, read_benchmarks
     from attnlab.bench.report import DOCS, write_docs
     from attnlab.bench.tables import markdown
     from attnlab.bench.targets import evaluate_targets

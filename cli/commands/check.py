@@ -27,7 +27,7 @@ def skipped(c: dict) -> bool:
 
 
 def run(args) -> int:
-    from attnlab.analysis.checks import run_checks
+    from attnlab.analysis.machinery.checks import run_checks
 
     lm = load_model(args.model, args)
     report = run_checks(lm, model_inputs(lm, args))

@@ -18,9 +18,9 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from attnlab.lecture.evaluate import evaluate
     from attnlab.model.inputs import InputError
     from attnlab.model.lecture import vocabulary
-    from attnlab.model.lecture.evaluate import evaluate
 
     if not 1 <= args.n <= 100_000:
         raise InputError(f"--n must be between 1 and 100,000, not {args.n}")
@@ -59,8 +59,8 @@ def _line(name: str, m: dict) -> str:
 
 def _run_images(lm, args) -> int:
     """lecture-vit: accuracy on fresh held-out shape images, overall and per class."""
+    from attnlab.lecture.evaluate_vit import evaluate_images
     from attnlab.model.inputs import InputError
-    from attnlab.model.lecture.evaluate_vit import evaluate_images
 
     try:
         report = evaluate_images(lm, args.n, args.seed)

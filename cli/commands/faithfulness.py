@@ -29,7 +29,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from attnlab.analysis.faithfulness import MAX_EXAMPLES, faithfulness, top_heads
+    from attnlab.analysis.faithfulness.benchmark import MAX_EXAMPLES, faithfulness, top_heads
     from attnlab.model.inputs import InputError
 
     if not 1 <= args.n <= MAX_EXAMPLES:
@@ -71,7 +71,7 @@ def run(args) -> int:
 
 def parse_methods(text: str | None) -> tuple[str, ...]:
     """The methods of --methods (every one when None); UsageError, one line, for an unknown or empty list."""
-    from attnlab.analysis.faithfulness import METHODS
+    from attnlab.analysis.faithfulness.benchmark import METHODS
     from attnlab.cli.errors import UsageError
 
     if text is None:
@@ -86,7 +86,7 @@ def parse_methods(text: str | None) -> tuple[str, ...]:
 
 def _ship(lm, name: str) -> int:
     """--ship: the default report written beside a bundled text model's checkpoint."""
-    from attnlab.analysis.faithfulness_store import ship, shipped_dir
+    from attnlab.analysis.faithfulness.store import ship, shipped_dir
     from attnlab.cli.errors import UsageError
 
     if shipped_dir(lm) is None or lm.reads_image:
@@ -99,7 +99,7 @@ def _ship(lm, name: str) -> int:
 
 def _run_images(lm, args) -> int:
     """A ViT on shape images: pointing-game accuracy and mass inside the red and blue objects per method, against chance."""
-    from attnlab.analysis.faithfulness_images import image_faithfulness
+    from attnlab.analysis.faithfulness.images import image_faithfulness
 
     report = image_faithfulness(lm, n=args.n, seed=args.seed)
     if args.json:

@@ -25,8 +25,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from attnlab.analysis.dla import direct_logit_attribution
-    from attnlab.analysis.lens import logit_lens
+    from attnlab.analysis.probes.dla import direct_logit_attribution
+    from attnlab.analysis.probes.lens import logit_lens
     from attnlab.model.inputs import InputError
 
     if not 1 <= args.top <= 20:

@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     import numpy as np
-    from attnlab.analysis.patching import activation_patching
+    from attnlab.analysis.probes.patching import activation_patching
     from attnlab.model.inputs import InputError
 
     layers = None

@@ -30,7 +30,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from attnlab.analysis.qk_attribution import FROZEN, check_model, qk_attribution
+    from attnlab.analysis.probes.qk_attribution import FROZEN, check_model, qk_attribution
     from attnlab.model.inputs import InputError
 
     if args.top is not None and args.top < 1:

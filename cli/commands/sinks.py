@@ -55,8 +55,8 @@ def read_texts(path: str) -> list[str]:
 
 
 def run(args) -> int:
-    from attnlab.analysis.sinks import measure_sinks
-    from attnlab.analysis.window_ppl import window_test, window_test_lacks
+    from attnlab.analysis.machinery.window_ppl import window_test, window_test_lacks
+    from attnlab.analysis.probes.sinks import measure_sinks
     from attnlab.cli.errors import UsageError
 
     if args.window is not None and args.window < 0:

@@ -1,18 +1,18 @@
-"""Gradient attributions (analysis/attributions.py) against independent references, IG completeness, and their
+"""Gradient attributions (analysis/probes/attributions.py) against independent references, IG completeness, and their
 faithfulness rows on lecture-decoder's retrieval examples."""
 
 import numpy as np
 import pytest
 import torch
-from attnlab.analysis.attributions import (
+from attnlab.analysis.faithfulness.benchmark import faithfulness
+from attnlab.analysis.faithfulness.cases import make_cases
+from attnlab.analysis.probes.attributions import (
     MAX_STEPS,
     attention_x_gradient,
     input_x_gradient,
     integrated_gradients,
 )
-from attnlab.analysis.embed_path import baseline_ids
-from attnlab.analysis.faithfulness import faithfulness
-from attnlab.analysis.faithfulness_cases import make_cases
+from attnlab.analysis.probes.embed_path import baseline_ids
 from attnlab.model import hooks
 from attnlab.model.inputs import InputError
 from attnlab.model.registry import load

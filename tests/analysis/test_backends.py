@@ -1,8 +1,8 @@
-"""attnlab.analysis.backends: live kernel timings and peak memory."""
+"""attnlab.analysis.machinery.backends: live kernel timings and peak memory."""
 
 from __future__ import annotations
 
-from attnlab.analysis import backends as B
+from attnlab.analysis.machinery import backends as B
 
 
 def test_time_attention_rows_and_memory():

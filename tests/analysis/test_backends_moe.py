@@ -1,7 +1,7 @@
 """A mixture of experts' backend comparison runs the fused backend on the reference's experts."""
 
 import torch
-from attnlab.analysis.backends import compare_backends, same_experts
+from attnlab.analysis.machinery.backends import compare_backends, same_experts
 from attnlab.model.hooks import capture
 from attnlab.model.moe import force_expert
 from attnlab.model.registry import load

@@ -1,10 +1,10 @@
-"""attnlab.analysis.benchmarks: the `attnlab bench` JSON's one reader, on the checked-in run and on bad files."""
+"""attnlab.analysis.machinery.bench_report: the `attnlab bench` JSON's one reader, on the checked-in run and on bad files."""
 
 import json
 from pathlib import Path
 
 import pytest
-from attnlab.analysis import benchmarks as B
+from attnlab.analysis.machinery import bench_report as B
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL = ROOT / "docs" / "benchmarks.json"

@@ -4,8 +4,8 @@ and the random-weight variants (shared weights, BatchNorm's leak, QK-norm's scor
 import numpy as np
 import pytest
 import torch
-from attnlab.analysis.block import block_walk, sampling_probs, walk_stream
-from attnlab.analysis.block_variants import (
+from attnlab.analysis.machinery.block_walk import block_walk, sampling_probs, walk_stream
+from attnlab.analysis.machinery.norm_variants import (
     BATCHNORM,
     SeqBatchNorm,
     build_variants,

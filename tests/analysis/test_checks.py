@@ -1,10 +1,10 @@
-"""attnlab.analysis.checks: `run_checks` is the named checks in order, each with the same numbers on its own."""
+"""attnlab.analysis.machinery.checks: `run_checks` is the named checks in order, each with the same numbers on its own."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from attnlab.analysis.checks import (
+from attnlab.analysis.machinery.checks import (
     FUSED,
     check_backend,
     check_greedy_cache,
@@ -45,7 +45,7 @@ def test_check_backend_detail_is_what_the_row_judges():
 # -- 16-bit rules on the CPU ----------------------------------------------------------------------------------
 def test_rules_per_dtype():
     import torch
-    from attnlab.analysis.checks import FP32, TOL_BACKEND, rules_for
+    from attnlab.analysis.machinery.checks import FP32, TOL_BACKEND, rules_for
 
     assert rules_for(torch.float32) is FP32 and FP32.backend == TOL_BACKEND == 1e-5 and not FP32.half
     bf = rules_for(torch.bfloat16)
@@ -93,7 +93,7 @@ def test_half_precision_pattern_bound_follows_eager_error(monkeypatch):
     """A 16-bit fused backend's patterns pass within TOL_HALF, or within 2× eager's own pattern error where that is
     larger (lecture-vit's peaked bf16 patterns on an H200: fused 4.02e-2 against the 0.04 absolute bound)."""
     import torch
-    from attnlab.analysis import checks
+    from attnlab.analysis.machinery import checks
 
     class FakeLM:
         def reference_model(self):

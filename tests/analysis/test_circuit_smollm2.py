@@ -1,12 +1,12 @@
 """EAP and EAP-IG on SmolLM2-135M's indirect object (names swapped) against exact activation patching of each head's
-output (analysis/patching.py, 270 runs per direction): denoising (the clean output into the corrupted run, the
+output (analysis/probes/patching.py, 270 runs per direction): denoising (the clean output into the corrupted run, the
 Activation patching page's) and noising (the corrupted output into the clean run: the same sweep, prompts swapped).
 Slow: each exact sweep takes 15–50 s on the 2-core CPU; EAP-IG itself about 8 s."""
 
 import numpy as np
 import pytest
 from attnlab.analysis.circuit import find_circuit
-from attnlab.analysis.patching import _Setup, _z_runs
+from attnlab.analysis.probes.patching import _Setup, _z_runs
 from attnlab.app.circuit_examples import SMOLLM2_IOI as IOI
 from attnlab.model.gguf import smollm2_file
 from attnlab.model.registry import load

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from attnlab.analysis.dla import direct_logit_attribution
+from attnlab.analysis.probes.dla import direct_logit_attribution
 from attnlab.model.config import ModelConfig
 from attnlab.model.hooks import capture
 from attnlab.model.inputs import InputError

@@ -5,16 +5,16 @@ import json
 import numpy as np
 import pytest
 import torch
-from attnlab.analysis.ablation import ablation_deltas
-from attnlab.analysis.faithfulness import (
+from attnlab.analysis.faithfulness.benchmark import (
     GRADIENT_METHODS,
     METHODS,
     faithfulness,
     head_jobs,
     top1,
 )
-from attnlab.analysis.faithfulness_cases import make_cases, token_ids
-from attnlab.analysis.relevance import attention_sites
+from attnlab.analysis.faithfulness.cases import make_cases, token_ids
+from attnlab.analysis.probes.ablation import ablation_deltas
+from attnlab.analysis.probes.relevance import attention_sites
 from attnlab.cli.main import main
 from attnlab.model import hooks
 from attnlab.model.inputs import InputError
@@ -133,7 +133,7 @@ def test_batched_ablation_equals_zeroing_one_head_alone(models):
 
 
 def test_chance_is_one_over_the_number_of_candidates(models):
-    from attnlab.analysis.faithfulness_cases import chance
+    from attnlab.analysis.faithfulness.cases import chance
 
     for c in make_cases(models["decoder"], 5, seed=0):
         assert chance(c) == pytest.approx(1 / c.candidates.sum())

@@ -6,8 +6,8 @@ import json
 from unittest import mock
 
 import pytest
-from attnlab.analysis import faithfulness as faithfulness_
-from attnlab.analysis import faithfulness_store as store
+from attnlab.analysis.faithfulness import benchmark as faithfulness_
+from attnlab.analysis.faithfulness import store
 from attnlab.model.registry import bundled_names, load
 
 FAST = tuple(m for m in faithfulness_.METHODS if m != "integrated_gradients")

@@ -2,8 +2,8 @@
 ending at (total, total), and the same report as without it."""
 
 import pytest
-from attnlab.analysis.attributions import IG_STAGES
-from attnlab.analysis.faithfulness import METHODS, faithfulness
+from attnlab.analysis.faithfulness.benchmark import METHODS, faithfulness
+from attnlab.analysis.probes.attributions import IG_STAGES
 from attnlab.model.registry import load
 
 

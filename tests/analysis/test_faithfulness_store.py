@@ -5,8 +5,8 @@ from unittest import mock
 
 import pytest
 import torch
-from attnlab.analysis import faithfulness as faithfulness_
-from attnlab.analysis.faithfulness_store import (
+from attnlab.analysis.faithfulness import benchmark as faithfulness_
+from attnlab.analysis.faithfulness.store import (
     joined,
     kept_faithfulness,
     read_report,

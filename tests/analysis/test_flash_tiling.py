@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from attnlab.analysis.flash_tiling import head_tiling, tiled_attention
+from attnlab.analysis.machinery.flash_tiling import head_tiling, tiled_attention
 from attnlab.model.softmax import masked_softmax
 
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
-from attnlab.analysis.flow import MAX_TOKENS, attention_flow
-from attnlab.analysis.rollout import attention_rollout, layer_matrix
+from attnlab.analysis.attention.flow import MAX_TOKENS, attention_flow
+from attnlab.analysis.attention.rollout import attention_rollout, layer_matrix
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog

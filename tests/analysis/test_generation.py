@@ -1,10 +1,10 @@
-"""attnlab.analysis.generation: generation traced step by step, greedy and sampled."""
+"""attnlab.analysis.probes.generation: generation traced step by step, greedy and sampled."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
-from attnlab.analysis import generation as G
+from attnlab.analysis.probes import generation as G
 from attnlab.model.inputs import Inputs
 
 TEXT = "the cat sat on the mat"

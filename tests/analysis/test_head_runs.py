@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 import torch
-from attnlab.analysis.head_runs import (
+from attnlab.analysis.probes.head_table import (
     COLUMNS,
     collect_patterns,
     cross_head_statistics,

@@ -1,6 +1,11 @@
 import numpy as np
 import pytest
-from attnlab.analysis.head_stats import duplicate_token_score, head_metrics, head_statistics, induction_score
+from attnlab.analysis.attention.head_stats import (
+    duplicate_token_score,
+    head_metrics,
+    head_statistics,
+    induction_score,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

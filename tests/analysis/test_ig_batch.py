@@ -4,9 +4,9 @@ inputs of different lengths (a decoder's padded, other models' grouped); and `at
 
 import numpy as np
 import pytest
-from attnlab.analysis.attributions import TOLERANCE, integrated_gradients, integrated_gradients_many
-from attnlab.analysis.faithfulness import faithfulness
-from attnlab.analysis.faithfulness_cases import make_cases
+from attnlab.analysis.faithfulness.benchmark import faithfulness
+from attnlab.analysis.faithfulness.cases import make_cases
+from attnlab.analysis.probes.attributions import TOLERANCE, integrated_gradients, integrated_gradients_many
 from attnlab.cli.main import main
 from attnlab.model.registry import load
 

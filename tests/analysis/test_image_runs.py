@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-from attnlab.analysis import vision
-from attnlab.analysis.image_runs import (
+from attnlab.analysis.probes import patch_maps as vision
+from attnlab.analysis.probes.image_run import (
     gradient_map,
     head_maps,
     image_capture,

@@ -1,12 +1,12 @@
-"""attnlab.analysis.kv_cache and the KV-cache checks of analysis.checks: generation and stitched rows with and
+"""attnlab.analysis.machinery.kv_cache and the KV-cache checks of analysis.checks: generation and stitched rows with and
 without the cache, prefix stability, cache costs."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from attnlab.analysis import kv_cache as K
-from attnlab.analysis.checks import TOL_CACHE, check_greedy_cache, check_kv_cache, generation_steps
+from attnlab.analysis.machinery import kv_cache as K
+from attnlab.analysis.machinery.checks import TOL_CACHE, check_greedy_cache, check_kv_cache, generation_steps
 from attnlab.model.registry import load
 
 TEXT = "the cat sat on the mat"
@@ -66,7 +66,7 @@ def test_an_encoder_has_no_cache():
 
 
 def test_first_steps_of_the_greedy_check_equal_a_generation_of_that_length(dec, encdec):
-    from attnlab.analysis.checks import GREEDY_TOKENS, first_steps
+    from attnlab.analysis.machinery.checks import GREEDY_TOKENS, first_steps
 
     for lm, inp in ((dec, dec.encode("The cat sat")), (encdec, encdec.encode("", "a b c"))):
         greedy = check_greedy_cache(lm, inp).detail

@@ -5,9 +5,9 @@ tests/bench.)"""
 import numpy as np
 import pytest
 import torch
-from attnlab.analysis.longinput import exact_window, overview, rollout_query
-from attnlab.analysis.pooling import pool_matrix
-from attnlab.analysis.rollout import attention_rollout
+from attnlab.analysis.attention.long_records import exact_window, overview, rollout_query
+from attnlab.analysis.attention.pooling import pool_matrix
+from attnlab.analysis.attention.rollout import attention_rollout
 from attnlab.model import hooks
 from attnlab.model.config import ModelConfig
 from attnlab.model.longinput import (

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 import torch
-from attnlab.analysis.lens import logit_lens, rows_logits
-from attnlab.analysis.readout import logits_of
+from attnlab.analysis.probes.lens import logit_lens, rows_logits
+from attnlab.analysis.probes.readout import logits_of
 from attnlab.model.inputs import InputError
 from attnlab.model.registry import load
 

@@ -1,5 +1,5 @@
 import numpy as np
-from attnlab.analysis.masks import zero_after_softmax_vs_neg_inf
+from attnlab.analysis.attention.masks import zero_after_softmax_vs_neg_inf
 
 
 def test_zero_after_softmax_vs_neg_inf():

@@ -1,8 +1,8 @@
-"""attnlab.analysis.stepwise.neuron_view: one real score dimension by dimension, against the record's own numbers."""
+"""attnlab.analysis.attention.stepwise.neuron_view: one real score dimension by dimension, against the record's own numbers."""
 
 import numpy as np
 import torch
-from attnlab.analysis.stepwise import neuron_view
+from attnlab.analysis.attention.stepwise import neuron_view
 from attnlab.model.config import ModelConfig
 from attnlab.model.loaded import LoadedModel
 from attnlab.model.tokenizer import ByteTokenizer

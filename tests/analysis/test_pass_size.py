@@ -1,4 +1,4 @@
-"""Gradient attributions in bounded passes (analysis/pass_size.py): the same numbers as one batch, a measured peak
+"""Gradient attributions in bounded passes (analysis/probes/pass_size.py): the same numbers as one batch, a measured peak
 within the bound where one batch would need gigabytes, and the longest input integrated gradients takes per model."""
 
 import json
@@ -9,8 +9,8 @@ import textwrap
 
 import numpy as np
 import pytest
-from attnlab.analysis import pass_size
-from attnlab.analysis.attributions import ig_passes, ig_refusal, input_x_gradient, integrated_gradients
+from attnlab.analysis.probes import pass_size
+from attnlab.analysis.probes.attributions import ig_passes, ig_refusal, input_x_gradient, integrated_gradients
 from attnlab.model.registry import load
 
 from tests.analysis.test_relevance import encode, tiny
@@ -41,7 +41,8 @@ def test_integrated_gradients_in_one_row_passes_equals_one_batch(arch, monkeypat
 MEASURE = textwrap.dedent("""
     import json, resource, sys
     import torch
-    from attnlab.analysis import attributions, pass_size
+    from attnlab.analysis.probes import attributions
+    from attnlab.analysis.probes import pass_size
     from attnlab.model.config import ModelConfig
     from attnlab.model.registry import LoadedModel
     from attnlab.model.tokenizer import ByteTokenizer

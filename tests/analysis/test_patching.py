@@ -3,7 +3,7 @@ to one plain hooked run per cell, the retrieval story's heads, and bad input as 
 
 import numpy as np
 import pytest
-from attnlab.analysis.patching import _Setup, activation_patching
+from attnlab.analysis.probes.patching import _Setup, activation_patching
 from attnlab.model.inputs import InputError
 from attnlab.model.registry import load
 

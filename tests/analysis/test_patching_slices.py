@@ -3,7 +3,7 @@ exactly, and the numbers are the same as the run without it, bit for bit."""
 
 import numpy as np
 import pytest
-from attnlab.analysis import patching
+from attnlab.analysis.probes import patching
 from attnlab.model.registry import load
 
 from tests.analysis.interp_models import CORRUPT, STORY

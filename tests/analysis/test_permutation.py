@@ -1,9 +1,9 @@
-"""attnlab.analysis.permutation: the permutation helpers on exact values, and equivariance measured hook by hook —
+"""attnlab.analysis.machinery.permutation: the permutation helpers on exact values, and equivariance measured hook by hook —
 exact without positions and mask, broken by each position scheme and by a causal mask, each where it should."""
 
 import numpy as np
 import pytest
-from attnlab.analysis import permutation as P
+from attnlab.analysis.machinery import permutation as P
 from attnlab.model.inputs import InputError
 from attnlab.model.tokenizer import ByteTokenizer
 

@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from attnlab.analysis.pooling import pool_matrix, window
+from attnlab.analysis.attention.pooling import pool_matrix, window
 
 
 def test_pool_4x4_into_2x2_by_hand():

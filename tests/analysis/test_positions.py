@@ -1,9 +1,9 @@
-"""attnlab.analysis.positions: sinusoidal table and similarity, RoPE, ALiBi, a model's own table."""
+"""attnlab.analysis.machinery.positions: sinusoidal table and similarity, RoPE, ALiBi, a model's own table."""
 
 from __future__ import annotations
 
 import numpy as np
-from attnlab.analysis import positions as P
+from attnlab.analysis.machinery import positions as P
 from attnlab.model.registry import load
 
 

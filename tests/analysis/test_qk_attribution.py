@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from attnlab.analysis.qk_attribution import qk_attribution
+from attnlab.analysis.probes.qk_attribution import qk_attribution
 from attnlab.model.config import ModelConfig
 from attnlab.model.hf.load import load_hf_folder
 from attnlab.model.inputs import InputError

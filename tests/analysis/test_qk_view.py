@@ -3,7 +3,14 @@
 import numpy as np
 import pytest
 import torch
-from attnlab.analysis.qk_view import align, head_vectors, pca_2d, qk_points, qk_table, site_tokens
+from attnlab.analysis.attention.qk_projection import (
+    align,
+    head_vectors,
+    pca_2d,
+    qk_points,
+    qk_table,
+    site_tokens,
+)
 from attnlab.model.config import ModelConfig
 from attnlab.model.loaded import LoadedModel
 from attnlab.model.tokenizer import ByteTokenizer

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 import torch
-from attnlab.analysis.relevance import attention_sites, gradient_relevance
+from attnlab.analysis.probes.relevance import attention_sites, gradient_relevance
 from attnlab.model import hooks
 from attnlab.model.config import ModelConfig
 from attnlab.model.inputs import InputError

@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from attnlab.analysis.rollout import attention_rollout, cross_rollout, discard_smallest, rollout_row
+from attnlab.analysis.attention.rollout import attention_rollout, cross_rollout, discard_smallest, rollout_row
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -1,4 +1,4 @@
-"""attnlab.analysis.routing: the routing of a run equals its router records, forcing an expert changes exactly the
+"""attnlab.analysis.probes.routing: the routing of a run equals its router records, forcing an expert changes exactly the
 routing it may change, and the specialisation table counts first choices as separate runs do."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from attnlab.analysis.routing import force_expert_run, route_text, specialisation, specialists
+from attnlab.analysis.probes.routing import force_expert_run, route_text, specialisation, specialists
 from attnlab.model.config import ModelConfig
 from attnlab.model.inputs import InputError
 from attnlab.model.loaded import LoadedModel

@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from attnlab.analysis.scores import (
+from attnlab.analysis.attention.scores import (
     check_patterns,
     counterfactual_softmax,
     effective_keys,

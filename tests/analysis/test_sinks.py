@@ -7,13 +7,19 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from attnlab.analysis.sinks import SINK_SHARE, first_token_share, layer_norms, measure_sinks, sink_texts
-from attnlab.analysis.window_ppl import (
+from attnlab.analysis.machinery.window_ppl import (
     default_window,
     token_nll,
     window_perplexity,
     window_test_lacks,
     window_text,
+)
+from attnlab.analysis.probes.sinks import (
+    SINK_SHARE,
+    first_token_share,
+    layer_norms,
+    measure_sinks,
+    sink_texts,
 )
 from attnlab.model.inputs import InputError
 from attnlab.model.registry import load

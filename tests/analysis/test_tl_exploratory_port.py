@@ -10,9 +10,9 @@ from functools import partial
 import numpy as np
 import pytest
 import torch
-from attnlab.analysis.dla import direct_logit_attribution
-from attnlab.analysis.patching import activation_patching
-from attnlab.analysis.readout import final_scale
+from attnlab.analysis.probes.dla import direct_logit_attribution
+from attnlab.analysis.probes.patching import activation_patching
+from attnlab.analysis.probes.readout import final_scale
 from attnlab.model import get_act_name, zero_head
 from attnlab.model.activation_cache import as_inputs
 from attnlab.model.registry import load

@@ -1,9 +1,9 @@
-"""analysis/vision.py: rollout and gradient rollout by hand, regions, the ViT paper's two pictures."""
+"""analysis/probes/patch_maps.py: rollout and gradient rollout by hand, regions, the ViT paper's two pictures."""
 
 import numpy as np
 import pytest
 import torch
-from attnlab.analysis import vision as V
+from attnlab.analysis.probes import patch_maps as V
 
 E = np.eye(5)  # [CLS] + a 2×2 grid of patches: tokens 0..4
 
@@ -114,9 +114,9 @@ def test_maps_on_lecture_vit(vit, vit_image):
 
 def test_text_tools_run_on_the_vit(vit, vit_image):
     """Head statistics, flow and rollout from the text pages take a ViT run as they are."""
-    from attnlab.analysis.flow import attention_flow
-    from attnlab.analysis.head_stats import head_statistics
-    from attnlab.analysis.rollout import attention_rollout
+    from attnlab.analysis.attention.flow import attention_flow
+    from attnlab.analysis.attention.head_stats import head_statistics
+    from attnlab.analysis.attention.rollout import attention_rollout
 
     run = vit.capture(vit.encode_image(vit_image.image))
     p = run.matrices("self")  # [4, 4, 65, 65]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from attnlab.analysis.block import block_walk
-from attnlab.analysis.block_variants import compare_variants, norm_leak
+from attnlab.analysis.machinery.block_walk import block_walk
+from attnlab.analysis.machinery.norm_variants import compare_variants, norm_leak
 from attnlab.model.registry import load
 
 from tests.app.conftest import arr, ok, open_page, titled

@@ -2,7 +2,7 @@
 
 from unittest import mock
 
-from attnlab.analysis import faithfulness as faithfulness_
+from attnlab.analysis.faithfulness import benchmark as faithfulness_
 from attnlab.app import state
 
 
@@ -20,7 +20,7 @@ def test_faithfulness_table_kept_across_server_restarts(tmp_path, monkeypatch):
 def test_rollout_first_visit_scores_integrated_gradients_only_when_asked(tmp_path, monkeypatch):
     """A model's first visit scores every held-out method but integrated gradients (seconds); its row waits for
     the button, which scores each example once; the next server reads the whole table back from disk."""
-    from attnlab.analysis import faithfulness_store as kept_
+    from attnlab.analysis.faithfulness import store as kept_
     from attnlab.app.held_out import IG
 
     from .conftest import finish_jobs, ok, open_page
@@ -72,7 +72,7 @@ def test_kv_cache_first_visit_feeds_the_model_a_bounded_number_of_tokens(monkeyp
     """A first visit of KV cache (an empty cache, the 64-token default sample) feeds the model the cache check's
     chunks and its full pass, the page's capture and the output scale (T each), and the prefixes 1..32 with one
     run of the first 32 tokens: 4·64 + 32 + 32·33/2 = 816 tokens, not the 2,400 of every prefix up to 64."""
-    from attnlab.analysis import kv_cache
+    from attnlab.analysis.machinery import kv_cache
     from attnlab.model.loaded import LoadedModel
 
     from .conftest import ok, open_page

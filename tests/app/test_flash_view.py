@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from attnlab.analysis.flash_tiling import head_tiling
+from attnlab.analysis.machinery.flash_tiling import head_tiling
 from attnlab.model.registry import load
 
 from tests.app.conftest import arr, ok, open_page, titled, z_of

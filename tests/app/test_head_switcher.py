@@ -118,7 +118,7 @@ def test_the_layer_row_sits_a_button_row_above_the_head_row(t):
 
 
 def test_scores_page_switches_the_counterfactual_of_every_head_at_its_scale_and_temperature():
-    from attnlab.analysis.scores import counterfactual_softmax
+    from attnlab.analysis.attention.scores import counterfactual_softmax
 
     at = open_page("scores", model="random-decoder", text=TEXT, layer=1, head=2, tau=0.5, sqrt_dk=0)
     ok(at)

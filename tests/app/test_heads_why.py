@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from attnlab.analysis.qk_attribution import qk_attribution
+from attnlab.analysis.probes.qk_attribution import qk_attribution
 from attnlab.model.registry import load
 
 from attnlab.data import data_folder

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from attnlab.analysis.dla import direct_logit_attribution
-from attnlab.analysis.lens import logit_lens
-from attnlab.analysis.patching import activation_patching
+from attnlab.analysis.probes.dla import direct_logit_attribution
+from attnlab.analysis.probes.lens import logit_lens
+from attnlab.analysis.probes.patching import activation_patching
 from attnlab.app.interp_examples import RETRIEVAL
 from attnlab.model.registry import load
 

@@ -8,8 +8,8 @@ import time
 
 import numpy as np
 import pytest
-from attnlab.analysis import patching
-from attnlab.analysis.patching import activation_patching
+from attnlab.analysis.probes import patching
+from attnlab.analysis.probes.patching import activation_patching
 from attnlab.app import job_view, state
 from attnlab.app.interp_examples import RETRIEVAL
 from attnlab.model.registry import load
@@ -79,7 +79,7 @@ def test_cancel_says_so_and_runs_again(fresh, monkeypatch):
 def test_rollout_scores_integrated_gradients_as_a_job(fresh, tmp_path, monkeypatch):
     """The button starts the job: the table stays on the page with an empty row and a progress bar under way;
     when it is done, the row holds the kept report's number."""
-    from attnlab.analysis import faithfulness_store as kept_
+    from attnlab.analysis.faithfulness import store as kept_
     from attnlab.app.held_out import IG
 
     from tests.app.conftest import finish_jobs
@@ -105,7 +105,7 @@ def test_rollout_scores_integrated_gradients_as_a_job(fresh, tmp_path, monkeypat
 
 
 def test_rollout_integrated_gradients_failing_is_one_line_and_the_table_stays(fresh, tmp_path, monkeypatch):
-    from attnlab.analysis import faithfulness_store as kept_
+    from attnlab.analysis.faithfulness import store as kept_
     from attnlab.model.inputs import InputError
 
     from tests.app.conftest import finish_jobs

@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from attnlab.analysis.patching import activation_patching
+from attnlab.analysis.probes.patching import activation_patching
 from attnlab.app import state
 from attnlab.app.jobs import BusyError, Jobs, SharedLock
 from attnlab.model.inputs import InputError

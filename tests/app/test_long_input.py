@@ -7,9 +7,9 @@ import html
 
 import numpy as np
 import pytest
-from attnlab.analysis.longinput import rollout_query
-from attnlab.analysis.pooling import pool_matrix
-from attnlab.analysis.rollout import attention_rollout
+from attnlab.analysis.attention.long_records import rollout_query
+from attnlab.analysis.attention.pooling import pool_matrix
+from attnlab.analysis.attention.rollout import attention_rollout
 from attnlab.app import longinput as L
 from attnlab.app.figures.overview import overview_heatmap, payload_bytes, row_bands, window_heatmap
 from attnlab.app.navigation import PAGES

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from attnlab.analysis.rollout import attention_rollout, cross_rollout
+from attnlab.analysis.attention.rollout import attention_rollout, cross_rollout
 from attnlab.app.figures.style import tick_labels
 from attnlab.app.notebook import VIEWS, show, to_html
 from attnlab.model.registry import load

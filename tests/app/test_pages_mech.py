@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from attnlab.analysis.checks import TOL_BACKEND, TOL_CACHE
+from attnlab.analysis.machinery.checks import TOL_BACKEND, TOL_CACHE
 from attnlab.cli.main import main as attnlab
 from attnlab.model.registry import bundled_names
 
@@ -141,7 +141,7 @@ def test_backends_reads_the_benchmark_json(tmp_path, monkeypatch):
 def test_page_verdicts_are_run_checks_values():
     """The KV-cache and Backends pages call one check each (analysis.checks); their verdict rows carry exactly
     the values, tolerances and verdicts `run_checks` (= `attnlab check`) gives for those checks."""
-    from attnlab.analysis.checks import run_checks
+    from attnlab.analysis.machinery.checks import run_checks
     from attnlab.model.registry import load
 
     lm = load("random-decoder")

@@ -1,7 +1,7 @@
 """The query–key scatter (app.figures.qk) by its data: one trace per kind, counts, escaped hover, axes."""
 
 import numpy as np
-from attnlab.analysis.qk_view import QKPoints
+from attnlab.analysis.attention.qk_projection import QKPoints
 from attnlab.app.figures.qk import qk_scatter
 
 

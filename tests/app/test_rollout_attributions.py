@@ -3,9 +3,9 @@ text, in the held-out table, and the explanation of the ranking written from the
 
 import numpy as np
 import pytest
-from attnlab.analysis.attributions import attention_x_gradient, input_x_gradient
-from attnlab.analysis.faithfulness_cases import make_cases
-from attnlab.analysis.faithfulness_why import ranking_reasons
+from attnlab.analysis.faithfulness.cases import make_cases
+from attnlab.analysis.faithfulness.why import ranking_reasons
+from attnlab.analysis.probes.attributions import attention_x_gradient, input_x_gradient
 from attnlab.app.presets import presets
 from attnlab.model.registry import load
 

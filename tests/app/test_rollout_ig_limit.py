@@ -1,8 +1,8 @@
 """The Rollout page refuses integrated gradients in one line above the size analysis.pass_size allows, and
 still shows the other gradient methods."""
 
-from attnlab.analysis import attributions, pass_size
-from attnlab.analysis.attributions import ig_refusal
+from attnlab.analysis.probes import attributions, pass_size
+from attnlab.analysis.probes.attributions import ig_refusal
 from attnlab.model.registry import load
 
 from tests.app.conftest import ok, open_page, titled

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from attnlab.analysis.routing import force_expert_run, route_text
+from attnlab.analysis.probes.routing import force_expert_run, route_text
 from attnlab.app.presets import default_query, presets
 from attnlab.model.registry import load
 

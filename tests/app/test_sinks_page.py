@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from attnlab.analysis.sinks import SINK_SHARE, measure_sinks
-from attnlab.analysis.window_ppl import window_test
+from attnlab.analysis.machinery.window_ppl import window_test
+from attnlab.analysis.probes.sinks import SINK_SHARE, measure_sinks
 from attnlab.model.gguf import smollm2_file
 from attnlab.model.registry import load
 

@@ -1,5 +1,5 @@
 """Explore on the first lecture's story: SmolLM2 beside lecture-decoder, from either model's story preset, with
-the measured answers and attention (analysis/story_compare.py). Slow: loads SmolLM2."""
+the measured answers and attention (analysis/probes/story_answer.py). Slow: loads SmolLM2."""
 
 from __future__ import annotations
 

@@ -7,18 +7,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from attnlab.analysis import checks, positions, vision
-from attnlab.analysis.block import block_walk
-from attnlab.analysis.image_runs import image_capture, model_view, region_report, run_map
-from attnlab.analysis.lens import logit_lens
-from attnlab.analysis.patching import activation_patching
-from attnlab.analysis.permutation import permutation_study
-from attnlab.analysis.relevance import gradient_relevance
-from attnlab.analysis.rollout import attention_rollout, fuse_heads
-from attnlab.analysis.routing import route_text
-from attnlab.analysis.scores import counterfactual_softmax
-from attnlab.analysis.sinks import SINK_SHARE, measure_sinks
-from attnlab.analysis.stepwise import QUIZ_SCORES
+from attnlab.analysis.attention.rollout import attention_rollout, fuse_heads
+from attnlab.analysis.attention.scores import counterfactual_softmax
+from attnlab.analysis.attention.stepwise import QUIZ_SCORES
+from attnlab.analysis.machinery import checks, positions
+from attnlab.analysis.machinery.block_walk import block_walk
+from attnlab.analysis.machinery.permutation import permutation_study
+from attnlab.analysis.probes import patch_maps as vision
+from attnlab.analysis.probes.image_run import image_capture, model_view, region_report, run_map
+from attnlab.analysis.probes.lens import logit_lens
+from attnlab.analysis.probes.patching import activation_patching
+from attnlab.analysis.probes.relevance import gradient_relevance
+from attnlab.analysis.probes.routing import route_text
+from attnlab.analysis.probes.sinks import SINK_SHARE, measure_sinks
 from attnlab.app.interp_examples import RETRIEVAL
 from attnlab.app.presets import presets
 from attnlab.app.tour import STEPS, step_of

@@ -55,14 +55,14 @@ def test_heatmaps_show_every_head_of_the_view(gptj):
 
 def test_explore_rollout_and_heads_read_the_weights(gptj):
     import attnlab.model as model
-    from attnlab.analysis.head_runs import head_table
+    from attnlab.analysis.probes.head_table import head_table
 
     at = open_page(None, model=gptj, text=TEXT)
     ok(at)
     assert specs(at) and at.dataframe[0].value.shape == (5, 2)  # rows per layer and the top-5 prediction
     at.switch_page("../pages/rollout.py").run()
     ok(at)
-    from attnlab.analysis.rollout import attention_rollout
+    from attnlab.analysis.attention.rollout import attention_rollout
 
     fig = titled(at, "Which tokens matter")
     assert fig["data"][0]["y"] == ["last-layer attention", "rollout", "flow", "gradient relevance",

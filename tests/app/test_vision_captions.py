@@ -6,8 +6,8 @@ from __future__ import annotations
 import io
 
 import numpy as np
-from attnlab.analysis import vision
-from attnlab.analysis.image_runs import image_capture
+from attnlab.analysis.probes import patch_maps as vision
+from attnlab.analysis.probes.image_run import image_capture
 from attnlab.app.vision_captions import aspect_note, distance_caption, position_caption
 from attnlab.model.lecture.shapes import shape_images
 from attnlab.model.registry import load

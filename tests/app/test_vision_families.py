@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from attnlab.analysis import vision
-from attnlab.analysis.image_runs import image_capture
+from attnlab.analysis.probes import patch_maps as vision
+from attnlab.analysis.probes.image_run import image_capture
 from attnlab.model import registry
 from attnlab.model.lecture.shapes import MIN_SIZE, shape_images, shape_sizes
 

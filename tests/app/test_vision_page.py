@@ -9,8 +9,8 @@ import json
 
 import numpy as np
 import pytest
-from attnlab.analysis import vision
-from attnlab.analysis.image_runs import image_capture
+from attnlab.analysis.probes import patch_maps as vision
+from attnlab.analysis.probes.image_run import image_capture
 from attnlab.model.lecture.shapes import shape_images
 from attnlab.model.registry import load, model_choices
 from PIL import Image
@@ -201,7 +201,7 @@ def titled_or_none(at, text: str):
                                           ("integrated gradients", "integrated_gradients"),
                                           ("attention × gradient", "attention_x_gradient")])
 def test_gradient_attribution_maps_and_their_region_rows(vit, kind, method):
-    from attnlab.analysis.attributions import attribute
+    from attnlab.analysis.probes.attributions import attribute
 
     at = open_page("vision", v_map=kind, v_target="below")
     ok(at)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from attnlab.analysis.benchmarks import read_benchmarks
+from attnlab.analysis.machinery.bench_report import read_benchmarks
 from attnlab.bench import forward as F
 from attnlab.bench import worker as W
 from attnlab.bench.payload import PAGES

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from attnlab.analysis.benchmarks import SCHEMA, Browser, ClassLoad, Top, read_browser
+from attnlab.analysis.machinery.bench_report import SCHEMA, Browser, ClassLoad, Top, read_browser
 from attnlab.bench.classload import rss_slope
 from attnlab.bench.tables import browser_markdown, class_markdown, markdown
 

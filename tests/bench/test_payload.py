@@ -109,7 +109,7 @@ def test_images_are_counted_with_the_charts(tmp_path):
 
 
 def test_vision_is_measured_with_its_own_model():
-    from attnlab.analysis.benchmarks import Payload
+    from attnlab.analysis.machinery.bench_report import Payload
     from attnlab.model.registry import model_choices
 
     if "lecture-vit" not in model_choices(kind="image"):

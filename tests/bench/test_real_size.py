@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from attnlab.analysis.benchmarks import Top
+from attnlab.analysis.machinery.bench_report import Top
 from attnlab.bench.tables import real_size_lines
 from attnlab.cli.main import main
 

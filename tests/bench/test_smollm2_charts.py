@@ -3,7 +3,7 @@ section renders as its table and targets."""
 
 from urllib.parse import parse_qs
 
-from attnlab.analysis.benchmarks import Browser, Target, Top
+from attnlab.analysis.machinery.bench_report import Browser, Target, Top
 from attnlab.app.presets import presets
 from attnlab.bench.smollm2_charts import SMOL_CASES, SMOL_PAGES, smollm2_chart_targets, smollm2_markdown
 from attnlab.bench.tables import browser_markdown

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from unittest import mock
 
-from attnlab.analysis.benchmarks import ClassLoad
+from attnlab.analysis.machinery.bench_report import ClassLoad
 from attnlab.bench.classload import head_ticks, tokens_of
 from attnlab.bench.readback import Run, strip_tokens
 from attnlab.bench.wsclass import STEPS, WsSession, class_on_server, merge_run

@@ -5,8 +5,8 @@ import json
 
 import numpy as np
 import pytest
-from attnlab.analysis.sinks import measure_sinks
-from attnlab.analysis.window_ppl import window_test
+from attnlab.analysis.machinery.window_ppl import window_test
+from attnlab.analysis.probes.sinks import measure_sinks
 from attnlab.cli.main import main
 from attnlab.model.registry import load
 

@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from attnlab.analysis.vision import patch_region
+from attnlab.analysis.probes.patch_maps import patch_region
 from attnlab.cli.main import main
 from attnlab.model.lecture.shapes import shape_images
 

@@ -41,7 +41,7 @@ def test_no_request_leaves_the_machine_and_the_log_stays_quiet(st_app, browser):
 
 
 def test_peak_memory_prints_no_profiler_line():
-    code = ("from attnlab.analysis.backends import time_attention; "
+    code = ("from attnlab.analysis.machinery.backends import time_attention; "
             "r = time_attention([64, 128], repeats=1, memory=True); print(len(r), r[0]['peak_bytes'] > 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-1000:]

@@ -16,7 +16,7 @@ def hwm() -> int:
 
 
 def main(name: str, n: int, backend: str, reads: str) -> dict:
-    from attnlab.analysis.relevance import gradient_relevance
+    from attnlab.analysis.probes.relevance import gradient_relevance
     from attnlab.model.budget import need_bytes, rss_bytes
     from attnlab.model.inputs import Inputs
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from attnlab.analysis.kv_cache import chunks, stitch
+from attnlab.analysis.machinery.kv_cache import chunks, stitch
 from attnlab.model.cache import KVCache
 from attnlab.model.generate import generate
 from attnlab.model.hooks import capture

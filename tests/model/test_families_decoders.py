@@ -5,7 +5,7 @@ greedy tokens identical; each family passes `attnlab check` (eager ≡ sdpa ≡ 
 from __future__ import annotations
 
 import pytest
-from attnlab.analysis.checks import run_checks
+from attnlab.analysis.machinery.checks import run_checks
 from attnlab.model.hf.load import load_hf_folder
 
 from tests import family_grid as G

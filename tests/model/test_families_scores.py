@@ -9,8 +9,8 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
-from attnlab.analysis.positions import rope_frequencies
-from attnlab.analysis.scores import counterfactual_softmax, score_steps_table
+from attnlab.analysis.attention.scores import counterfactual_softmax, score_steps_table
+from attnlab.analysis.machinery.positions import rope_frequencies
 from attnlab.model.families.llama import llama_config
 from attnlab.model.hf.load import load_hf_folder
 from attnlab.model.softmax import masked_softmax
@@ -93,7 +93,7 @@ def test_rope_frequencies_are_transformers(rope):
 
 
 def test_long_input_and_neuron_view_read_the_cap(gemma2):
-    from attnlab.analysis.stepwise import neuron_view
+    from attnlab.analysis.attention.stepwise import neuron_view
     from attnlab.model.longinput import full_pattern, pattern_rows
 
     rec = gemma2.forward(gemma2.encode(G.TEXT), backend="eager").capture["blocks.1.attn"]

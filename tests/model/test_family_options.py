@@ -9,7 +9,7 @@ import math
 
 import pytest
 import torch
-from attnlab.analysis.checks import run_checks
+from attnlab.analysis.machinery.checks import run_checks
 from attnlab.model.checkpoint import CheckpointError
 from attnlab.model.hf.load import load_hf_folder
 

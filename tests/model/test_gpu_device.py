@@ -5,7 +5,7 @@ benchmark section runs. Skipped without a CUDA GPU."""
 import numpy as np
 import pytest
 import torch
-from attnlab.analysis.checks import run_checks
+from attnlab.analysis.machinery.checks import run_checks
 from attnlab.model.registry import load
 
 pytestmark = [
@@ -54,7 +54,7 @@ def test_cuda_bench_section_runs():
 
 def test_live_attention_timings_on_the_gpu():
     """The Backends page's live timings on CUDA: CUDA events, bfloat16, the allocator's peak."""
-    from attnlab.analysis.backends import time_attention
+    from attnlab.analysis.machinery.backends import time_attention
 
     rows = time_attention((256, 2048), device="cuda", dtype=torch.bfloat16, repeats=2, budget_s=0.0)
     assert {r["backend"] for r in rows} == {"eager", "sdpa", "flash"}

@@ -9,7 +9,7 @@ import pickle
 import numpy as np
 import pytest
 import torch
-from attnlab.analysis.checks import run_checks
+from attnlab.analysis.machinery.checks import run_checks
 from attnlab.model import hooks
 from attnlab.model.config import ModelConfig
 from attnlab.model.inputs import Inputs

@@ -26,19 +26,19 @@ def test_sampling_probs_temperature_and_top_k():
 
 
 def test_block_and_generation_read_the_one_sampling_distribution():
-    from attnlab.analysis import block
+    from attnlab.analysis.machinery import block_walk as block
 
     logits = np.array([3.0, 1.0, 0.0, -2.0])
     for t, k in ((0.0, None), (0.7, None), (1.3, 2), (1.0, 10)):
         np.testing.assert_allclose(block.sampling_probs(logits, t, k),
                                    sampling_probs(torch.from_numpy(logits), t, k).numpy(), rtol=0, atol=0)
-    for f in ("analysis/generation.py", "analysis/block.py"):  # no k-th logit cut of their own
+    for f in ("analysis/probes/generation.py", "analysis/machinery/block_walk.py"):  # no k-th logit cut of their own
         src = (ROOT / f).read_text()
         assert "kth" not in src and "x / temperature" not in src, f
 
 
 def test_no_hand_rolled_softmax_left():
-    for f in ("analysis/stepwise.py", "model/router_record.py", "analysis/block.py", "analysis/generation.py"):
+    for f in ("analysis/attention/stepwise.py", "model/router_record.py", "analysis/machinery/block_walk.py", "analysis/probes/generation.py"):
         tree = ast.parse((ROOT / f).read_text())
         exps = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "exp"]
         assert exps == [], f
@@ -53,7 +53,7 @@ def test_shifted_exp_is_the_softmax_numerators():
 
 
 def test_router_probs_and_explain_weight_use_the_softmax():
-    from attnlab.analysis.stepwise import attention_steps, explain_weight
+    from attnlab.analysis.attention.stepwise import attention_steps, explain_weight
     from attnlab.model.router_record import RouterRecord
 
     rng = np.random.default_rng(0)

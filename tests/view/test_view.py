@@ -80,8 +80,8 @@ def test_weights_only_and_what_it_cannot_do(folders):
 
 
 def test_head_statistics_and_rollout_read_it(folders):
-    from attnlab.analysis.head_runs import head_table
-    from attnlab.analysis.rollout import attention_rollout
+    from attnlab.analysis.attention.rollout import attention_rollout
+    from attnlab.analysis.probes.head_table import head_table
 
     lm = model.load(str(folders["bloom"]))
     df, period = head_table(lm, lm.encode(TEXT))
@@ -148,7 +148,7 @@ def test_notebook_views(folders):
 def test_a_view_of_a_converted_family_agrees_with_our_model(tmp_path):
     """The same GPT-2 weights as our converted model and as a transformers view: the same weights per head and
     the same gradient relevance (the view's gradients flow through transformers' own attention weights)."""
-    from attnlab.analysis.relevance import gradient_relevance
+    from attnlab.analysis.probes.relevance import gradient_relevance
     from attnlab.model.checkpoint import read_config
     from attnlab.model.view import load_view
 
@@ -170,7 +170,7 @@ def test_a_view_of_a_converted_family_agrees_with_our_model(tmp_path):
 
 
 def test_relevance_of_an_unconverted_encoder_decoder(folders):
-    from attnlab.analysis.relevance import gradient_relevance
+    from attnlab.analysis.probes.relevance import gradient_relevance
 
     lm = model.load(str(folders["pegasus"]))
     rel = gradient_relevance(lm, lm.encode("the cat", SRC), -1)

@@ -8,7 +8,7 @@ import json
 import attnlab.model as model
 import numpy as np
 import pytest
-from attnlab.analysis.checks import FUSED, TOL_ROWSUM, run_checks
+from attnlab.analysis.machinery.checks import FUSED, TOL_ROWSUM, run_checks
 from attnlab.cli.main import main
 
 from tests.view.fixtures import FAMILIES, hf_attentions, make_view_model

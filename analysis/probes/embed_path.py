@@ -1,0 +1,267 @@
+"""Forward and backward runs over a model's input embeddings on the straight path b + α(e − b) from a
+baseline b to the input e: the embedding hooks, the baseline, and the batched passes that gradient
+attributions (analysis/probes/attributions.py) are built from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from attnlab.analysis.probes.pass_size import give_back, rows_per_pass
+from attnlab.model.inputs import InputError
+
+
+# -- the input embeddings ---------------------------------------------------------------------------------
+def embed_modules(lm) -> dict[str, torch.nn.Module]:
+    """{hook name: the embedding module whose `hook_embed` point that is}: one per stack that reads tokens."""
+    m = lm.model
+    if lm.reads_source:
+        return {"encoder.hook_embed": m.encoder.embed, "decoder.hook_embed": m.decoder.embed}
+    return {"hook_embed": m.embed}
+
+
+def has_embed_hook(lm) -> bool:
+    """True when the model has `hook_embed` points (our own modules; not a Hugging Face model read as it is)."""
+    names = getattr(lm.model, "hook_names", None)
+    return callable(names) and any(n.endswith("hook_embed") for n in names())
+
+
+def per_token(x: torch.Tensor) -> torch.Tensor:
+    """Σ over the embedding dimension: [B, T, D] -> [B, T]."""
+    return x.sum(-1)
+
+
+# -- forward (and backward) over embeddings on the path b + α(e − b) ------------------------------------
+@dataclass
+class EmbedPath:
+    embeds: dict[str, torch.Tensor]  # name -> e [1, ...] (the input embedding)
+    bases: dict[str, torch.Tensor]  # name -> b [1, ...] (the baseline embedding)
+    grads: dict[str, torch.Tensor] | None  # name -> Σ_r w_r ∂y_r/∂z_r [1, ...], z_r = b + α_r (e − b); None without grad
+    y: torch.Tensor  # [R] the logit at each α
+    target_id: int
+    position: int
+
+
+def check_position(lm, inputs, position: int) -> int:
+    if lm.reads_image:
+        return 0
+    t = inputs.ids.shape[1]
+    pos = position + t if position < 0 else position
+    if not 0 <= pos < t:
+        raise InputError(f"position {position} is outside the {t} input tokens")
+    return pos
+
+
+def logit_at(lm, logits: torch.Tensor | None, pos: int) -> torch.Tensor:
+    """[R, V] logits at the output position (a ViT: [R, classes] read from [CLS])."""
+    if logits is None:
+        raise InputError(f"{lm.name} has no prediction head; a gradient attribution needs a logit to explain")
+    return logits if lm.reads_image else logits[:, pos]
+
+
+def baseline_ids(lm, inputs) -> dict[str, torch.Tensor | None]:
+    """Per hook, the token ids of the baseline [1, T]: every token that is not special (BOS, EOS, PAD, MASK)
+    replaced by [PAD]; None = the zero embedding (a ViT's patches, or a tokenizer without [PAD])."""
+    def base(ids, tok):
+        if tok is None or tok.pad_id is None:
+            return None
+        special = [i for i in (tok.bos_id, tok.eos_id, tok.pad_id, tok.mask_id) if i is not None]
+        return torch.where(torch.isin(ids, torch.tensor(special)), ids, torch.full_like(ids, tok.pad_id))
+
+    if lm.reads_image:
+        return {"hook_embed": None}
+    if lm.reads_source:
+        return {"encoder.hook_embed": base(inputs.src_ids[:1], lm.src_tokenizer or lm.tokenizer),
+                "decoder.hook_embed": base(inputs.ids[:1], lm.tokenizer)}
+    return {"hook_embed": base(inputs.ids[:1], lm.tokenizer)}
+
+
+def baseline_embedding(lm, e: torch.Tensor, ids: torch.Tensor | None, emb: torch.nn.Module) -> torch.Tensor:
+    """b [1, ...] for the input embedding e [1, ...]: a ViT's [CLS] kept and every patch zero; the zero embedding
+    (ids None); else the baseline ids' token embeddings, scaled as hook_embed is (Gemma's √d_model)."""
+    if lm.reads_image:
+        return torch.cat([e[:, :1], torch.zeros_like(e[:, 1:])], dim=1)
+    if ids is None:
+        return torch.zeros_like(e)
+    return (emb.tok.weight[ids.to(e.device)] * getattr(emb, "scale", 1.0)).detach().to(e.dtype)
+
+
+def baseline_name(lm, inputs) -> str:
+    """The baseline in words, as shown beside integrated gradients."""
+    if lm.reads_image:
+        return "every patch's embedding zero"
+    ids = baseline_ids(lm, inputs)
+    return ("every token's embedding zero" if all(v is None for v in ids.values())
+            else "every non-special token replaced by [PAD]")
+
+
+def along_path(lm, inputs, position: int, target_id: int | None, alphas: torch.Tensor, interventions=None,
+          grad: bool = True, weights: torch.Tensor | None = None) -> EmbedPath:
+    """y at embeddings b + α_r (e − b), and (grad) the gradients weighted by `weights` [R] (default all 1) and
+    summed over r. Rows are independent, so they run in passes of at most pass_size.rows_per_pass rows, the
+    pass holding the last α first (target_id None = the arg-max there)."""
+    pos = check_position(lm, inputs, position)
+    if not has_embed_hook(lm):
+        raise InputError(f"{lm.name} has no hook_embed point: input × gradient and integrated gradients need a "
+                         "converted model")
+    weights = torch.ones(len(alphas), dtype=torch.float64) if weights is None else weights
+    n = rows_per_pass(lm, inputs.ids.shape[1], grad)
+    starts = list(range(0, len(alphas), n))[::-1]  # last pass first
+    ys, grads = {}, None
+    for s in starts:
+        p = _pass(lm, inputs, pos, target_id, alphas[s:s + n], interventions, grad, weights[s:s + n])
+        give_back()
+        target_id, ys[s] = p.target_id, p.y
+        if grad:
+            grads = p.grads if grads is None else {k: grads[k] + g for k, g in p.grads.items()}
+    return EmbedPath(p.embeds, p.bases, grads, torch.cat([ys[s] for s in sorted(ys)]), target_id, pos)
+
+
+def _pass(lm, inputs, pos: int, target_id: int | None, alphas: torch.Tensor, interventions, grad: bool,
+          weights: torch.Tensor) -> EmbedPath:
+    """One forward (and backward) over the α's of one pass."""
+    base_ids, mods = baseline_ids(lm, inputs), embed_modules(lm)
+    embeds, bases, leaves = {}, {}, {}
+
+    def path(x: torch.Tensor, name: str) -> torch.Tensor:
+        e = x.detach()[:1]  # [1, ...]: every row of the expanded batch holds the same embedding
+        b = baseline_embedding(lm, e, base_ids[name], mods[name])
+        embeds[name], bases[name] = e, b
+        a = alphas.to(e.device, e.dtype).view(-1, *([1] * (x.dim() - 1)))  # [R, 1, ...]
+        leaves[name] = (b + a * (e - b)).requires_grad_(grad)  # [R, ...]
+        return leaves[name]
+
+    was_training = lm.model.training
+    lm.model.eval()
+    try:
+        out = lm.forward(inputs.expand(len(alphas)), interventions={**(interventions or {}),
+                         **{name: path for name in mods}}, records=False, grad=grad)
+        logits = logit_at(lm, out.logits, pos)  # [R, V]
+        tid = int(logits[-1].argmax()) if target_id is None else int(target_id)
+        if not 0 <= tid < logits.shape[-1]:
+            raise InputError(f"target id {tid} is outside 0..{logits.shape[-1] - 1}")
+        y = logits[:, tid]  # [R]
+        grads = None
+        if grad:
+            names = list(leaves)
+            got = torch.autograd.grad(y.sum(), [leaves[n] for n in names], allow_unused=True)
+            grads = {n: _weighted(leaves[n], g, weights) for n, g in zip(names, got)}
+    finally:
+        lm.model.train(was_training)
+    return EmbedPath(embeds, bases, grads, y.detach().clone(), tid, pos)  # a view would keep the [R, T, V] logits
+
+
+def _weighted(leaf: torch.Tensor, g: torch.Tensor | None, weights: torch.Tensor) -> torch.Tensor:
+    """Σ_r w_r g_r in float64: [R, ...] -> [1, ...] (zeros where the leaf got no gradient)."""
+    if g is None:
+        return torch.zeros_like(leaf[:1], dtype=torch.float64)
+    w = weights.to(g.device, torch.float64).view(-1, *([1] * (g.dim() - 1)))  # [R, 1, ...]
+    return (w * g.double()).sum(0, keepdim=True)
+
+
+def token_rows(lm, per: dict[str, torch.Tensor]) -> tuple[np.ndarray, np.ndarray | None]:
+    """(target-side row, source row or None) from per-hook [T] scores."""
+    as_np = {n: v.detach().double().cpu().numpy() for n, v in per.items()}
+    if lm.reads_source:
+        return as_np["decoder.hook_embed"], as_np["encoder.hook_embed"]
+    return as_np["hook_embed"], None
+
+
+# -- many inputs' paths in shared passes ------------------------------------------------------------------
+@dataclass
+class PathJob:
+    """One input's rows: the logit `target_id` at `position` at embeddings b + α_r (e − b), weights w_r."""
+
+    inputs: object  # model.inputs.Inputs of one text [1, T]
+    position: int
+    target_id: int
+    alphas: torch.Tensor  # [R] float64
+    weights: torch.Tensor | None = None  # [R]; None: y alone (no gradient wanted from these rows)
+
+
+def _shape_key(lm, inputs) -> tuple:
+    """Jobs that may share a pass: a decoder's any (padded on the right, which no earlier position sees), any
+    other model's only at the same lengths."""
+    if lm.predicts_next_token and inputs.type_ids is None and inputs.attention_mask is None:
+        return ()
+    src = None if inputs.src_ids is None else inputs.src_ids.shape[1]
+    return inputs.ids.shape[1], src, None if inputs.pixels is None else tuple(inputs.pixels.shape)
+
+
+def along_paths(lm, jobs: list[PathJob], grad: bool = True, interventions=None) -> list[EmbedPath]:
+    """along_path for many inputs at once: every job's rows packed into passes of at most rows_per_pass rows
+    (decoders' inputs padded to the pass's longest), each job's y [R] and Σ_r w_r ∂y_r/∂z_r as along_path gives."""
+    if jobs and not has_embed_hook(lm):
+        raise InputError(f"{lm.name} has no hook_embed point: integrated gradients needs a converted model")
+    pos = [check_position(lm, j.inputs, j.position) for j in jobs]
+    rows = sorted(((_shape_key(lm, j.inputs), j.inputs.ids.shape[1], i, r) for i, j in enumerate(jobs)
+                   for r in range(len(j.alphas))), key=lambda x: (x[0], x[1], x[2], x[3]))
+    ys = [torch.zeros(len(j.alphas), dtype=torch.float64) for j in jobs]
+    out = [EmbedPath({}, {}, {} if grad else None, ys[i], j.target_id, pos[i]) for i, j in enumerate(jobs)]
+    start = 0
+    while start < len(rows):
+        key, stop = rows[start][0], start + 1
+        while stop < len(rows) and rows[stop][0] == key and stop - start < rows_per_pass(lm, rows[stop][1], grad):
+            stop += 1  # rows sorted by length: the last row added is the longest, and sets the pass's size
+        _shared_pass(lm, jobs, pos, [(i, r) for *_, i, r in rows[start:stop]], grad, interventions, out)
+        give_back()
+        start = stop
+    return out
+
+
+def _shared_pass(lm, jobs, pos, rows, grad, interventions, out) -> None:
+    """One forward (and backward) over `rows` [(job, row)]; fills out[job].y, embeds, bases and grads."""
+    t = max(jobs[i].inputs.ids.shape[1] for i, _ in rows)
+    first = jobs[rows[0][0]].inputs
+    ids = torch.zeros(len(rows), t, dtype=torch.long)  # [R, T]: each row its input, padded on the right
+    for k, (i, _) in enumerate(rows):
+        ids[k, :jobs[i].inputs.ids.shape[1]] = jobs[i].inputs.ids[0]
+
+    def same(x):  # every job of the pass has the same one (_shape_key)
+        return None if x is None else x[:1].expand(len(rows), *x.shape[1:])
+
+    batch = type(first)(ids, [], same(first.src_ids), first.src_tokens, same(first.type_ids),
+                        pixels=same(first.pixels))
+    alphas = torch.tensor([float(jobs[i].alphas[r]) for i, r in rows], dtype=torch.float64)
+    mods, leaves = embed_modules(lm), {}
+
+    def path(x: torch.Tensor, name: str) -> torch.Tensor:
+        e = x.detach()  # [R, T, ...]: each row its own input's embedding
+        b = e.clone()  # padding keeps its embedding on every row
+        for i in dict.fromkeys(i for i, _ in rows):
+            ks = [k for k, (j, _) in enumerate(rows) if j == i]
+            n = e.shape[1] if name == "encoder.hook_embed" or lm.reads_image else jobs[i].inputs.ids.shape[1]
+            one = e[ks[0]:ks[0] + 1, :n]  # [1, n, ...]
+            base = baseline_ids(lm, jobs[i].inputs)[name]
+            bi = baseline_embedding(lm, one, base, mods[name])
+            b[ks, :n] = bi
+            out[i].embeds[name], out[i].bases[name] = one, bi
+        a = alphas.to(e.device, e.dtype).view(-1, *([1] * (x.dim() - 1)))  # [R, 1, ...]
+        leaves[name] = (b + a * (e - b)).requires_grad_(grad)
+        return leaves[name]
+
+    was_training = lm.model.training
+    lm.model.eval()
+    try:
+        fwd = lm.forward(batch, interventions={**(interventions or {}), **{name: path for name in mods}},
+                         records=False, grad=grad)
+        logits = fwd.logits if lm.reads_image else fwd.logits[torch.arange(len(rows)), [pos[i] for i, _ in rows]]
+        y = logits[torch.arange(len(rows)), [jobs[i].target_id for i, _ in rows]]  # [R]
+        got = torch.autograd.grad(y.sum(), list(leaves.values()), allow_unused=True) if grad else ()
+        y = y.detach()
+    finally:
+        lm.model.train(was_training)
+    for k, (i, r) in enumerate(rows):
+        out[i].y[r] = float(y[k])
+    for name, g in zip(leaves, got):
+        for i in dict.fromkeys(i for i, _ in rows):
+            ks = [k for k, (j, _) in enumerate(rows) if j == i]
+            w = jobs[i].weights
+            if w is None:
+                continue
+            n = out[i].embeds[name].shape[1]
+            wk = torch.tensor([float(w[r]) for j, r in rows if j == i], dtype=torch.float64)
+            part = _weighted(leaves[name][ks, :n], None if g is None else g[ks, :n], wk)  # [1, n, ...]
+            prev = out[i].grads.get(name)
+            out[i].grads[name] = part if prev is None else prev + part

@@ -1,0 +1,1 @@
+"""Tests of the lecture tooling room: training, evaluation and model cards."""
