@@ -29,6 +29,7 @@ from attnlab.model.inputs import (
 )
 from attnlab.model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, pair_mask
 from attnlab.model.model_io import ImageIO, ModelIO
+from attnlab.model.readout import Reading
 from attnlab.model.tokenizer import ByteTokenizer, Encoding, HFTokenizer
 from attnlab.model.transformer import Decoder, Encoder, EncoderDecoder, ViT
 
@@ -52,7 +53,7 @@ class Forward:
 
 
 @dataclass
-class LoadedModel(ModelKind, ModelIO, ImageIO, TransformerLensRuns):
+class LoadedModel(ModelKind, ModelIO, ImageIO, TransformerLensRuns, Reading):
     name: str
     model: Decoder | Encoder | EncoderDecoder | ViT
     tokenizer: Tokenizer | None  # None for a ViT
@@ -286,20 +287,6 @@ class LoadedModel(ModelKind, ModelIO, ImageIO, TransformerLensRuns):
                         use_cache=use_cache, backend=backend, eos_id=eos, src=inp.src_ids, step_logits=step_logits)
         new = [self.label(i) for i in ids[0, inp.ids.shape[1]:].tolist()]
         return ids[0].tolist(), inp.tokens + new
-
-    def readout(self, need_linear: bool = False) -> tuple[torch.nn.Module, torch.nn.Module]:
-        """(stack, head): the stack whose blocks write the residual stream that predicts tokens, and the module
-        mapping its final-normed hidden state to logits. `need_linear`: a plain unembedding (no MLM head)."""
-        m = self.model
-        if self.predicts_next_token and m.lm_head is not None:
-            return m, m.lm_head
-        if self.reads_source:
-            return m.decoder, m.decoder.lm_head
-        if self.fills_masks and m.mlm is not None and not need_linear:
-            return m, m.mlm
-        what = "a vision transformer" if self.reads_image else "an encoder" if self.fills_masks else "this model"
-        head = "a linear unembedding" if need_linear else "a token head"
-        raise InputError(f"{self.name} is {what} without {head}; pick a decoder (e.g. lecture-decoder)")
 
 
 def _ids(enc: Encoding) -> torch.Tensor:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn as nn
-from attnlab.analysis.probes.readout import answer_id, check_row, final_scale, resid_names
+from attnlab.analysis.probes.readout import answer_id, check_row
 from attnlab.model.inputs import InputError
 
 
@@ -60,7 +60,8 @@ def _head_results(attn: nn.Module, z: torch.Tensor) -> torch.Tensor:
 def direct_logit_attribution(lm, text: str, answer: str, wrong: str | None = None, *, src_text: str | None = None,
                              position: int = -1, backend: str = "eager") -> DLA:
     """Split the logit of `answer` (minus `wrong`'s) at `position` (default the last) into its direct parts."""
-    stack, head = lm.readout(need_linear=True)
+    ro = lm.readout(need_linear=True)
+    stack, head = ro
     if lm.cfg.norm != "pre" or isinstance(stack.ln_f, nn.Identity):
         raise InputError(f"{lm.name} is {lm.cfg.norm}-norm: its stream is not a sum of the heads' outputs; "
                          "direct logit attribution needs a pre-norm model")
@@ -71,7 +72,7 @@ def direct_logit_attribution(lm, text: str, answer: str, wrong: str | None = Non
     pos = check_row(position, T, "position")
     blocks = stack.blocks
     attns = [(blk.attn, blk.cross_attn if blk.has_cross else None) for blk in blocks]
-    names = resid_names(stack) + [f"{blk.site}.hook_mlp_out" for blk in blocks] + [
+    names = ro.resid_names + ro.block_hooks("hook_mlp_out") + [
         f"{m.site}.hook_z" for pair in attns for m in pair if m is not None]
     fwd = lm.forward(inputs, backend=backend, names=names, records=False)
     t = fwd.capture.tensor
@@ -80,8 +81,8 @@ def direct_logit_attribution(lm, text: str, answer: str, wrong: str | None = Non
     if b is not None:
         u = u - head.weight[b].double()
     ln = stack.ln_f
-    x_final = t(resid_names(stack)[-1])[0, pos].double()  # [D]
-    sigma = final_scale(stack, x_final)  # [1]
+    x_final = t(ro.resid_names[-1])[0, pos].double()  # [D]
+    sigma = ro.final_scale(x_final)  # [1]
     w = ln.weight.double() if ln.weight is not None else torch.ones_like(u)
     centre = isinstance(ln, nn.LayerNorm)
 
@@ -92,7 +93,7 @@ def direct_logit_attribution(lm, text: str, answer: str, wrong: str | None = Non
             c = c - c.mean(-1, keepdim=True)
         return (c / sigma) @ (w * u)
 
-    embed = read(t(f"{blocks[0].site}.hook_resid_pre")[0, pos])
+    embed = read(t(ro.resid_names[0])[0, pos])
     heads, cross, bias = [], [], torch.zeros((), dtype=torch.float64)
     for attn, cattn in attns:
         for m, out in ((attn, heads), (cattn, cross)):
@@ -101,7 +102,7 @@ def direct_logit_attribution(lm, text: str, answer: str, wrong: str | None = Non
             out.append(read(_head_results(m, t(f"{m.site}.hook_z")[0, pos])))  # [H]
             if m.out.bias is not None:
                 bias = bias + read(m.out.bias)
-    mlps = torch.stack([read(t(f"{blk.site}.hook_mlp_out")[0, pos]) for blk in blocks])  # [L]
+    mlps = torch.stack([read(t(n)[0, pos]) for n in ro.block_hooks("hook_mlp_out")])  # [L]
     nb = ln.bias.double() @ u if getattr(ln, "bias", None) is not None else torch.zeros((), dtype=torch.float64)
     if head.bias is not None:
         nb = nb + head.bias[a].double() - (head.bias[b].double() if b is not None else 0)
@@ -110,7 +111,7 @@ def direct_logit_attribution(lm, text: str, answer: str, wrong: str | None = Non
     if getattr(stack, "logit_softcap", None) is None:
         logits = fwd.logits[0, pos].double()
     else:  # a soft cap (tanh) is not a sum: the parts add up to the logit before it
-        logits = head(stack.ln_f(t(resid_names(stack)[-1])[0, pos])).double()
+        logits = head(ro.norm(t(ro.resid_names[-1])[0, pos])).double()
     logit = logits[a] - (logits[b] if b is not None else 0)
     return DLA(lm.name, list(inputs.tokens), pos, lm.label(a), lm.label(b) if b is not None else None,
                heads_t.cpu().numpy(), torch.stack(cross).cpu().numpy() if cross else None, mlps.cpu().numpy(),

@@ -13,14 +13,6 @@ from attnlab.model.inputs import InputError
 
 
 # -- the input embeddings ---------------------------------------------------------------------------------
-def embed_modules(lm) -> dict[str, torch.nn.Module]:
-    """{hook name: the embedding module whose `hook_embed` point that is}: one per stack that reads tokens."""
-    m = lm.model
-    if lm.reads_source:
-        return {"encoder.hook_embed": m.encoder.embed, "decoder.hook_embed": m.decoder.embed}
-    return {"hook_embed": m.embed}
-
-
 def has_embed_hook(lm) -> bool:
     """True when the model has `hook_embed` points (our own modules; not a Hugging Face model read as it is)."""
     names = getattr(lm.model, "hook_names", None)
@@ -121,7 +113,7 @@ def along_path(lm, inputs, position: int, target_id: int | None, alphas: torch.T
 def _pass(lm, inputs, pos: int, target_id: int | None, alphas: torch.Tensor, interventions, grad: bool,
           weights: torch.Tensor) -> EmbedPath:
     """One forward (and backward) over the α's of one pass."""
-    base_ids, mods = baseline_ids(lm, inputs), embed_modules(lm)
+    base_ids, mods = baseline_ids(lm, inputs), lm.embed_modules()
     embeds, bases, leaves = {}, {}, {}
 
     def path(x: torch.Tensor, name: str) -> torch.Tensor:
@@ -224,7 +216,7 @@ def _shared_pass(lm, jobs, pos, rows, grad, interventions, out) -> None:
     batch = type(first)(ids, [], same(first.src_ids), first.src_tokens, same(first.type_ids),
                         pixels=same(first.pixels))
     alphas = torch.tensor([float(jobs[i].alphas[r]) for i, r in rows], dtype=torch.float64)
-    mods, leaves = embed_modules(lm), {}
+    mods, leaves = lm.embed_modules(), {}
 
     def path(x: torch.Tensor, name: str) -> torch.Tensor:
         e = x.detach()  # [R, T, ...]: each row its own input's embedding

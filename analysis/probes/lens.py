@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from attnlab.analysis.probes.readout import answer_id, check_row, logits_of, resid_names, row_labels
+from attnlab.analysis.probes.readout import answer_id, check_row, row_labels
 
 TOP_K = 5
 
@@ -40,11 +40,10 @@ class Lens:
 
 @torch.no_grad()
 def rows_logits(lm, inputs, backend: str = "eager"):
-    """(stack, head, resid list of [1, T, D] per row, the model's own logits [1, T, V]) for `inputs`."""
-    stack, head = lm.readout()
-    names = resid_names(stack)
-    fwd = lm.forward(inputs, backend=backend, names=names, records=False)
-    return stack, head, [fwd.capture.tensor(n) for n in names], fwd.logits
+    """(the model's readout, resid list of [1, T, D] per row, the model's own logits [1, T, V]) for `inputs`."""
+    ro = lm.readout()
+    fwd = lm.forward(inputs, backend=backend, names=ro.resid_names, records=False)
+    return ro, [fwd.capture.tensor(n) for n in ro.resid_names], fwd.logits
 
 
 @torch.no_grad()
@@ -54,11 +53,11 @@ def logit_lens(lm, text: str, answer: str | None = None, *, src_text: str | None
     row index (0 = the embeddings, i = after layer i − 1, n_blocks = the final stream)."""
     a = answer_id(lm, answer) if answer is not None else None
     inputs = lm.encode(text, src_text)
-    stack, head, resid, _ = rows_logits(lm, inputs, backend)
+    ro, resid, _ = rows_logits(lm, inputs, backend)
     check_row(layer, len(resid))
     tops, probs, ap, ar = [], [], [], []
     for x in resid:  # one row at a time: [1, T, V] in memory, never [R, T, V]
-        p = torch.softmax(logits_of(stack, head, stack.ln_f(x))[0].float(), dim=-1)  # [T, V]
+        p = torch.softmax(ro.logits(x)[0].float(), dim=-1)  # [T, V]
         v, i = p.topk(min(k, p.shape[-1]), dim=-1)  # [T, k]
         tops.append(i)
         probs.append(v)

@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from attnlab.analysis.probes.readout import check_row, prompt_pair, resid_names
-from attnlab.model import hooks
+from attnlab.analysis.probes.readout import check_row, prompt_pair
 from attnlab.model.inputs import InputError
 
 MAX_TOKENS = 64  # prompt length a patching sweep accepts
@@ -63,26 +62,26 @@ class _Setup:
     def __init__(self, lm, clean: str, corrupt: str, answer: str, wrong: str, backend: str):
         if not lm.predicts_next_token:
             raise InputError(f"{lm.name} is not a decoder-only model; activation patching here runs decoders")
-        self.stack, head = lm.readout(need_linear=True)
+        self.ro = ro = lm.readout(need_linear=True)
+        head = ro.head
         a, b, ci, xi = prompt_pair(lm, clean, corrupt, answer, wrong, "a patching sweep", MAX_TOKENS)
         T = ci.ids.shape[1]
         self.lm, self.a, self.b, self.T, self.backend = lm, a, b, T, backend
         self.tokens = (list(ci.tokens), list(xi.tokens))
         self.direction = head.weight[a] - head.weight[b]  # [D]
         self.bias = 0.0 if head.bias is None else float((head.bias[a] - head.bias[b]).detach())
-        blocks = self.stack.blocks
-        names = resid_names(self.stack) + [f"{blk.attn.site}.hook_z" for blk in blocks]
+        self.z_names = ro.block_hooks("attn.hook_z")
         self.resid, self.z, self.ld = {}, {}, {}
         for key, inp in (("clean", ci), ("corrupt", xi)):
-            fwd = lm.forward(inp, backend=backend, names=names, records=False)
+            fwd = lm.forward(inp, backend=backend, names=ro.resid_names + self.z_names, records=False)
             t = fwd.capture.tensor
-            self.resid[key] = [t(n) for n in resid_names(self.stack)[:-1]]  # L × [1, T, D]
-            self.z[key] = [t(f"{blk.attn.site}.hook_z") for blk in blocks]  # L × [1, T, H, d]
-            self.ld[key] = float(self.read(t(resid_names(self.stack)[-1])[:, -1])[0])
+            self.resid[key] = [t(n) for n in ro.resid_names[:-1]]  # L × [1, T, D]
+            self.z[key] = [t(n) for n in self.z_names]  # L × [1, T, H, d]
+            self.ld[key] = float(self.read(t(ro.resid_names[-1])[:, -1])[0])
         self.gap = self.ld["clean"] - self.ld["corrupt"]
         if abs(self.gap) < 1e-6 * max(1.0, abs(self.ld["clean"])):
             raise InputError("the clean and corrupted prompts give the same logit difference; nothing to restore")
-        self.ctx = self.stack.blocks_ctx(T, backend, device=self.direction.device)
+        self.ctx = ro.contexts(T, backend, device=self.direction.device)
         self.on_step, self.done, self.total = None, 0, 0
 
     def tick(self) -> None:
@@ -95,7 +94,7 @@ class _Setup:
     def read(self, x_last: torch.Tensor) -> torch.Tensor:
         """The logit difference [N] of final streams at the last position [N, D] (before any logit soft cap):
         the one readout of the clean, corrupted and patched runs."""
-        return self.stack.ln_f(x_last) @ self.direction + self.bias
+        return self.ro.norm(x_last) @ self.direction + self.bias
 
     def restored(self, ld: torch.Tensor) -> np.ndarray:
         return ((ld.double() - self.ld["corrupt"]) / self.gap).cpu().numpy()
@@ -105,20 +104,14 @@ class _Setup:
         """entering[l]: [n_l, T, D] streams of the runs that start at block l (None: none). z_fix[l](z, n_l): block
         l's head outputs of those last n_l runs patched. Logit differences [Σ n_l], runs in layer order."""
         x = None
-        for i, (blk, ctx) in enumerate(zip(self.stack.blocks, self.ctx)):
-            new = entering[i]
+        for i, new in enumerate(entering):
             if new is not None:
                 x = new if x is None else torch.cat([x, new])  # [N_active, T, D]
-            if x is None:
-                self.tick()
-                continue
-            fix = z_fix[i] if z_fix is not None and new is not None else None
-            if fix is None:
-                x = blk(x, ctx)
-            else:
-                n = new.shape[0]
-                with hooks.intervene({f"{blk.attn.site}.hook_z": lambda z, name, n=n, fix=fix: fix(z, n)}):
-                    x = blk(x, ctx)
+            if x is not None:
+                fix = z_fix[i] if z_fix is not None and new is not None else None
+                patch = None if fix is None else \
+                    {self.z_names[i]: lambda z, name, n=new.shape[0], fix=fix: fix(z, n)}
+                x = self.ro.run_from(i, x, i + 1, contexts=self.ctx, interventions=patch)  # block i alone
             self.tick()
         return self.read(x[:, -1])  # [N]
 
@@ -134,7 +127,7 @@ def _per(n_layers: int, T: int) -> int:
 
 def patch_resid(s: _Setup) -> np.ndarray:
     """[L, T]: the clean stream entering block l at position p, into the corrupted run."""
-    L, T = len(s.stack.blocks), s.T
+    L, T = s.ro.n_blocks, s.T
     out = np.zeros((L, T))
     for ps in _chunks(T, _per(L, T)):
         entering = []
@@ -150,7 +143,7 @@ def patch_resid(s: _Setup) -> np.ndarray:
 def _z_runs(s: _Setup, layers: list[int], cells: list[tuple[int, int | None]]) -> np.ndarray:
     """Restored share [len(layers), len(cells)] patching head h's output (at position p, or every position when
     p is None) at each of `layers`, one run per (layer, cell)."""
-    L, T = len(s.stack.blocks), s.T
+    L, T = s.ro.n_blocks, s.T
     out = np.zeros((len(layers), len(cells)))
     for cs in _chunks(len(cells), _per(len(layers), T)):
         entering, fixes = [None] * L, [None] * L
@@ -181,7 +174,7 @@ def activation_patching(lm, clean: str, corrupt: str, answer: str, wrong: str, *
     total)`: called after each slice (one block of one staircase), done = 1 … total."""
     t0 = time.perf_counter()
     s = _Setup(lm, clean, corrupt, answer, wrong, backend)
-    L, H, T = len(s.stack.blocks), lm.cfg.n_heads, s.T
+    L, H, T = s.ro.n_blocks, lm.cfg.n_heads, s.T
     layers = [check_row(i, L) for i in layers] if layers else None
     n_hp = len(layers) if layers else (L if L * H * T <= HEAD_POS_RUNS else 1)  # layers of the head × position sweep
     stairs = 1 + len(_chunks(T, _per(L, T))) + len(_chunks(H, _per(L, T))) + len(_chunks(H * T, _per(n_hp, T)))

@@ -1,26 +1,12 @@
-"""What lens, direct logit attribution and patching share beside the model's own `lm.readout()` (the stack whose
-residual stream predicts tokens, and its unembedding): a stack's logits and final-norm scale, the answer as one
-token id, and a row (layer) index checked against the model."""
+"""What lens, direct logit attribution and patching share beside the model's own `lm.readout()` (model/readout.py:
+the residual stream's names, its logits and final-norm scale, running onward from a block): the answer as one
+token id, a clean/corrupted prompt pair, and a row (layer) index checked against the model."""
 
 from __future__ import annotations
 
-import torch
-import torch.nn as nn
 from attnlab.model.inputs import InputError
 
 MAX_ANSWER_CHARS = 100
-
-
-def logits_of(stack: nn.Module, head: nn.Module, h: torch.Tensor) -> torch.Tensor:
-    """The logits of final-normed hidden states h, as the model computes them (a logit soft cap included)."""
-    logits = head(h)
-    cap = getattr(stack, "logit_softcap", None)
-    return logits if cap is None else torch.tanh(logits / cap) * cap
-
-
-def resid_names(stack: nn.Module) -> list[str]:
-    """The residual stream before each block and after the last: len(blocks) + 1 hook names."""
-    return [f"{b.site}.hook_resid_pre" for b in stack.blocks] + [f"{stack.blocks[-1].site}.hook_resid_post"]
 
 
 def row_labels(n_blocks: int) -> list[str]:
@@ -64,16 +50,3 @@ def prompt_pair(lm, clean: str, corrupt: str, answer: str, wrong: str, task: str
     if T > max_tokens:
         raise InputError(f"the prompts are {T} tokens; {task} takes at most {max_tokens}")
     return a, b, ci, xi
-
-
-def final_scale(stack: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """The final norm's divisor for residual vectors x [..., D] (LayerNorm: the centred std, RMSNorm: the rms),
-    [..., 1]: frozen, it makes the norm linear in x (TransformerLens's convention)."""
-    ln = stack.ln_f
-    if isinstance(ln, nn.LayerNorm):
-        xc = x - x.mean(-1, keepdim=True)
-        return (xc.pow(2).mean(-1, keepdim=True) + ln.eps).sqrt()
-    if isinstance(ln, nn.RMSNorm):
-        eps = ln.eps if ln.eps is not None else torch.finfo(x.dtype).eps
-        return (x.pow(2).mean(-1, keepdim=True) + eps).sqrt()
-    raise InputError("direct logit attribution needs a final LayerNorm or RMSNorm (a pre-norm model)")

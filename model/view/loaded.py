@@ -234,6 +234,9 @@ class ViewModel(ModelKind, ModelIO):
     def readout(self, need_linear: bool = False):
         raise InputError(f"{self.name} runs as a {MODE}: its residual stream and unembedding {NEEDS_CONVERTED}")
 
+    def embed_modules(self):
+        raise InputError(f"{self.name} runs as a {MODE}: its input embeddings' hooks {NEEDS_CONVERTED}")
+
 
 def load_view(folder: Path, hf: dict, name: str | None = None, source: str | None = None,
               dtype: torch.dtype | None = None, placement=None) -> ViewModel:

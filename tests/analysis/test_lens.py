@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 import torch
 from attnlab.analysis.probes.lens import logit_lens, rows_logits
-from attnlab.analysis.probes.readout import logits_of
 from attnlab.model.inputs import InputError
 from attnlab.model.registry import load
 
@@ -20,15 +19,15 @@ def lecture():
 def test_last_row_is_the_models_own_prediction_exactly(name, lecture):
     lm = {"lecture-decoder": lecture, "llama": None}.get(name) or (tiny_llama() if name == "llama" else load(name))
     text, src = ("ab", "hello") if lm.arch == "encdec" else ("the cat sat", None)
-    stack, head, resid, logits = rows_logits(lm, lm.encode(text, src))
+    ro, resid, logits = rows_logits(lm, lm.encode(text, src))
     with torch.no_grad():
-        last = logits_of(stack, head, stack.ln_f(resid[-1]))
+        last = ro.logits(resid[-1])
     assert torch.equal(last, logits), "the final stream through the final norm and unembedding is the output"
     lens = logit_lens(lm, text, src_text=src, k=3)
     run = lm.run(text, src, top_k=3)
     np.testing.assert_array_equal(lens.top_ids[-1], run.top_ids)
-    assert len(lens.rows) == len(stack.blocks) + 1 and lens.rows[0] == "embed"
-    assert lens.top_probs.shape == (len(stack.blocks) + 1, len(run.tokens), 3)
+    assert len(lens.rows) == ro.n_blocks + 1 == len(ro.stack.blocks) + 1 and lens.rows[0] == "embed"
+    assert lens.top_probs.shape == (ro.n_blocks + 1, len(run.tokens), 3)
 
 
 def test_answer_probability_per_row_on_the_retrieval_story(lecture):

@@ -12,7 +12,6 @@ import pytest
 import torch
 from attnlab.analysis.probes.dla import direct_logit_attribution
 from attnlab.analysis.probes.patching import activation_patching
-from attnlab.analysis.probes.readout import final_scale
 from attnlab.model import get_act_name, zero_head
 from attnlab.model.activation_cache import as_inputs
 from attnlab.model.registry import load
@@ -73,7 +72,7 @@ def test_direct_logit_attribution(demo):
     bias_term = (ln.bias * (W_U[answer_tokens[:, 0]] - W_U[answer_tokens[:, 1]])).sum(-1).mean()  # folded ln.bias
     final_residual_stream = cache["resid_post", -1]
     final_token_residual_stream = final_residual_stream[:, -1, :]
-    scale = final_scale(lm.model, final_token_residual_stream)  # [batch, 1]: TL's ln_final.hook_scale
+    scale = lm.readout().final_scale(final_token_residual_stream)  # [batch, 1]: TL's ln_final.hook_scale
 
     def apply_ln_to_stack(residual_stack):  # cache.apply_ln_to_stack(…, layer=-1, pos_slice=-1)
         return (residual_stack - residual_stack.mean(-1, keepdim=True)) / scale

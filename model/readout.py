@@ -1,0 +1,112 @@
+"""The readout of a loaded model (`lm.readout()`): the stack whose residual stream predicts tokens and the head that
+maps it to logits, with what probes ask of them — the residual stream's hook names, the final norm and its frozen
+scale, the logits of a stream, and running a stream onward from any block; and the input embeddings
+(`lm.embed_modules()`) that gradient attributions run along."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+import torch.nn as nn
+from attnlab.model import hooks
+from attnlab.model.inputs import InputError
+
+
+class Readout(NamedTuple):
+    """(stack, head); unpacks as the pair. `stack` has blocks, ln_f and a site; `head` is a linear unembedding
+    or a masked-LM head."""
+
+    stack: nn.Module
+    head: nn.Module
+
+    # -- names ----------------------------------------------------------------------------------------
+    @property
+    def n_blocks(self) -> int:
+        return len(self.stack.blocks)
+
+    @property
+    def resid_names(self) -> list[str]:
+        """The residual stream before each block and after the last: n_blocks + 1 hook names."""
+        blocks = self.stack.blocks
+        return [f"{b.site}.hook_resid_pre" for b in blocks] + [f"{blocks[-1].site}.hook_resid_post"]
+
+    def block_hooks(self, point: str) -> list[str]:
+        """One hook name per block: `point` under each block ("hook_mlp_out", "attn.hook_z", …)."""
+        return [f"{b.site}.{point}" for b in self.stack.blocks]
+
+    # -- reading the stream ------------------------------------------------------------------------------
+    def norm(self, x: torch.Tensor) -> torch.Tensor:
+        """The final norm of residual vectors x [..., D] (the identity in a post-norm stack)."""
+        return self.stack.ln_f(x)
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        """The logits [..., V] of residual vectors x [..., D] as the model computes them: final norm, the head
+        (after T5's logit scale) and a logit soft cap."""
+        h = self.norm(x)
+        scale = getattr(self.stack, "logit_scale", 1.0)
+        logits = self.head(h * scale if scale != 1.0 else h)
+        cap = getattr(self.stack, "logit_softcap", None)
+        return logits if cap is None else torch.tanh(logits / cap) * cap
+
+    def final_scale(self, x: torch.Tensor) -> torch.Tensor:
+        """The final norm's divisor for residual vectors x [..., D] (LayerNorm: the centred std, RMSNorm: the
+        rms), [..., 1]: frozen, it makes the norm linear in x (TransformerLens's convention)."""
+        ln = self.stack.ln_f
+        if isinstance(ln, nn.LayerNorm):
+            xc = x - x.mean(-1, keepdim=True)
+            return (xc.pow(2).mean(-1, keepdim=True) + ln.eps).sqrt()
+        if isinstance(ln, nn.RMSNorm):
+            eps = ln.eps if ln.eps is not None else torch.finfo(x.dtype).eps
+            return (x.pow(2).mean(-1, keepdim=True) + eps).sqrt()
+        raise InputError("direct logit attribution needs a final LayerNorm or RMSNorm (a pre-norm model)")
+
+    # -- running onward ---------------------------------------------------------------------------------
+    def contexts(self, T: int, backend: str = "eager", device=None) -> list:
+        """Each block's attention context in a plain run over T tokens (any batch): pass to run_from."""
+        return self.stack.blocks_ctx(T, backend, device=device)
+
+    def run_from(self, layer: int, x: torch.Tensor, stop: int | None = None, *, backend: str = "eager",
+                 contexts: list | None = None, interventions: dict | None = None) -> torch.Tensor:
+        """The residual stream x [N, T, D] entering block `layer`, run through blocks layer … stop − 1 (default:
+        to the last): the stream after them, [N, T, D] (before the final norm). `contexts` from contexts() saves
+        rebuilding them per call; `interventions` {hook name: fn(x, name)} act on hooks inside these blocks."""
+        blocks = self.stack.blocks
+        stop = len(blocks) if stop is None else stop
+        if not 0 <= layer <= stop <= len(blocks):
+            raise InputError(f"blocks {layer}–{stop - 1} are out of range: this model has blocks 0–{len(blocks) - 1}")
+        ctxs = contexts if contexts is not None else self.contexts(x.shape[1], backend, x.device)
+        if not interventions:
+            for i in range(layer, stop):
+                x = blocks[i](x, ctxs[i])
+            return x
+        with hooks.intervene(interventions):
+            for i in range(layer, stop):
+                x = blocks[i](x, ctxs[i])
+        return x
+
+
+class Reading:
+    """LoadedModel's readout and input embeddings: the model's own modules, named so that probes need not reach
+    into them (model/loaded.py mixes this in)."""
+
+    def readout(self, need_linear: bool = False) -> Readout:
+        """The stack whose blocks write the residual stream that predicts tokens, and the module mapping its
+        final-normed hidden state to logits. `need_linear`: a plain unembedding (no MLM head)."""
+        m = self.model
+        if self.predicts_next_token and m.lm_head is not None:
+            return Readout(m, m.lm_head)
+        if self.reads_source:
+            return Readout(m.decoder, m.decoder.lm_head)
+        if self.fills_masks and m.mlm is not None and not need_linear:
+            return Readout(m, m.mlm)
+        what = "a vision transformer" if self.reads_image else "an encoder" if self.fills_masks else "this model"
+        head = "a linear unembedding" if need_linear else "a token head"
+        raise InputError(f"{self.name} is {what} without {head}; pick a decoder (e.g. lecture-decoder)")
+
+    def embed_modules(self) -> dict[str, nn.Module]:
+        """{hook name: the embedding module whose `hook_embed` point that is}: one per stack that reads tokens."""
+        m = self.model
+        if self.reads_source:
+            return {"encoder.hook_embed": m.encoder.embed, "decoder.hook_embed": m.decoder.embed}
+        return {"hook_embed": m.embed}
