@@ -172,6 +172,8 @@ class Attention(nn.Module):
         projection: kept, it leaves the output bit-identical; changed, the output moves by exactly the change."""
         B, T, H, d = z.shape
         out = self.out(z.reshape(B, T, H * d))  # [B, T, H, d] -> [B, T, D]
+        if cap.records_only:
+            return out
         name = f"{self.site}.hook_result"
         if not cap.touches(name):
             return out
@@ -190,11 +192,12 @@ class Attention(nn.Module):
 
     def _forward_captured(self, q, k, v, ctx: AttnCtx, cap: hooks.Capture) -> torch.Tensor:
         """z [B, q, H, d] (TransformerLens's layout, after hook_z) with every hook of the site fired."""
-        s = self.site
-        q, k, v = (_hook_heads(cap, f"{s}.hook_{n}", x) for n, x in (("q", q), ("k", k), ("v", v)))
+        s, bare = self.site, cap.records_only
+        if not bare:
+            q, k, v = (_hook_heads(cap, f"{s}.hook_{n}", x) for n, x in (("q", q), ("k", k), ("v", v)))
         k_kv = k  # the record keeps the k/v heads only
         k, v = repeat_kv(k, self.group), repeat_kv(v, self.group)  # [B, Hkv, k, d] -> [B, H, k, d]
-        eager = ctx.backend == "eager" or cap.changes_pattern(s) or self.softcap is not None
+        eager = ctx.backend == "eager" or self.softcap is not None or (not bare and cap.changes_pattern(s))
         scores = pattern = None
         if eager:
             z, scores, pattern = eager_attention(q, k, v, self._mask(ctx, q, k), ctx.bias, self.scale, s, cap,
@@ -207,10 +210,12 @@ class Attention(nn.Module):
                                     ctx.dead_rows)
             backend = ctx.backend
             kernel = ctx.kernel(q, k, v, ctx.bias, self.scale)
-            if cap.wants_pattern(s):  # kept only: the eager scores and pattern beside the kernel, z stays its own
+            if not bare and cap.wants_pattern(s):  # kept only: the eager scores and pattern beside the kernel, z stays its own
                 _, scores, pattern = eager_attention(q, k, v, self._mask(ctx, q, k), ctx.bias, self.scale, s, cap,
                                                      self.softcap)
-        z = cap.hook(f"{s}.hook_z", z.transpose(1, 2))  # [B, H, q, d] -> [B, q, H, d]
+        z = z.transpose(1, 2)  # [B, H, q, d] -> [B, q, H, d]
+        if not bare:
+            z = cap.hook(f"{s}.hook_z", z)
         if cap.keep_records:
             # Scores are kept only when an intervention changed them; otherwise scale·q·kᵀ + bias is
             # recomputed from q and k on demand (holding a second [B, H, T, T] per layer made an eager

@@ -47,7 +47,7 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         cap = hooks.active()
-        if cap is not None and self.site is not None:
+        if cap is not None and self.site is not None and not cap.records_only:
             return self._forward_hooked(x, cap)
         h = self.act(self.gate(x)) * self.up(x) if self.gated else self.act(self.up(x))
         return self.down(h)
@@ -102,7 +102,7 @@ class Block(nn.Module):
 
     def forward(self, x, self_ctx, cross_ctx=None):
         cap = hooks.active()
-        if cap is not None:
+        if cap is not None and not cap.records_only:
             return self._forward_hooked(x, self_ctx, cross_ctx, cap)
         if self.parallel:  # x + attn(ln_attn(x)) + mlp(ln_mlp(x)); Phi shares one norm (its weights fill both)
             return x + self.attn(self.ln_attn(x), self_ctx) + self.mlp(self.ln_mlp(x))
