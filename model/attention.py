@@ -82,6 +82,15 @@ class Attention(nn.Module):
     hook_pattern [B, H, q, k]; hook_mask [B|1, 1, q, k]; hook_z [B, q, H, d]; hook_result [B, q, H, D] (each head's
     output before the sum, on demand)."""
 
+    HOOKS = ("hook_q", "hook_k", "hook_v", "hook_attn_scores", "hook_mask", "hook_pattern", "hook_z", "hook_result")
+    PATTERN_HOOKS = HOOKS[3:6]  # fired only where the pattern is materialised (eager maths, attention_kernels.py)
+    # a run with split inputs: each query head's, each k/v head's copy of the stream it reads [B, T, n, D]
+    SPLIT_HOOKS = ("hook_q_input", "hook_k_input", "hook_v_input")
+
+    def hook_names(self) -> list[str]:
+        """This site's hook names, in the order they fire."""
+        return [f"{self.site}.{p}" for p in self.HOOKS]
+
     def __init__(self, cfg: ModelConfig, cross: bool = False):
         super().__init__()
         self.cross, self.n_heads, self.d_head = cross, cfg.n_heads, cfg.d_head
@@ -197,7 +206,8 @@ class Attention(nn.Module):
             q, k, v = (_hook_heads(cap, f"{s}.hook_{n}", x) for n, x in (("q", q), ("k", k), ("v", v)))
         k_kv = k  # the record keeps the k/v heads only
         k, v = repeat_kv(k, self.group), repeat_kv(v, self.group)  # [B, Hkv, k, d] -> [B, H, k, d]
-        eager = ctx.backend == "eager" or self.softcap is not None or (not bare and cap.changes_pattern(s))
+        eager = ctx.backend == "eager" or self.softcap is not None or \
+            (not bare and cap.changes_any(self._pattern_names()))
         scores = pattern = None
         if eager:
             z, scores, pattern = eager_attention(q, k, v, self._mask(ctx, q, k), ctx.bias, self.scale, s, cap,
@@ -210,7 +220,7 @@ class Attention(nn.Module):
                                     ctx.dead_rows)
             backend = ctx.backend
             kernel = ctx.kernel(q, k, v, ctx.bias, self.scale)
-            if not bare and cap.wants_pattern(s):  # kept only: the eager scores and pattern beside the kernel, z stays its own
+            if not bare and cap.wants_any(self._pattern_names()):  # kept only: the eager scores and pattern beside the kernel, z stays its own
                 _, scores, pattern = eager_attention(q, k, v, self._mask(ctx, q, k), ctx.bias, self.scale, s, cap,
                                                      self.softcap)
         z = z.transpose(1, 2)  # [B, H, q, d] -> [B, q, H, d]
@@ -224,6 +234,9 @@ class Attention(nn.Module):
                 scores = None
             cap.add(self._record(q, k_kv, ctx, backend, kernel, scores, pattern))
         return z
+
+    def _pattern_names(self) -> list[str]:
+        return [f"{self.site}.{p}" for p in self.PATTERN_HOOKS]
 
     @staticmethod
     def _mask(ctx: AttnCtx, q, k):

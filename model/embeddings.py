@@ -14,6 +14,8 @@ class Embeddings(nn.Module):
     """Token (× embed_scale) + position (+ token type) embeddings, optionally normalised (BERT), of width
     d_embed projected to d_model when factorised (ALBERT, ELECTRA). Position p reads row p + pos_offset."""
 
+    HOOKS = ("hook_embed", "hook_pos_embed")  # [B, T, D] token embeddings; [T, D] positions (learned, sinusoidal)
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         e = cfg.d_embed or cfg.d_model
@@ -31,7 +33,10 @@ class Embeddings(nn.Module):
 
     @property
     def hook_points(self) -> tuple[str, ...]:
-        return ("hook_embed", "hook_pos_embed") if self.positional in ("learned", "sinusoidal") else ("hook_embed",)
+        return self.HOOKS if self.positional in ("learned", "sinusoidal") else self.HOOKS[:1]
+
+    def hook_names(self) -> list[str]:
+        return [hooks.point(self.site, p) for p in self.hook_points]
 
     def forward(self, tokens, positions, token_type_ids=None):
         cap = hooks.active()

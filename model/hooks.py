@@ -16,26 +16,14 @@ import torch
 from attnlab.model.record import AttentionRecord
 from attnlab.model.router_record import RouterRecord
 
-HOOK_POINTS = ("hook_q", "hook_k", "hook_v", "hook_attn_scores", "hook_mask", "hook_pattern", "hook_z",
-               "hook_result")
-# TransformerLens's names for the rest of the stream (model/transformer.py and model/layers.py fire them):
-# the stack's `hook_embed` [B, T, D] (token or patch embeddings), `hook_pos_embed` [T, D] (learned or
-# sinusoidal positions only) and `ln_final.hook_normalized` [B, T, D] (a final norm only); each block's
-# residual stream and sub-layer outputs; each dense MLP's pre- and post-activation [B, T, hidden].
-BLOCK_HOOKS = ("hook_resid_pre", "hook_attn_out", "hook_resid_mid", "hook_mlp_out", "hook_resid_post")
-CROSS_HOOKS = ("hook_cross_attn_out", "hook_resid_mid_cross")  # a decoder block with cross-attention
-FINAL_HOOK = "ln_final.hook_normalized"
-# Hooks that exist only when the pattern is materialised (eager math).
-PATTERN_HOOKS = ("hook_attn_scores", "hook_mask", "hook_pattern")
+# Hook points are declared where they fire, as class attributes: Attention.HOOKS (model/attention.py), Block.HOOKS
+# and Block.CROSS_HOOKS (model/layers.py), MLP.HOOKS, MoE.HOOKS, Embeddings.HOOKS, PatchEmbed.HOOKS and
+# Stack.FINAL_HOOK; each module's hook_names() derives its full names from them (model/stack.py: the whole model's).
 # TransformerLens's layouts: hook_q [B, pos, head, d_head]; hook_k, hook_v [B, pos, kv_head, d_head] (the k/v heads
 # of grouped-query attention, as TL's GroupedQueryAttention); hook_z [B, pos, head, d_head]; hook_result
 # [B, pos, head, d_model]; hook_attn_scores, hook_pattern [B, head, q, k]. The axis of each that indexes heads:
 HEAD_AXIS = {"hook_q": 2, "hook_k": 2, "hook_v": 2, "hook_z": 2, "hook_result": 2, "hook_attn_scores": 1,
              "hook_pattern": 1}
-# Hooks of a run with split inputs (`capture(split_inputs=True)`, TransformerLens's use_split_qkv_input and
-# use_hook_mlp_in): each head's own copy of the stream it reads, attn.hook_q_input [B, T, H, D] per query head,
-# attn.hook_k_input and attn.hook_v_input [B, T, Hkv, D] per k/v head, and the MLP's, hook_mlp_in [B, T, D].
-SPLIT_HOOKS = ("attn.hook_q_input", "attn.hook_k_input", "attn.hook_v_input", "hook_mlp_in")
 
 Intervention = Callable[[torch.Tensor, str], torch.Tensor]
 
@@ -69,22 +57,22 @@ class Capture:
         self.interventions = dict(interventions or {})
         self.keep_records = records
         self.detach = detach
-        self.split_inputs = split_inputs  # every receiver reads its own copy of the stream (SPLIT_HOOKS)
+        self.split_inputs = split_inputs  # every receiver reads its own copy of the stream (*.SPLIT_HOOKS)
         self._want = _name_filter(names)
         # records only: no hook kept or changed, so the blocks and MLPs take their plain path and an attention
         # site fires none of its hooks (a 32-layer capture paid ~90 µs a layer of Python for hooks that did nothing)
         self.records_only = names is None and not self.interventions and not split_inputs
 
     # -- used by the attention sites -------------------------------------------------------------
-    def wants_pattern(self, site: str) -> bool:
-        """True when this site's scores/pattern hooks are kept or intervened on."""
-        return any(self.touches(f"{site}.{p}") for p in PATTERN_HOOKS)
+    def wants_any(self, names: Iterable[str]) -> bool:
+        """True when any of these hooks (a site's scores/pattern hooks) is kept or intervened on."""
+        return any(self.touches(n) for n in names)
 
-    def changes_pattern(self, site: str) -> bool:
-        """True when the site's output must come from its materialised pattern: a pattern hook is intervened on, or
-        a kept one must carry gradients (detach=False). Only kept, the pattern is computed beside a fused kernel."""
-        return any(f"{site}.{p}" in self.interventions for p in PATTERN_HOOKS) or \
-            (not self.detach and self.wants_pattern(site))
+    def changes_any(self, names: Iterable[str]) -> bool:
+        """True when a site's output must come from its materialised pattern (`names`: its pattern hooks): one is
+        intervened on, or a kept one must carry gradients (detach=False). Only kept, the pattern is computed beside
+        a fused kernel."""
+        return any(n in self.interventions for n in names) or (not self.detach and self.wants_any(names))
 
     def wants_tensor(self, name: str) -> bool:
         """True when `hook(name, ...)` keeps the tensor it is given."""
@@ -150,7 +138,8 @@ def capture(
     """Collect attention records (and hook tensors matching `names`, glob patterns) for the block.
 
     `interventions` maps a full hook name (e.g. "blocks.0.attn.hook_pattern") to f(tensor, name).
-    `split_inputs`: each head's q, k and v input and each MLP's input is a hook of its own (SPLIT_HOOKS).
+    `split_inputs`: each head's q, k and v input and each MLP's input is a hook of its own (Attention.SPLIT_HOOKS,
+    Block.SPLIT_HOOKS).
     """
     cap = Capture(names, interventions, records, detach, split_inputs)
     token = _ACTIVE.set(cap)

@@ -28,6 +28,8 @@ class MLP(nn.Module):
     """Position-wise feed-forward: act(up(x)) (GELU, tanh GELU, ReLU, quick GELU, SiLU) or gated
     act(gate(x))·up(x) (SwiGLU: SiLU gate, GeGLU: tanh-GELU gate), then down."""
 
+    HOOKS = ("hook_pre", "hook_pre_linear", "hook_post")  # hook_pre_linear: a gated MLP's only
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         kind = cfg.mlp
@@ -43,7 +45,10 @@ class MLP(nn.Module):
     def hook_points(self) -> tuple[str, ...]:
         """hook_pre: the (gate's) pre-activation; hook_pre_linear: SwiGLU's up projection; hook_post: the hidden
         units the down projection reads, all [B, T, hidden]."""
-        return ("hook_pre", "hook_pre_linear", "hook_post") if hasattr(self, "gate") else ("hook_pre", "hook_post")
+        return self.HOOKS if hasattr(self, "gate") else (self.HOOKS[0], self.HOOKS[2])
+
+    def hook_names(self) -> list[str]:
+        return [f"{self.site}.{p}" for p in self.hook_points]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         cap = hooks.active()
@@ -77,7 +82,14 @@ RESIDUALS = {"pre": _pre, "post": _post, "peri": _peri, "parallel": _pre}  # par
 
 
 class Block(nn.Module):
-    """Self-attention, optional cross-attention, MLP; each sub-layer wrapped by the residual rule."""
+    """Self-attention, optional cross-attention, MLP; each sub-layer wrapped by the residual rule.
+
+    Hook points (TransformerLens's names, all [B, T, D]): the residual stream entering the block, between its
+    sub-layers and leaving it, and the sub-layers' outputs before any norm on their way back (peri/post-norm)."""
+
+    HOOKS = ("hook_resid_pre", "hook_attn_out", "hook_resid_mid", "hook_mlp_out", "hook_resid_post")
+    CROSS_HOOKS = ("hook_cross_attn_out", "hook_resid_mid_cross")  # a decoder block with cross-attention
+    SPLIT_HOOKS = ("hook_mlp_in",)  # a run with split inputs: the MLP's own copy of the stream
 
     def __init__(self, cfg: ModelConfig, cross: bool = False):
         super().__init__()
@@ -100,6 +112,15 @@ class Block(nn.Module):
         self.splits = cfg.norm in ("pre", "parallel")  # the stream is a plain sum of the sub-layers' outputs
         self.site = "block"  # set by name_sites()
 
+    def hook_names(self) -> list[str]:
+        """This block's hook names and its sub-layers', in the order they fire (a parallel block, whose attention
+        and MLP read the same x, has no hook_resid_mid)."""
+        pre, attn_out, mid, mlp_out, post = (f"{self.site}.{p}" for p in self.HOOKS)
+        names = [pre, *self.attn.hook_names(), attn_out, *([] if self.parallel else [mid])]
+        if self.has_cross:
+            names += [*self.cross_attn.hook_names(), *(f"{self.site}.{p}" for p in self.CROSS_HOOKS)]
+        return names + [*self.mlp.hook_names(), mlp_out, post]
+
     def forward(self, x, self_ctx, cross_ctx=None):
         cap = hooks.active()
         if cap is not None and not cap.records_only:
@@ -112,9 +133,7 @@ class Block(nn.Module):
         return self.residual(x, self.mlp, self.ln_mlp, self.ln_mlp_out)
 
     def _forward_hooked(self, x, self_ctx, cross_ctx, cap: hooks.Capture):
-        """forward with the residual-stream hooks (hooks.BLOCK_HOOKS, CROSS_HOOKS). hook_attn_out and
-        hook_mlp_out are the sub-layers' outputs before any norm on their way back (peri/post-norm); a parallel
-        block (attention and MLP read the same x) has no hook_resid_mid."""
+        """forward with the residual-stream hooks (HOOKS, CROSS_HOOKS)."""
         if cap.split_inputs:
             return self._forward_split(x, self_ctx, cap)
         s = self.site
@@ -133,7 +152,7 @@ class Block(nn.Module):
         return cap.hook(f"{s}.hook_resid_post", x)
 
     def _forward_split(self, x, ctx, cap: hooks.Capture):
-        """_forward_hooked with split inputs (hooks.SPLIT_HOOKS): each query head, each k/v head's k and v, and
+        """_forward_hooked with split inputs (Attention.SPLIT_HOOKS, SPLIT_HOOKS): each query head, each k/v head's k and v, and
         the MLP read their own copy of the stream, so an intervention can give each one its own input. Pre-norm
         and parallel blocks only (elsewhere a norm stands between the stream and the sub-layers' sum)."""
         if not self.splits or self.has_cross:
@@ -141,8 +160,8 @@ class Block(nn.Module):
         s, a = self.site, self.attn
         x = cap.hook(f"{s}.hook_resid_pre", x)
         B, T, D = x.shape
-        per = [cap.hook(f"{a.site}.hook_{p}_input", x[:, :, None].expand(B, T, n, D))  # [B, T, D] -> [B, T, n, D]
-               for p, n in (("q", a.n_heads), ("k", a.n_kv_heads), ("v", a.n_kv_heads))]
+        per = [cap.hook(f"{a.site}.{p}", x[:, :, None].expand(B, T, n, D))  # [B, T, D] -> [B, T, n, D]
+               for p, n in zip(a.SPLIT_HOOKS, (a.n_heads, a.n_kv_heads, a.n_kv_heads))]
         attn = cap.hook(f"{s}.hook_attn_out", a.forward_split(*(self.ln_attn(p) for p in per), ctx))
         mid = x + attn if self.parallel else cap.hook(f"{s}.hook_resid_mid", x + attn)
         mlp_in = cap.hook(f"{s}.hook_mlp_in", x if self.parallel else mid)

@@ -19,8 +19,6 @@ from attnlab.model import hooks
 from attnlab.model.config import ModelConfig
 from attnlab.model.router_record import RouterRecord
 
-ROUTER_HOOKS = ("hook_router_logits", "hook_expert_choice")
-
 
 def route(logits: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Router logits [..., E] → (float32 probs [..., E], chosen experts [..., k] best first,
@@ -45,6 +43,11 @@ def load_balancing_loss(logits: torch.Tensor | list[torch.Tensor], top_k: int) -
 
 class MoE(nn.Module):
     """Router + n_experts MLPs (built by `expert`, e.g. layers.MLP) + optional shared expert."""
+
+    HOOKS = ("hook_router_logits", "hook_expert_choice")  # [B, T, E] and int [B, T, k]
+
+    def hook_names(self) -> list[str]:
+        return [f"{self.site}.{p}" for p in self.HOOKS]
 
     def __init__(self, cfg: ModelConfig, expert):
         super().__init__()

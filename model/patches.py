@@ -31,6 +31,8 @@ class PatchEmbed(nn.Module):
     positional: "learned" (one vector per token, [CLS] included: Hugging Face's ViT), "learned2d" (a row and a
     column vector summed per patch; [CLS] its own vector), "sinusoidal2d" (fixed; [CLS] none), "none"."""
 
+    HOOKS = ("hook_embed", "hook_pos_embed")
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg, g, d = cfg, cfg.grid, cfg.d_model
@@ -81,4 +83,7 @@ class PatchEmbed(nn.Module):
     def hook_points(self) -> tuple[str, ...]:
         """hook_embed [B, n_prefix + N, D] ([CLS], DeiT's [DIST], patches); hook_pos_embed [n_prefix + N, D] when
         there are positions."""
-        return ("hook_embed",) if self.cfg.positional == "none" else ("hook_embed", "hook_pos_embed")
+        return self.HOOKS[:1] if self.cfg.positional == "none" else self.HOOKS
+
+    def hook_names(self) -> list[str]:
+        return [hooks.point(self.site, p) for p in self.hook_points]

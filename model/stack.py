@@ -11,10 +11,9 @@ from attnlab.model import hooks
 from attnlab.model.attention import Attention, AttnCtx
 from attnlab.model.config import BACKENDS, ModelConfig
 from attnlab.model.embeddings import Embeddings
-from attnlab.model.hooks import BLOCK_HOOKS, CROSS_HOOKS, FINAL_HOOK, HOOK_POINTS
 from attnlab.model.layers import MLP, Block
 from attnlab.model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, as_spec, build_mask
-from attnlab.model.moe import ROUTER_HOOKS, MoE
+from attnlab.model.moe import MoE
 from attnlab.model.norms import make_norm
 from attnlab.model.positions import alibi_bias, alibi_slopes
 from attnlab.model.relative_bias import RelativeBias
@@ -35,6 +34,7 @@ class Stack(nn.Module):
     """Embeddings → blocks → final norm; the base of Encoder and Decoder."""
 
     stack_name = ""
+    FINAL_HOOK = "ln_final.hook_normalized"  # [B, T, D] the final norm's output (a stack with a final norm only)
 
     def __init__(self, cfg: ModelConfig, n_layers: int, cross: bool, default_mask: MaskSpec,
                  embed: nn.Module | None = None):
@@ -92,7 +92,7 @@ class Stack(nn.Module):
         x = self.ln_f(x)
         cap = hooks.active()
         if cap is not None and not isinstance(self.ln_f, nn.Identity):
-            x = cap.hook(hooks.point(self.site, FINAL_HOOK), x)
+            x = cap.hook(hooks.point(self.site, self.FINAL_HOOK), x)
         return x
 
     def layer_ctxs(self, own: bool, spec, T, offset, attention_mask, backend, cache, pos) -> list[AttnCtx]:
@@ -124,8 +124,10 @@ class Stack(nn.Module):
         return AttnCtx(backend, mask, is_causal, bias, rope, offset, cache, dead_rows=dead_rows)
 
     def hook_names(self) -> list[str]:
-        """Every hook point of the model, in module order."""
-        return hook_names(self)
+        """Every hook point of this stack in the order they fire, each module's from its own declaration (the
+        HOOKS of the embeddings, blocks, attention, MLPs and routers; FINAL_HOOK)."""
+        final = [] if isinstance(self.ln_f, nn.Identity) else [hooks.point(self.site, self.FINAL_HOOK)]
+        return [*self.embed.hook_names(), *(n for blk in self.blocks for n in blk.hook_names()), *final]
 
     def blocks_ctx(self, T: int, backend: str | None = None, device=None) -> list[AttnCtx]:
         """Each block's self-attention context in a plain run over T tokens (own mask, no cache, any batch): what
@@ -136,25 +138,7 @@ class Stack(nn.Module):
 
 def hook_names(root: nn.Module) -> list[str]:
     """Every hook point under `root`, stack by stack in forward order."""
-    return [n for m in root.modules() if isinstance(m, Stack) for n in _stack_hooks(m)]
-
-
-def _stack_hooks(stack: Stack) -> list[str]:
-    names = [hooks.point(stack.site, p) for p in stack.embed.hook_points]
-    for blk in stack.blocks:
-        parallel = getattr(blk, "parallel", False)  # attention and MLP read the same x: no resid_mid
-        s, subs = blk.site, [(blk.attn, ("hook_attn_out",) if parallel else ("hook_attn_out", "hook_resid_mid"))]
-        if blk.has_cross:
-            subs.append((blk.cross_attn, CROSS_HOOKS))
-        names.append(f"{s}.{BLOCK_HOOKS[0]}")
-        for attn, after in subs:
-            names += [f"{attn.site}.{p}" for p in HOOK_POINTS] + [f"{s}.{p}" for p in after]
-        mlp = blk.mlp
-        names += [f"{mlp.site}.{p}" for p in (ROUTER_HOOKS if isinstance(mlp, MoE) else mlp.hook_points)]
-        names += [f"{s}.hook_mlp_out", f"{s}.hook_resid_post"]
-    if not isinstance(stack.ln_f, nn.Identity):
-        names.append(hooks.point(stack.site, FINAL_HOOK))
-    return names
+    return [n for m in root.modules() if isinstance(m, Stack) for n in m.hook_names()]
 
 
 def _backend(backend: str) -> str:
