@@ -1,5 +1,5 @@
 """Topic 11 on the Backends page: flash attention's tiled computation on one real head, step by step
-(analysis.flash_tiling): blocks, the online softmax's running max and sum, the output checked against the full
+(analysis.machinery.flash_tiling): blocks, the online softmax's running max and sum, the output checked against the full
 softmax, memory per tile against T², and what a GPU adds."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Rollout's held-out table: how often each method's top token is an answer's known source, over examples the
-model was not trained on (analysis.faithfulness), kept on disk per model (analysis.faithfulness_store).
+model was not trained on (analysis.faithfulness.benchmark), kept on disk per model (analysis.faithfulness.store).
 
 Every method but integrated gradients takes seconds on a model's first visit. Integrated gradients integrates
 the gradient over 64–512 steps per example (about a minute for 40 examples on a CPU), so it is scored when the

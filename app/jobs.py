@@ -3,7 +3,7 @@ inference lock and give it back between them (every request waiting then goes fi
 cancel that stops it at its next slice, and its result kept per key so a second request is instant.
 
 A job's function is `fn(on_step) -> result`; the analysis calls `on_step(done, total)` after each slice
-(e.g. analysis.patching: one block of one staircase). No Streamlit here: app.job_view draws a job.
+(e.g. analysis.probes.patching: one block of one staircase). No Streamlit here: app.job_view draws a job.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ head, and any window of it at full resolution with the pattern's exact values.
 
 The capture runs the fused backend (sdpa) with hooks on, so every self-attention site keeps q and k
 (O(T·d) per head) and never the [H, T, T] pattern; `head_overview` and `head_window` recompute the rows
-they need from q and k (analysis.longinput). Nothing here depends on which model ran: the page reads the
+they need from q and k (analysis.attention.long_records). Nothing here depends on which model ran: the page reads the
 context from the model's config, so a local checkpoint folder with a long context goes the same way.
 
 Pure functions of a loaded model or its CapturedRun; the cached entry points keyed by model name and

@@ -192,7 +192,7 @@ def attributions(lm, text: str, query: int | None = None, src: str | None = None
                  present: bool = False) -> go.Figure:
     """The Rollout page's "Which tokens matter" rows for `text` on `lm` (a LoadedModel with a prediction head), at
     the page's defaults: last-layer attention, rollout, flow (T ≤ 64, one self-attention stack), gradient relevance
-    and the three gradient attributions (analysis.attributions) for the logit of `target_id` (None: predicted)."""
+    and the three gradient attributions (analysis.probes.attributions) for the logit of `target_id` (None: predicted)."""
     inputs = lm.encode(text, src)
     run = lm.run(inputs=inputs)
     group = "decoder" if run.has_source else "self"
@@ -217,7 +217,7 @@ def why_attend(lm, text: str, layer: int | None = None, head: int = 0, query: in
                key: int | None = None, pairs: int = 12, present: bool = False) -> go.Figure:
     """The Heads page's "Why does this head attend here?" for `text` on `lm` (a converted decoder or encoder): the
     parts of the `pairs` largest terms of the head's score at (query, key) as a query-side × key-side matrix
-    (analysis.qk_attribution), at the page's defaults: the last layer, the [MASK] or last token, its most attended
+    (analysis.probes.qk_attribution), at the page's defaults: the last layer, the [MASK] or last token, its most attended
     key."""
     inputs = lm.encode(text)
     tokens = list(inputs.tokens)
@@ -230,7 +230,7 @@ SINK_VIEWS = ("share", "norms", "window")
 
 
 def sinks(lm, view: str = "share", norm: str = "out", window: int | None = None, present: bool = False) -> go.Figure:
-    """The Attention sinks page's figures for `lm` over its sink texts (analysis.sinks): 'share' (layers × heads, the
+    """The Attention sinks page's figures for `lm` over its sink texts (analysis.probes.sinks): 'share' (layers × heads, the
     mean weight on the first token, sink heads ringed), 'norms' (`norm` = key | value | out | resid per layer: the
     first token against the others) or 'window' (the window test's perplexities, W = `window` or the default)."""
     if view not in SINK_VIEWS:

@@ -191,7 +191,7 @@ ablation_sweep = on_text(ablation.head_sweep)  # (name, text, src, position, tar
 # beyond attention: the logit lens, direct logit attribution, activation patching (name, texts, tokens, ...)
 logit_lens = on_model(lens_.logit_lens, spinner="Reading every layer through the unembedding…")
 logit_attribution = on_model(dla_.direct_logit_attribution)
-# (name, text, src, layer, head, query, key) -> why the head attends there (analysis.qk_attribution.QKAttribution)
+# (name, text, src, layer, head, query, key) -> why the head attends there (analysis.probes.qk_attribution.QKAttribution)
 qk_attribution = on_text(qk_.qk_attribution, entries=32)
 qk_refusal = on_model(qk_.refusal)  # (name) -> why QK attribution does not apply, or None
 patching = on_model(patching_.activation_patching, entries=8, spinner="Patching every layer, position and head…")
@@ -231,7 +231,7 @@ def _flow(run, name: str, text: str, src: str | None, backend: str, group: str, 
                                 residual=residual)
 
 
-# (name, text, src, backend, group, query, residual) -> attention flow (analysis.flow) into position `query`
+# (name, text, src, backend, group, query, residual) -> attention flow (analysis.attention.flow) into position `query`
 # over a cached capture; T ≤ 64
 flow = _cached(_flow, flow_.attention_flow, 32, False)
 
@@ -244,7 +244,7 @@ _cache_generation = on_text(checks.generation_steps, spinner="Generating with an
 
 
 def cache_generation(name: str, text: str, src: str | None, n_new: int, backend: str) -> dict:
-    """The KV-cache page's generation (analysis.checks.generation_steps): the first steps of the greedy check's
+    """The KV-cache page's generation (analysis.machinery.checks.generation_steps): the first steps of the greedy check's
     own generation when it ran the same backend that far (one generation on a first visit, not two)."""
     if backend == checks.CACHE_BACKEND and 1 <= n_new <= checks.GREEDY_TOKENS:
         return checks.first_steps(greedy_cache_check(name, text, src).detail, n_new)
@@ -257,7 +257,7 @@ pattern_recovery = on_text(backends.pattern_recovery)  # (name, text, src, backe
 prefix_stability = on_text(kv_cache.prefix_stability, spinner="Running every prefix of the text…")
 generation_trace = on_text(generation.generation_trace, entries=32, spinner="Generating…")
 position_table = on_model(positions.position_table, entries=8, spinner="Reading the position embeddings…")
-# (name, text, src, site, head, block_q, block_k) -> (analysis.flash_tiling.Tiling, the model's own output of the head)
+# (name, text, src, site, head, block_q, block_k) -> (analysis.machinery.flash_tiling.Tiling, the model's own output of the head)
 flash_tiling = on_text(flash_tiling_.head_tiling, entries=16)
 
 
@@ -299,7 +299,7 @@ long_overview = _cached(_long_overview, longinput.head_overview, 32, "Pooling th
 
 
 # -- permutation equivariance ------------------------------------------------------------------------
-# (tokenizer's model name, text, order, seed) -> analysis.permutation.Study over random encoders (CPU)
+# (tokenizer's model name, text, order, seed) -> analysis.machinery.permutation.Study over random encoders (CPU)
 permutation_study = on_model(permutation.permutation_study, entries=8,
                              spinner="Running the shuffled text through every scheme…")
 
@@ -313,7 +313,7 @@ norm_leak = on_text(variants_.norm_leak, entries=32)  # (name, text, src, change
 # -- judging explanations and vocabularies (Rollout page, token strips) --------------------------------------
 vocabulary = on_model(token_strip.vocabulary)  # (name) -> {"name", "size", "unk_id", "scope"}
 # (name, n, seed, ablation=False) -> the report of `attnlab faithfulness` (its "methods": top-1 per method), kept on
-# disk per weights and examples (analysis.faithfulness_store): computed once per model, not on each first visit
+# disk per weights and examples (analysis.faithfulness.store): computed once per model, not on each first visit
 faithfulness = on_model(kept_.kept_faithfulness, entries=8,
                         spinner="Scoring each method on held-out lecture examples (`attnlab faithfulness`)…")
 

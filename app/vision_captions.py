@@ -1,4 +1,4 @@
-"""The Vision page's captions, worded from the numbers they describe (analysis.vision), so they hold for any
+"""The Vision page's captions, worded from the numbers they describe (analysis.probes.patch_maps), so they hold for any
 checkpoint: mean attention distance by depth, the position embeddings' grid, an upload's aspect ratio."""
 
 from __future__ import annotations

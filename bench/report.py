@@ -21,7 +21,7 @@ CUDA_NOTE = ("The CUDA section (`attnlab bench --device cuda --json --out docs/b
 def measure(quick: bool = False, lengths=None, models=("gpt2-small", "lecture-decoder"), repeats: int = 5,
             warmup: int = 1, max_mem_gb: float | None = None, payload: bool = True,
             progress: Callable[[str], None] | None = None) -> dict:
-    """Every measurement in one dict (analysis.benchmarks' schema), targets judged."""
+    """Every measurement in one dict (the schema of analysis.machinery.bench_report), targets judged."""
     from attnlab.bench.runner import run_benchmark
 
     out = run_benchmark(quick=quick, lengths=lengths, models=models, repeats=repeats, warmup=warmup,
@@ -89,8 +89,8 @@ def docs_text(table: str, regenerate: str) -> str:
         "set with the model loaded. Modes predicted not to fit the memory budget are skipped and say so.\n"
         "- **From a lazy capture**: one head's full pattern through `AttentionRecord.pattern` (numpy) and through "
         "`model.longinput` (torch, blocks of rows); one head's pooled 512×512 overview "
-        "(`analysis.longinput.overview`, rows recomputed a slab at a time and pooled as they come); "
-        "the rollout row of the last query (`analysis.longinput.rollout_query`, streamed layer by layer).\n"
+        "(`analysis.attention.long_records.overview`, rows recomputed a slab at a time and pooled as they come); "
+        "the rollout row of the last query (`analysis.attention.long_records.rollout_query`, streamed layer by layer).\n"
         "- **Payload**: each real page script (pages/<page>.py) run once through Streamlit's AppTest with a "
         "T-token text (`bench/payload.py`), and the bytes it sends: the Plotly JSON of every chart, as Streamlit "
         "serialises it, summed (matrices drawn as PNGs are inside that JSON), plus any `st.image`. The note under "

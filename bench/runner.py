@@ -3,7 +3,7 @@
 Each (model, T) is timed in one fresh process with its modes interleaved round by round (a busy
 machine then slows every mode alike, so the ratios hold); each (model, T, mode)'s peak memory is
 measured in a process of its own (bench.worker). Modes whose maps would not fit the memory budget are
-skipped and say why. Everything lands in one JSON-ready dict (analysis.benchmarks' schema) with the
+skipped and say why. Everything lands in one JSON-ready dict (the schema of analysis.machinery.bench_report) with the
 machine it ran on.
 """
 

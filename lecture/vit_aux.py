@@ -3,7 +3,7 @@
 - `sincos_init`: the learned position embeddings start from the 2-D sine–cosine table (MAE's fixed one) and are
   then trained like any weight.
 - `Locality`: a penalty on block 0's attention, the mean mass a patch puts on patches outside its 3×3
-  neighbourhood (patches only, renormalised as `analysis.vision.mean_attention_distance` does): a prior that the
+  neighbourhood (patches only, renormalised as `analysis.probes.patch_maps.mean_attention_distance` does): a prior that the
   first block looks nearby, as CNN-like early layers do (ConViT, d'Ascoli et al. 2021, starts its heads local).
 - `Inpainter`: masked-patch inpainting: some patches of the input are painted over with the background colour, and
   a linear head reads each painted patch's state after block `layer` and predicts its original pixels (mean

@@ -7,7 +7,7 @@ torch's threaded kernels and a bounded footprint: one call holds `heads × rows 
 whole layer unless asked. Keys that no row of a block may see (above a causal diagonal, before a
 sliding window) are skipped: their weights are exactly 0.
 
-Pooling and rollout over these blocks are analysis (numpy) and live in `analysis.longinput`.
+Pooling and rollout over these blocks are analysis (numpy) and live in `analysis.attention.long_records`.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ def attention_flow(patterns, query: int, residual: float = 0.5, normalize: bool 
     n_layers, _, t, _ = a.shape
     if t > MAX_TOKENS:
         raise ValueError(f"attention flow is limited to T ≤ {MAX_TOKENS} tokens (exact max-flow per token); "
-                         f"got T = {t}. Use analysis.rollout.attention_rollout for longer inputs.")
+                         f"got T = {t}. Use analysis.attention.rollout.attention_rollout for longer inputs.")
     if not 0 <= query < t:
         raise ValueError(f"query {query} is outside 0..{t - 1}")
     graph = flow_graph(layer_matrix(a, residual, "mean"))  # [(L+1)·T, (L+1)·T]

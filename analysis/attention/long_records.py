@@ -97,7 +97,7 @@ def rollout_query(records: Sequence[AttentionRecord], query: int, residual: floa
     `weighted_columns` gets from fused kernels without a T×T tensor. Max/min fusion: Â_l block by
     block over the rows where x ≠ 0.
     `discard_ratio` > 0 ranks whole rows with their diagonal: each layer is recomputed whole (one at a
-    time) and handed to `analysis.rollout.rollout_row`.
+    time) and handed to `analysis.attention.rollout.rollout_row`.
     """
     if not records:
         raise ValueError("no layers given")

@@ -1,5 +1,5 @@
 """Do eager, sdpa and flash compute the same attention, and what does each cost? As numbers (no verdicts:
-analysis.checks judges them).
+analysis.machinery.checks judges them).
 
 * `compare_backends`: one input under a fused backend against eager — logits, hidden states and every
   site's pattern (the one implementation of "backend vs eager").

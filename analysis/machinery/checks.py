@@ -5,9 +5,9 @@ detail a page draws (matrices, per-step and per-site numbers). `run_checks` is t
 page that calls one check shows exactly the numbers `attnlab check` prints for it:
 
     check_invariants      rows_sum_to_one, no_mass_outside_mask, finite      (eager capture)
-    check_backend         eager_vs_sdpa, eager_vs_flash                        (analysis.backends)
-    check_kv_cache        cache_vs_no_cache_logits, cache_vs_no_cache_pattern  (analysis.kv_cache)
-    check_greedy_cache    greedy_cache_tokens_equal                            (analysis.kv_cache)
+    check_backend         eager_vs_sdpa, eager_vs_flash                        (analysis.machinery.backends)
+    check_kv_cache        cache_vs_no_cache_logits, cache_vs_no_cache_pattern  (analysis.machinery.kv_cache)
+    check_greedy_cache    greedy_cache_tokens_equal                            (analysis.machinery.kv_cache)
 
 The tolerances follow the model's dtype (`rules_for`): float32 keeps the tolerances below; a 16-bit model
 (bfloat16, float16) compares its fused backends with a float32 eager reference (the model's fp32 copy)
@@ -162,7 +162,7 @@ def view_skips() -> list[Check]:
 # -- backends ---------------------------------------------------------------------------------------------
 def check_backend(lm, inputs, other: str) -> CheckResult:
     """`eager_vs_<other>`: patterns within TOL_BACKEND absolute, logits and hidden states within
-    TOL_BACKEND·max(1, max|logits|). Detail: analysis.backends.compare_backends plus its `tolerance`.
+    TOL_BACKEND·max(1, max|logits|). Detail: analysis.machinery.backends.compare_backends plus its `tolerance`.
     A 16-bit model: `check_backend_half`."""
     rules = rules_for(lm.dtype)
     if rules.half:
@@ -214,7 +214,7 @@ def check_backend_half(lm, inputs, other: str, rules: Rules) -> CheckResult:
 # -- KV cache ---------------------------------------------------------------------------------------------
 def check_kv_cache(lm, inputs, backend: str = CACHE_BACKEND) -> CheckResult:
     """Cached chunks vs one uncached pass: logits within TOL_CACHE·max(1, max|logits|), stitched pattern
-    rows within TOL_CACHE. Detail: analysis.kv_cache.cached_chunks (bounds, steps, stitched and full
+    rows within TOL_CACHE. Detail: analysis.machinery.kv_cache.cached_chunks (bounds, steps, stitched and full
     matrices per site) plus its `tolerance`; for an encoder, two rows marked not applicable."""
     if not lm.has_cache:
         na = f"not applicable: {'a vision transformer' if lm.reads_image else 'an encoder'} has no KV cache"

@@ -1,4 +1,4 @@
-"""Does a KV cache change anything? Cached vs uncached, as numbers (no verdicts: analysis.checks judges them).
+"""Does a KV cache change anything? Cached vs uncached, as numbers (no verdicts: analysis.machinery.checks judges them).
 
 * `cached_chunks`: the text fed in cached chunks against one uncached pass — per-step logits and the
   attention rows stitched from the steps next to the full matrix (the one implementation of "cached vs

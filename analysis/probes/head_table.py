@@ -2,7 +2,7 @@
 
 `model_head_statistics(lm, inputs)` is the whole table: one row per (stack, layer, head) over every
 attention stack of the model — "encoder" and/or "decoder" self-attention, and "cross" for an
-encoder–decoder's cross-attention. The pattern statistics (analysis.head_stats) come from the user's
+encoder–decoder's cross-attention. The pattern statistics (analysis.attention.head_stats) come from the user's
 text; the duplicate-token and induction scores from a second run on a repeated random sequence, as
 TransformerLens' head detectors and Olsson et al. 2022 ("In-context Learning and Induction Heads") do:
     [leading specials, e.g. BOS] x_1 … x_P x_1 … x_P,   x_i random non-special ids of the vocabulary

@@ -15,7 +15,7 @@ from PIL import Image
 MAP_KINDS = ("attention", "rollout", "gradient rollout", "relevance", "input × gradient", "integrated gradients",
              "attention × gradient")  # from a run: the first two
 ATTRIBUTIONS = {"input × gradient": "input_x_gradient", "integrated gradients": "integrated_gradients",
-                "attention × gradient": "attention_x_gradient"}  # map kind -> analysis.attributions method
+                "attention × gradient": "attention_x_gradient"}  # map kind -> analysis.probes.attributions method
 FUSIONS = ("mean", "max", "min")
 
 
@@ -63,7 +63,7 @@ def run_map(run: CapturedRun, kind: str, *, layer: int = 0, head: int | None = N
 
 def gradient_map(lm, image: np.ndarray, kind: str, target: int | None = None, discard: float = 0.0) -> np.ndarray:
     """A map that needs a backward pass for class `target` (None = predicted): 'gradient rollout', 'relevance' or
-    one of ATTRIBUTIONS (analysis.attributions, each patch's score)."""
+    one of ATTRIBUTIONS (analysis.probes.attributions, each patch's score)."""
     inputs = lm.encode_image(model_view(lm, image))
     if kind == "gradient rollout":
         return vision.grad_rollout_map(lm, inputs, target, discard)

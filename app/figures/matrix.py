@@ -2,7 +2,7 @@
 
 * Integer axes with escaped token tick labels, so repeated tokens never merge; masked cells are NaN on the
   grey background; hover shows the query token, the key token and the value.
-* A matrix larger than MAX_SIDE per side is pooled (analysis.pooling) and says so in its title; one with
+* A matrix larger than MAX_SIDE per side is pooled (analysis.attention.pooling) and says so in its title; one with
   more than PNG_CELLS cells is sent as a colour-mapped PNG instead of a float array.
 * The head matrix the browser switches itself is built on this one (app/figures/switcher.py).
 * Marks: the cached steps of a stitched matrix (KV cache), circles on a reference alignment (cross-attention).

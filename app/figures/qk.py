@@ -1,6 +1,6 @@
-"""The query–key view: one head's queries and keys (analysis.qk_view.QKPoints) as a 2-D scatter, two colours,
+"""The query–key view: one head's queries and keys (analysis.attention.qk_projection.QKPoints) as a 2-D scatter, two colours,
 hover naming the token (or patch) and the input it came from. Every occurrence of a token is its own point. And
-QK attribution's largest pairs (analysis.qk_attribution) as a small query-side × key-side matrix."""
+QK attribution's largest pairs (analysis.probes.qk_attribution) as a small query-side × key-side matrix."""
 
 from __future__ import annotations
 

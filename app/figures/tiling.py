@@ -1,4 +1,4 @@
-"""Flash attention's tiling (analysis.flash_tiling): the grid of tiles with the one being computed, and the
+"""Flash attention's tiling (analysis.machinery.flash_tiling): the grid of tiles with the one being computed, and the
 running maximum and sum of one query row as the key/value blocks arrive."""
 
 from __future__ import annotations

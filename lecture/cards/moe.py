@@ -1,4 +1,4 @@
-"""The card (README.md) of the bundled mixture-of-experts decoder: model.lecture.card's evaluation and model
+"""The card (README.md) of the bundled mixture-of-experts decoder: lecture.cards.lecture's evaluation and model
 sections, then the experts — measured on held-out lecture text: which token classes each expert takes as its
 first choice, against the uniform share.
 
@@ -42,7 +42,7 @@ def specialisation_lines(table: dict, n: int) -> list[str]:
         layer, e = np.unravel_index(np.argmax(share[:, :, c]), share.shape[:2])
         v = float(share[layer, e, c])
         best.append(f"{name} — layer {layer} E{e} ({v:.0%}, {v / u:.1f}× uniform)")
-    return [f"Measured with `analysis.routing.lecture_specialisation` on {n} held-out examples of the decoder "
+    return [f"Measured with `analysis.probes.routing.lecture_specialisation` on {n} held-out examples of the decoder "
             f"corpus (seed {EVAL_SEED}; tokens per class: {counts}; {table['counts']['all']:,} tokens in all). "
             f"Each cell: the share of the class whose **first choice** (the expert of highest router weight) is "
             f"that expert; a class's column sums to 100% per layer; uniform routing would give {u:.0%}. "

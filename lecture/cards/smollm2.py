@@ -101,7 +101,7 @@ def card(lm, measured: list[Measured], types: tuple, compare: dict | None, story
         f"RoPE base {lm.cfg.rope_base:g}, context {lm.cfg.max_len}. Digits are split one per token.", "",
         "## Head types (measured here)", "",
         f"On {lm.encode(HEADS_TEXT).ids.shape[1]} tokens of plain English and a sequence of {period} random tokens "
-        f"repeated (`analysis.head_runs.head_table`); labels: {', '.join(f'{k} {v}' for k, v in counts.items())}.", "",
+        f"repeated (`analysis.probes.head_table.head_table`); labels: {', '.join(f'{k} {v}' for k, v in counts.items())}.", "",
         "| type | strongest heads (layer.head score) |", "| --- | --- |",
         *(f"| {k} | {', '.join(f'{a}.{b} {v:.2f}' for a, b, v in rows)} |" for k, rows in best.items()), "",
         "Attention sink: mean weight on the first token per layer (every head, rows after the first, on "

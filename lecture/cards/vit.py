@@ -1,6 +1,6 @@
 """The model card (README.md) of lecture-vit: recipe, cost, held-out accuracy, the learning curve, the ViT paper's
 two pictures and what to look at. Numbers come in measured (held-out accuracy from evaluate_vit, attention/rollout
-shares from the image faithfulness report, distances and the grid from analysis.image_runs.paper_pictures); this
+shares from the image faithfulness report, distances and the grid from analysis.probes.image_run.paper_pictures); this
 module only writes them down."""
 
 from __future__ import annotations

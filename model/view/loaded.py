@@ -49,7 +49,7 @@ class ViewCapture:
 
 @dataclass(frozen=True)
 class ViewSite:
-    """An attention site as analysis.relevance orders them (model.attention.Attention's site, stack, cross)."""
+    """An attention site as analysis.probes.relevance orders them (model.attention.Attention's site, stack, cross)."""
 
     site: str
     stack: str

@@ -21,7 +21,7 @@ def test_memory_measure_does_not_load_the_compiler_stack():
     import sys
     from pathlib import Path
 
-    code = ("import sys; from analysis import backends as B; "
+    code = ("import sys; from attnlab.analysis.machinery import backends as B; "
             "rows = B.time_attention((32,), n_heads=2, d_head=8, repeats=1, budget_s=0.0); "
             "assert rows[0]['peak_bytes'] >= rows[0]['matrix_bytes'], rows; "
             "print(sorted(m for m in ('torch._inductor', 'torch._dynamo') if m in sys.modules))")

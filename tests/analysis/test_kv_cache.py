@@ -1,4 +1,4 @@
-"""attnlab.analysis.machinery.kv_cache and the KV-cache checks of analysis.checks: generation and stitched rows with and
+"""attnlab.analysis.machinery.kv_cache and the KV-cache checks of analysis.machinery.checks: generation and stitched rows with and
 without the cache, prefix stability, cache costs."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""analysis.sinks and analysis.window_ppl: shares on the first token checked against the captured records, the norms
+"""analysis.probes.sinks and analysis.machinery.window_ppl: shares on the first token checked against the captured records, the norms
 against explicit sums, perplexities against a cross-entropy of the model's own logits."""
 
 import math

@@ -139,7 +139,7 @@ def test_backends_reads_the_benchmark_json(tmp_path, monkeypatch):
 
 
 def test_page_verdicts_are_run_checks_values():
-    """The KV-cache and Backends pages call one check each (analysis.checks); their verdict rows carry exactly
+    """The KV-cache and Backends pages call one check each (analysis.machinery.checks); their verdict rows carry exactly
     the values, tolerances and verdicts `run_checks` (= `attnlab check`) gives for those checks."""
     from attnlab.analysis.machinery.checks import run_checks
     from attnlab.model.registry import load

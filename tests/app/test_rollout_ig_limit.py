@@ -1,4 +1,4 @@
-"""The Rollout page refuses integrated gradients in one line above the size analysis.pass_size allows, and
+"""The Rollout page refuses integrated gradients in one line above the size analysis.probes.pass_size allows, and
 still shows the other gradient methods."""
 
 from attnlab.analysis.probes import attributions, pass_size

@@ -1,6 +1,6 @@
 """The Routing page (/routing) with AppTest: a session on a dense model gets lecture-moe and a clear message,
 each option (layer, token, expert, the specialisation table) redraws with the numbers computed here, the
-intervention's tables equal analysis.routing's, token labels are escaped, the URL keeps the view."""
+intervention's tables equal analysis.probes.routing's, token labels are escaped, the URL keeps the view."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Issue 29, item 3: the bundled lecture-vit is what the Vision page says of it — held-out accuracy ≥ 97%, mean
 attention distance growing with depth, position embeddings that show the 2-D grid — and the paper-picture numbers
-the card and the page use are computed from the model (analysis.image_runs.paper_pictures)."""
+the card and the page use are computed from the model (analysis.probes.image_run.paper_pictures)."""
 
 import numpy as np
 import pytest
