@@ -1,1 +1,3 @@
-"""attnlab analysis layer."""
+"""attnlab's analysis layer, grouped by job: attention/ (readers of attention and captured records, numpy),
+probes/ (run the model and measure a prediction), machinery/ (how the computation behaves, and its checks),
+faithfulness/ (the benchmark and its store), circuit/ (circuit discovery)."""
