@@ -19,14 +19,23 @@ import numpy as np
 import torch
 from attnlab.analysis.circuit.runs import Runs
 
-METHODS = ("eap", "eap-ig")
-IG_STEPS = 10  # m: EAP-IG's points on the path
+METHODS = ("eap", "eap-ig", "eap-ig-act")  # eap-ig: the path over the input embeddings; eap-ig-act: over activations
+IG_STEPS = 10  # m: EAP-IG's points on the path over the inputs
+ACT_STEPS = 2  # m: EAP-IG-activations' points on each group's path (act_paths.py)
 MAX_STEPS = 100
 STEP_BATCH = 10  # path points per forward/backward
 
 
-def alphas(method: str, steps: int = IG_STEPS) -> list[float]:
-    """The path points whose gradients are averaged: [1] for EAP, m midpoints for EAP-IG."""
+def default_steps(method: str) -> int:
+    """A method's path points unless told: 1 (EAP), IG_STEPS (EAP-IG), ACT_STEPS (EAP-IG-activations)."""
+    return {"eap": 1, "eap-ig": IG_STEPS, "eap-ig-act": ACT_STEPS}.get(method, IG_STEPS)
+
+
+def alphas(method: str, steps: int | None = None) -> list[float]:
+    """The path points whose gradients are averaged: [1] for EAP, m midpoints for EAP-IG (α from corrupted to clean
+    on the inputs' path; β from clean to corrupted on each group's path over activations: the midpoints serve
+    both)."""
+    steps = default_steps(method) if steps is None else steps
     if method not in METHODS:
         raise ValueError(f"method {method!r} is not one of {', '.join(METHODS)}")
     if method == "eap":
