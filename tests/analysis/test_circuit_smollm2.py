@@ -54,14 +54,17 @@ def measured(request, lm):
 def test_eap_ig_activations_rank_the_heads_as_exact_patching(measured):
     pair, runs, noise = measured
     rho = {m: spearmanr(_share(c).ravel(), noise.ravel()).statistic for m, c in runs.items()}
+    miss = {m: np.abs(_share(c) - noise).max() for m, c in runs.items()}  # the worst head, as a share
     c = runs["eap-ig-act"]
-    print(f"{'/'.join(pair)}: Spearman vs exact noising over all 270 heads: " + ", ".join(
-        f"{m} {r:.3f} ({runs[m].seconds['scores']:.1f} s)" for m, r in rho.items()) +
+    print(f"{'/'.join(pair)}: Spearman vs exact noising over all 270 heads (worst head's miss): " + ", ".join(
+        f"{m} {r:.3f} ({miss[m]:.2f}; {runs[m].seconds['scores']:.1f} s)" for m, r in rho.items()) +
         f"; eap-ig-act total {c.seconds['total']:.1f} s, 5 % circuit keeps {c.faithfulness:.2f}")
     assert c.steps == 2 and c.n_edges_total == 70_651
     assert c.seconds["total"] < 60  # measured 25–35 s (1 thread, 61 groups × 2 path points, one circuit run)
     assert rho["eap-ig-act"] >= 0.8  # measured 0.96, 0.94, 0.89, 0.98
-    assert rho["eap"] >= 0.9  # the gradient at the clean run: measured 0.99, 0.97, 0.97, 0.95
+    assert rho["eap"] >= 0.9  # the gradient at the clean run: measured 0.99, 0.97, 0.97, 0.95, but it misses heads
+    # whose effect saturates (Kramár et al.'s AtP false negatives): 23.3 on Sarah/David 0.00 vs 0.56, 16.0 0.00 vs 0.26
+    assert miss["eap-ig-act"] < 0.25  # measured 0.04, 0.09, 0.16, 0.19 (EAP 0.26, 0.26, 0.55, 0.25)
     assert np.abs(_share(c).sum() - noise.sum()) < 0.3  # summed shares lost: measured 1.53/1.63, 1.09/1.21, …
 
 
