@@ -23,6 +23,8 @@ import numpy as np
 import torch
 from attnlab.analysis.circuit.runs import Runs
 from attnlab.model import hooks
+from attnlab.model.inputs import Inputs
+from attnlab.model.loaded import BEFORE_FORWARD
 
 CHUNK_ROWS = 24  # path runs per forward/backward (a staircase), at most
 
@@ -88,7 +90,7 @@ def _chunk(runs: Runs, rows: list[tuple[int, float]], found: list[tuple[int, ran
         return fn
 
     fixes = {hook: move(hook, s) for _, s, hook in found if hook is not None and hook in moves}
-    for name, first, per_head, _ in runs._receiver_hooks():
+    for name, first, per_head, _ in runs.receiver_hooks():
         fixes[name] = probe(first, per_head)
     ctx = runs.lm.model.blocks_ctx(streams[0].shape[0], "eager", device=dev)
     x = None
@@ -126,8 +128,11 @@ def activation_scores(runs: Runs, betas: list[float], on_chunk: Callable[[], Non
     """float64 [S, R]: every edge's EAP-IG-activations score (module docstring), with the path points `betas`;
     0 where the sender is not upstream of the receiver. `on_chunk()` after each staircase."""
     found = groups(runs)
-    streams = _streams(runs)
     rows = [(gi, b) for gi in range(len(found)) for b in betas]  # block order: each staircase starts late
+    widest = Inputs(runs.clean.ids.expand(min(len(rows), CHUNK_ROWS), -1), runs.clean.tokens)  # [n, T]
+    for check in BEFORE_FORWARD:  # a staircase holds at most this batch through every block (an InputError if not)
+        check(runs.lm, widest, "eager", grad=True, patterns=False)
+    streams = _streams(runs)
     scores = torch.zeros(len(runs.graph.senders), len(runs.graph.receivers), dtype=torch.float64,
                          device=streams[0].device)  # [S, R]
     for i in range(0, len(rows), CHUNK_ROWS):

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from attnlab.analysis.circuit.act_paths import activation_scores, n_chunks
 from attnlab.analysis.circuit.graph import Graph, head_of
 from attnlab.analysis.circuit.runs import Runs
-from attnlab.analysis.circuit.act_paths import activation_scores, n_chunks
 from attnlab.analysis.circuit.scores import STEP_BATCH, alphas, edge_scores, mean_gradient
 from attnlab.analysis.readout import prompt_pair
 from attnlab.model.inputs import InputError
