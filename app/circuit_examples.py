@@ -42,7 +42,10 @@ SMOLLM2_IOI = CircuitExample(
         "logit(John) is +6.12 clean and −6.47 with the names swapped. The top 5 % (3,532 edges) keep 89 % of the "
         "difference, the top 812 already 94 % (EAP: 86 % at 5 %). Heads by their outgoing edges: 23.3 +47 %, 29.1 "
         "+24 %, 23.0 +18 %, 29.0 −18 %, 24.4 −15 % — the name movers and negative name movers that exact activation "
-        "patching finds (+58, +27, +12, −19, −16 %). Over all 270 heads the two rank alike with Spearman 0.64; over "
-        "the 63 heads that restore at least 1 %, 0.88; against the mean of patching both ways, 0.82."))
+        "patching finds (+58, +27, +12, −19, −16 %). Over all 270 heads, though, EAP-IG's path over the embeddings "
+        "ranks them as exact patching of each head's output does with Spearman 0.57 only (the corrupted output into "
+        "the clean run; 0.64 the other way): it spreads the whole difference rather than estimating one head's patch. "
+        "EAP-IG over activations (each layer's heads on their own path, 20 s) ranks them with 0.96, and 0.94, 0.89, "
+        "0.98 on three other name pairs; its 5 % circuit keeps less (71 %)."))
 
 EXAMPLES = (RETRIEVAL, SMOLLM2_IOI)

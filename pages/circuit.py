@@ -15,7 +15,8 @@ from attnlab.app.job_view import job_result
 from attnlab.app.prompt_pair import prompt_pair
 from attnlab.app.url_state import select, slider
 
-METHODS = {"eap-ig": "EAP-IG (10 gradients from corrupted to clean)", "eap": "EAP (one gradient, on the clean run)"}
+METHODS = {"eap-ig": "EAP-IG (10 gradients from corrupted to clean)", "eap": "EAP (one gradient, on the clean run)",
+           "eap-ig-act": "EAP-IG over activations (each layer's heads and MLP on their own path; slower)"}
 
 with page("Circuit", "Which heads and edges carry the answer?"):
     inp = require(("internals",), "runs the model with each head's inputs apart")

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from attnlab.analysis.circuit.act_paths import activation_scores, n_chunks
 from attnlab.analysis.circuit.graph import Graph, head_of
 from attnlab.analysis.circuit.runs import Runs
-from attnlab.analysis.circuit.scores import IG_STEPS, STEP_BATCH, alphas, edge_scores, mean_gradient
+from attnlab.analysis.circuit.scores import STEP_BATCH, alphas, edge_scores, mean_gradient
 from attnlab.analysis.probes.readout import prompt_pair
 from attnlab.model.inputs import InputError
 
@@ -134,9 +135,10 @@ def curve_sizes(total: int, n: int, points: int = 16) -> list[int]:
 
 
 def find_circuit(lm, clean: str, corrupt: str, answer: str, wrong: str, *, method: str = "eap-ig",
-                 edges: int | None = None, share: float = SHARE, steps: int = IG_STEPS, curve: bool = True,
+                 edges: int | None = None, share: float = SHARE, steps: int | None = None, curve: bool = True,
                  on_step: Callable[[int, int], None] | None = None) -> Circuit:
     """Score every edge and measure the top-`edges` circuit (default: `share` of the edges, at least one);
+    `steps`: the path points (default: scores.default_steps(method));
     `curve`: also the faithfulness of circuits from no edge to every edge. `on_step(done, total)`: after each
     slice (one batch of path points, one batch of circuit runs); the numbers are the same with or without it."""
     t0 = time.perf_counter()
@@ -148,7 +150,8 @@ def find_circuit(lm, clean: str, corrupt: str, answer: str, wrong: str, *, metho
     if not 0 <= n <= total:
         raise InputError(f"--edges {n} is out of range: this model's graph has {total:,} edges")
     sizes = curve_sizes(total, n) if curve else [n]
-    done, slices = [0], -(-len(points) // STEP_BATCH) + -(-len(sizes) // curve_batch(runs))
+    scoring = n_chunks(runs, len(points)) if method == "eap-ig-act" else -(-len(points) // STEP_BATCH)
+    done, slices = [0], scoring + -(-len(sizes) // curve_batch(runs))
 
     def tick():
         done[0] += 1
@@ -156,7 +159,10 @@ def find_circuit(lm, clean: str, corrupt: str, answer: str, wrong: str, *, metho
             on_step(done[0], slices)
 
     t = time.perf_counter()
-    scores = edge_scores(runs, mean_gradient(runs, points, tick))
+    if method == "eap-ig-act":
+        scores = activation_scores(runs, points, tick)
+    else:
+        scores = edge_scores(runs, mean_gradient(runs, points, tick))
     sec["scores"] = time.perf_counter() - t
     res = Circuit(lm.name, method, len(points), list(runs.clean.tokens), list(lm.encode(corrupt).tokens),
                   lm.label(runs.a), lm.label(runs.b), runs.m["clean"], runs.m["corrupt"], runs.graph, scores, n,

@@ -35,7 +35,7 @@ def card_roles(card: str | None) -> dict[str, list[str]]:
 
 
 def type_roles(table) -> dict[str, list[str]]:
-    """`blocks.{L}.attn.head.{H}` → [its head-type label] from a head table (analysis.head_runs.head_table), for
+    """`blocks.{L}.attn.head.{H}` → [its head-type label] from a head table (analysis.probes.head_table.head_table), for
     every head with a type other than "mixed"."""
     return {f"blocks.{int(r.layer)}.attn.head.{int(r.head)}": [r.label] for r in table.itertuples()
             if r.label != "mixed" and getattr(r, "stack", "decoder") in ("decoder", "")}

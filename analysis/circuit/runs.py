@@ -43,7 +43,7 @@ class Runs:
         return torch.cat(parts).float(), float(self.metric(fwd.logits)[0])
 
     # -- gradients ----------------------------------------------------------------------------------
-    def _receiver_hooks(self) -> list[tuple[str, int, bool, int]]:
+    def receiver_hooks(self) -> list[tuple[str, int, bool, int]]:
         """(hook name, first receiver index, one per head?, senders upstream) of every receiver hook, in order:
         senders are numbered so that those upstream of a receiver come first."""
         g, out = self.graph, []
@@ -65,7 +65,7 @@ class Runs:
             probes[name] = torch.zeros_like(x, requires_grad=True)
             return x + probes[name]
 
-        hooks = self._receiver_hooks()
+        hooks = self.receiver_hooks()
         fixes = {name: probe for name, *_ in hooks}
         if any(a != 1.0 for a in alphas):
             fixes[self.embed_hook] = lambda x, name: path.to(x.dtype)
@@ -112,7 +112,7 @@ class Runs:
         for L, blk in enumerate(self.blocks):
             fixes[f"{blk.attn.site}.hook_result"] = record(g.sender(L, 0), True)
             fixes[f"{blk.site}.hook_mlp_out"] = record(g.sender(L), False)
-        for name, first, per_head, upto in self._receiver_hooks():
+        for name, first, per_head, upto in self.receiver_hooks():
             fixes[name] = receive(first, per_head, upto)
         inp = Inputs(self.clean.ids.expand(K, -1), self.clean.tokens)
         fwd = self.lm.forward(inp, interventions=fixes, records=False, split_inputs=True)

@@ -2,7 +2,7 @@
 corrupted prompt of equal token length — the top edges, each head's summed score, and the share of the logit
 difference the circuit of the top edges keeps.
 
-    attnlab circuit --model M --clean T --corrupt T2 --answer A --wrong B [--method eap|eap-ig] [--edges N] [--json]
+    attnlab circuit --model M --clean T --corrupt T2 --answer A --wrong B [--method eap|eap-ig|eap-ig-act] [--steps M] [--edges N] [--json]
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from attnlab.cli.commands.common import load_model, print_json
 
 
 def add_parser(sub) -> None:
-    from attnlab.analysis.circuit.scores import IG_STEPS, MAX_STEPS, METHODS
+    from attnlab.analysis.circuit.scores import ACT_STEPS, IG_STEPS, MAX_STEPS, METHODS
 
     p = sub.add_parser("circuit", help="circuit discovery (EAP, EAP-IG): the edges that carry the clean–corrupted "
                                        "logit difference and the faithfulness of their circuit")
@@ -20,10 +20,12 @@ def add_parser(sub) -> None:
     p.add_argument("--corrupt", required=True, help="the corrupted prompt (the same number of tokens)")
     p.add_argument("--answer", required=True, help="the clean prompt's answer (one token)")
     p.add_argument("--wrong", required=True, help="the corrupted prompt's answer (one token)")
-    p.add_argument("--method", choices=METHODS, default="eap-ig", help="EAP (one gradient, on the clean run) or "
-                   "EAP-IG (the gradient averaged over --steps points from corrupted to clean; default)")
-    p.add_argument("--steps", type=int, default=IG_STEPS, help=f"EAP-IG's points on the path (1–{MAX_STEPS}; "
-                   f"default {IG_STEPS})")
+    p.add_argument("--method", choices=METHODS, default="eap-ig", help="EAP (one gradient, on the clean run), "
+                   "EAP-IG (the gradient averaged over --steps points from the corrupted to the clean embeddings; "
+                   "default) or eap-ig-act (EAP-IG over activations: each sender group on its own path from clean to "
+                   "corrupted; its head scores estimate patching each head)")
+    p.add_argument("--steps", type=int, default=None, help=f"points on each path (1–{MAX_STEPS}; default "
+                   f"{IG_STEPS} for eap-ig, {ACT_STEPS} for eap-ig-act)")
     p.add_argument("--edges", type=int, default=None, help="the circuit's size: its top N edges by |score| "
                    "(default: 5 %% of the edges)")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -49,8 +51,9 @@ def run(args) -> int:
         print_json({k: out[k] for k in ("edges", "heads", "faithfulness", "n_edges_total", "n_edges", "method",
                                         "steps", "answer", "wrong", "m_clean", "m_corrupt", "seconds")})
         return 0
+    per = " per group" if c.method == "eap-ig-act" else ""
     print(f"{lm.name}: logit({c.answer!r}) − logit({c.wrong!r}) clean {c.m_clean:+.3f}, corrupted {c.m_corrupt:+.3f}; "
-          f"{c.method} ({c.steps} gradient{'s' if c.steps > 1 else ''}) over {c.n_edges_total:,} edges in "
+          f"{c.method} ({c.steps} gradient{'s' if c.steps > 1 else ''}{per}) over {c.n_edges_total:,} edges in "
           f"{c.seconds['total']:.1f} s")
     print(f"the circuit of the top {c.n_edges} edges keeps {100 * c.faithfulness:.1f} % of the logit difference")
     for e in c.edges()[:15]:

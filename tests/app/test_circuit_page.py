@@ -22,7 +22,7 @@ def _trace(fig: dict, name: str) -> dict:
     return next(t for t in fig["data"] if t.get("name") == name)
 
 
-@pytest.mark.parametrize("method", ["eap-ig", "eap"])
+@pytest.mark.parametrize("method", ["eap-ig", "eap", "eap-ig-act"])
 def test_circuit_page_retrieval_example(lm, method):
     at = open_page("circuit", model="lecture-decoder", ci_example="retrieval", ci_method=method)
     ok(at)

@@ -16,20 +16,27 @@ def run_cli(capsys, *argv):
     return rc, out, err
 
 
-@pytest.mark.parametrize("method", ["eap", "eap-ig"])
+@pytest.mark.parametrize("method", ["eap", "eap-ig", "eap-ig-act"])
 def test_circuit_json(capsys, method):
     rc, out, _ = run_cli(capsys, "circuit", *BASE, "--answer", "rabbit", "--wrong", "hawk", "--method", method,
                          "--edges", "23", "--json")
     js = json.loads(out)
     assert rc == 0 and "circuit" in COMMANDS
     assert js["n_edges_total"] == 479 and len(js["edges"]) == 23 and js["method"] == method
-    assert js["faithfulness"] >= 0.8  # measured 0.965 (both methods)
+    assert js["faithfulness"] >= 0.8  # measured 0.965 (each method)
+    assert js["steps"] == {"eap": 1, "eap-ig": 10, "eap-ig-act": 2}[method]
     assert set(js["edges"][0]) == {"from", "to", "score"}
     scores = [abs(e["score"]) for e in js["edges"]]
     assert scores == sorted(scores, reverse=True)
     assert len(js["heads"]) == 16 and "blocks.3.attn.head.1" in js["heads"]
     names = {e["from"] for e in js["edges"]} | {e["to"] for e in js["edges"]}
     assert "logits" in names and all(n == "embed" or n == "logits" or n.startswith("blocks.") for n in names)
+
+
+def test_circuit_text_activation_paths(capsys):
+    rc, out, _ = run_cli(capsys, "circuit", *BASE, "--answer", "rabbit", "--wrong", "hawk", "--method", "eap-ig-act",
+                         "--steps", "3")
+    assert rc == 0 and "eap-ig-act (3 gradients per group) over 479 edges" in out
 
 
 def test_circuit_text_default_size(capsys):
