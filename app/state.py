@@ -43,6 +43,7 @@ from attnlab.analysis import faithfulness_store as kept_
 from attnlab.analysis import faithfulness_why as why_
 from attnlab.analysis import flash_tiling as flash_tiling_
 from attnlab.analysis import flow as flow_
+from attnlab.analysis import head_vectors as head_vectors_
 from attnlab.analysis import image_runs as images_
 from attnlab.analysis import lens as lens_
 from attnlab.analysis import patching as patching_
@@ -266,6 +267,8 @@ generation_trace = on_text(generation.generation_trace, entries=32, spinner="Gen
 position_table = on_model(positions.position_table, entries=8, spinner="Reading the position embeddings…")
 # (name, text, src, site, head, block_q, block_k) -> (analysis.flash_tiling.Tiling, the model's own output of the head)
 flash_tiling = on_text(flash_tiling_.head_tiling, entries=16)
+# (name, text, src, site, head, query) -> one query row as vectors (analysis.head_vectors.HeadVectors)
+head_vectors = on_text(head_vectors_.head_vectors, entries=16)
 
 
 @st.cache_data(max_entries=8, show_spinner="Timing the kernels on this machine…")
