@@ -83,7 +83,7 @@ def architectures(present: bool) -> View:
     numbers = {"aligned_weight": on, "aligned_hits": hits, "aligned_cells": len(cells), "decoder_above": dec_above,
                "encoder_later": enc_later, "target_len": len(cap.tokens), "source_len": len(cap.src_tokens)}
     text = (f"One encoder–decoder, one sentence pair, three kinds of attention. The decoder's self-attention is "
-            f"causal: nothing above the diagonal (its largest weight there: **{dec_above:.0f}**). The encoder's is "
+            f"causal (largest weight above the diagonal: **{dec_above:.0f}**). The encoder's is "
             f"bidirectional: every row may read the whole source, and a row puts **{pct(enc_later)}** on later tokens "
             f"on average. Cross-attention is a {len(cap.tokens)} × {len(cap.src_tokens)} rectangle: queries from the "
             f"target, keys and values from the encoder's output; {hits} of {len(cells)} target words look hardest at "
