@@ -38,8 +38,7 @@ def tile_stepper(tiling, z, q_block: int, row: int, *, title: str = "", present:
     names = [f"keys {s.cols[0]}–{s.cols[1] - 1}" for s in mine] + ["eager z"]
     fig = make_subplots(rows=2, cols=2, row_heights=[0.36, 0.64], vertical_spacing=0.16, horizontal_spacing=0.16,
                         specs=[[{}, {}], [{"colspan": 2}, None]],
-                        subplot_titles=("running max m, by tile", "running sum l, by tile",
-                                        "partial output acc / l after each tile"))
+                        subplot_titles=("running max m, by tile", "running sum l, by tile"))
     for col, ys in ((1, m), (2, lsum)):
         fig.add_trace(go.Scatter(x=x, y=[v if np.isfinite(v) else None for v in ys], mode="lines+markers",
                                  showlegend=False, line={"color": "#1f77b4"}, name=("m", "l")[col - 1],
@@ -54,7 +53,7 @@ def tile_stepper(tiling, z, q_block: int, row: int, *, title: str = "", present:
                              hovertemplate="%{customdata}<br>%{z:.4f}<extra></extra>"), row=2, col=1)
     size = font_size(present)
     fig.update_xaxes(tickmode="array", tickvals=list(x), ticklabeloverflow="allow", row=1)
-    fig.update_xaxes(title={"text": "dimension", "standoff": 2}, tickmode="array", tickvals=list(range(0, d, 8)),
+    fig.update_xaxes(title={"text": "partial output acc / l after each tile: dimension", "standoff": 2}, tickmode="array", tickvals=list(range(0, d, 8)),
                      row=2, col=1)
     fig.update_yaxes(tickmode="array", tickvals=list(range(n + 1)), ticktext=names, autorange="reversed",
                      tickfont={"size": size - 3}, showgrid=False, row=2, col=1)
@@ -68,7 +67,7 @@ def tile_stepper(tiling, z, q_block: int, row: int, *, title: str = "", present:
     apply_layout(fig, wrap(title, 500, present), present, height, top=80 if title else 50)
     fig.update_layout(shapes=[_frame(n - 1, d)], margin={"l": 90, "r": 16, "b": 96}, plot_bgcolor="rgba(0,0,0,0)",
                       sliders=[{"active": n - 1, "steps": steps, "currentvalue": {"prefix": "tile ", "font":
-                                {"size": size - 2}}, "pad": {"t": 36, "b": 0}, "len": 1.0, "x": 0,
+                                {"size": size - 2}}, "pad": {"t": 44, "b": 0}, "len": 1.0, "x": 0,
                                 "font": {"size": size - 4}, "y": 0, "yanchor": "top"}],
                       meta={"row": int(row), "q_block": int(q_block), "tiles": n})
     return fig

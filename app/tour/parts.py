@@ -9,7 +9,7 @@ from attnlab.app import state
 from attnlab.app.figures.block import stream_norms
 from attnlab.app.figures.grids import table_heatmap
 from attnlab.app.figures.kinds import three_kinds
-from attnlab.app.tour.core import HEIGHT, MARK, View, fit, note, pct, tok
+from attnlab.app.tour.core import HEIGHT, MARK, WIDTH, View, fit, note, pct, tok
 from attnlab.app.tour.look import DECODER, preset, story
 
 ROPE_POSITIONS, OFFSET = 24, 3  # the Positions page's RoPE demo at 24 positions; the diagonal that is drawn
@@ -78,16 +78,15 @@ def architectures(present: bool) -> View:
     enc_later = float(np.triu(last["encoder"], 1).sum(-1).mean())  # mean weight an encoder row puts on later tokens
     layer = cap.matrices("cross").shape[0] - 1
     fig = three_kinds(last["decoder"], m, last["encoder"], cap.tokens, cap.src_tokens, present=present,
-                      height=HEIGHT[present], cells=cells,
+                      height=HEIGHT[present], width=WIDTH, cells=cells,
                       title=f"{ENCDEC}, layer {layer}, head mean: the three kinds of attention")
     numbers = {"aligned_weight": on, "aligned_hits": hits, "aligned_cells": len(cells), "decoder_above": dec_above,
                "encoder_later": enc_later, "target_len": len(cap.tokens), "source_len": len(cap.src_tokens)}
-    text = (f"One encoder–decoder, one sentence pair, three kinds of attention. The decoder's self-attention is "
-            f"causal (largest weight above the diagonal: **{dec_above:.0f}**). The encoder's is "
-            f"bidirectional: every row may read the whole source, and a row puts **{pct(enc_later)}** on later tokens "
-            f"on average. Cross-attention is a {len(cap.tokens)} × {len(cap.src_tokens)} rectangle: queries from the "
-            f"target, keys and values from the encoder's output; {hits} of {len(cells)} target words look hardest at "
-            f"their aligned source word, with **{pct(on)}** of the weight there on average.")
+    text = (f"One encoder–decoder, one sentence pair, three kinds of attention. Decoder self-attention is causal "
+            f"(largest weight above the diagonal: **{dec_above:.0f}**); encoder self-attention is bidirectional (a "
+            f"row puts **{pct(enc_later)}** on later tokens on average); cross-attention is a {len(cap.tokens)} × "
+            f"{len(cap.src_tokens)} rectangle, target queries reading the encoder's output: {hits} of {len(cells)} "
+            f"target words look hardest at their aligned source word (**{pct(on)}** of the weight on average).")
     params = {"model": ENCDEC, "preset": p.id, "x_layer": layer, "x_head": -1}
     return View(fit(fig, present), text, numbers, "the middle panel's circles: the reference alignment, one row "
                 "before each word (row t reads the source for the word it writes next)", params)

@@ -70,16 +70,13 @@ def flash(present: bool) -> View:
                "m_before": float(m[jump - 1]) if jump else float("nan"), "m_after": float(m[jump]),
                "rescale": rescale, "final_vs_eager": final}
     keys = f"keys {mine[jump].cols[0]}–{mine[jump].cols[1] - 1}"
-    raised = (f"Tile {jump + 1} ({keys}) brings the row's largest score and raises m from **{m[jump - 1]:.2f}** to "
-              f"**{m[jump]:.2f}**, so the old sum and partial output are rescaled by exp(Δm) = **{rescale:.1e}**"
-              if jump else f"Tile 1 ({keys}) already holds the row's largest score (m = **{m[0]:.2f}**); later tiles "
-              "only add to l and the partial output")
-    text = (f"FlashAttention computes the same softmax(QKᵀ/√d)·V tile by tile and never writes the T×T matrix. For "
-            f"row {row} of head {layer}.{head} the {len(mine)} tiles of {BLOCK} keys arrive one at a time; the row "
-            f"keeps only a running max m, a running sum l and a partial output. {raised}; after the last tile the "
-            f"output equals eager's to **{final:.1e}**. On this {t}-token story sdpa and flash agree with eager to "
-            f"**{worst:.1e}** in every pattern, while eager keeps {stored / 1024:,.0f} KiB of weights (L·H·T² "
-            "floats) that the fused kernels never store.")
+    raised = (f"tile {jump + 1} ({keys}) brings the largest score, m goes from **{m[jump - 1]:.2f}** to "
+              f"**{m[jump]:.2f}** and the old sum and output are rescaled by exp(Δm) = **{rescale:.1e}**" if jump
+              else f"tile 1 ({keys}) already holds the largest score (m = **{m[0]:.2f}**)")
+    text = (f"FlashAttention computes the same softmax(QKᵀ/√d)·V tile by tile, keeping per row only a running max m, "
+            f"a running sum l and a partial output — never the T×T matrix. Row {row} of head {layer}.{head}: "
+            f"{raised}; after the last of {len(mine)} tiles the output equals eager's to **{final:.1e}**. sdpa and "
+            f"flash match eager to **{worst:.1e}** in every pattern of this {t}-token story.")
     params = {"model": DECODER, "preset": p.id, "fl_layer": layer, "fl_head": head, "fl_bq": BLOCK, "fl_bk": BLOCK,
               "fl_qblock": qb, "fl_step": len(mine)}
     return View(fit(fig, present), text, numbers, "the current tile: its point on m and l and its partial output "

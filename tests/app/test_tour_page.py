@@ -121,7 +121,7 @@ def expected(k: int, dec) -> list[str]:
         enc = cap.matrices("encoder")[-1].mean(0)  # [S, S]
         cells = [(t - 1, s) for t, s in p.alignment]
         hits = sum(int(np.argmax(m[r]) == c) for r, c in cells)
-        return [f"**{pct(np.mean([m[r, c] for r, c in cells]))}** of the weight",
+        return [f"**{pct(np.mean([m[r, c] for r, c in cells]))}** of the weight on average",
                 f"{hits} of {len(cells)} target words", "above the diagonal: **0**",
                 f"**{pct(np.triu(enc, 1).sum(-1).mean())}** on later tokens", f"a {m.shape[0]} × {m.shape[1]} rectangle"]
     if k == 10:
@@ -138,7 +138,8 @@ def expected(k: int, dec) -> list[str]:
         m = np.array([st.m_after[r % 8] for st in t.steps_of(r // 8)])  # [tiles]: row r's running max
         jump = int(np.flatnonzero(m == m[-1])[0])
         return [f"to **{worst:.1e}** in every pattern", f"this {len(run(dec, p).tokens)}-token story",
-                f"row {r} of head 3.0 the {len(m)} tiles of 8 keys", f"from **{m[jump - 1]:.2f}** to **{m[jump]:.2f}**",
+                f"Row {r} of head 3.0: tile {jump + 1}", f"last of {len(m)} tiles",
+                f"from **{m[jump - 1]:.2f}** to **{m[jump]:.2f}**",
                 f"output equals eager's to **{np.abs(t.output[r] - z[r]).max():.1e}**"]
     if k == 12:
         p = sample("lecture-decoder", "decoder-retrieval-1")
