@@ -45,7 +45,8 @@ def three_kinds(causal, cross, bidirectional, target, source, *, title: str = ""
             "ticklabeloverflow": "allow", "constrain": "domain", "fixedrange": True}
     for i, (m, (rows, cols)) in enumerate(zip(mats, axes), 1):
         fig.update_xaxes(axis | {"tickvals": list(range(m.shape[1])), "ticktext": cols, "tickangle": -90, "range": [-0.5, m.shape[1] - 0.5],
-                                 "title": {"text": "source" if i > 1 else "target", "standoff": 4}}, row=1, col=i)
+                                 "title": {"text": "source" if i > 1 else "target", "standoff": 4, "font": {"size": size + 3}}},
+                         row=1, col=i)
         fig.update_yaxes(axis | {"tickvals": list(range(m.shape[0])), "ticktext": rows, "range": [m.shape[0] - 0.5, -0.5],
                                  "scaleanchor": f"x{i if i > 1 else ''}", "scaleratio": 1, "constraintoward": "top",
                                  "showticklabels": i == 1},
