@@ -26,7 +26,8 @@ def three_kinds(causal, cross, bidirectional, target, source, *, title: str = ""
     axes = [(tgt, tgt), (tgt, src), (src, src)]  # (rows, columns) of each panel
     widths = np.array([m.shape[1] for m in mats], dtype=float)
     fig = make_subplots(rows=1, cols=3, column_widths=list(widths / widths.sum()), horizontal_spacing=SPACING,
-                        subplot_titles=("decoder self<br>causal", "cross<br>target → source", "encoder self<br>bidirectional"))
+                        subplot_titles=("decoder self<br>causal", "cross<br>target → source",
+                                        "encoder self<br>bidirectional"))
     for i, (m, (rows, cols), name) in enumerate(zip(mats, axes, PANELS), 1):
         hover = np.array([[f"{esc(r, 20)} → {esc(c, 20)}" for c in cols] for r in rows], dtype=object)
         fig.add_trace(go.Heatmap(z=m, x=np.arange(m.shape[1]), y=np.arange(m.shape[0]), zmin=0.0, zmax=1.0,
@@ -44,10 +45,11 @@ def three_kinds(causal, cross, bidirectional, target, source, *, title: str = ""
     axis = {"showgrid": False, "zeroline": False, "tickmode": "array", "tickfont": {"size": size},
             "ticklabeloverflow": "allow", "constrain": "domain", "fixedrange": True}
     for i, (m, (rows, cols)) in enumerate(zip(mats, axes), 1):
-        fig.update_xaxes(axis | {"tickvals": list(range(m.shape[1])), "ticktext": cols, "tickangle": -90, "range": [-0.5, m.shape[1] - 0.5],
-                                 "title": {"text": "source" if i > 1 else "target", "standoff": 4, "font": {"size": size + 3}}},
-                         row=1, col=i)
-        fig.update_yaxes(axis | {"tickvals": list(range(m.shape[0])), "ticktext": rows, "range": [m.shape[0] - 0.5, -0.5],
+        name = {"text": "source" if i > 1 else "target", "standoff": 4, "font": {"size": size + 3}}
+        fig.update_xaxes(axis | {"tickvals": list(range(m.shape[1])), "ticktext": cols, "tickangle": -90,
+                                 "range": [-0.5, m.shape[1] - 0.5], "title": name}, row=1, col=i)
+        fig.update_yaxes(axis | {"tickvals": list(range(m.shape[0])), "ticktext": rows,
+                                 "range": [m.shape[0] - 0.5, -0.5],
                                  "scaleanchor": f"x{i if i > 1 else ''}", "scaleratio": 1, "constraintoward": "top",
                                  "showticklabels": i == 1},
                          row=1, col=i)

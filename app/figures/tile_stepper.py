@@ -53,15 +53,16 @@ def tile_stepper(tiling, z, q_block: int, row: int, *, title: str = "", present:
                              hovertemplate="%{customdata}<br>%{z:.4f}<extra></extra>"), row=2, col=1)
     size = font_size(present)
     fig.update_xaxes(tickmode="array", tickvals=list(x), ticklabeloverflow="allow", row=1)
-    fig.update_xaxes(title={"text": "partial output acc / l after each tile: dimension", "standoff": 2}, tickmode="array", tickvals=list(range(0, d, 8)),
-                     row=2, col=1)
+    fig.update_xaxes(title={"text": "partial output acc / l after each tile: dimension", "standoff": 2},
+                     tickmode="array", tickvals=list(range(0, d, 8)), row=2, col=1)
     fig.update_yaxes(tickmode="array", tickvals=list(range(n + 1)), ticktext=names, autorange="reversed",
                      tickfont={"size": size - 3}, showgrid=False, row=2, col=1)
     fig.update_yaxes(nticks=4, row=1)
     for a in fig.layout.annotations:
         a.font = {"size": size}
     steps = [{"method": "update", "label": str(t + 1),  # traces 2, 3 (the marks) and 4 (the strips) at tile t
-              "args": [{"x": [[t + 1], [t + 1], list(range(d))], "y": [[_fin(m[t])], [_fin(lsum[t])], list(range(n + 1))],
+              "args": [{"x": [[t + 1], [t + 1], list(range(d))],
+                        "y": [[_fin(m[t])], [_fin(lsum[t])], list(range(n + 1))],
                         "z": [None, None, _shown(out, z, t)]}, {"shapes": [_frame(t, d)]}, [2, 3, 4]]}
              for t in range(n)]
     apply_layout(fig, wrap(title, 500, present), present, height, top=80 if title else 50)

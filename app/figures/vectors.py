@@ -73,10 +73,10 @@ def qkv_strips(hv, tokens, *, title: str = "", present: bool = False, height: in
     fig.update_xaxes(showticklabels=True, tickmode="array", tickvals=[0], ticktext=["score"], side="top", row=2,
                      col=2)
     fig.update_xaxes(showticklabels=True, tickmode="array", tickvals=[0], ticktext=["α"], side="top", row=2, col=3)
-    fig.update_xaxes(showticklabels=True, tickmode="array", tickvals=[(d - 1) / 2], ticktext=["values v"], side="top", row=2,
-                     col=4)
-    fig.update_yaxes(showticklabels=True, tickmode="array", tickvals=[0, 1], ticktext=["Σ α·v", "model z"], side="left",
-                     row=3, col=4)
+    fig.update_xaxes(showticklabels=True, tickmode="array", tickvals=[(d - 1) / 2], ticktext=["values v"],
+                     side="top", row=2, col=4)
+    fig.update_yaxes(showticklabels=True, tickmode="array", tickvals=[0, 1], ticktext=["Σ α·v", "model z"],
+                     side="left", row=3, col=4)
     apply_layout(fig, wrap(title, 500, present), present, height, top=70 if title else 40)
     fig.update_layout(margin={"l": 100, "r": 16, "b": 50}, plot_bgcolor="rgba(0,0,0,0)",
                       meta={"keys": [int(j) for j in hv.keys], "query": int(hv.query), "head": int(hv.head),

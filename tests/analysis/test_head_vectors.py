@@ -9,8 +9,8 @@ import torch
 from attnlab.analysis.head_vectors import head_vectors
 from attnlab.model.config import ModelConfig
 from attnlab.model.loaded import LoadedModel
-from attnlab.model.tokenizer import ByteTokenizer
 from attnlab.model.registry import load
+from attnlab.model.tokenizer import ByteTokenizer
 from attnlab.model.transformer import build_model
 
 
