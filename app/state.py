@@ -39,6 +39,7 @@ from attnlab.analysis.probes import ablation, generation
 from attnlab.analysis.probes import attributions as attributions_
 from attnlab.analysis.probes import dla as dla_
 from attnlab.analysis.probes import head_table as head_runs
+from attnlab.analysis.probes import head_vectors as head_vectors_
 from attnlab.analysis.probes import image_run as images_
 from attnlab.analysis.probes import lens as lens_
 from attnlab.analysis.probes import patch_maps as vision_
@@ -259,6 +260,8 @@ generation_trace = on_text(generation.generation_trace, entries=32, spinner="Gen
 position_table = on_model(positions.position_table, entries=8, spinner="Reading the position embeddings…")
 # (name, text, src, site, head, block_q, block_k) -> (analysis.machinery.flash_tiling.Tiling, the model's own output of the head)
 flash_tiling = on_text(flash_tiling_.head_tiling, entries=16)
+# (name, text, src, site, head, query) -> one query row as vectors (analysis.probes.head_vectors.HeadVectors)
+head_vectors = on_text(head_vectors_.head_vectors, entries=16)
 
 
 @st.cache_data(max_entries=8, show_spinner="Timing the kernels on this machine…")

@@ -14,5 +14,5 @@ fi
 bash scripts/setup.sh
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}  # 2 shared cores: one torch thread per process avoids oversubscription
 export E2E_REQUIRE_BROWSER=1 CHROMIUM_PATH="$(command -v chromium)"
-.venv/bin/ruff check model analysis app pages cli bench tests
+.venv/bin/ruff check model analysis app pages cli bench lecture attnlab tests
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

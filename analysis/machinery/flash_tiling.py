@@ -34,6 +34,7 @@ class TileStep:
     rescale: np.ndarray  # float64 [bq] exp(m_before − m_after): what the old l and acc are multiplied by
     l_before: np.ndarray  # float64 [bq] running sum of exponentials before the tile
     l_after: np.ndarray  # float64 [bq]
+    out_after: np.ndarray  # float64 [bq, d_head] acc / l after the tile: the partial output (0 where l = 0)
 
 
 @dataclass
@@ -112,7 +113,8 @@ def tiled_attention(q, k, v, mask=None, scale: float | None = None, block_q: int
             p = np.exp(s - ref[:, None])  # [bq, bk]; exactly 0 where masked
             l_new = alpha * lsum + p.sum(1)
             acc = alpha[:, None] * acc + p @ v[c0:c1]  # [bq, d]
-            steps.append(TileStep((r0, r1), (c0, c1), s, bmax, m, m_new, alpha, lsum, l_new))
+            part = np.divide(acc, l_new[:, None], out=np.zeros_like(acc), where=l_new[:, None] > 0)  # [bq, d]
+            steps.append(TileStep((r0, r1), (c0, c1), s, bmax, m, m_new, alpha, lsum, l_new, part))
             m, lsum = m_new, l_new
         out[r0:r1] = np.divide(acc, lsum[:, None], out=np.zeros_like(acc), where=lsum[:, None] > 0)
     ref = masked_softmax(score(slice(None), slice(None)), mask) @ v  # [T, S] @ [S, d]: the full matrix, check only

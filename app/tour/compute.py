@@ -9,45 +9,57 @@ from attnlab.analysis.attention.scores import counterfactual_softmax
 from attnlab.analysis.attention.stepwise import QUIZ_SCORES, attention_steps
 from attnlab.analysis.machinery.permutation import QUANTITIES
 from attnlab.app import state
-from attnlab.app.figures.grids import delta_grid, number_grid, scaled_rows
+from attnlab.app.figures.grids import delta_grid, number_grid
 from attnlab.app.figures.lines import lines
-from attnlab.app.presets import note_head
-from attnlab.app.tour.core import View, box, fit, note, pct, tok
-from attnlab.app.tour.look import DECODER, best_head, story
+from attnlab.app.figures.vectors import outline_row, qkv_strips
+from attnlab.app.tour.core import HEIGHT, MARK, View, box, fit, note, pct, tok
+from attnlab.app.tour.look import DECODER, story
 from attnlab.model.masks import CAUSAL, mask_array
 
-KEYS_SHOWN = 8  # the query–key step prints the keys with the largest weights
+MIXES = 0.9  # the q/k/v step shows a head whose largest weight is under this (its output mixes values)
 TAUS = np.round(np.geomspace(0.1, 10, 13), 3)  # the Score scales page's temperatures
 PERM_TEXT, PERM_TOLERANCE = "the cat sat on the mat", 1e-5  # the Permutation page's default text and tolerance
 SETTING_WORDS = {"none": "no positions", "none + causal mask": "a causal mask", "learned": "learned positions",
                  "sinusoidal": "sinusoidal positions", "rope": "RoPE", "alibi": "ALiBi"}  # the page's settings in words
 
 
+def mixing_head(stack: np.ndarray, q: int, src: int) -> tuple[int, int]:
+    """The head whose row q puts most weight on `src` while no key takes over MIXES of it (its output is a visible
+    mix of value vectors); the head with most weight on `src` when every head is that sharp."""
+    row = stack[:, :, q]  # [L, H, k]
+    on = np.where(row.max(-1) < MIXES, row[..., src], -1.0)  # [L, H]
+    if on.max() < 0:
+        on = row[..., src]
+    layer, head = np.unravel_index(int(np.argmax(on)), on.shape)
+    return int(layer), int(head)
+
+
 def query_key_value(present: bool) -> View:
-    """Topic 2: one query row of the answer head — scaled q·k per key, its softmax, and the weighted sum."""
-    p, cap, stack, q, src = story(DECODER, "decoder-retrieval-2")
-    layer, head = best_head(stack, q, src, note_head(p))
-    rec = cap.records[cap.sites(next(iter(cap.groups())))[layer]]
-    scores, weights = rec.scores(head)[q], stack[layer, head, q]  # [k], [k]: the query's row
-    keys = np.sort(np.argsort(weights[: q + 1])[::-1][:KEYS_SHOWN])  # the keys with most weight, in text order
-    col = int(np.flatnonzero(keys == src)[0]) if src in keys else None
-    finite = scores[keys][np.isfinite(scores[keys])]
-    fig = scaled_rows({"score q·k/√d_k": (scores[keys], float(finite.min()), float(finite.max())),
-                       "weight α": (weights[keys], 0.0, 1.0)},  # each on its own scale: 44 and α = 1 both dark
-                      [f"{k} {cap.tokens[k]}" for k in keys], present=present,
-                      title=f"Token {q}'s query against the keys, head {layer}.{head}")
-    if col is not None:
-        box(fig, col, col, 0, 1, "")
-    visible = np.delete(scores[: q + 1], src)
-    runner = float(np.max(visible)) if visible.size else float("nan")
-    numbers = {"layer": layer, "head": head, "query": q, "source": src, "score": float(scores[src]),
-               "runner_up": runner, "weight": float(weights[src]), "d_k": round(1 / rec.scale**2)}
-    text = (f"Each token asks with a query q and offers a key k and a value v, three learned projections of the "
-            f"same vector. For token {q}, head {layer}.{head}'s scaled score on {tok(cap.tokens[src])} is "
-            f"**{scores[src]:.2f}**, against **{runner:.2f}** for the next-best key; the row's softmax turns that "
-            f"into α = **{weights[src]:.3f}**, so the output Σ α·v is {pct(weights[src])} that token's value vector.")
+    """Topic 2: the story's answer row as vectors — q against every key k_j, the scaled scores, their softmax α,
+    the values v_j and the output Σ α_j v_j, which equals the model's own output of the head."""
+    p, cap, stack, q, src = story(DECODER, "decoder-story-1")
+    layer, head = mixing_head(stack, q, src)
+    hv = state.head_vectors(DECODER, p.text, p.src_text, cap.sites(next(iter(cap.groups())))[layer], head, q)
+    n, d = hv.k.shape
+    first, second = (int(i) for i in np.argsort(hv.weights)[::-1][:2])  # rows of the two heaviest keys
+    t1, t2 = (int(hv.keys[i]) for i in (first, second))
+    fig = qkv_strips(hv, cap.tokens, present=present, height=HEIGHT[present],
+                     title=f"Token {q}, head {layer}.{head}: q, keys, values, output")
+    outline_row(fig, first, MARK)  # the heaviest key's k, α and v; the output under V
+    numbers = {"layer": layer, "head": head, "query": q, "keys": n, "d_head": d, "top": t1, "second": t2,
+               "score": float(hv.scores[first]), "score_second": float(hv.scores[second]),
+               "weight": float(hv.weights[first]), "weight_second": float(hv.weights[second]),
+               "max_abs_vs_model": hv.max_abs_vs_model}
+    text = (f"Each token offers a key k and a value v, and asks with a query q: three learned projections of the same "
+            f"vector (q and k rotated by RoPE). Token {q}'s query in head {layer}.{head} (top strip, d_head = {d}) "
+            f"meets the {n} keys it may see: q·k/√{d} is **{hv.scores[first]:.2f}** for token {t1} "
+            f"{tok(cap.tokens[t1])} and **{hv.scores[second]:.2f}** for token {t2} {tok(cap.tokens[t2])}, and the "
+            f"softmax makes them α = **{hv.weights[first]:.3f}** and **{hv.weights[second]:.3f}**. The output "
+            f"Σ α_j v_j (bottom strip) is that mix of value rows; it equals the model's own output of the head to "
+            f"**{hv.max_abs_vs_model:.1e}**.")
     params = {"model": DECODER, "preset": p.id, "layer": layer, "head": head, "query": q}
-    return View(fit(fig, present), text, numbers, f"column {src}: the key that wins", params)
+    return View(fit(fig, present), text, numbers, f"the boxed rows: key {t1}, its α and its value; under them the "
+                "output", params)
 
 
 def scaled_dot_product(present: bool) -> View:

@@ -8,12 +8,12 @@ from attnlab.analysis.machinery import positions as P
 from attnlab.app import state
 from attnlab.app.figures.block import stream_norms
 from attnlab.app.figures.grids import table_heatmap
-from attnlab.app.figures.matrix import mark_cells, matrix_heatmap
-from attnlab.app.tour.core import MARK, View, fit, note, pct, tok
+from attnlab.app.figures.kinds import three_kinds
+from attnlab.app.tour.core import HEIGHT, MARK, WIDTH, View, fit, note, pct, tok
 from attnlab.app.tour.look import DECODER, preset, story
 
 ROPE_POSITIONS, OFFSET = 24, 3  # the Positions page's RoPE demo at 24 positions; the diagonal that is drawn
-ENCDEC, ENCODER = "lecture-encdec", "lecture-encoder"
+ENCDEC = "lecture-encdec"
 
 
 def positions(present: bool) -> View:
@@ -64,30 +64,29 @@ def block(present: bool) -> View:
 
 
 def architectures(present: bool) -> View:
-    """Topic 9: decoder, encoder and encoder–decoder: causal vs bidirectional self-attention, and the
-    cross-attention that reads the encoder's output (a translation, against its reference alignment)."""
+    """Topic 9: the three kinds of attention side by side on one translation — the decoder's causal
+    self-attention, the cross-attention that reads the encoder's output (against its reference alignment) and the
+    encoder's bidirectional self-attention."""
     p = preset(ENCDEC, "encdec-translation-1")
     cap = state.capture(ENCDEC, p.text, p.src_text, "eager")
-    cross = cap.matrices("cross")  # [L, H, T, S]
-    m = cross[-1].mean(0)  # [T, S]: the last layer's head mean
+    last = {g: cap.matrices(g)[-1].mean(0) for g in ("decoder", "cross", "encoder")}  # [T, T], [T, S], [S, S]
+    m = last["cross"]
     cells = [(t - 1, s) for t, s in p.alignment if 1 <= t <= len(cap.tokens) and s < len(cap.src_tokens)]
     on = float(np.mean([m[r, c] for r, c in cells])) if cells else float("nan")
     hits = sum(int(np.argmax(m[r]) == c) for r, c in cells)
-    dec_above = float(np.triu(cap.matrices("decoder")[:, :, :, :], 1).max())  # weight above the diagonal
-    enc = story(ENCODER, "encoder-agreement-1")[2]  # [L, H, T, T]
-    enc_above = float(np.triu(enc, 1).sum(-1).mean())  # mean weight a bidirectional row puts on later tokens
-    fig = matrix_heatmap(m, cap.tokens, cap.src_tokens, present=present,
-                         title=f"{ENCDEC}: cross-attention, layer {cross.shape[0] - 1}, head mean")
-    fig.update_xaxes(title="source token (key)")
-    fig.update_yaxes(title="target token (query)")
-    mark_cells(fig, cells)
+    dec_above = float(np.triu(cap.matrices("decoder"), 1).max())  # [L, H, T, T]: weight above the diagonal
+    enc_later = float(np.triu(last["encoder"], 1).sum(-1).mean())  # mean weight an encoder row puts on later tokens
+    layer = cap.matrices("cross").shape[0] - 1
+    fig = three_kinds(last["decoder"], m, last["encoder"], cap.tokens, cap.src_tokens, present=present,
+                      height=HEIGHT[present], width=WIDTH, cells=cells,
+                      title=f"{ENCDEC}, layer {layer}, head mean: the three kinds of attention")
     numbers = {"aligned_weight": on, "aligned_hits": hits, "aligned_cells": len(cells), "decoder_above": dec_above,
-               "encoder_later": enc_above}
-    text = (f"A decoder's self-attention is causal (its largest weight above the diagonal: **{dec_above:.0f}**); "
-            f"the bundled encoder is bidirectional (a row puts **{pct(enc_above)}** on later tokens on average). "
-            f"The encoder–decoder's cross-attention takes queries from the target and keys and values from the "
-            f"encoder's output: on this translation {hits} of {len(cells)} target words look hardest at their aligned "
-            f"source word, with **{pct(on)}** of the weight there on average.")
-    params = {"model": ENCDEC, "preset": p.id, "x_layer": cross.shape[0] - 1, "x_head": -1}
-    return View(fit(fig, present), text, numbers, "circles: the reference alignment, one row before each word "
-                "(row t reads the source for the word it writes next)", params)
+               "encoder_later": enc_later, "target_len": len(cap.tokens), "source_len": len(cap.src_tokens)}
+    text = (f"One encoder–decoder, one sentence pair, three kinds of attention. Decoder self-attention is causal "
+            f"(largest weight above the diagonal: **{dec_above:.0f}**); encoder self-attention is bidirectional (a "
+            f"row puts **{pct(enc_later)}** on later tokens on average); cross-attention is a {len(cap.tokens)} × "
+            f"{len(cap.src_tokens)} rectangle, target queries reading the encoder's output: {hits} of {len(cells)} "
+            f"target words look hardest at their aligned source word (**{pct(on)}** of the weight on average).")
+    params = {"model": ENCDEC, "preset": p.id, "x_layer": layer, "x_head": -1}
+    return View(fit(fig, present), text, numbers, "the middle panel's circles: the reference alignment, one row "
+                "before each word (row t reads the source for the word it writes next)", params)

@@ -67,3 +67,15 @@ def test_biased_and_soft_capped_heads_tile_exactly(kw):
     lm = LoadedModel("tiny", build_model(cfg).eval(), ByteTokenizer(add_bos=True), cfg, "random")
     t, z = head_tiling(lm, lm.encode("attention, tile by tile"), "blocks.1.attn", 3, block_q=5, block_k=7)
     assert t.max_abs_diff <= 1e-9 and np.abs(t.output - z).max() <= 1e-5
+
+
+def test_each_tiles_partial_output_is_the_softmax_of_the_keys_seen_so_far():
+    rng = np.random.default_rng(4)
+    T, d = 11, 4
+    q, k, v = rng.normal(size=(T, d)) * 2, rng.normal(size=(T, d)) * 2, rng.normal(size=(T, d))
+    t = tiled_attention(q, k, v, block_q=T, block_k=3)
+    for s in t.steps:  # keys 0 .. s.cols[1] - 1 have arrived
+        seen = slice(0, s.cols[1])
+        want = masked_softmax(q @ k[seen].T / np.sqrt(d)) @ v[seen]  # [T, d]
+        np.testing.assert_allclose(s.out_after, want, atol=1e-12)
+    np.testing.assert_allclose(t.steps[-1].out_after, t.output, atol=0)

@@ -12,6 +12,7 @@ from attnlab.analysis.attention.scores import counterfactual_softmax
 from attnlab.analysis.attention.stepwise import QUIZ_SCORES
 from attnlab.analysis.machinery import checks, positions
 from attnlab.analysis.machinery.block_walk import block_walk
+from attnlab.analysis.machinery.flash_tiling import head_tiling
 from attnlab.analysis.machinery.permutation import permutation_study
 from attnlab.analysis.probes import patch_maps as vision
 from attnlab.analysis.probes.image_run import image_capture, model_view, region_report, run_map
@@ -68,15 +69,21 @@ def expected(k: int, dec) -> list[str]:
         assert cap.tokens[s] == "48" and cap.top_tokens[q][0] == "48"
         return [f"head {layer}.{head} puts **{pct(g.max())}**", f"p = **{cap.top_probs[q][0]:.3f}**",
                 f"token {s} `48`, {q - s} tokens back"]
-    if k in (2, 3, 8):
+    if k == 2:  # the lecture's story as vectors: the head that mixes values, led by the fact
+        p = sample("lecture-decoder", "decoder-story-1")
+        cap = run(dec, p)
+        q, s = p.query_index, p.source_index
+        row = cap.matrices("self")[:, :, q]  # [L, H, T]
+        g = np.where(row.max(-1) < 0.9, row[..., s], -1.0)  # [L, H]
+        layer, head = np.unravel_index(np.argmax(g), g.shape)
+        w, scores = row[layer, head], cap.records[f"blocks.{layer}.attn"].scores(head)[q]
+        a, b = np.argsort(w)[::-1][:2]
+        return [f"head {layer}.{head}", f"q·k/√32 is **{scores[a]:.2f}** for token {a} `48` and **{scores[b]:.2f}**",
+                f"α = **{w[a]:.3f}** and **{w[b]:.3f}**", "meets the 64 keys"]
+    if k in (3, 8):
         p = sample("lecture-decoder", "decoder-retrieval-2")
         cap = run(dec, p)
         q, s = p.query_index, p.source_index
-        if k == 2:
-            rec = cap.records["blocks.3.attn"]
-            row = rec.scores(2)[q]
-            return [f"**{row[s]:.2f}**", f"**{np.delete(row[: q + 1], s).max():.2f}**",
-                    f"α = **{cap.matrices('self')[3, 2, q, s]:.3f}**"]
         if k == 3:
             rec = cap.records["blocks.0.attn"]
             m = rec.mask_for()
@@ -110,11 +117,14 @@ def expected(k: int, dec) -> list[str]:
     if k == 9:
         lm = load("lecture-encdec")
         p = sample("lecture-encdec", "encdec-translation-1")
-        m = run(lm, p).matrices("cross")[-1].mean(0)  # [T, S]
+        cap = run(lm, p)
+        m = cap.matrices("cross")[-1].mean(0)  # [T, S]
+        enc = cap.matrices("encoder")[-1].mean(0)  # [S, S]
         cells = [(t - 1, s) for t, s in p.alignment]
         hits = sum(int(np.argmax(m[r]) == c) for r, c in cells)
-        return [f"**{pct(np.mean([m[r, c] for r, c in cells]))}** of the weight",
-                f"{hits} of {len(cells)} target words", "above the diagonal: **0**"]
+        return [f"**{pct(np.mean([m[r, c] for r, c in cells]))}** of the weight on average",
+                f"{hits} of {len(cells)} target words", "above the diagonal: **0**",
+                f"**{pct(np.triu(enc, 1).sum(-1).mean())}** on later tokens", f"a {m.shape[0]} × {m.shape[1]} rectangle"]
     if k == 10:
         p = sample("lecture-decoder", "decoder-induction-1")
         gen = checks.generation_steps(dec, dec.encode(p.text), 12, "eager")
@@ -124,7 +134,14 @@ def expected(k: int, dec) -> list[str]:
         p = sample("lecture-decoder", "decoder-retrieval-4")
         inp = dec.encode(p.text)
         worst = max(max(checks.check_backend(dec, inp, b).detail["per_site"].values()) for b in ("sdpa", "flash"))
-        return [f"to **{worst:.1e}** in every pattern", f"this {len(run(dec, p).tokens)}-token story"]
+        t, z = head_tiling(dec, inp, "blocks.3.attn", 0, 8, 8)  # the note's head 3.0, blocks of 8
+        r = p.query_index
+        m = np.array([st.m_after[r % 8] for st in t.steps_of(r // 8)])  # [tiles]: row r's running max
+        jump = int(np.flatnonzero(m == m[-1])[0])
+        return [f"to **{worst:.1e}** in every pattern", f"this {len(run(dec, p).tokens)}-token story",
+                f"Row {r} of head 3.0: tile {jump + 1}", f"last of {len(m)} tiles",
+                f"from **{m[jump - 1]:.2f}** to **{m[jump]:.2f}**",
+                f"output equals eager's to **{np.abs(t.output[r] - z[r]).max():.1e}**"]
     if k == 12:
         p = sample("lecture-decoder", "decoder-retrieval-1")
         cap, q = run(dec, p), p.query_index

@@ -1,5 +1,5 @@
 """The tour's sentences say what its figures show: step 2 puts scores and weights on their own colour scales
-(α = 1.00 as dark as the top score), step 5 names the settings in words, step 6 counts every head that copies,
+(the top α as dark as the top score), step 5 names the settings in words, step 6 counts every head that copies,
 step 8's label leaves the quoted point free, step 15 claims no more than where a head looks, and no narrative
 prints a raw float."""
 
@@ -20,10 +20,10 @@ def built():
 
 def test_step_2_puts_scores_and_weights_on_their_own_scales(built):
     v = built[2]
-    scores, weights = v.fig.data
+    scores, weights = (next(t for t in v.fig.data if t.name == n) for n in ("q·k/√d", "α"))
     assert (scores.zmin, scores.zmax) == (float(np.min(scores.z)), float(np.max(scores.z)))
     assert (weights.zmin, weights.zmax) == (0.0, 1.0) and np.max(weights.z) == pytest.approx(v.numbers["weight"])
-    assert scores.zmax == pytest.approx(v.numbers["score"]) and scores.colorbar.y != weights.colorbar.y
+    assert scores.zmax == pytest.approx(v.numbers["score"]) and scores.xaxis != weights.xaxis
 
 
 def test_step_5_names_the_settings_in_words(built):

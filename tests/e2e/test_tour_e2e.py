@@ -107,3 +107,22 @@ def test_presentation_mode_fits_a_projector(st_app, browser):
         clean(page)
     finally:
         ctx.close()
+
+
+def test_the_flash_steps_slider_walks_the_tiles(st_app, page):
+    """Step 11's stepper in the browser: moving the slider to tile 3 blanks the partial outputs of tiles 4.. and
+    moves the marks on m and l to tile 3; the eager row stays."""
+    open_page(page, f"{st_app['url']}/tour?step=11")
+    at_step(page, 11)
+    plot = ".st-key-fig-tour .js-plotly-plot"
+    tiles = page.evaluate(f"document.querySelector('{plot}').layout.sliders[0].steps.length")
+    label = page.locator(f"{plot} .slider-label-group").filter(has_text="3").first.bounding_box()
+    rail = page.locator(f"{plot} .slider-rail-rect").first.bounding_box()
+    page.mouse.click(label["x"] + label["width"] / 2, rail["y"] + rail["height"] / 2)  # on the rail above "3"
+    page.wait_for_function(f"document.querySelector('{plot}').data[2].x[0] === 3")
+    z = page.evaluate(f"document.querySelector('{plot}').data[4].z")  # [tiles + 1, d]
+    assert len(z) == tiles + 1 and all(v is None for row in z[3:-1] for v in row)
+    assert all(v is not None for row in z[:3] + z[-1:] for v in row)
+    assert page.evaluate(f"document.querySelector('{plot}').data[3].x[0]") == 3
+    assert page.evaluate(f"document.querySelector('{plot}').layout.shapes[0].y0") == 1.5  # tile 3's strip
+    clean(page)
