@@ -65,7 +65,7 @@ class SharedLock:
         while self._waiting and time.monotonic() < end:
             time.sleep(0.001)
         if not self.acquire(timeout=timeout):
-            raise BusyError(f"The server stayed busy with other requests for {timeout:.0f} s; the job stopped. "
+            raise BusyError(f"The server stayed busy with other requests for {timeout:.0f} s; this run stopped. "
                             "Run it again.")
 
 

@@ -23,6 +23,9 @@ None (the Python API, the CLI) leaves only what is free. `caps` are per-model to
 from __future__ import annotations
 
 import os
+import threading
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import torch
@@ -45,6 +48,9 @@ class Budget:
 
 
 _budget = Budget()
+_NEED: ContextVar[int] = ContextVar("attnlab_forward_need", default=0)  # this thread's forward pass: its need
+_aside: dict[int, int] = {}  # thread → bytes its paused forward pass may still add (see `paused`)
+_aside_lock = threading.Lock()
 
 
 def set_budget(budget: Budget) -> Budget:
@@ -118,12 +124,30 @@ def rss_bytes() -> int:
 
 
 def allowance(device: str | None = None) -> int | None:
-    """Bytes a run may still add: FIT_SHARE of what is free, and the budget less what this process holds."""
+    """Bytes a run may still add: FIT_SHARE of what is free, and the budget less what this process holds and what
+    the runs paused between two blocks on other threads may still add."""
     free = available_bytes(device)
     found = [] if free is None else [int(FIT_SHARE * free)]
     if _budget.max_bytes is not None and (device is None or not str(device).startswith("cuda")):
-        found.append(max(_budget.max_bytes - rss_bytes(), 0))
+        me = threading.get_ident()
+        with _aside_lock:
+            held = sum(b for t, b in _aside.items() if t != me)
+        found.append(max(_budget.max_bytes - rss_bytes() - held, 0))
     return min(found) if found else None
+
+
+@contextmanager
+def paused():
+    """While this thread's forward pass waits between two blocks (a server lets other requests run there), its
+    whole need counts against every other run's allowance, so two long runs never share one budget twice."""
+    me = threading.get_ident()
+    with _aside_lock:
+        _aside[me] = _NEED.get()
+    try:
+        yield
+    finally:
+        with _aside_lock:
+            _aside.pop(me, None)
 
 
 # -- what a run needs -------------------------------------------------------------------------------------------------
@@ -201,9 +225,11 @@ def check_forward(name: str, cfg, n_tokens: int, dtype, backend: str, *, batch: 
     """Before a forward pass of the Python API: InputError, one line saying what it would need and what fits,
     when it would pass the allowance (the run would otherwise be killed for memory)."""
     if not isinstance(cfg, ModelConfig):
+        _NEED.set(0)
         return
     reads = "grad" if grad else "run" if patterns else "bare"  # bare: the run's T² lives one layer at a time
     need = need_bytes(cfg, n_tokens, dtype, backend, reads, batch)
+    _NEED.set(need)
     if need < SMALL:
         return
     allow = allowance(device)

@@ -45,6 +45,7 @@ def point(site: str, name: str) -> str:
     return f"{site}.{name}" if site else name
 
 _ACTIVE: ContextVar[Capture | None] = ContextVar("attnlab_capture", default=None)
+_BETWEEN: ContextVar[Callable[[int, int], None] | None] = ContextVar("attnlab_between_blocks", default=None)
 
 
 def active() -> Capture | None:
@@ -155,6 +156,24 @@ def capture(
         yield cap
     finally:
         _ACTIVE.reset(token)
+
+
+@contextmanager
+def between_blocks(fn: Callable[[int, int], None]) -> Iterator[None]:
+    """Call `fn(done, total)` after each block of every stack this thread runs in the block (a server gives its
+    lock to waiting requests there, so one long forward pass never holds it for its whole length)."""
+    token = _BETWEEN.set(fn)
+    try:
+        yield
+    finally:
+        _BETWEEN.reset(token)
+
+
+def block_done(done: int, total: int) -> None:
+    """A stack finished block `done` of `total`: the between_blocks function of this thread, if any."""
+    fn = _BETWEEN.get()
+    if fn is not None:
+        fn(done, total)
 
 
 def intervene(interventions: dict[str, Intervention]):
