@@ -26,20 +26,35 @@ class Cancelled(Exception):
 
 
 class SharedLock:
-    """The process-wide inference lock, counting the requests that wait for it (a job between two slices lets
-    them go first)."""
+    """The process-wide inference lock, counting the requests that wait for it. A request (`acquire()`) goes before
+    background work (`acquire(background=True)`: a job's next slice, a long forward pass's next block after
+    `pass_on`), which waits while requests do, for at most DEFER_S at a time, so neither starves."""
+
+    DEFER_S = 1.0  # the longest a background acquire lets newer requests go first before it takes the lock
 
     def __init__(self):
-        self._lock, self._count, self._waiting = threading.Lock(), threading.Lock(), 0
+        self._lock, self._count, self._waiting, self._requests = threading.Lock(), threading.Lock(), 0, 0
 
-    def acquire(self, timeout: float = -1) -> bool:
+    def acquire(self, timeout: float = -1, background: bool = False) -> bool:
         with self._count:
             self._waiting += 1
+            self._requests += not background
         try:
-            return self._lock.acquire(timeout=timeout)
+            if not background:
+                return self._lock.acquire(timeout=timeout)
+            t0 = time.monotonic()
+            while True:
+                left = -1 if timeout < 0 else max(0.0, t0 + timeout - time.monotonic())
+                if not self._lock.acquire(timeout=left):
+                    return False
+                if not self._requests or time.monotonic() - t0 >= self.DEFER_S:
+                    return True
+                self._lock.release()  # a request waits: it goes first
+                time.sleep(0.002)
         finally:
             with self._count:
                 self._waiting -= 1
+                self._requests -= not background
 
     def release(self) -> None:
         self._lock.release()
@@ -58,13 +73,13 @@ class SharedLock:
         self.release()
 
     def pass_on(self, timeout: float) -> None:
-        """Release, let every request that waits now take the lock first (for up to `timeout` s), take it back;
-        BusyError when it is not free again within `timeout`."""
+        """Release, let every request that waits now take the lock first (for up to `timeout` s), take it back as
+        background work; BusyError when it is not free again within `timeout`."""
         self.release()
         end = time.monotonic() + timeout
         while self._waiting and time.monotonic() < end:
             time.sleep(0.001)
-        if not self.acquire(timeout=timeout):
+        if not self.acquire(timeout=timeout, background=True):
             raise BusyError(f"The server stayed busy with other requests for {timeout:.0f} s; this run stopped. "
                             "Run it again.")
 
@@ -127,7 +142,7 @@ class Jobs:
 
         def enter():
             nonlocal held, ctx
-            if not self.lock.acquire(timeout=self.busy_s):
+            if not self.lock.acquire(timeout=self.busy_s, background=True):
                 raise BusyError(f"The server is busy with other requests (waited {self.busy_s:.0f} s). Run it again.")
             held, ctx = True, around()
             ctx.__enter__()
