@@ -1,6 +1,7 @@
 """Long computations as jobs that never hold the class: each runs in a background thread, in slices that take the
-inference lock and give it back between them (every request waiting then goes first), with its progress, a
-cancel that stops it at its next slice, and its result kept per key so a second request is instant.
+inference lock and give it back between them and between two blocks of any forward pass in them (every request
+waiting then goes first), with its progress, a cancel that stops it at its next slice, and its result kept per
+key so a second request is instant.
 
 A job's function is `fn(on_step) -> result`; the analysis calls `on_step(done, total)` after each slice
 (e.g. analysis.patching: one block of one staircase). No Streamlit here: app.job_view draws a job.
@@ -15,6 +16,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
+
+from attnlab.model import budget, hooks
 
 
 class BusyError(RuntimeError):
@@ -160,9 +163,19 @@ class Jobs:
             if job.cancelling:
                 raise Cancelled
 
+        def between_blocks(done: int, total: int) -> None:
+            """Inside a slice, between two blocks of a forward pass: requests waiting now go first."""
+            nonlocal held
+            if self.lock.waiting():
+                with budget.paused():
+                    held = False
+                    self.lock.pass_on(self.busy_s)
+                    held = True
+
         try:
             enter()
-            job.result = fn(on_step)
+            with hooks.between_blocks(between_blocks):
+                job.result = fn(on_step)
             job.progress, job.state = 1.0, "done"
         except Cancelled:
             job.state = "cancelled"

@@ -139,3 +139,34 @@ def test_check_forward_records_the_need_of_this_threads_pass(lm):
 def _free_lock():
     yield
     assert not state._inference_lock().locked()
+
+
+def test_a_job_gives_the_lock_to_a_request_inside_a_slice_between_two_blocks(lm):
+    from attnlab.app.jobs import Jobs
+
+    lock = SharedLock()
+    jobs, order, first_block = Jobs(lock, busy_s=10), [], threading.Event()
+
+    def fn(on_step):  # one slice: one forward pass whose blocks take a while
+        server = hooks._BETWEEN.get()  # what the job calls between two blocks
+
+        def between(done, total):
+            order.append(f"block {done}")
+            first_block.set()
+            time.sleep(0.05)
+            server(done, total)
+
+        with hooks.between_blocks(between):
+            out = lm.forward(lm.encode("the cat sat on the mat")).logits
+        order.append("slice ended")
+        on_step(1, 1)
+        return out
+
+    job = jobs.submit(("one slice",), fn)
+    first_block.wait(10)
+    with lock:
+        order.append("request")
+    assert job.wait(30) and job.state == "done", job.error
+    assert order.index("request") < order.index("slice ended"), order
+    np.testing.assert_allclose(job.result, lm.forward(lm.encode("the cat sat on the mat")).logits, atol=1e-6)
+    assert not lock.locked()
