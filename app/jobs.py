@@ -174,7 +174,7 @@ class Jobs:
 
         try:
             enter()
-            with hooks.between_blocks(between_blocks):
+            with hooks.between_blocks(between_blocks), budget.backend_choice(None):  # a page's job: no backend to pick
                 job.result = fn(on_step)
             job.progress, job.state = 1.0, "done"
         except Cancelled:

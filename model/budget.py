@@ -49,6 +49,7 @@ class Budget:
 
 _budget = Budget()
 _NEED: ContextVar[int] = ContextVar("attnlab_forward_need", default=0)  # this thread's forward pass: its need
+_CHOICE: ContextVar[str | None] = ContextVar("attnlab_backend_choice", default="backend='sdpa'")
 _aside: dict[int, int] = {}  # thread → bytes its paused forward pass may still add (see `paused`)
 _aside_lock = threading.Lock()
 
@@ -220,6 +221,18 @@ def plan(name: str, cfg: ModelConfig, n_tokens: int, *, dtype=torch.float32, bac
                      f"{fmt_gb(need)} ({backend}); {left}): shorten the text")
 
 
+@contextmanager
+def backend_choice(how: str | None):
+    """How the caller of the forward passes in this block may pick their backend, which check_forward's refusal
+    names when the lazy records (sdpa) would fit: "backend='sdpa'" (the Python API, the default), "--backend sdpa"
+    (a command with that option), None (a command or page without a choice: it names only the tokens that fit)."""
+    token = _CHOICE.set(how)
+    try:
+        yield
+    finally:
+        _CHOICE.reset(token)
+
+
 def check_forward(name: str, cfg, n_tokens: int, dtype, backend: str, *, batch: int = 1, patterns: bool = True,
                   grad: bool = False, device: str | None = None) -> None:
     """Before a forward pass of the Python API: InputError, one line saying what it would need and what fits,
@@ -235,9 +248,9 @@ def check_forward(name: str, cfg, n_tokens: int, dtype, backend: str, *, batch: 
     allow = allowance(device)
     if allow is None or need <= allow:
         return
-    hint = ""
-    if backend == "eager" and not grad and need_bytes(cfg, n_tokens, dtype, "sdpa", reads, batch) <= allow:
-        hint = "run it with backend='sdpa' (lazy records, exact patterns on demand) or "
+    how, hint = _CHOICE.get(), ""
+    if how and backend == "eager" and not grad and need_bytes(cfg, n_tokens, dtype, "sdpa", reads, batch) <= allow:
+        hint = f"run it with {how} (lazy records, exact patterns on demand) or "
     n = most_tokens(cfg, n_tokens, allow, dtype, backend, reads, batch)
     what = f"{batch} × {n_tokens:,}" if batch > 1 else f"{n_tokens:,}"
     raise InputError(f"This {backend}{' gradient' if grad else ''} run of {name} on {what} tokens needs about "
