@@ -160,8 +160,9 @@ def capture(
 
 @contextmanager
 def between_blocks(fn: Callable[[int, int], None]) -> Iterator[None]:
-    """Call `fn(done, total)` after each block of every stack this thread runs in the block (a server gives its
-    lock to waiting requests there, so one long forward pass never holds it for its whole length)."""
+    """Call `fn(done, total)` after each block of every stack this thread runs in the block, and after each row
+    chunk of a long unembedding (a server gives its lock to waiting requests there, so one long forward pass never
+    holds it for its whole length)."""
     token = _BETWEEN.set(fn)
     try:
         yield
@@ -169,8 +170,14 @@ def between_blocks(fn: Callable[[int, int], None]) -> Iterator[None]:
         _BETWEEN.reset(token)
 
 
+def pausing() -> bool:
+    """True inside between_blocks: long work may split itself into steps (e.g. the unembedding's row chunks)."""
+    return _BETWEEN.get() is not None
+
+
 def block_done(done: int, total: int) -> None:
-    """A stack finished block `done` of `total`: the between_blocks function of this thread, if any."""
+    """A stack finished block `done` of `total` (or a long unembedding its row chunk `done`): the between_blocks
+    function of this thread, if any."""
     fn = _BETWEEN.get()
     if fn is not None:
         fn(done, total)

@@ -170,3 +170,21 @@ def test_a_job_gives_the_lock_to_a_request_inside_a_slice_between_two_blocks(lm)
     assert order.index("request") < order.index("slice ended"), order
     np.testing.assert_allclose(job.result, lm.forward(lm.encode("the cat sat on the mat")).logits, atol=1e-6)
     assert not lock.locked()
+
+
+def test_a_long_unembedding_pauses_between_row_chunks_and_gives_the_same_logits():
+    from attnlab.model.config import ModelConfig
+    from attnlab.model.transformer import UNEMBED_ROWS, Decoder
+
+    torch.manual_seed(0)
+    model = Decoder(ModelConfig(vocab_size=300, d_model=32, n_heads=2, n_layers=1, d_mlp=64, max_len=1024)).eval()
+    h = torch.randn(1, UNEMBED_ROWS + 100, 32)
+    with torch.no_grad():
+        whole = model.lm_head(h)
+        seen = []
+        with hooks.between_blocks(lambda done, total: seen.append((done, total))):
+            chunked = model.unembed(h)
+        assert model.unembed(h[:, :UNEMBED_ROWS]).shape == (1, UNEMBED_ROWS, 300)  # short: one product
+    assert seen == [(1, 2), (2, 2)]  # two row chunks: 512 rows and the last 100
+    assert chunked.shape == whole.shape
+    torch.testing.assert_close(chunked, whole, rtol=0, atol=1e-6)
