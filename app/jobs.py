@@ -163,7 +163,7 @@ class Jobs:
             if job.cancelling:
                 raise Cancelled
 
-        def between_blocks(done: int, total: int) -> None:
+        def between_steps(done: int, total: int) -> None:
             """Inside a slice, between two blocks of a forward pass: requests waiting now go first."""
             nonlocal held
             if self.lock.waiting():
@@ -174,7 +174,7 @@ class Jobs:
 
         try:
             enter()
-            with hooks.between_blocks(between_blocks), budget.backend_choice(None):  # a page's job: no backend to pick
+            with hooks.between_steps(between_steps), budget.backend_choice(None):  # a page's job: no backend to pick
                 job.result = fn(on_step)
             job.progress, job.state = 1.0, "done"
         except Cancelled:

@@ -103,7 +103,7 @@ def inference():
                 held[0] = True
 
     try:
-        with hooks.between_blocks(between), budget.backend_choice(None):  # a page has no backend to pick
+        with hooks.between_steps(between), budget.backend_choice(None):  # a page has no backend to pick
             yield
     finally:
         if held[0]:

@@ -83,7 +83,7 @@ class Stack(nn.Module):
                                 dead_rows=memory_mask is not None)
         for i, (blk, c) in enumerate(zip(self.blocks, ctxs)):
             x = blk(x, c, cross_ctx)
-            hooks.block_done(i + 1, len(self.blocks))
+            hooks.step_done(i + 1, len(self.blocks))
         if cache is not None:
             cache.advance(T)
         return self.final_norm(x)

@@ -56,19 +56,9 @@ class Decoder(Stack):
         return ModelOutput(logits, h)
 
     def unembed(self, h: torch.Tensor) -> torch.Tensor:
-        """lm_head(h) [B, T, V]; a long text without gradients UNEMBED_ROWS rows at a time when a server pauses
-        between steps (hooks.between_blocks), calling it after each chunk: a 5,600-token SmolLM2 text's [T, 49,152]
-        product is seconds of work, and one request should not hold the lock for all of it."""
-        B, T, _ = h.shape
-        if T <= UNEMBED_ROWS or torch.is_grad_enabled() or not hooks.pausing():
-            return self.lm_head(h)
-        out = h.new_empty(B, T, self.lm_head.out_features)  # filled chunk by chunk: no second [B, T, V] copy
-        n = -(-T // UNEMBED_ROWS)
-        for i in range(n):
-            rows = slice(i * UNEMBED_ROWS, min((i + 1) * UNEMBED_ROWS, T))
-            out[:, rows] = self.lm_head(h[:, rows])
-            hooks.block_done(i + 1, n)
-        return out
+        """lm_head(h) [B, T, V], UNEMBED_ROWS rows at a time while a server pauses between steps (hooks.by_rows):
+        a 5,600-token SmolLM2 text's [T, 49,152] product is seconds of work, too long to hold the lock for."""
+        return hooks.by_rows(self.lm_head, h, self.lm_head.out_features, UNEMBED_ROWS)
 
     def forward_inputs(self, inputs: Inputs, *, backend=None, cache: KVCache | None = None, mask=None) -> ModelOutput:
         """One forward over `inputs` (ids, token types)."""

@@ -1,5 +1,5 @@
 """One long forward pass never holds the class: under state.inference() a forward pass gives the lock to waiting
-requests between two blocks (model.hooks.between_blocks) and gets the same logits; its memory is set aside
+requests between two blocks (model.hooks.between_steps) and gets the same logits; its memory is set aside
 meanwhile (model.budget.paused); a request goes before background work (a job's slice, a paused pass), which
 waits at most SharedLock.DEFER_S."""
 
@@ -22,9 +22,9 @@ def lm():
     return load("lecture-decoder")
 
 
-def test_a_stack_calls_between_blocks_after_each_block_and_only_inside_the_block(lm):
+def test_a_stack_calls_between_steps_after_each_block_and_only_inside_the_block(lm):
     seen = []
-    with hooks.between_blocks(lambda done, total: seen.append((done, total))):
+    with hooks.between_steps(lambda done, total: seen.append((done, total))):
         lm.run("the cat sat on the mat")
     n = lm.cfg.n_layers
     assert seen == [(i, n) for i in range(1, n + 1)]
@@ -47,7 +47,7 @@ def test_a_request_gets_the_lock_between_two_blocks_of_a_forward_pass_and_the_pa
                 time.sleep(0.05)
                 server(done, total)
 
-            with hooks.between_blocks(between):
+            with hooks.between_steps(between):
                 slow["logits"] = lm.forward(lm.encode(text)).logits
         order.append("pass ended")
 
@@ -156,7 +156,7 @@ def test_a_job_gives_the_lock_to_a_request_inside_a_slice_between_two_blocks(lm)
             time.sleep(0.05)
             server(done, total)
 
-        with hooks.between_blocks(between):
+        with hooks.between_steps(between):
             out = lm.forward(lm.encode("the cat sat on the mat")).logits
         order.append("slice ended")
         on_step(1, 1)
@@ -182,9 +182,32 @@ def test_a_long_unembedding_pauses_between_row_chunks_and_gives_the_same_logits(
     with torch.no_grad():
         whole = model.lm_head(h)
         seen = []
-        with hooks.between_blocks(lambda done, total: seen.append((done, total))):
+        with hooks.between_steps(lambda done, total: seen.append((done, total))):
             chunked = model.unembed(h)
         assert model.unembed(h[:, :UNEMBED_ROWS]).shape == (1, UNEMBED_ROWS, 300)  # short: one product
     assert seen == [(1, 2), (2, 2)]  # two row chunks: 512 rows and the last 100
     assert chunked.shape == whole.shape
     torch.testing.assert_close(chunked, whole, rtol=0, atol=1e-6)
+
+
+def test_a_long_texts_mlp_pauses_between_row_chunks_and_a_whole_pass_matches():
+    from attnlab.model.config import ModelConfig
+    from attnlab.model.layers import MLP_ROWS
+    from attnlab.model.transformer import UNEMBED_ROWS, Decoder
+
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab_size=300, d_model=32, n_heads=2, n_layers=2, d_mlp=64, max_len=4096, mlp="swiglu")
+    model = Decoder(cfg).eval()
+    ids = torch.randint(0, 300, (1, MLP_ROWS + 200))
+    seen = []
+    with torch.no_grad():
+        plain = model(ids).logits
+        with hooks.between_steps(lambda done, total: seen.append((done, total))):
+            paused = model(ids).logits
+        x = torch.randn(1, MLP_ROWS + 200, 32)
+        mlp = model.blocks[0].mlp
+        with hooks.between_steps(lambda done, total: None):
+            torch.testing.assert_close(mlp(x), mlp._plain(x), rtol=0, atol=1e-6)
+    mlp_steps, unembed_steps = [(1, 2), (2, 2)], [(i, 3) for i in (1, 2, 3)]  # 1,224 rows: 1,024 + 200; 512 × 3
+    assert UNEMBED_ROWS == 512 and seen == (mlp_steps + [(1, 2)]) + (mlp_steps + [(2, 2)]) + unembed_steps
+    torch.testing.assert_close(paused, plain, rtol=0, atol=1e-5)
