@@ -92,5 +92,6 @@ def test_a_short_hostile_class_on_a_real_server():
     assert out["hostile_steps"] == out["answered"] + out["refused"] >= 1
     assert out["steps"] >= 4 and out["p95_s"] is not None
     assert 0 < out["peak_mb"] <= out["budget_mb"] == 4500.0
-    assert out["sweeps"] and out["sweeps"][0]["page"] == "patching"
+    assert out["sweeps"] and out["sweeps"][0]["page"] == "patching"  # done, or cut short by the end (noted)
+    assert out["sweeps"][0]["done"] or any("still running at the end" in n for n in out["notes"])
     assert HOSTILE == "class_hostile"
