@@ -1,6 +1,7 @@
 """Long computations as jobs that never hold the class: each runs in a background thread, in slices that take the
-inference lock and give it back between them (every request waiting then goes first), with its progress, a
-cancel that stops it at its next slice, and its result kept per key so a second request is instant.
+inference lock and give it back between them and between two blocks of any forward pass in them (every request
+waiting then goes first), with its progress, a cancel that stops it at its next slice, and its result kept per
+key so a second request is instant.
 
 A job's function is `fn(on_step) -> result`; the analysis calls `on_step(done, total)` after each slice
 (e.g. analysis.probes.patching: one block of one staircase). No Streamlit here: app.job_view draws a job.
@@ -16,6 +17,8 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
+from attnlab.model import budget, hooks
+
 
 class BusyError(RuntimeError):
     """The inference lock was not free within the server's wait."""
@@ -26,20 +29,35 @@ class Cancelled(Exception):
 
 
 class SharedLock:
-    """The process-wide inference lock, counting the requests that wait for it (a job between two slices lets
-    them go first)."""
+    """The process-wide inference lock, counting the requests that wait for it. A request (`acquire()`) goes before
+    background work (`acquire(background=True)`: a job's next slice, a long forward pass's next block after
+    `pass_on`), which waits while requests do, for at most DEFER_S at a time, so neither starves."""
+
+    DEFER_S = 1.0  # the longest a background acquire lets newer requests go first before it takes the lock
 
     def __init__(self):
-        self._lock, self._count, self._waiting = threading.Lock(), threading.Lock(), 0
+        self._lock, self._count, self._waiting, self._requests = threading.Lock(), threading.Lock(), 0, 0
 
-    def acquire(self, timeout: float = -1) -> bool:
+    def acquire(self, timeout: float = -1, background: bool = False) -> bool:
         with self._count:
             self._waiting += 1
+            self._requests += not background
         try:
-            return self._lock.acquire(timeout=timeout)
+            if not background:
+                return self._lock.acquire(timeout=timeout)
+            t0 = time.monotonic()
+            while True:
+                left = -1 if timeout < 0 else max(0.0, t0 + timeout - time.monotonic())
+                if not self._lock.acquire(timeout=left):
+                    return False
+                if not self._requests or time.monotonic() - t0 >= self.DEFER_S:
+                    return True
+                self._lock.release()  # a request waits: it goes first
+                time.sleep(0.002)
         finally:
             with self._count:
                 self._waiting -= 1
+                self._requests -= not background
 
     def release(self) -> None:
         self._lock.release()
@@ -58,14 +76,14 @@ class SharedLock:
         self.release()
 
     def pass_on(self, timeout: float) -> None:
-        """Release, let every request that waits now take the lock first (for up to `timeout` s), take it back;
-        BusyError when it is not free again within `timeout`."""
+        """Release, let every request that waits now take the lock first (for up to `timeout` s), take it back as
+        background work; BusyError when it is not free again within `timeout`."""
         self.release()
         end = time.monotonic() + timeout
         while self._waiting and time.monotonic() < end:
             time.sleep(0.001)
-        if not self.acquire(timeout=timeout):
-            raise BusyError(f"The server stayed busy with other requests for {timeout:.0f} s; the job stopped. "
+        if not self.acquire(timeout=timeout, background=True):
+            raise BusyError(f"The server stayed busy with other requests for {timeout:.0f} s; this run stopped. "
                             "Run it again.")
 
 
@@ -127,7 +145,7 @@ class Jobs:
 
         def enter():
             nonlocal held, ctx
-            if not self.lock.acquire(timeout=self.busy_s):
+            if not self.lock.acquire(timeout=self.busy_s, background=True):
                 raise BusyError(f"The server is busy with other requests (waited {self.busy_s:.0f} s). Run it again.")
             held, ctx = True, around()
             ctx.__enter__()
@@ -145,9 +163,19 @@ class Jobs:
             if job.cancelling:
                 raise Cancelled
 
+        def between_steps(done: int, total: int) -> None:
+            """Inside a slice, between two blocks of a forward pass: requests waiting now go first."""
+            nonlocal held
+            if self.lock.waiting():
+                with budget.paused():
+                    held = False
+                    self.lock.pass_on(self.busy_s)
+                    held = True
+
         try:
             enter()
-            job.result = fn(on_step)
+            with hooks.between_steps(between_steps), budget.backend_choice(None):  # a page's job: no backend to pick
+                job.result = fn(on_step)
             job.progress, job.state = 1.0, "done"
         except Cancelled:
             job.state = "cancelled"

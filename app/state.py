@@ -54,7 +54,7 @@ from attnlab.app.run_settings import (
     placement_settings,
     run_settings,
 )
-from attnlab.model import budget
+from attnlab.model import budget, hooks
 from attnlab.model.lecture.shapes import shape_images
 from attnlab.model.loaded import LoadedModel
 from attnlab.model.registry import bundled_card, load, model_roots
@@ -79,15 +79,29 @@ def _jobs() -> Jobs:
 
 @contextmanager
 def inference():
-    """Hold the process-wide inference lock; raise BusyError after a bounded wait."""
+    """Hold the process-wide inference lock; raise BusyError after a bounded wait. Between two blocks of a forward
+    pass the holder lets every request waiting then go first (a long text on a large model never holds the class
+    for its whole pass), its memory set aside meanwhile (model.budget.paused)."""
     lock = _inference_lock()
     if not lock.acquire(timeout=BUSY_WAIT_S):
         raise BusyError(f"The server is busy with other requests (waited {BUSY_WAIT_S:.0f} s). "
                         "Wait a few seconds and retry.")
+
+    held = [True]
+
+    def between(done: int, total: int) -> None:
+        if lock.waiting():
+            with budget.paused():
+                held[0] = False
+                lock.pass_on(BUSY_WAIT_S)  # BusyError when the lock stays taken: this request stops
+                held[0] = True
+
     try:
-        yield
+        with hooks.between_steps(between), budget.backend_choice(None):  # a page has no backend to pick
+            yield
     finally:
-        lock.release()
+        if held[0]:
+            lock.release()
 
 
 SMALL_MODEL = 10_000_000  # parameters: a smaller model runs on one CPU thread (cpu_threads)

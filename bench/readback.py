@@ -84,4 +84,5 @@ def read_element(run: Run, el, fragment: str) -> None:
     elif kind == "exception":
         run.errors.append(f"exception: {sub.type}: {sub.message[:200]}")
     elif kind == "alert" and sub.format == 1:  # Alert.ERROR
-        run.errors.append(f"error box: {sub.body[:200]}")
+        body = sub.body.strip()  # a refusal is one line: more is marked, so a checker can count it
+        run.errors.append(f"error box: {body[:200]}" + (" [more than one line]" if "\n" in body else ""))

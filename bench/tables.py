@@ -133,6 +133,8 @@ def real_size_lines(out: dict) -> list[str]:
 
 def markdown(out: dict) -> str:
     from attnlab.bench.costs import COSTS, costs_markdown
+    from attnlab.bench.hostile import HOSTILE
+    from attnlab.bench.hostile_table import hostile_markdown
 
     """The results as markdown tables (what `attnlab bench` prints and docs/benchmarks.md keeps)."""
     if Top.MODELS not in out:  # only the browser sections (a file written by --browser / --class alone)
@@ -140,6 +142,7 @@ def markdown(out: dict) -> str:
         lines += class_markdown(out[Top.CLASS]) if out.get(Top.CLASS) else []
         lines += costs_markdown(out[COSTS]) if out.get(COSTS) else []
         lines += ws_class_markdown(out[Top.CLASS_WS]) if out.get(Top.CLASS_WS) else []
+        lines += hostile_markdown(out[HOSTILE]) if out.get(HOSTILE) else []
         return "\n".join(lines + real_size_lines(out)) + "\n"
     m = out["machine"]
     lines = [f"Machine: {m['cpu']}, {m['usable_cores']} cores, torch {m['torch']} ({m['torch_threads']} threads), "
@@ -223,6 +226,8 @@ def markdown(out: dict) -> str:
         lines += class_markdown(out[Top.CLASS])
     if out.get(Top.CLASS_WS):
         lines += ws_class_markdown(out[Top.CLASS_WS])
+    if out.get(HOSTILE):
+        lines += hostile_markdown(out[HOSTILE])
     lines += real_size_lines(out)
     if out.get(COSTS):
         lines += costs_markdown(out[COSTS])

@@ -127,86 +127,105 @@ class WsSession:
         return None, False
 
 
+class Tally:
+    """What a class run counts, shared by its session threads: step times by step name, errors, mixed results."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.times: dict[str, list[float]] = defaultdict(list)
+        self.errors: list[str] = []
+        self.notes: list[str] = []
+        self.mixed = 0
+
+    def error(self, msg: str) -> None:
+        with self.lock:
+            self.errors.append(msg[:300])
+
+
+def ordinary(s: WsSession, ss: list[WsSession], seconds: float, tally: Tally, opened: threading.Barrier) -> None:
+    """One student's class: open the link (Explore, own text), wait for every session to open, then a step about
+    every STEP_S seconds for `seconds`, each timed and checked (its own tokens, the title it picked)."""
+    rnd = random.Random(s.i)
+    try:
+        s.query = f"model={MODEL}&text={quote(s.text)}"  # the link a student opens: Explore, own text
+        bad, _ = s.problem(s.rerun(), "strip", None, ss)
+        if bad:
+            tally.error(f"{s.name} opening: {bad}")
+    except Exception as e:  # noqa: BLE001 — counted; the barrier still has to be passed
+        tally.error(f"{s.name} opening: {type(e).__name__}: {e}")
+    opened.wait()
+    end = time.perf_counter() + seconds
+    time.sleep(rnd.uniform(0, STEP_S))  # students do not click in step
+    while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        try:
+            name, run, where, title = s.act()
+            bad, other = s.problem(run, where, title, ss)
+            with tally.lock:
+                tally.times[name].append(run.seconds)
+                tally.errors.extend(f"{s.name} {name}: {e}" for e in run.errors)
+                if other:
+                    tally.mixed += 1
+                    tally.notes.append(f"{s.name} {name}: {bad}")
+                elif bad:
+                    tally.errors.append(f"{s.name} {name}: {bad}"[:300])
+        except Exception as e:  # noqa: BLE001 — a lost websocket or a timeout: an error, the session stops
+            tally.error(f"{s.name} step {s.step}: {type(e).__name__}: {e}")
+            return
+        time.sleep(max(0.0, rnd.uniform(0.5, 1.5) * STEP_S - (time.perf_counter() - t0)))
+
+
+def pct(xs, q):
+    return round(float(np.percentile(xs, q)), 3) if xs else None
+
+
+def sampler(pids: list[int], rss: list, t_start: float, stop: threading.Event, every_s: float = 5.0) -> threading.Thread:
+    """A started thread appending [seconds since t_start, the servers' RSS in MB] to `rss` every `every_s`."""
+    def sample():
+        while not stop.is_set():
+            mb = [rss_mb(p) for p in pids or []]
+            if mb and None not in mb:
+                rss.append([round(time.perf_counter() - t_start, 1), round(sum(mb), 1)])
+            stop.wait(every_s)
+
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    return t
+
+
 def run_ws_class(url: str, sessions: int, seconds: float, pids: list[int] | None = None,
                  progress: Callable[[str], None] | None = None) -> dict:
     """The load test against a running server (or nginx) at `url`; `pids`: the server processes to sample."""
     say = progress or (lambda msg: None)
     load0 = [round(x, 2) for x in os.getloadavg()]
     t_start = time.perf_counter()
-    rss, stop, lock = [], threading.Event(), threading.Lock()
-    times: dict[str, list[float]] = defaultdict(list)
-    errors, notes, mixed, replicas = [], [], [0], defaultdict(int)
-
-    def sample():
-        while not stop.is_set():
-            mb = [rss_mb(p) for p in pids or []]
-            if mb and None not in mb:
-                rss.append([round(time.perf_counter() - t_start, 1), round(sum(mb), 1)])
-            stop.wait(5)
-
+    rss, stop, tally, replicas = [], threading.Event(), Tally(), defaultdict(int)
     ss = [WsSession(url, i) for i in range(sessions)]
     for s in ss:
         replicas[s.replica or "-"] += 1
     opened = threading.Barrier(sessions + 1)
-
-    def student(s: WsSession) -> None:
-        rnd = random.Random(s.i)
-        try:
-            s.query = f"model={MODEL}&text={quote(s.text)}"  # the link a student opens: Explore, own text
-            bad, _ = s.problem(s.rerun(), "strip", None, ss)
-            if bad:
-                with lock:
-                    errors.append(f"{s.name} opening: {bad}")
-        except Exception as e:  # noqa: BLE001 — counted; the barrier still has to be passed
-            with lock:
-                errors.append(f"{s.name} opening: {type(e).__name__}: {e}"[:300])
-        opened.wait()
-        end = time.perf_counter() + seconds
-        time.sleep(rnd.uniform(0, STEP_S))  # students do not click in step
-        while time.perf_counter() < end:
-            t0 = time.perf_counter()
-            try:
-                name, run, where, title = s.act()
-                bad, other = s.problem(run, where, title, ss)
-                with lock:
-                    times[name].append(run.seconds)
-                    errors.extend(f"{s.name} {name}: {e}" for e in run.errors)
-                    if other:
-                        mixed[0] += 1
-                        notes.append(f"{s.name} {name}: {bad}")
-                    elif bad:
-                        errors.append(f"{s.name} {name}: {bad}"[:300])
-            except Exception as e:  # noqa: BLE001 — a lost websocket or a timeout: an error, the session stops
-                with lock:
-                    errors.append(f"{s.name} step {s.step}: {type(e).__name__}: {e}"[:300])
-                return
-            time.sleep(max(0.0, rnd.uniform(0.5, 1.5) * STEP_S - (time.perf_counter() - t0)))
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    threads = [threading.Thread(target=student, args=(s,), daemon=True) for s in ss]
+    sampler(pids or [], rss, t_start, stop)
+    threads = [threading.Thread(target=ordinary, args=(s, ss, seconds, tally, opened), daemon=True) for s in ss]
     for t in threads:
         t.start()
     opened.wait()
     t_act = time.perf_counter()
-    say(f"{sessions} websocket sessions open after {t_act - t_start:.0f} s; errors {len(errors)}")
+    say(f"{sessions} websocket sessions open after {t_act - t_start:.0f} s; errors {len(tally.errors)}")
     for t in threads:
         t.join(seconds + 3 * SETTLE_S)
     stop.set()
     for s in ss:
         s.close()
-    every = [x for v in times.values() for x in v]
-
-    def pct(xs, q):
-        return round(float(np.percentile(xs, q)), 3) if xs else None
-
+    every = [x for v in tally.times.values() for x in v]
     return {ClassLoad.SESSIONS: sessions, ClassLoad.SECONDS: round(time.perf_counter() - t_start, 1),
             ClassLoad.ACTIVE: round(time.perf_counter() - t_act, 1), ClassLoad.STEPS: len(every),
-            ClassLoad.ERRORS: len(errors), ClassLoad.MIXED: mixed[0],
+            ClassLoad.ERRORS: len(tally.errors), ClassLoad.MIXED: tally.mixed,
             ClassLoad.P50: round(statistics.median(every), 3) if every else None, ClassLoad.P95: pct(every, 95),
-            ClassLoad.BY_STEP: {k: {"n": len(v), "p50_s": pct(v, 50), "p95_s": pct(v, 95)} for k, v in times.items()},
+            ClassLoad.BY_STEP: {k: {"n": len(v), "p50_s": pct(v, 50), "p95_s": pct(v, 95)}
+                                for k, v in tally.times.items()},
             ClassLoad.RSS: rss, ClassLoad.RSS_SLOPE: rss_slope(rss), ClassLoad.REPLICAS: dict(replicas),
-            ClassLoad.LOAD: [load0, [round(x, 2) for x in os.getloadavg()]], ClassLoad.NOTES: (errors + notes)[:50]}
+            ClassLoad.LOAD: [load0, [round(x, 2) for x in os.getloadavg()]],
+            ClassLoad.NOTES: (tally.errors + tally.notes)[:50]}
 
 
 def class_on_server(sessions: int, seconds: float, replicas: int = 1,

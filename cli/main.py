@@ -27,14 +27,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def backend_options(parser: argparse.ArgumentParser, command: str) -> tuple[str, ...]:
+    """The choices of `command`'s --backend option (none: the command runs the backend it needs), so that a
+    refusal for memory names --backend sdpa only where it can be passed."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    option = sub._option_string_actions.get("--backend")
+    return tuple(option.choices or ()) if option is not None else ()
+
+
 def main(argv: list[str] | None = None) -> int:
     from attnlab.model.checkpoint import CheckpointError
     from attnlab.model.inputs import InputError
     from attnlab.model.transformer import ContextLengthError
 
+    from attnlab.model.budget import backend_choice
+
     try:
-        args = build_parser().parse_args(argv)
-        return int(args.run(args) or 0)
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        with backend_choice("--backend sdpa" if "sdpa" in backend_options(parser, args.command) else None):
+            return int(args.run(args) or 0)
     except (UsageError, InputError, CheckpointError, ContextLengthError) as e:
         print(f"attnlab: error: {_one_line(str(e))}", file=sys.stderr)
         return 2

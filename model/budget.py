@@ -23,6 +23,9 @@ None (the Python API, the CLI) leaves only what is free. `caps` are per-model to
 from __future__ import annotations
 
 import os
+import threading
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import torch
@@ -45,6 +48,10 @@ class Budget:
 
 
 _budget = Budget()
+_NEED: ContextVar[int] = ContextVar("attnlab_forward_need", default=0)  # this thread's forward pass: its need
+_CHOICE: ContextVar[str | None] = ContextVar("attnlab_backend_choice", default="backend='sdpa'")
+_aside: dict[int, int] = {}  # thread → bytes its paused forward pass may still add (see `paused`)
+_aside_lock = threading.Lock()
 
 
 def set_budget(budget: Budget) -> Budget:
@@ -118,12 +125,30 @@ def rss_bytes() -> int:
 
 
 def allowance(device: str | None = None) -> int | None:
-    """Bytes a run may still add: FIT_SHARE of what is free, and the budget less what this process holds."""
+    """Bytes a run may still add: FIT_SHARE of what is free, and the budget less what this process holds and what
+    the runs paused between two blocks on other threads may still add."""
     free = available_bytes(device)
     found = [] if free is None else [int(FIT_SHARE * free)]
     if _budget.max_bytes is not None and (device is None or not str(device).startswith("cuda")):
-        found.append(max(_budget.max_bytes - rss_bytes(), 0))
+        me = threading.get_ident()
+        with _aside_lock:
+            held = sum(b for t, b in _aside.items() if t != me)
+        found.append(max(_budget.max_bytes - rss_bytes() - held, 0))
     return min(found) if found else None
+
+
+@contextmanager
+def paused():
+    """While this thread's forward pass waits between two blocks (a server lets other requests run there), its
+    whole need counts against every other run's allowance, so two long runs never share one budget twice."""
+    me = threading.get_ident()
+    with _aside_lock:
+        _aside[me] = _NEED.get()
+    try:
+        yield
+    finally:
+        with _aside_lock:
+            _aside.pop(me, None)
 
 
 # -- what a run needs -------------------------------------------------------------------------------------------------
@@ -196,22 +221,36 @@ def plan(name: str, cfg: ModelConfig, n_tokens: int, *, dtype=torch.float32, bac
                      f"{fmt_gb(need)} ({backend}); {left}): shorten the text")
 
 
+@contextmanager
+def backend_choice(how: str | None):
+    """How the caller of the forward passes in this block may pick their backend, which check_forward's refusal
+    names when the lazy records (sdpa) would fit: "backend='sdpa'" (the Python API, the default), "--backend sdpa"
+    (a command with that option), None (a command or page without a choice: it names only the tokens that fit)."""
+    token = _CHOICE.set(how)
+    try:
+        yield
+    finally:
+        _CHOICE.reset(token)
+
+
 def check_forward(name: str, cfg, n_tokens: int, dtype, backend: str, *, batch: int = 1, patterns: bool = True,
                   grad: bool = False, device: str | None = None) -> None:
     """Before a forward pass of the Python API: InputError, one line saying what it would need and what fits,
     when it would pass the allowance (the run would otherwise be killed for memory)."""
     if not isinstance(cfg, ModelConfig):
+        _NEED.set(0)
         return
     reads = "grad" if grad else "run" if patterns else "bare"  # bare: the run's T² lives one layer at a time
     need = need_bytes(cfg, n_tokens, dtype, backend, reads, batch)
+    _NEED.set(need)
     if need < SMALL:
         return
     allow = allowance(device)
     if allow is None or need <= allow:
         return
-    hint = ""
-    if backend == "eager" and not grad and need_bytes(cfg, n_tokens, dtype, "sdpa", reads, batch) <= allow:
-        hint = "run it with backend='sdpa' (lazy records, exact patterns on demand) or "
+    how, hint = _CHOICE.get(), ""
+    if how and backend == "eager" and not grad and need_bytes(cfg, n_tokens, dtype, "sdpa", reads, batch) <= allow:
+        hint = f"run it with {how} (lazy records, exact patterns on demand) or "
     n = most_tokens(cfg, n_tokens, allow, dtype, backend, reads, batch)
     what = f"{batch} × {n_tokens:,}" if batch > 1 else f"{n_tokens:,}"
     raise InputError(f"This {backend}{' gradient' if grad else ''} run of {name} on {what} tokens needs about "

@@ -33,6 +33,7 @@ def point(site: str, name: str) -> str:
     return f"{site}.{name}" if site else name
 
 _ACTIVE: ContextVar[Capture | None] = ContextVar("attnlab_capture", default=None)
+_BETWEEN: ContextVar[Callable[[int, int], None] | None] = ContextVar("attnlab_between_steps", default=None)
 
 
 def active() -> Capture | None:
@@ -147,6 +148,46 @@ def capture(
         yield cap
     finally:
         _ACTIVE.reset(token)
+
+
+@contextmanager
+def between_steps(fn: Callable[[int, int], None]) -> Iterator[None]:
+    """Call `fn(done, total)` after each step of every forward pass this thread runs in the block: each block of a
+    stack, and each row chunk of a long text's MLP and unembedding (a server gives its lock to waiting requests
+    there, so one long forward pass never holds it for its whole length)."""
+    token = _BETWEEN.set(fn)
+    try:
+        yield
+    finally:
+        _BETWEEN.reset(token)
+
+
+def pausing() -> bool:
+    """True inside between_steps: long work may split itself into steps (row chunks)."""
+    return _BETWEEN.get() is not None
+
+
+def step_done(done: int, total: int) -> None:
+    """A forward pass finished step `done` of `total` (blocks of a stack, or row chunks of one long product): the
+    between_steps function of this thread, if any."""
+    fn = _BETWEEN.get()
+    if fn is not None:
+        fn(done, total)
+
+
+def by_rows(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, width: int, rows: int) -> torch.Tensor:
+    """fn(x) for a row-wise fn of x [B, T, D] → [B, T, width]; inside between_steps, without gradients and for T >
+    rows, `rows` rows at a time with step_done after each, filled into one output (no second [B, T, width] copy)."""
+    if x.dim() != 3 or x.shape[1] <= rows or torch.is_grad_enabled() or not pausing():
+        return fn(x)
+    B, T, _ = x.shape
+    out = x.new_empty(B, T, width)
+    n = -(-T // rows)
+    for i in range(n):
+        part = slice(i * rows, min((i + 1) * rows, T))
+        out[:, part] = fn(x[:, part])
+        step_done(i + 1, n)
+    return out
 
 
 def intervene(interventions: dict[str, Intervention]):

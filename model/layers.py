@@ -22,6 +22,7 @@ class QuickGELU(nn.Module):
 ACTIVATIONS = {"gelu": lambda: nn.GELU(), "gelu_tanh": lambda: nn.GELU(approximate="tanh"), "relu": nn.ReLU,
                "quick_gelu": QuickGELU, "silu": nn.SiLU, "swiglu": nn.SiLU, "geglu": lambda: nn.GELU(approximate="tanh")}
 GATED = ("swiglu", "geglu")
+MLP_ROWS = 1024  # rows of a long text's MLP computed between two pauses (hooks.by_rows)
 
 
 class MLP(nn.Module):
@@ -52,8 +53,12 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         cap = hooks.active()
-        if cap is not None and self.site is not None and not cap.records_only:
+        if cap is not None and self.site is not None and not cap.records_only and \
+                any(cap.touches(f"{self.site}.{p}") for p in self.hook_points):
             return self._forward_hooked(x, cap)
+        return hooks.by_rows(self._plain, x, self.down.out_features, MLP_ROWS)  # a long text: row chunks, paused
+
+    def _plain(self, x: torch.Tensor) -> torch.Tensor:
         h = self.act(self.gate(x)) * self.up(x) if self.gated else self.act(self.up(x))
         return self.down(h)
 

@@ -81,8 +81,9 @@ class Stack(nn.Module):
             cmask = build_mask(BIDIRECTIONAL, T, S, 0, memory_mask, device)
             cross_ctx = AttnCtx(backend, cmask, q_offset=offset, cache=cache, memory=memory,
                                 dead_rows=memory_mask is not None)
-        for blk, c in zip(self.blocks, ctxs):
+        for i, (blk, c) in enumerate(zip(self.blocks, ctxs)):
             x = blk(x, c, cross_ctx)
+            hooks.step_done(i + 1, len(self.blocks))
         if cache is not None:
             cache.advance(T)
         return self.final_norm(x)

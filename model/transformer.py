@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
+from attnlab.model import hooks
 from attnlab.model.cache import KVCache
 from attnlab.model.config import ModelConfig
 from attnlab.model.embeddings import MLMHead
@@ -21,6 +22,7 @@ from attnlab.model.stack import (
 )
 
 __all__ = ["ContextLengthError", "Decoder", "Encoder", "EncoderDecoder", "ViT", "build_model"]
+UNEMBED_ROWS = 512  # rows of a long text's unembedding computed between two pauses (Decoder.unembed)
 
 
 class Decoder(Stack):
@@ -48,10 +50,15 @@ class Decoder(Stack):
                      cache=cache, backend=backend, memory=memory, memory_mask=memory_mask)
         logits = None
         if self.lm_head is not None:
-            logits = self.lm_head(h * self.logit_scale if self.logit_scale != 1.0 else h)  # [B, T, V]
+            logits = self.unembed(h * self.logit_scale if self.logit_scale != 1.0 else h)  # [B, T, V]
         if logits is not None and self.logit_softcap is not None:
             logits = torch.tanh(logits / self.logit_softcap) * self.logit_softcap
         return ModelOutput(logits, h)
+
+    def unembed(self, h: torch.Tensor) -> torch.Tensor:
+        """lm_head(h) [B, T, V], UNEMBED_ROWS rows at a time while a server pauses between steps (hooks.by_rows):
+        a 5,600-token SmolLM2 text's [T, 49,152] product is seconds of work, too long to hold the lock for."""
+        return hooks.by_rows(self.lm_head, h, self.lm_head.out_features, UNEMBED_ROWS)
 
     def forward_inputs(self, inputs: Inputs, *, backend=None, cache: KVCache | None = None, mask=None) -> ModelOutput:
         """One forward over `inputs` (ids, token types)."""

@@ -44,6 +44,10 @@ def budget_env(args) -> dict[str, str]:
 
     caps = budget.parse_caps(args.max_tokens)
     limit = budget.parse_memory(args.max_memory) if args.max_memory is not None else budget.server_default()
+    held = budget.rss_bytes()  # what a server holds before its first model: this process, attnlab imported
+    if args.max_memory is not None and limit <= held:
+        raise UsageError(f"--max-memory {args.max_memory} GB is less than the server holds before it loads a model "
+                         f"(about {held / budget.GB:.2f} GB); give more, e.g. --max-memory 4")
     env = {budget.ENV_TOKENS: ",".join(f"{k}={v}" for k, v in caps.items())}
     if limit is not None:
         env[budget.ENV_MEMORY] = f"{limit / budget.GB:.3f}"

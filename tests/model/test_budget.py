@@ -42,11 +42,27 @@ def server():
     (["--max-tokens", "smollm2=0"], "--max-tokens smollm2= must be at least 1 token, got 0"),
     (["--max-tokens", "smollm2"], "--max-tokens takes MODEL=TOKENS (e.g. smollm2=2048), got 'smollm2'"),
     (["--max-tokens", "smollm2=many"], "--max-tokens smollm2= must be a whole number of tokens, got 'many'"),
+    (["--max-memory", "nan"], "--max-memory must be a positive number of GB, got nan"),
+    (["--max-memory", "inf"], "--max-memory must be a positive number of GB, got inf"),
+    (["--max-memory="], "--max-memory must be a number of GB, got ''"),
+    (["--max-tokens", "=5"], "--max-tokens takes MODEL=TOKENS (e.g. smollm2=2048), got '=5'"),
+    (["--max-tokens", "smollm2=2.5"], "--max-tokens smollm2= must be a whole number of tokens, got '2.5'"),
+    (["--max-tokens", "smollm2="], "--max-tokens smollm2= must be a whole number of tokens, got ''"),
 ])
 def test_bad_settings_one_line_exit_2(argv, message, capsys):
     assert main(["app", *argv]) == 2
     err = capsys.readouterr().err
     assert err == f"attnlab: error: {message}\n"
+
+
+def test_a_budget_below_what_the_server_holds_at_rest_is_one_line(capsys):
+    held = budget.rss_bytes()
+    assert held > 10**8  # torch and attnlab are imported: well over 0.1 GB
+    assert main(["app", "--max-memory", "0.05"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("attnlab: error: --max-memory 0.05 GB is less than the server "
+                                                    "holds before it loads a model (about ")
+    assert err.endswith("GB); give more, e.g. --max-memory 4\n")
 
 
 def test_settings_reach_the_server_as_environment():
