@@ -36,11 +36,10 @@ def backend_options(parser: argparse.ArgumentParser, command: str) -> tuple[str,
 
 
 def main(argv: list[str] | None = None) -> int:
+    from attnlab.model.budget import backend_choice
     from attnlab.model.checkpoint import CheckpointError
     from attnlab.model.inputs import InputError
     from attnlab.model.transformer import ContextLengthError
-
-    from attnlab.model.budget import backend_choice
 
     try:
         parser = build_parser()
