@@ -41,10 +41,11 @@ def test_fixed_steps_and_bad_steps():
     lm = tiny("decoder", 2)
     jobs = [(lm.encode(t), -1, None) for t in TEXTS[:3]]
     many = integrated_gradients_many(lm, jobs, steps=16)
-    assert [a.steps for a in many] == [16, 16, 16]
+    assert [(a.steps, a.rows) for a in many] == [(16, 17)] * 3  # 8 even panels: 17 nodes, each run once
     _same(many, [integrated_gradients(lm, i, p, t, steps=16) for i, p, t in jobs], atol=1e-9)
-    with pytest.raises(ValueError, match="multiple of 4"):
-        integrated_gradients_many(lm, jobs, steps=30)
+    for bad in (31, 0, 514):
+        with pytest.raises(ValueError, match=f"multiple of 2 steps from 2 to 512, not {bad}"):
+            integrated_gradients_many(lm, jobs, steps=bad)
 
 
 def test_lecture_decoder_examples_to_1e_5():
@@ -54,6 +55,7 @@ def test_lecture_decoder_examples_to_1e_5():
     many = integrated_gradients_many(lm, jobs)
     _same(many, [integrated_gradients(lm, *j) for j in jobs])
     assert all(a.completeness_error <= TOLERANCE for a in many)
+    assert all(a.rows == a.steps + 1 for a in many)  # every row run is a node of the final rule
     assert len({c.inputs.ids.shape[1] for c in cases}) > 1
 
 
