@@ -41,7 +41,7 @@ from attnlab.analysis.embed_path import (
     per_token,
     token_rows,
 )
-from attnlab.analysis.ig_rule import FIRST_PANELS, MAX_REFINES, MAX_STEPS, PER_PANEL, TOLERANCE, Rule
+from attnlab.analysis.ig_rule import FIRST_PANELS, MAX_REFINES, MAX_STEPS, PER_PANEL, Rule
 from attnlab.analysis.pass_size import max_tokens
 from attnlab.analysis.relevance import attention_sites
 from attnlab.model.inputs import InputError
