@@ -5,9 +5,9 @@ inputs of different lengths (a decoder's padded, other models' grouped); and `at
 import numpy as np
 import pytest
 from attnlab.analysis.attributions import integrated_gradients, integrated_gradients_many
-from attnlab.analysis.ig_rule import TOLERANCE
 from attnlab.analysis.faithfulness import faithfulness
 from attnlab.analysis.faithfulness_cases import make_cases
+from attnlab.analysis.ig_rule import TOLERANCE
 from attnlab.cli.main import main
 from attnlab.model.registry import load
 
