@@ -143,3 +143,5 @@ def test_gradient_methods_judged_on_lecture_decoder_retrieval():
     assert len(ig["examples"]) == 6 and ig["max_error"] <= 0.01
     assert ig["baseline"] == "every non-special token replaced by [PAD]"
     assert all(e["steps"] >= 8 and e["logit"] > e["baseline_logit"] for e in ig["examples"])
+    assert [e["rows"] for e in ig["examples"]] == [e["steps"] + 1 for e in ig["examples"]]  # each row run once
+    assert ig["mean_rows"] == pytest.approx(np.mean([e["rows"] for e in ig["examples"]]))

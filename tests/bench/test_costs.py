@@ -38,3 +38,19 @@ def test_costs_runs_alone(capsys):
     assert capsys.readouterr().err == "attnlab: error: --costs runs alone (not with --browser or --class)\n"
     assert main(["bench", "--costs", "faithfulness", "--class"]) == 2
     assert capsys.readouterr().err == "attnlab: error: --costs runs alone (not with --browser or --class)\n"
+
+
+def test_faithfulness_cost_runs_both_commands_alternately(monkeypatch):
+    from attnlab.bench.costs import faithfulness_cost
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    said = []
+    f = faithfulness_cost(n=2, rounds=2, progress=said.append)
+    assert [s.split(":")[0] for s in said] == [
+        "faithfulness --n 2 without integrated gradients", "faithfulness --n 2 with integrated gradients",
+        "faithfulness --n 2 with integrated gradients", "faithfulness --n 2 without integrated gradients"]
+    assert len(f["with_ig_times"]) == len(f["without_ig_cpu_times"]) == 2 and f["threads"] == "1"
+    assert f["ratio"] == round(f["with_ig_s"] / f["without_ig_s"], 3) and min(f["with_ig_cpu_times"]) > 0
+    assert 9 <= f["ig_rows"] <= f["ig_max_rows"] <= 513 and f["ig_max_error"] <= 0.01
+    assert f["command"].endswith("[--methods last_layer,head_mean,rollout,flow,relevance,input_x_gradient,"
+                                 "attention_x_gradient]")
