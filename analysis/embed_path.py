@@ -207,12 +207,13 @@ def _causal(lm, inputs) -> bool:
 
 def along_paths(lm, jobs: list[PathJob], grad: bool = True, interventions=None) -> list[PathRows]:
     """Many inputs' rows at once, packed into passes of at most rows_per_pass rows: each job's y [R] and (grad) its
-    terms [R, T] (PathRows). A causal decoder reads each input only up to its position (the logit there sees no
-    later token; the later tokens' terms are 0) and pads on the right to the pass's longest."""
+    terms [R, T] (PathRows). Without interventions (which may hold tensors of the whole input) a causal decoder
+    reads each input only up to its position (the logit there sees no later token; their terms are 0); it pads on
+    the right to the pass's longest."""
     if jobs and not has_embed_hook(lm):
         raise InputError(f"{lm.name} has no hook_embed point: integrated gradients needs a converted model")
     pos = [check_position(lm, j.inputs, j.position) for j in jobs]
-    used = [p + 1 if _causal(lm, j.inputs) else j.inputs.ids.shape[1] for p, j in zip(pos, jobs)]
+    used = [p + 1 if _causal(lm, j.inputs) and not interventions else j.inputs.ids.shape[1] for p, j in zip(pos, jobs)]
     short = [j.inputs.span(0, n) if n < j.inputs.ids.shape[1] else j.inputs for j, n in zip(jobs, used)]
     rows = sorted((_shape_key(lm, j.inputs), used[i], i, r) for i, j in enumerate(jobs) for r in range(len(j.alphas)))
     out = [PathRows(torch.zeros(len(j.alphas), dtype=torch.float64), {} if grad else None, j.target_id, pos[i])

@@ -85,3 +85,25 @@ def test_methods_option(capsys):
         err.endswith("unknown: saliency\n")
     assert main(["faithfulness", "--model", "lecture-decoder", "--methods", " , "]) == 2
     assert capsys.readouterr().err.endswith("got none\n")
+
+
+def test_a_decoder_read_up_to_its_position_equals_the_whole_input(monkeypatch):
+    """Without interventions a causal decoder's rows stop at the position (embed_path.along_paths); a no-op
+    intervention keeps the whole input: the same logits and rows, and 0 for every later token."""
+    lm = tiny("decoder", 2)
+    inp = lm.encode("a longer text here")
+    keep = {"blocks.0.hook_resid_pre": lambda x, name: x}
+    widths, forward = [], lm.forward
+    monkeypatch.setattr(lm, "forward", lambda i, **kw: widths.append(i.ids.shape[1]) or forward(i, **kw))
+    for pos in (3, 9):
+        cut = integrated_gradients(lm, inp, pos, steps=16)
+        assert widths[1:] == [pos + 1]  # after the target's forward: one pass of 17 rows, the input cut
+        widths.clear()
+        whole = integrated_gradients(lm, inp, pos, steps=16, interventions=keep)
+        assert widths[1:] == [inp.ids.shape[1]]
+        widths.clear()
+        assert len(cut.row) == len(whole.row) == inp.ids.shape[1]
+        np.testing.assert_allclose(cut.row, whole.row, atol=1e-10, rtol=0)
+        assert cut.logit == pytest.approx(whole.logit, abs=1e-10) and cut.row[pos + 1:].tolist() == [0.0] * (
+            len(cut.row) - pos - 1)
+        assert np.abs(cut.row[1:pos + 1]).sum() > 1e-3
