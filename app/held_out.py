@@ -2,9 +2,10 @@
 model was not trained on (analysis.faithfulness.benchmark), kept on disk per model (analysis.faithfulness.store).
 
 Every method but integrated gradients takes seconds on a model's first visit. Integrated gradients integrates
-the gradient over 64–512 steps per example (about a minute for 40 examples on a CPU), so it is scored when the
-button asks for it, once per model, as a job (app.jobs: a progress bar and Cancel, other sessions' requests in
-between its slices): from then on its row is read from disk like the rest."""
+the gradient over 9–513 rows per example (about 30 on the lecture models: seconds for 40 examples on a CPU,
+far more on a large model), so it is scored when the button asks for it, once per model, as a job (app.jobs: a
+progress bar and Cancel, other sessions' requests in between its slices): from then on its row is read from disk
+like the rest."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pandas as pd
 import streamlit as st
 from attnlab.analysis.faithfulness import store as kept_
 from attnlab.analysis.faithfulness.benchmark import METHODS
+from attnlab.analysis.probes.ig_rule import FIRST_PANELS, MAX_STEPS
 from attnlab.app import state
 from attnlab.app.frame import show_error
 from attnlab.app.job_view import job_result
@@ -54,7 +56,7 @@ def ask(report: dict, n: int) -> None:
     """Under the table, while integrated gradients is not scored: what it costs, and the button that scores it."""
     if IG[0] in report["methods"]:
         return
-    st.caption(f"Integrated gradients is not scored on these {n} examples yet: it takes 64–512 forward and "
-               "backward passes per example (about a minute on a CPU), once per model; afterwards its row is "
-               "kept with the others.")
+    st.caption(f"Integrated gradients is not scored on these {n} examples yet: it takes {2 * FIRST_PANELS + 1}–"
+               f"{MAX_STEPS + 1} forward and backward rows per example (where the logit moves fast along the path, "
+               "more), once per model; afterwards its row is kept with the others.")
     st.button("Score integrated gradients", key=ASK, icon=":material/functions:")

@@ -209,10 +209,12 @@ def faithfulness(lm, n: int = 100, seed: int = 0, *, examples: list[Example] | N
 
 
 def ig_report(ig: list) -> dict:
-    """Integrated gradients' baseline and, per example, its steps, y(input), y(baseline) and completeness error."""
+    """Integrated gradients' baseline, its gradient rows (forward + backward) per example on average, and per
+    example its steps, rows, y(input), y(baseline) and completeness error."""
     errors = [a.completeness_error for a in ig]
     return {"baseline": ig[0].baseline, "max_error": float(max(errors)), "mean_error": float(np.mean(errors)),
-            "examples": [{"steps": a.steps, "logit": a.logit, "baseline_logit": a.baseline_logit,
+            "mean_rows": float(np.mean([a.rows for a in ig])),
+            "examples": [{"steps": a.steps, "rows": a.rows, "logit": a.logit, "baseline_logit": a.baseline_logit,
                           "completeness_error": a.completeness_error} for a in ig]}
 
 

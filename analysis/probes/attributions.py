@@ -8,13 +8,12 @@ each patch's projection, before positions) — the value of the model's `hook_em
   input_x_gradient      a_i = Σ_d e_id · ∂y/∂e_id                           (Shrikumar et al. 2016)
   integrated_gradients  a_i = Σ_d (e_id − b_id) · ∫₀¹ ∂y/∂e_id (b + α(e − b)) dα   (Sundararajan et al. 2017)
       baseline b: every token that is not special (BOS, EOS, PAD, MASK) replaced by [PAD], positions kept; the
-      zero embedding where the tokenizer has no [PAD]; a ViT: every patch's embedding zero, [CLS] kept. The integral is composite
-      Gauss–Legendre: `steps` nodes in panels placed where y moves most along the path (found by forward runs
-      alone; a trained model's y can jump by several logits within 1/800 of the path where a head switches
-      keys); every node, the input (α = 1) and the baseline (α = 0) run as one batch: one forward, one
-      backward. By default 64 nodes, doubled (at most 512) while completeness is off by more than 1 %.
-      Completeness: Σ_i a_i = y(e) − y(b) up to the quadrature error; `completeness_error` =
-      |Σ_i a_i − (y(e) − y(b))| / |y(e) − y(b)|.
+      zero embedding where the tokenizer has no [PAD]; a ViT: every patch's embedding zero, [CLS] kept. The
+      integral is composite Simpson on panels that check themselves against y and are bisected where they miss
+      (analysis/probes/ig_rule.py): 8 steps (nodes besides α = 0) to start, at most 512, until the panels' errors sum
+      to at most 1 % of |y(e) − y(b)|; each node's row is one forward and one backward, run once (a bisected
+      panel keeps its nodes), the rows of many inputs shared in passes (integrated_gradients_many). Completeness: Σ_i a_i = y(e) − y(b) up to the
+      quadrature error; `completeness_error` = |Σ_i a_i − (y(e) − y(b))| / |y(e) − y(b)|.
   attention_x_gradient  a_k = Σ_sites Σ_h Σ_i A_h[i, k] · ∂y/∂A_h[i, k]
       every attention edge i → k of every site (self- and cross-attention, every layer and head) weighted by
       the gradient of y with respect to its weight and credited to its key token k: the first-order (Taylor)
@@ -42,21 +41,19 @@ from attnlab.analysis.probes.embed_path import (
     per_token,
     token_rows,
 )
+from attnlab.analysis.probes.ig_rule import FIRST_PANELS, MAX_REFINES, MAX_STEPS, PER_PANEL, Rule
 from attnlab.analysis.probes.pass_size import max_tokens
 from attnlab.analysis.probes.relevance import attention_sites
 from attnlab.model.inputs import InputError
 
-STEPS, MAX_STEPS, TOLERANCE = 64, 512, 0.01  # IG's gradient nodes: first try, most, completeness to reach
-IG_STAGES = 3 + int(np.log2(MAX_STEPS // STEPS)) + 1  # integrated_gradients_many's shared passes, at most
-PER_PANEL = 4  # Gauss–Legendre nodes per panel
-SCAN, REFINE, SCAN_SUB, UNIFORM = 32, 4, 8, 0.5  # where the panels go (panels())
+IG_STAGES = 1 + MAX_REFINES  # integrated_gradients_many's shared passes, at most
 
 
 @dataclass
 class Attribution:
     """One method's scores for one logit. row [T] over the (target-side) tokens, source_row [S] (encoder–
     decoder), target_id and logit y(e) at `position`. Integrated gradients also: steps, baseline_logit y(b),
-    completeness_error (module docstring)."""
+    completeness_error (module docstring) and rows (the gradient rows it ran)."""
 
     row: np.ndarray
     target_id: int
@@ -67,6 +64,7 @@ class Attribution:
     baseline_logit: float | None = None
     completeness_error: float | None = None
     baseline: str | None = None
+    rows: int | None = None
 
     @property
     def total(self) -> float:
@@ -84,73 +82,61 @@ def input_x_gradient(lm, inputs, position: int = -1, target_id: int | None = Non
 
 
 # -- integrated gradients ---------------------------------------------------------------------------------
-def quadrature(bounds: np.ndarray, per_panel: int) -> tuple[np.ndarray, np.ndarray]:
-    """Composite Gauss–Legendre on the panels [bounds[j], bounds[j+1]]: nodes α and weights w, ∫ f ≈ Σ w f(α)."""
-    x, w = np.polynomial.legendre.leggauss(per_panel)
-    lo, width = bounds[:-1, None], np.diff(bounds)[:, None]  # [P, 1]
-    return (lo + (x + 1) / 2 * width).ravel(), (w / 2 * width).ravel()  # [P, m] -> [P · m]
-
-
-def scan(lm, inputs, pos: int, tid: int, interventions=None) -> tuple[np.ndarray, np.ndarray]:
-    """(α, y(α)) by forward runs only: SCAN + 1 even points, then the REFINE intervals where y moves most cut
-    into SCAN_SUB, twice (the finest step 1 / (SCAN · SCAN_SUB²))."""
-    a = np.linspace(0.0, 1.0, SCAN + 1)
-    y = along_path(lm, inputs, pos, tid, torch.tensor(a), interventions, grad=False).y.double().cpu().numpy()
-    for _ in range(2):
-        new = refine_points(a, y)
-        y_new = along_path(lm, inputs, pos, tid, torch.tensor(new), interventions, grad=False).y.double().cpu().numpy()
-        a, y = merge_points(a, y, new, y_new)
-    return a, y
-
-
-def refine_points(a: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """The new α's of one refinement: the REFINE intervals where y moves most, each cut into SCAN_SUB."""
-    top = np.argsort(-np.abs(np.diff(y)))[:REFINE]
-    return np.concatenate([np.linspace(a[k], a[k + 1], SCAN_SUB + 1)[1:-1] for k in top])
-
-
-def merge_points(a, y, new, y_new) -> tuple[np.ndarray, np.ndarray]:
-    """(α, y) and the new points, sorted by α."""
-    a, y = np.concatenate([a, new]), np.concatenate([y, y_new])
-    order = np.argsort(a)
-    return a[order], y[order]
-
-
-def panels(a: np.ndarray, y: np.ndarray, n_panels: int) -> np.ndarray:
-    """Panel bounds on [0, 1] holding equal shares of |Δy| + UNIFORM · (its mean rate) · Δα over the scan."""
-    d = np.abs(np.diff(y))
-    d = d + UNIFORM * d.sum() * np.diff(a) + 1e-12  # [len(a) − 1]
-    share = np.concatenate([[0.0], np.cumsum(d)]) / d.sum()
-    return np.interp(np.linspace(0, 1, n_panels + 1), share, a)
-
-
 def integrated_gradients(lm, inputs, position: int = -1, target_id: int | None = None, steps: int | None = None,
                          interventions=None) -> Attribution:
     """Integrated gradients from the baseline (module docstring), with y(e), y(b) and completeness. steps None:
-    STEPS nodes, doubled (up to MAX_STEPS) while the completeness error is above TOLERANCE."""
+    the adaptive rule (analysis/probes/ig_rule.py); else `steps` nodes on even panels."""
+    return integrated_gradients_many(lm, [(inputs, position, target_id)], steps, interventions=interventions)[0]
+
+
+def _check_steps(steps: int | None) -> None:
     if steps is not None and (not PER_PANEL <= steps <= MAX_STEPS or steps % PER_PANEL):
         raise InputError(f"integrated gradients takes a multiple of {PER_PANEL} steps from {PER_PANEL} to "
                          f"{MAX_STEPS}, not {steps}")
-    pos = check_position(lm, inputs, position)
-    if target_id is None:
-        target_id = along_path(lm, inputs, pos, None, torch.ones(1, dtype=torch.float64), interventions, False).target_id
-    a, y = scan(lm, inputs, pos, target_id, interventions)
-    n = steps or STEPS
-    while True:
-        ig = _integrate(lm, inputs, pos, target_id, panels(a, y, n // PER_PANEL), interventions)
-        if steps is not None or ig.completeness_error <= TOLERANCE or 2 * n > MAX_STEPS:
-            return ig
-        n *= 2
+
+
+def integrated_gradients_many(lm, jobs: list[tuple], steps: int | None = None, interventions=None,
+                              on_stage: Callable[[], None] | None = None) -> list[Attribution]:
+    """integrated_gradients for many (inputs, position, target_id): each input its own rule (ig_rule.Rule), every
+    input's new nodes of a round in shared passes (embed_path.along_paths), so the numbers are one call each's (to
+    float rounding). A target_id None is the predicted token. `on_stage()`: called after each shared pass (at most
+    IG_STAGES: the first nodes, then one per round of bisections)."""
+    tick = on_stage or (lambda: None)
+    _check_steps(steps)
+    jobs = [(inp, check_position(lm, inp, p), t) for inp, p, t in jobs]
+    one = torch.ones(1, dtype=torch.float64)
+    tids = [t if t is not None else along_path(lm, inp, p, None, one, interventions, grad=False).target_id
+            for inp, p, t in jobs]
+    rules = [Rule(steps // PER_PANEL if steps else FIRST_PANELS) for _ in jobs]
+    left = list(range(len(jobs)))
+    for stage in range(IG_STAGES):
+        wanted = {i: rules[i].wanted() for i in left}
+        got = along_paths(lm, [PathJob(jobs[i][0], jobs[i][1], tids[i], torch.tensor(wanted[i])) for i in left],
+                          interventions=interventions)
+        for i, p in zip(left, got):
+            rules[i].add(wanted[i], p.y.numpy(), {n: t.numpy() for n, t in p.terms.items()})
+        tick()
+        last = steps is not None or stage == IG_STAGES - 1
+        left = [i for i in left if not last and rules[i].refine()]
+        if not left:
+            break
+    return [_ig_result(lm, inp, pos, tid, rule) for (inp, pos, _), tid, rule in zip(jobs, tids, rules)]
+
+
+def _ig_result(lm, inputs, pos: int, tid: int, rule: Rule) -> Attribution:
+    """The Attribution of one input's finished rule."""
+    target, source = token_rows(lm, {n: torch.from_numpy(v) for n, v in rule.integral().items()})
+    y_x, y_b = rule.y[1.0], rule.y[0.0]
+    ig = Attribution(target, tid, y_x, pos, source, steps=rule.steps, baseline_logit=y_b,
+                     baseline=baseline_name(lm, inputs), rows=rule.rows)
+    ig.completeness_error = abs(ig.total - (y_x - y_b)) / max(abs(y_x - y_b), 1e-12)
+    return ig
 
 
 def ig_passes() -> int:
-    """Forward passes' worth of one integrated_gradients call at most: the target's and the scan's forwards,
-    then STEPS, 2·STEPS … MAX_STEPS nodes (each + the input and the baseline) with a backward (≈ 3 forwards)."""
-    scan_rows = 1 + (SCAN + 1) + 2 * REFINE * (SCAN_SUB - 1)
-    node_rows, n = 0, STEPS
-    while n <= MAX_STEPS:
-        node_rows, n = node_rows + n + 2, 2 * n
-    return scan_rows + 3 * node_rows
+    """Forward passes' worth of one integrated_gradients call at most: the target's forward, then the rule's
+    MAX_STEPS + 1 rows with a backward (≈ 3 forwards each)."""
+    return 1 + 3 * (MAX_STEPS + 1)
 
 
 def ig_refusal(lm, t: int) -> str | None:
@@ -158,73 +144,9 @@ def ig_refusal(lm, t: int) -> str | None:
     n = max_tokens(lm, ig_passes())
     if t <= n:
         return None
-    return (f"not run on this text: up to {ig_passes():,} forward passes over {lm.name} (a scan, then up to "
-            f"{MAX_STEPS} gradient steps) cost more than about a minute of one CPU core beyond T = {n} tokens on "
+    return (f"not run on this text: up to {ig_passes():,} forward passes over {lm.name} (up to {MAX_STEPS} "
+            f"gradient steps) cost more than about a minute of one CPU core beyond T = {n} tokens on "
             f"this model; this text has {t}.")
-
-
-def _integrate(lm, inputs, pos: int, tid: int, bounds: np.ndarray, interventions) -> Attribution:
-    alphas, w = _ig_nodes(bounds)  # [steps + 2]: the nodes, the input, the baseline (which give y alone)
-    steps = len(alphas) - 2
-    return _ig_result(lm, inputs, along_path(lm, inputs, pos, tid, alphas, interventions, weights=w), steps)
-
-
-def _ig_nodes(bounds: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-    """(α [steps + 2], w [steps + 2]): the quadrature's nodes, then the input and the baseline (weights 0)."""
-    nodes, weights = quadrature(bounds, PER_PANEL)
-    return torch.tensor(np.concatenate([nodes, [1.0, 0.0]])), torch.tensor(np.concatenate([weights, [0.0, 0.0]]))
-
-
-def _ig_result(lm, inputs, p, steps: int) -> Attribution:
-    """The Attribution of one integration's path (rows: `steps` nodes, the input, the baseline)."""
-    per = {n: per_token((e - p.bases[n]).double() * p.grads[n])[0] for n, e in p.embeds.items()}  # ∫₀¹ ∇y dα
-    target, source = token_rows(lm, per)
-    y_x, y_b = float(p.y[steps]), float(p.y[steps + 1])
-    ig = Attribution(target, p.target_id, y_x, p.position, source, steps=steps, baseline_logit=y_b,
-                     baseline=baseline_name(lm, inputs))
-    ig.completeness_error = abs(ig.total - (y_x - y_b)) / max(abs(y_x - y_b), 1e-12)
-    return ig
-
-
-def integrated_gradients_many(lm, jobs: list[tuple], steps: int | None = None,
-                              on_stage: Callable[[], None] | None = None) -> list[Attribution]:
-    """integrated_gradients for many (inputs, position, target_id) at once, equal to one call each (to float
-    rounding): the same scan, panels and doubling, every input's rows of each stage in shared passes
-    (embed_path.along_paths). A target_id None is the predicted token, as there. `on_stage()`: called after
-    each shared pass (at most IG_STAGES: the scan's three, then one per doubling of the steps)."""
-    tick = on_stage or (lambda: None)
-    if steps is not None and (not PER_PANEL <= steps <= MAX_STEPS or steps % PER_PANEL):
-        raise InputError(f"integrated gradients takes a multiple of {PER_PANEL} steps from {PER_PANEL} to "
-                         f"{MAX_STEPS}, not {steps}")
-    jobs = [(inp, check_position(lm, inp, p), t) for inp, p, t in jobs]
-    one = torch.ones(1, dtype=torch.float64)
-    tids = [t if t is not None else along_path(lm, inp, p, None, one, grad=False).target_id for inp, p, t in jobs]
-
-    def ys(alphas: list[np.ndarray], which: list[int]) -> list[np.ndarray]:
-        got = along_paths(lm, [PathJob(jobs[i][0], jobs[i][1], tids[i], torch.tensor(alphas[k]))
-                               for k, i in enumerate(which)], grad=False)
-        return [p.y.numpy() for p in got]
-
-    every = list(range(len(jobs)))
-    a = [np.linspace(0.0, 1.0, SCAN + 1) for _ in jobs]
-    y = ys(a, every)
-    tick()
-    for _ in range(2):  # scan(): the same two refinements
-        new = [refine_points(a[i], y[i]) for i in every]
-        pts = [merge_points(a[i], y[i], new[i], yn) for i, yn in zip(every, ys(new, every))]
-        a, y = [p[0] for p in pts], [p[1] for p in pts]
-        tick()
-    n, out, left = {i: steps or STEPS for i in every}, {}, every
-    while left:
-        nodes = {i: _ig_nodes(panels(a[i], y[i], n[i] // PER_PANEL)) for i in left}
-        paths = along_paths(lm, [PathJob(jobs[i][0], jobs[i][1], tids[i], *nodes[i]) for i in left])
-        for i, p in zip(left, paths):
-            out[i] = _ig_result(lm, jobs[i][0], p, n[i])
-        tick()
-        left = [i for i in left if steps is None and out[i].completeness_error > TOLERANCE and 2 * n[i] <= MAX_STEPS]
-        for i in left:
-            n[i] *= 2
-    return [out[i] for i in every]
 
 
 # -- attention × gradient --------------------------------------------------------------------------------

@@ -163,52 +163,71 @@ def token_rows(lm, per: dict[str, torch.Tensor]) -> tuple[np.ndarray, np.ndarray
 # -- many inputs' paths in shared passes ------------------------------------------------------------------
 @dataclass
 class PathJob:
-    """One input's rows: the logit `target_id` at `position` at embeddings b + α_r (e − b), weights w_r."""
+    """One input's rows: the logit `target_id` at `position` at embeddings b + α_r (e − b)."""
 
     inputs: object  # model.inputs.Inputs of one text [1, T]
     position: int
     target_id: int
     alphas: torch.Tensor  # [R] float64
-    weights: torch.Tensor | None = None  # [R]; None: y alone (no gradient wanted from these rows)
+
+
+@dataclass
+class PathRows:
+    """One PathJob's rows: y [R] the logit at each α, and (with a gradient) per hook the terms [R, T] =
+    Σ_d (e − b)_{td} · ∂y_r/∂z_{r,td} (z_r = b + α_r (e − b)): row r's summand of integrated gradients, whose
+    sum over t is dy/dα at α_r."""
+
+    y: torch.Tensor  # [R] float64
+    terms: dict[str, torch.Tensor] | None  # name -> [R, T] float64; None without a gradient
+    target_id: int
+    position: int
 
 
 def _shape_key(lm, inputs) -> tuple:
-    """Jobs that may share a pass: a decoder's any (padded on the right, which no earlier position sees), any
-    other model's only at the same lengths."""
-    if lm.predicts_next_token and inputs.type_ids is None and inputs.attention_mask is None:
+    """Jobs that may share a pass: a causal decoder's any (padded on the right, which no earlier position sees),
+    any other model's only at the same lengths."""
+    if _causal(lm, inputs):
         return ()
     src = None if inputs.src_ids is None else inputs.src_ids.shape[1]
     return inputs.ids.shape[1], src, None if inputs.pixels is None else tuple(inputs.pixels.shape)
 
 
-def along_paths(lm, jobs: list[PathJob], grad: bool = True, interventions=None) -> list[EmbedPath]:
-    """along_path for many inputs at once: every job's rows packed into passes of at most rows_per_pass rows
-    (decoders' inputs padded to the pass's longest), each job's y [R] and Σ_r w_r ∂y_r/∂z_r as along_path gives."""
+def _causal(lm, inputs) -> bool:
+    """True when no position sees a later one: a decoder without token types or a padding mask."""
+    return lm.predicts_next_token and inputs.type_ids is None and inputs.attention_mask is None
+
+
+def along_paths(lm, jobs: list[PathJob], grad: bool = True, interventions=None) -> list[PathRows]:
+    """Many inputs' rows at once, packed into passes of at most rows_per_pass rows: each job's y [R] and (grad) its
+    terms [R, T] (PathRows). Without interventions (which may hold tensors of the whole input) a causal decoder
+    reads each input only up to its position (the logit there sees no later token; their terms are 0); it pads on
+    the right to the pass's longest."""
     if jobs and not has_embed_hook(lm):
         raise InputError(f"{lm.name} has no hook_embed point: integrated gradients needs a converted model")
     pos = [check_position(lm, j.inputs, j.position) for j in jobs]
-    rows = sorted(((_shape_key(lm, j.inputs), j.inputs.ids.shape[1], i, r) for i, j in enumerate(jobs)
-                   for r in range(len(j.alphas))), key=lambda x: (x[0], x[1], x[2], x[3]))
-    ys = [torch.zeros(len(j.alphas), dtype=torch.float64) for j in jobs]
-    out = [EmbedPath({}, {}, {} if grad else None, ys[i], j.target_id, pos[i]) for i, j in enumerate(jobs)]
+    used = [p + 1 if _causal(lm, j.inputs) and not interventions else j.inputs.ids.shape[1] for p, j in zip(pos, jobs)]
+    short = [j.inputs.span(0, n) if n < j.inputs.ids.shape[1] else j.inputs for j, n in zip(jobs, used)]
+    rows = sorted((_shape_key(lm, j.inputs), used[i], i, r) for i, j in enumerate(jobs) for r in range(len(j.alphas)))
+    out = [PathRows(torch.zeros(len(j.alphas), dtype=torch.float64), {} if grad else None, j.target_id, pos[i])
+           for i, j in enumerate(jobs)]
     start = 0
     while start < len(rows):
         key, stop = rows[start][0], start + 1
         while stop < len(rows) and rows[stop][0] == key and stop - start < rows_per_pass(lm, rows[stop][1], grad):
             stop += 1  # rows sorted by length: the last row added is the longest, and sets the pass's size
-        _shared_pass(lm, jobs, pos, [(i, r) for *_, i, r in rows[start:stop]], grad, interventions, out)
+        _shared_pass(lm, jobs, short, pos, [(i, r) for *_, i, r in rows[start:stop]], grad, interventions, out)
         give_back()
         start = stop
     return out
 
 
-def _shared_pass(lm, jobs, pos, rows, grad, interventions, out) -> None:
-    """One forward (and backward) over `rows` [(job, row)]; fills out[job].y, embeds, bases and grads."""
-    t = max(jobs[i].inputs.ids.shape[1] for i, _ in rows)
-    first = jobs[rows[0][0]].inputs
+def _shared_pass(lm, jobs, short, pos, rows, grad, interventions, out) -> None:
+    """One forward (and backward) over `rows` [(job, row)] of the (shortened) inputs; fills out[job].y and terms."""
+    t = max(short[i].ids.shape[1] for i, _ in rows)
+    first = short[rows[0][0]]
     ids = torch.zeros(len(rows), t, dtype=torch.long)  # [R, T]: each row its input, padded on the right
     for k, (i, _) in enumerate(rows):
-        ids[k, :jobs[i].inputs.ids.shape[1]] = jobs[i].inputs.ids[0]
+        ids[k, :short[i].ids.shape[1]] = short[i].ids[0]
 
     def same(x):  # every job of the pass has the same one (_shape_key)
         return None if x is None else x[:1].expand(len(rows), *x.shape[1:])
@@ -216,21 +235,22 @@ def _shared_pass(lm, jobs, pos, rows, grad, interventions, out) -> None:
     batch = type(first)(ids, [], same(first.src_ids), first.src_tokens, same(first.type_ids),
                         pixels=same(first.pixels))
     alphas = torch.tensor([float(jobs[i].alphas[r]) for i, r in rows], dtype=torch.float64)
-    mods, leaves = lm.embed_modules(), {}
+    mods, leaves, diffs = lm.embed_modules(), {}, {}
+    owners = {i: [k for k, (j, _) in enumerate(rows) if j == i] for i in dict.fromkeys(i for i, _ in rows)}
+
+    def length(i: int, name: str, x: torch.Tensor) -> int:  # the tokens of job i at hook `name`
+        return x.shape[1] if name == "encoder.hook_embed" or lm.reads_image else short[i].ids.shape[1]
 
     def path(x: torch.Tensor, name: str) -> torch.Tensor:
         e = x.detach()  # [R, T, ...]: each row its own input's embedding
         b = e.clone()  # padding keeps its embedding on every row
-        for i in dict.fromkeys(i for i, _ in rows):
-            ks = [k for k, (j, _) in enumerate(rows) if j == i]
-            n = e.shape[1] if name == "encoder.hook_embed" or lm.reads_image else jobs[i].inputs.ids.shape[1]
+        for i, ks in owners.items():
+            n = length(i, name, e)
             one = e[ks[0]:ks[0] + 1, :n]  # [1, n, ...]
-            base = baseline_ids(lm, jobs[i].inputs)[name]
-            bi = baseline_embedding(lm, one, base, mods[name])
-            b[ks, :n] = bi
-            out[i].embeds[name], out[i].bases[name] = one, bi
+            b[ks, :n] = baseline_embedding(lm, one, baseline_ids(lm, short[i])[name], mods[name])
+        diffs[name] = e - b  # [R, T, ...]: 0 on padding
         a = alphas.to(e.device, e.dtype).view(-1, *([1] * (x.dim() - 1)))  # [R, 1, ...]
-        leaves[name] = (b + a * (e - b)).requires_grad_(grad)
+        leaves[name] = (b + a * diffs[name]).requires_grad_(grad)
         return leaves[name]
 
     was_training = lm.model.training
@@ -241,19 +261,16 @@ def _shared_pass(lm, jobs, pos, rows, grad, interventions, out) -> None:
         logits = fwd.logits if lm.reads_image else fwd.logits[torch.arange(len(rows)), [pos[i] for i, _ in rows]]
         y = logits[torch.arange(len(rows)), [jobs[i].target_id for i, _ in rows]]  # [R]
         got = torch.autograd.grad(y.sum(), list(leaves.values()), allow_unused=True) if grad else ()
-        y = y.detach()
+        y = y.detach().double().cpu()
     finally:
         lm.model.train(was_training)
     for k, (i, r) in enumerate(rows):
-        out[i].y[r] = float(y[k])
+        out[i].y[r] = y[k]
     for name, g in zip(leaves, got):
-        for i in dict.fromkeys(i for i, _ in rows):
-            ks = [k for k, (j, _) in enumerate(rows) if j == i]
-            w = jobs[i].weights
-            if w is None:
-                continue
-            n = out[i].embeds[name].shape[1]
-            wk = torch.tensor([float(w[r]) for j, r in rows if j == i], dtype=torch.float64)
-            part = _weighted(leaves[name][ks, :n], None if g is None else g[ks, :n], wk)  # [1, n, ...]
-            prev = out[i].grads.get(name)
-            out[i].grads[name] = part if prev is None else prev + part
+        terms = per_token(diffs[name].double() * (0 if g is None else g.double())).cpu()  # [R, T, D] -> [R, T]
+        for i, ks in owners.items():
+            full = jobs[i].inputs.src_ids if name == "encoder.hook_embed" else jobs[i].inputs.ids
+            n, whole = length(i, name, terms), full.shape[1] if not lm.reads_image else terms.shape[1]
+            if name not in out[i].terms:
+                out[i].terms[name] = torch.zeros(len(jobs[i].alphas), whole, dtype=torch.float64)
+            out[i].terms[name][[r for _, r in (rows[k] for k in ks)], :n] = terms[ks, :n]

@@ -9,7 +9,7 @@ the payload of each app page, against the issue's targets. Prints a table; write
     attnlab bench --class --hostile [--sessions N] [--seconds S] [--hostile-share F] [--server-memory GB]
                                                             a share of them sending 20,000 characters to smollm2 on
                                                             the heaviest pages, one sweeping (bench.hostile)
-    attnlab bench --costs [--repeats N]                    warm-start and faithfulness ratios (bench.costs)
+    attnlab bench --costs [warm|faithfulness] [--repeats N]   warm-start and faithfulness ratios (bench.costs)
     attnlab bench --device cuda [--lengths 1024,…,32768] [--json] [--out FILE] [--docs FILE]   (bench.cuda)
     attnlab bench --real-size [--shapes llama-3.2-1b,qwen2.5-3b] [--checkpoints DIR] [--out FILE] [--docs FILE]
                                                             ours beside transformers at real sizes (bench.real_size)
@@ -60,10 +60,11 @@ def add_parser(sub) -> None:
     p.add_argument("--navigation", action="store_true",
                    help="with --browser: only the in-app navigation (sidebar click → first chart, every page, first "
                         "visit and revisit), merged into the browser section of --out")
-    p.add_argument("--costs", action="store_true",
+    p.add_argument("--costs", nargs="?", const="all", choices=("all", "warm", "faithfulness"), default=None,
                    help="measure the class server's two ratios (bench.costs): Explore's first chart on a fresh "
-                        "server with the warm start over a warm server's (chromium), and `attnlab faithfulness --n "
-                        "100` with every method over it without integrated gradients; merged into --out as `costs`")
+                        "server with the warm start over a warm server's (chromium; `--costs warm` alone), and "
+                        "`attnlab faithfulness --n 100` with every method over it without integrated gradients, "
+                        "3 alternating runs of each (`--costs faithfulness` alone); merged into --out as `costs`")
     p.add_argument("--class", dest="class_load", action="store_true",
                    help="a class at once: --sessions sessions for --seconds; adds a `class_load_ws` run (websocket "
                         "clients) or, with --clients browser, the `class_load` section (chromium contexts)")
@@ -205,9 +206,11 @@ def run_browser_section(args) -> int:
             out[Top.BROWSER] = run_browser(quick=args.quick, repeats=args.repeats, progress=say) | {
                 "machine": machine_info()}
     if args.costs:
-        from attnlab.bench.costs import COSTS, measure_costs
+        from attnlab.bench.costs import COSTS, PARTS, measure_costs
 
-        out[COSTS] = measure_costs(args.repeats, progress=say) | {"machine": machine_info()}
+        parts = PARTS if args.costs == "all" else (args.costs,)
+        out[COSTS] = measure_costs(args.repeats, progress=say, parts=parts, previous=out.get(COSTS)) | {
+            "machine": machine_info()}
     if args.class_load and args.clients == "browser":
         from attnlab.bench.classload import run_class
 

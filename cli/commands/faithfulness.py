@@ -122,5 +122,6 @@ def _print_ig(report: dict) -> None:
     ig = report.get("integrated_gradients")
     if ig:
         steps = [e["steps"] for e in ig["examples"]]
-        print(f"integrated gradients: baseline {ig['baseline']}, {min(steps)}–{max(steps)} steps; completeness off "
-              f"by {ig['mean_error']:.2%} on average, {ig['max_error']:.2%} at most (per example: --json)")
+        rows = f" ({ig['mean_rows']:.1f} gradient rows an example)" if "mean_rows" in ig else ""
+        print(f"integrated gradients: baseline {ig['baseline']}, {min(steps)}–{max(steps)} steps{rows}; completeness "
+              f"off by {ig['mean_error']:.2%} on average, {ig['max_error']:.2%} at most (per example: --json)")

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from attnlab.analysis.faithfulness.benchmark import faithfulness
 from attnlab.analysis.faithfulness.cases import make_cases
-from attnlab.analysis.probes.attributions import TOLERANCE, integrated_gradients, integrated_gradients_many
+from attnlab.analysis.probes.attributions import integrated_gradients, integrated_gradients_many
+from attnlab.analysis.probes.ig_rule import TOLERANCE
 from attnlab.cli.main import main
 from attnlab.model.registry import load
 
@@ -41,10 +42,11 @@ def test_fixed_steps_and_bad_steps():
     lm = tiny("decoder", 2)
     jobs = [(lm.encode(t), -1, None) for t in TEXTS[:3]]
     many = integrated_gradients_many(lm, jobs, steps=16)
-    assert [a.steps for a in many] == [16, 16, 16]
+    assert [(a.steps, a.rows) for a in many] == [(16, 17)] * 3  # 8 even panels: 17 nodes, each run once
     _same(many, [integrated_gradients(lm, i, p, t, steps=16) for i, p, t in jobs], atol=1e-9)
-    with pytest.raises(ValueError, match="multiple of 4"):
-        integrated_gradients_many(lm, jobs, steps=30)
+    for bad in (31, 0, 514):
+        with pytest.raises(ValueError, match=f"multiple of 2 steps from 2 to 512, not {bad}"):
+            integrated_gradients_many(lm, jobs, steps=bad)
 
 
 def test_lecture_decoder_examples_to_1e_5():
@@ -54,6 +56,7 @@ def test_lecture_decoder_examples_to_1e_5():
     many = integrated_gradients_many(lm, jobs)
     _same(many, [integrated_gradients(lm, *j) for j in jobs])
     assert all(a.completeness_error <= TOLERANCE for a in many)
+    assert all(a.rows == a.steps + 1 for a in many)  # every row run is a node of the final rule
     assert len({c.inputs.ids.shape[1] for c in cases}) > 1
 
 
@@ -82,3 +85,25 @@ def test_methods_option(capsys):
         err.endswith("unknown: saliency\n")
     assert main(["faithfulness", "--model", "lecture-decoder", "--methods", " , "]) == 2
     assert capsys.readouterr().err.endswith("got none\n")
+
+
+def test_a_decoder_read_up_to_its_position_equals_the_whole_input(monkeypatch):
+    """Without interventions a causal decoder's rows stop at the position (embed_path.along_paths); a no-op
+    intervention keeps the whole input: the same logits and rows, and 0 for every later token."""
+    lm = tiny("decoder", 2)
+    inp = lm.encode("a longer text here")
+    keep = {"blocks.0.hook_resid_pre": lambda x, name: x}
+    widths, forward = [], lm.forward
+    monkeypatch.setattr(lm, "forward", lambda i, **kw: widths.append(i.ids.shape[1]) or forward(i, **kw))
+    for pos in (3, 9):
+        cut = integrated_gradients(lm, inp, pos, steps=16)
+        assert widths[1:] == [pos + 1]  # after the target's forward: one pass of 17 rows, the input cut
+        widths.clear()
+        whole = integrated_gradients(lm, inp, pos, steps=16, interventions=keep)
+        assert widths[1:] == [inp.ids.shape[1]]
+        widths.clear()
+        assert len(cut.row) == len(whole.row) == inp.ids.shape[1]
+        np.testing.assert_allclose(cut.row, whole.row, atol=1e-10, rtol=0)
+        assert cut.logit == pytest.approx(whole.logit, abs=1e-10) and cut.row[pos + 1:].tolist() == [0.0] * (
+            len(cut.row) - pos - 1)
+        assert np.abs(cut.row[1:pos + 1]).sum() > 1e-3

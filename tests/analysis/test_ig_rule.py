@@ -1,0 +1,76 @@
+"""The adaptive Simpson rule of integrated gradients (analysis/probes/ig_rule.py) on paths whose integral is known: exact on a
+cubic, a jump of y 1/800 of the path wide found and cut down to its width, the completeness bound, and every row run
+once."""
+
+import numpy as np
+import pytest
+from attnlab.analysis.probes.ig_rule import FIRST_PANELS, MAX_REFINES, TOLERANCE, Rule, simpson
+
+
+def run(rule: Rule, y, terms) -> int:
+    """Drive `rule` as integrated_gradients_many does (a run of its wanted nodes, then a round of bisections) until
+    it is done within MAX_REFINES rounds; the runs it took."""
+    for stage in range(1 + MAX_REFINES):
+        a = rule.wanted()
+        assert len(set(a.tolist()) & set(rule.y)) == 0  # no node is run twice
+        rule.add(a, y(a), {"hook_embed": terms(a)})
+        if not rule.refine():
+            return stage + 1
+    raise AssertionError(f"not done in {MAX_REFINES} rounds")
+
+
+def test_simpson_panel():
+    nodes, w = simpson(0.25, 0.75)
+    assert nodes.tolist() == [0.25, 0.5, 0.75]
+    np.testing.assert_allclose(w, [1 / 12, 1 / 3, 1 / 12])
+    assert w @ nodes**3 == pytest.approx((0.75**4 - 0.25**4) / 4, abs=1e-15)  # exact for cubics
+
+
+def test_cubic_path_is_exact_at_the_first_nodes():
+    # two tokens: y(α) = α³ + 2α, y' = 3α² (token 0) + 2 (token 1)
+    rule = Rule()
+    rounds = run(rule, lambda a: a**3 + 2 * a, lambda a: np.stack([3 * a**2, 2 + 0 * a], axis=1))
+    assert rounds == 1 and rule.steps == 2 * FIRST_PANELS and rule.rows == rule.steps + 1
+    np.testing.assert_allclose(rule.integral()["hook_embed"], [1.0, 2.0], atol=1e-14)
+    np.testing.assert_allclose(rule.errors(), 0.0, atol=1e-15)
+
+
+def test_a_sharp_jump_is_found_and_the_rule_is_complete():
+    # y jumps by 5 within ≈ 1/800 of the path at α = 0.3141 (a head switching keys), on a slow slope
+    c, k = 0.3141, 4000.0
+
+    def sigmoid(a):
+        return 0.5 * (1 + np.tanh(k * (a - c) / 2))
+
+    def y(a):
+        return 5 * sigmoid(a) + 0.5 * a
+
+    def terms(a):
+        s = sigmoid(a)
+        return np.stack([5 * k * s * (1 - s), 0.5 + 0 * a], axis=1)  # token 0 makes the jump, token 1 the slope
+
+    rule = Rule()
+    rounds = run(rule, y, terms)
+    got = rule.integral()["hook_embed"]
+    rise = y(np.array([1.0]))[0] - y(np.array([0.0]))[0]
+    assert np.abs(rule.errors()).sum() <= TOLERANCE * abs(rise)  # the stopping rule
+    assert abs(got.sum() - rise) <= TOLERANCE * abs(rise)  # completeness follows from it
+    assert got == pytest.approx([5 * (sigmoid(1.0) - sigmoid(0.0)), 0.5], rel=0.01)
+    widths = np.diff(rule.bounds)
+    narrow = rule.bounds[:-1][widths < 1 / 800]
+    assert len(narrow) and np.all(np.abs(narrow - c) < 0.01)  # only the jump was cut fine
+    assert rounds > 3 and rule.rows == rule.steps + 1 < 120  # far fewer than MAX_STEPS
+
+
+def test_refining_stops_at_max_steps():
+    rule, rounds = Rule(), 0
+
+    def flat():  # y flat, y' = 1: never complete
+        a = rule.wanted()
+        rule.add(a, np.zeros(len(a)), {"hook_embed": np.ones((len(a), 1))})
+
+    flat()
+    while rule.refine(max_steps=24):
+        flat()
+        rounds += 1
+    assert (rule.steps, rule.rows, rounds) == (24, 25, 2)  # 4 → 8 → 12 panels, then no room
