@@ -111,11 +111,13 @@ def _numel(shape) -> int:
     return n
 
 
-def read_tensors(files: dict[str, Path], dtype: torch.dtype | None = None,
-                 copy: bool = False) -> dict[str, torch.Tensor]:
+def read_tensors(files: dict[str, Path], dtype: torch.dtype | None = None, copy: bool = False,
+                 matrices_as_stored: bool = False) -> dict[str, torch.Tensor]:
     """Every tensor of `files`, floating ones in `dtype` (None: as stored), each mapped on its own; `copy`
     takes each into memory of its own (a file this program itself rewrites, such as a bundled checkpoint
-    retrained in place, must not stay mapped)."""
+    retrained in place, must not stay mapped); `matrices_as_stored` leaves tensors of 2+ dims in the file's dtype,
+    mapped, for a caller that casts them one at a time later (a converter only moves matrices, never computes on
+    them, so casting after conversion gives the same values)."""
     out = {}
     for key, path in files.items():
         try:
@@ -123,7 +125,8 @@ def read_tensors(files: dict[str, Path], dtype: torch.dtype | None = None,
                 t = f.get_tensor(key)
         except (SafetensorError, OSError, ValueError) as e:
             raise CheckpointError(f"{path} is not a readable safetensors file (corrupt or truncated?): {e}") from None
-        cast = t.to(dtype) if dtype is not None and t.is_floating_point() else t
+        later = matrices_as_stored and t.dim() >= 2
+        cast = t.to(dtype) if dtype is not None and t.is_floating_point() and not later else t
         out[key] = cast.clone() if copy and cast is t else cast
     return out
 
