@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import mmap
 import shutil
 import struct
 from collections import Counter
@@ -54,6 +55,8 @@ class NoRandomInit(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 SAFETENSORS_DTYPES = {"F64": torch.float64, "F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
+STORED_DTYPES = SAFETENSORS_DTYPES | {"I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8,
+                                     "U8": torch.uint8, "BOOL": torch.bool}
 NUMPY_CODES = {np.dtype(np.float64): "F64", np.dtype(np.float32): "F32", np.dtype(np.float16): "F16",
                np.dtype(np.int64): "I64", np.dtype(np.int32): "I32"}
 COPY_CHUNK = 16 * 2**20
@@ -118,18 +121,39 @@ def read_tensors(files: dict[str, Path], dtype: torch.dtype | None = None, copy:
     retrained in place, must not stay mapped); `matrices_as_stored` leaves tensors of 2+ dims in the file's dtype,
     mapped, for a caller that casts them one at a time later (a converter only moves matrices, never computes on
     them, so casting after conversion gives the same values)."""
-    out = {}
+    by_file: dict[Path, list[str]] = {}
     for key, path in files.items():
-        try:
-            with safe_open(str(path), "pt") as f:
-                t = f.get_tensor(key)
-        except (SafetensorError, OSError, ValueError) as e:
-            raise CheckpointError(f"{path} is not a readable safetensors file (corrupt or truncated?): {e}") from None
-        later = matrices_as_stored and t.dim() >= 2
-        cast = t.to(dtype) if dtype is not None and t.is_floating_point() and not later else t
-        out[key] = cast.clone() if copy and cast is t else cast
-    return out
+        by_file.setdefault(path, []).append(key)
+    out = {}
+    for path, keys in by_file.items():
+        for key, t in zip(keys, mapped_tensors(path, keys)):
+            later = matrices_as_stored and t.dim() >= 2
+            cast = t.to(dtype) if dtype is not None and t.is_floating_point() and not later else t
+            out[key] = cast.clone() if copy and cast is t else cast
+    return {k: out[k] for k in files}
 
+
+def mapped_tensors(path: Path, keys: list[str]) -> list[torch.Tensor]:
+    """`keys` of one safetensors file, each a tensor on a private (copy-on-write) mapping of its own bytes: its
+    pages are read when first used and released when the tensor is; the header is read once (safetensors checks
+    it first)."""
+    _keys(path)  # CheckpointError for a file safetensors cannot read (offsets, dtypes and sizes checked)
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        out = []
+        for key in keys:
+            info = header[key]
+            dtype, shape = STORED_DTYPES[info["dtype"]], info["shape"]
+            start, end = info["data_offsets"]
+            if end == start:
+                out.append(torch.empty(shape, dtype=dtype))
+                continue
+            begin = 8 + n + start
+            base = begin - begin % mmap.ALLOCATIONGRANULARITY  # a mapping starts on a page
+            view = mmap.mmap(f.fileno(), begin - base + end - start, offset=base, access=mmap.ACCESS_COPY)
+            out.append(torch.frombuffer(view, dtype=dtype, count=_numel(shape), offset=begin - base).view(shape))
+    return out
 
 @contextlib.contextmanager
 def meta_parameters():
