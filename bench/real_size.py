@@ -214,8 +214,8 @@ def markdown(result: dict) -> str:
                 return f"{c['forward_s'] * 1e3:.0f} / {c['capture_s'] * 1e3:.0f} ({c['ratio']:.2f}×)" if c else "—"
 
             pat = f"{cap['pattern_s'] * 1e3:.1f}" if "pattern_s" in cap else "—"
-            ready = f" ({ld['ready_seconds']:.1f})" if "ready_seconds" in ld else ""
-            lines.append(f"| {shape} | {who} | {ld['seconds']:.1f}{ready} | {ld['peak_bytes'] / gb:.2f} "
+            ready = f" ({ld['ready_seconds']:.2f})" if "ready_seconds" in ld else ""
+            lines.append(f"| {shape} | {who} | {ld['seconds']:.2f}{ready} | {ld['peak_bytes'] / gb:.2f} "
                          f"({ld['peak_bytes'] / w:.2f}×) | {ld['held_bytes'] / gb:.2f} ({ld['held_bytes'] / w:.2f}×) "
                          f"| {fc(128)} | {fc(512)} | {pat} |")
         for page, p in (row.get("pages") or {}).items():
