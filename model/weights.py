@@ -1,11 +1,13 @@
 """Weights straight from safetensors files into a model, in the dtype asked, with no second copy.
 
-Each tensor is memory-mapped on its own (`safetensors.safe_open` per tensor): a tensor kept in the file's
-dtype stays a view of the file (its pages are read when first used, as transformers does), a tensor cast to
-another dtype is converted alone and its mapping dropped, and a tensor a converter derives (a fused qkv, a
-transpose) releases its source's pages once the converter returns. The module is built with its parameters
-on the meta device and takes the tensors themselves (`load_state_dict(assign=True)`), so loading touches at
-most the weights in the target dtype plus one layer's derived tensors.
+Each tensor is memory-mapped on its own (`mapped_tensors`: safetensors checks the file, its header is read
+once, each tensor maps its own bytes): a tensor kept in the file's dtype stays a view of the file (its pages
+are read when first used, as transformers does), a tensor cast to another dtype is converted alone and its
+mapping dropped, and a tensor a converter derives (a fused qkv, a transpose) releases its source's pages once
+the converter returns; Llama-layout models keep q, k, v apart (ModelConfig.qkv_layout "split") and derive none.
+The module is built with its parameters on the meta device and takes the tensors themselves
+(`load_state_dict(assign=True)`), so loading touches at most the weights in the target dtype plus the tensors a
+converter derives.
 """
 
 from __future__ import annotations
