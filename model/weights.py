@@ -145,7 +145,12 @@ def mapped_tensors(path: Path, keys: list[str]) -> list[torch.Tensor]:
         header = json.loads(f.read(n))
         out = []
         for key in keys:
-            info = header[key]
+            info = header.get(key)
+            if info is None:
+                raise CheckpointError(f"{path} has no tensor {key} (the folder's index names it there)")
+            if info["dtype"] not in STORED_DTYPES:
+                raise CheckpointError(f"{path}: {key} is stored as {info['dtype']}, which is not read here "
+                                      f"(only {', '.join(STORED_DTYPES)})")
             dtype, shape = STORED_DTYPES[info["dtype"]], info["shape"]
             start, end = info["data_offsets"]
             if end == start:
