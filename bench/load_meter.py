@@ -6,7 +6,8 @@ weight once (a weight mapped from the file counts once its pages are read), runs
 JSON: seconds (the load call), ready_seconds (the load and that read: the weights in memory, as the first forward
 needs them; a mapped weight is read lazily, so `seconds` alone favours the side that copies less), held_bytes (VmRSS growth once every weight was read), peak_bytes (VmHWM growth over
 the load and that read), forward_bytes (VmRSS growth after a FORWARD_TOKENS-token forward: weights plus the
-forward's own buffers), weight_bytes (parameters × bytes in the dtype). Linux only (/proc).
+forward's own buffers), weight_bytes (parameters × bytes in the dtype). Linux only (/proc). `measure_alternating`
+takes ours and transformers' in turn, several rounds, and keeps the medians.
 """
 
 from __future__ import annotations
@@ -96,3 +97,37 @@ def measure(folder: str, who: str, dtype: str = "bfloat16", timeout: float = 900
 
 if __name__ == "__main__":
     print(json.dumps(worker(*sys.argv[1:4])))
+
+
+def read_through(folder: str, chunk: int = 64 * 2**20) -> int:
+    """Every safetensors file of `folder` read once (into the page cache, so the first load measured does not pay
+    the disk for both sides); the bytes read."""
+    from pathlib import Path
+
+    n = 0
+    for path in sorted(Path(folder).glob("*.safetensors")):
+        with open(path, "rb", buffering=0) as f:
+            while block := f.read(chunk):
+                n += len(block)
+    return n
+
+
+def measure_alternating(folder: str, rounds: int = 3, dtype: str = "bfloat16") -> dict[str, dict]:
+    """{who: the median of `rounds` measures (each number's median on its own; every run under "runs")}, ours and
+    transformers' taken in turn, the order swapped each round (a shared machine's load falls on both alike), after
+    one read of the files."""
+    read_through(folder)
+    runs: dict[str, list[dict]] = {who: [] for who in WHO}
+    for r in range(rounds):
+        for who in WHO if r % 2 == 0 else WHO[::-1]:
+            runs[who].append(measure(folder, who, dtype))
+    out = {}
+    for who, rows in runs.items():
+        med = dict(rows[0])
+        for key, value in rows[0].items():
+            if isinstance(value, (int, float)) and key != "n_params":
+                vals = sorted(row[key] for row in rows)
+                med[key] = vals[len(vals) // 2]
+        out[who] = med | {"rounds": len(rows), "runs": [{k: row[k] for k in ("seconds", "ready_seconds", "peak_bytes",
+                                                                            "held_bytes")} for row in rows]}
+    return out

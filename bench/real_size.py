@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import torch
-from attnlab.bench.load_meter import measure as measure_load
+from attnlab.bench.load_meter import measure_alternating as measure_loads
 
 SHAPES = {  # name: (transformers config class, its fields) — the published configs' hyperparameters
     "llama-3.2-1b": ("LlamaConfig", dict(
@@ -37,14 +37,16 @@ SHAPES = {  # name: (transformers config class, its fields) — the published co
         num_key_value_heads=4, max_position_embeddings=2048, tie_word_embeddings=False)),
 }
 ABOUT = ("Random checkpoints in the published shapes (bf16 safetensors built here; `attnlab bench --real-size`), "
-         "each number from its own process on the CPU, one thread. Load: seconds of the load call (in brackets: until "
-         "every weight was read once, what a first forward needs: transformers maps the file and reads it then); peak = VmHWM growth over the load "
-         "and a read of every weight; held = VmRSS growth once every weight was read; both as GB and as a multiple "
-         "of the weights' bf16 bytes. Forward / capture: ours = sdpa forward with nothing capturing / with records "
-         "(lazy: q and k kept); transformers = sdpa forward / eager with output_attentions (its only way to return "
-         "attention). One head's pattern at T=512: ours from the lazy record, transformers = an eager forward with "
-         "output_attentions (it has no other way). Medians; capture / forward = the median of per-round ratios, the two "
-         "timed alternately.")
+         "each number from its own process on the CPU, one thread. Load: the files read once first (both sides find "
+         "them in the page cache), then ours and transformers' loads in turn, the order swapped each round, the median "
+         "of the rounds: seconds of the load call (in brackets: until every weight was read once, what a first "
+         "forward needs: transformers maps the file and reads it then); peak = VmHWM growth over the load and a read "
+         "of every weight; held = VmRSS growth once every weight was read; both as GB and as a multiple of the "
+         "weights' bf16 bytes. Forward / capture: ours = sdpa forward with nothing capturing / with records (lazy: q "
+         "and k kept); transformers = sdpa forward / eager with output_attentions (its only way to return attention). "
+         "One head's pattern at T=512: ours from the lazy record, transformers = an eager forward with "
+         "output_attentions (it has no other way). Medians; capture / forward = the median of per-round ratios, the "
+         "two timed alternately.")
 LENGTHS = (128, 512)
 PATTERN_T = 512
 TEXT = "the cat sat on the mat because the mat was warm and the dog ran in the park "
@@ -176,16 +178,18 @@ def _child(kind: str, *args: str, timeout: float = 3600) -> dict:
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-def measure_real_size(shapes, root: Path, repeats: int = 3, pages: bool = True, progress=print) -> dict:
+def measure_real_size(shapes, root: Path, repeats: int = 3, pages: bool = True, progress=print,
+                      load_rounds: int = 5) -> dict:
     """{shape: {"attnlab": {...}, "transformers": {...}, "pages": {...}}}, every number from its own process."""
     out = {}
     for shape in shapes:
         progress(f"real size: building {shape}")
         folder = build_checkpoint(shape, Path(root) / shape)
+        progress(f"real size: {shape} load, ours and transformers' in turn ({load_rounds} rounds)")
+        loads = measure_loads(str(folder), load_rounds)
         row = {}
         for who in ("attnlab", "transformers"):
-            progress(f"real size: {shape} load ({who})")
-            row[who] = {"load": measure_load(str(folder), who)}
+            row[who] = {"load": loads[who]}
             progress(f"real size: {shape} capture ({who})")
             row[who]["capture"] = _child("capture", str(folder), who, str(repeats))
         if pages:
@@ -210,8 +214,8 @@ def markdown(result: dict) -> str:
                 return f"{c['forward_s'] * 1e3:.0f} / {c['capture_s'] * 1e3:.0f} ({c['ratio']:.2f}×)" if c else "—"
 
             pat = f"{cap['pattern_s'] * 1e3:.1f}" if "pattern_s" in cap else "—"
-            ready = f" ({ld['ready_seconds']:.1f})" if "ready_seconds" in ld else ""
-            lines.append(f"| {shape} | {who} | {ld['seconds']:.1f}{ready} | {ld['peak_bytes'] / gb:.2f} "
+            ready = f" ({ld['ready_seconds']:.2f})" if "ready_seconds" in ld else ""
+            lines.append(f"| {shape} | {who} | {ld['seconds']:.2f}{ready} | {ld['peak_bytes'] / gb:.2f} "
                          f"({ld['peak_bytes'] / w:.2f}×) | {ld['held_bytes'] / gb:.2f} ({ld['held_bytes'] / w:.2f}×) "
                          f"| {fc(128)} | {fc(512)} | {pat} |")
         for page, p in (row.get("pages") or {}).items():

@@ -41,7 +41,7 @@ class Locality:
 
     def penalty(self) -> torch.Tensor:
         at, p = self.attn, self.prefix
-        q, k, _ = at.qkv(self._x).split(at.split, dim=-1)  # [B, T, h·d] each
+        q, k, _ = at.project_qkv(self._x)  # [B, T, h·d] each
         q, k = at._heads(q)[:, :, p:], at._heads(k)[:, :, p:]  # [B, T, h·d] -> [B, h, N, d] patches only
         w = torch.softmax(q @ k.transpose(-1, -2) * at.scale, -1)  # [B, h, N, N]
         return (w * self.far).sum(-1).mean()

@@ -75,7 +75,8 @@ def _hook_heads(cap, name: str, x: torch.Tensor) -> torch.Tensor:
 
 class Attention(nn.Module):
     """Multi-head (or grouped-query) attention. Self-attention reads x; cross-attention takes keys/values
-    from ctx.memory. qkv's output rows are [q (n_heads·d_head) | k (n_kv_heads·d_head) | v (same)].
+    from ctx.memory. qkv's output rows are [q (n_heads·d_head) | k (n_kv_heads·d_head) | v (same)]; with
+    cfg.qkv_layout "split" they are three Linears q, k, v instead (project_qkv, qkv_weights hide the difference).
 
     Hook points, in TransformerLens's layouts (the maths inside runs [B, H, T, d]): hook_q [B, q, H, d]; hook_k,
     hook_v [B, k, Hkv, d] (the k/v heads, not repeated; every key so far under a KV cache); hook_attn_scores,
@@ -100,11 +101,14 @@ class Attention(nn.Module):
         self.softcap = cfg.attn_softcap  # SDPA has no soft-capping: a capped site runs the eager math
         d, d_q, d_kv = cfg.d_model, cfg.d_attn, cfg.kv_heads * cfg.d_head
         self.split = (d_q, d_kv, d_kv)
+        self.fused = not cross and cfg.qkv_layout == "fused"
         if cross:
             self.q = nn.Linear(d, d_q, bias=cfg.attn_bias)
             self.kv = nn.Linear(d, 2 * d_kv, bias=cfg.attn_bias)
-        else:
+        elif self.fused:
             self.qkv = nn.Linear(d, d_q + 2 * d_kv, bias=cfg.attn_bias)
+        else:  # qkv_layout "split": a checkpoint's separate q, k, v tensors, used as stored
+            self.q, self.k, self.v = (nn.Linear(d, n, bias=cfg.attn_bias) for n in self.split)
         self.out = nn.Linear(d_q, d, bias=cfg.attn_out_bias)
         if cfg.qk_norm:
             self.q_norm = make_norm(cfg, cfg.d_head)
@@ -112,6 +116,20 @@ class Attention(nn.Module):
         else:
             self.q_norm = self.k_norm = nn.Identity()
         self.site, self.stack, self.layer = "attn", "", 0  # set by name_sites()
+
+    def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Self-attention's q [B, T, H·d], k and v [B, T, Hkv·d] from x [B, T, D], whichever the layout."""
+        if self.fused:
+            return self.qkv(x).split(self.split, dim=-1)
+        return self.q(x), self.k(x), self.v(x)
+
+    def qkv_weights(self) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor | None, ...]]:
+        """Self-attention's projection weights (W_Q [H·d, D], W_K and W_V [Hkv·d, D]) and biases (None without),
+        whichever the layout (fused: views of the one weight)."""
+        if self.fused:
+            b = (None,) * 3 if self.qkv.bias is None else self.qkv.bias.split(self.split)
+            return self.qkv.weight.split(self.split), b
+        return (self.q.weight, self.k.weight, self.v.weight), (self.q.bias, self.k.bias, self.v.bias)
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         B, T, D = x.shape
@@ -130,7 +148,7 @@ class Attention(nn.Module):
             else:
                 k, v = cached
             return self.q_norm(q), k, v
-        q, k, v = self.qkv(x).split(self.split, dim=-1)
+        q, k, v = self.project_qkv(x)
         return self._finish(self._heads(q), self._heads(k), self._heads(v), ctx)
 
     def _finish(self, q, k, v, ctx: AttnCtx):
@@ -163,8 +181,7 @@ class Attention(nn.Module):
         xk and xv [B, T, Hkv, D]: head h's q reads xq[:, :, h] only (self-attention)."""
         if self.cross:
             raise ValueError("split inputs are for self-attention; cross-attention reads the encoder's output")
-        w = self.qkv.weight.split(self.split)  # [H·d, D], [Hkv·d, D], [Hkv·d, D]
-        b = (None,) * 3 if self.qkv.bias is None else self.qkv.bias.split(self.split)
+        w, b = self.qkv_weights()  # [H·d, D], [Hkv·d, D], [Hkv·d, D]
         q, k, v = (self._per_head(x, wi, bi) for x, wi, bi in zip((xq, xk, xv), w, b))
         cap = hooks.active()
         return self._out_captured(self._forward_captured(*self._finish(q, k, v, ctx), ctx, cap), cap)

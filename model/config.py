@@ -16,6 +16,7 @@ MLPS = ("gelu", "gelu_tanh", "swiglu", "moe", "geglu", "relu", "quick_gelu", "si
 EXPERT_MLPS = ("gelu", "gelu_tanh", "swiglu")
 BACKENDS = ("eager", "sdpa", "flash")
 OUTPUT_HEADS = ("none", "lm", "mlm")
+QKV_LAYOUTS = ("fused", "split")  # self-attention's projections: one Linear (rows q | k | v) or three
 ROPE_SCALINGS = ("none", "linear", "llama3", "yarn", "longrope")  # how RoPE's frequencies are rescaled (model/rope.py)
 
 
@@ -93,6 +94,8 @@ class ModelConfig:
     patch_bias: bool = True  # vit: a bias on the patch projection (CLIP: none)
     distill_head: bool = False  # vit (DeiT with teacher): logits = mean of [CLS]'s and [DIST]'s classifiers
     logit_scale: float = 1.0  # the final hidden states × this before the LM head (T5 with tied embeddings: d^-0.5)
+    qkv_layout: str = "fused"  # split: self-attention's q, k, v are three Linears (attn.q/k/v), as a checkpoint
+    # that stores them apart has them, so its tensors are used as stored (no copy into a fused weight)
 
     def __post_init__(self) -> None:
         def choice(name: str, options: tuple[str, ...]) -> None:
@@ -106,6 +109,7 @@ class ModelConfig:
         choice("norm_type", NORM_TYPES)
         choice("mlp", MLPS)
         choice("backend", BACKENDS)
+        choice("qkv_layout", QKV_LAYOUTS)
         if self.output_head is not None:
             choice("output_head", OUTPUT_HEADS)
         for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"):

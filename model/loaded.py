@@ -76,10 +76,11 @@ class LoadedModel(ModelKind, ModelIO, ImageIO, TransformerLensRuns, Reading):
         self.model.to(device=device, dtype=dtype)
         return self
 
-    def placed(self, where=None) -> LoadedModel:
-        """Spread over devices, CPU memory and disk as `where` (model.dispatch.Placement) says; None: as is."""
+    def placed(self, where=None, dtype: torch.dtype | None = None) -> LoadedModel:
+        """Spread over devices, CPU memory and disk as `where` (model.dispatch.Placement) says, every weight cast to
+        `dtype` (None: as it is) as it is placed; None: as is."""
         if where is not None:
-            self.model = dispatch(self.model, where)
+            self.model = dispatch(self.model, where, dtype)
         return self
 
     def reference_model(self) -> LoadedModel:

@@ -1,17 +1,20 @@
 """Weights straight from safetensors files into a model, in the dtype asked, with no second copy.
 
-Each tensor is memory-mapped on its own (`safetensors.safe_open` per tensor): a tensor kept in the file's
-dtype stays a view of the file (its pages are read when first used, as transformers does), a tensor cast to
-another dtype is converted alone and its mapping dropped, and a tensor a converter derives (a fused qkv, a
-transpose) releases its source's pages once the converter returns. The module is built with its parameters
-on the meta device and takes the tensors themselves (`load_state_dict(assign=True)`), so loading touches at
-most the weights in the target dtype plus one layer's derived tensors.
+Each tensor is memory-mapped on its own (`mapped_tensors`: safetensors checks the file, its header is read
+once, each tensor maps its own bytes): a tensor kept in the file's dtype stays a view of the file (its pages
+are read when first used, as transformers does), a tensor cast to another dtype is converted alone and its
+mapping dropped, and a tensor a converter derives (a fused qkv, a transpose) releases its source's pages once
+the converter returns; Llama-layout models keep q, k, v apart (ModelConfig.qkv_layout "split") and derive none.
+The module is built with its parameters on the meta device and takes the tensors themselves
+(`load_state_dict(assign=True)`), so loading touches at most the weights in the target dtype plus the tensors a
+converter derives.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import mmap
 import shutil
 import struct
 from collections import Counter
@@ -54,6 +57,8 @@ class NoRandomInit(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 SAFETENSORS_DTYPES = {"F64": torch.float64, "F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
+STORED_DTYPES = SAFETENSORS_DTYPES | {"I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8,
+                                     "U8": torch.uint8, "BOOL": torch.bool}
 NUMPY_CODES = {np.dtype(np.float64): "F64", np.dtype(np.float32): "F32", np.dtype(np.float16): "F16",
                np.dtype(np.int64): "I64", np.dtype(np.int32): "I32"}
 COPY_CHUNK = 16 * 2**20
@@ -111,22 +116,51 @@ def _numel(shape) -> int:
     return n
 
 
-def read_tensors(files: dict[str, Path], dtype: torch.dtype | None = None,
-                 copy: bool = False) -> dict[str, torch.Tensor]:
+def read_tensors(files: dict[str, Path], dtype: torch.dtype | None = None, copy: bool = False,
+                 matrices_as_stored: bool = False) -> dict[str, torch.Tensor]:
     """Every tensor of `files`, floating ones in `dtype` (None: as stored), each mapped on its own; `copy`
     takes each into memory of its own (a file this program itself rewrites, such as a bundled checkpoint
-    retrained in place, must not stay mapped)."""
-    out = {}
+    retrained in place, must not stay mapped); `matrices_as_stored` leaves tensors of 2+ dims in the file's dtype,
+    mapped, for a caller that casts them one at a time later (a converter only moves matrices, never computes on
+    them, so casting after conversion gives the same values)."""
+    by_file: dict[Path, list[str]] = {}
     for key, path in files.items():
-        try:
-            with safe_open(str(path), "pt") as f:
-                t = f.get_tensor(key)
-        except (SafetensorError, OSError, ValueError) as e:
-            raise CheckpointError(f"{path} is not a readable safetensors file (corrupt or truncated?): {e}") from None
-        cast = t.to(dtype) if dtype is not None and t.is_floating_point() else t
-        out[key] = cast.clone() if copy and cast is t else cast
-    return out
+        by_file.setdefault(path, []).append(key)
+    out = {}
+    for path, keys in by_file.items():
+        for key, t in zip(keys, mapped_tensors(path, keys)):
+            later = matrices_as_stored and t.dim() >= 2
+            cast = t.to(dtype) if dtype is not None and t.is_floating_point() and not later else t
+            out[key] = cast.clone() if copy and cast is t else cast
+    return {k: out[k] for k in files}
 
+
+def mapped_tensors(path: Path, keys: list[str]) -> list[torch.Tensor]:
+    """`keys` of one safetensors file, each a tensor on a private (copy-on-write) mapping of its own bytes: its
+    pages are read when first used and released when the tensor is; the header is read once (safetensors checks
+    it first)."""
+    _keys(path)  # CheckpointError for a file safetensors cannot read (offsets, dtypes and sizes checked)
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        out = []
+        for key in keys:
+            info = header.get(key)
+            if info is None:
+                raise CheckpointError(f"{path} has no tensor {key} (the folder's index names it there)")
+            if info["dtype"] not in STORED_DTYPES:
+                raise CheckpointError(f"{path}: {key} is stored as {info['dtype']}, which is not read here "
+                                      f"(only {', '.join(STORED_DTYPES)})")
+            dtype, shape = STORED_DTYPES[info["dtype"]], info["shape"]
+            start, end = info["data_offsets"]
+            if end == start:
+                out.append(torch.empty(shape, dtype=dtype))
+                continue
+            begin = 8 + n + start
+            base = begin - begin % mmap.ALLOCATIONGRANULARITY  # a mapping starts on a page
+            view = mmap.mmap(f.fileno(), begin - base + end - start, offset=base, access=mmap.ACCESS_COPY)
+            out.append(torch.frombuffer(view, dtype=dtype, count=_numel(shape), offset=begin - base).view(shape))
+    return out
 
 @contextlib.contextmanager
 def meta_parameters():

@@ -165,7 +165,7 @@ def qk_attribution(lm, inputs, layer: int, head: int, query: int = -1, key: int 
         parts = block_parts(b, parts, heads, t[f"{b.site}.hook_mlp_out"][0][0])
     g = rec.kv_head(head)
     q_side, q_scale = _side(lm, blk.ln_attn, attn, parts, query, head, "q")
-    k_side, k_scale = _side(lm, blk.ln_attn, attn, parts, key, cfg.n_heads + g, "k")
+    k_side, k_scale = _side(lm, blk.ln_attn, attn, parts, key, g, "k")
     qv, kv = torch.stack(list(q_side.values())), torch.stack(list(k_side.values()))  # [Cq, d], [Ck, d]
     values = (qv @ kv.T * attn.scale).cpu().numpy()  # [Cq, Ck]
     bias = None if rec.bias is None else float(rec.bias[head, query, key])
@@ -181,17 +181,20 @@ def qk_attribution(lm, inputs, layer: int, head: int, query: int = -1, key: int 
 
 def _side(lm, ln, attn, parts, pos: int, row: int, side: str) -> tuple[dict[str, torch.Tensor], float]:
     """{part: its q (or k) of one head at position `pos`, float64 [d]} through the frozen norm, the projection
-    rows of head `row` (query heads first, then the k/v heads), the frozen QK-norm and RoPE; and the frozen scale."""
+    rows of head `row` (a query head for side "q", a k/v head for "k"), the frozen QK-norm and RoPE; and the frozen
+    scale."""
     d = attn.d_head
     x = {name: c[pos] for name, c in parts.items()}  # [D] each
     frozen = FrozenNorm(ln, sum(x.values()))
     normed = {name: frozen(c) for name, c in x.items()}
     if frozen.bias is not None:
         normed["ln_bias"] = frozen.bias
-    w = attn.qkv.weight.detach().double()[row * d:(row + 1) * d]  # [d, D]: this head's rows of W_Q (or W_K)
+    weights, biases = attn.qkv_weights()
+    w, b = weights["qk".index(side)], biases["qk".index(side)]  # W_Q [H·d, D] (or W_K [Hkv·d, D]), its bias
+    w = w.detach().double()[row * d:(row + 1) * d]  # [d, D]: this head's rows
     out = {name: w @ c for name, c in normed.items()}
-    if attn.qkv.bias is not None:
-        out[f"{side}_bias"] = attn.qkv.bias.detach().double()[row * d:(row + 1) * d]
+    if b is not None:
+        out[f"{side}_bias"] = b.detach().double()[row * d:(row + 1) * d]
     qk_norm = attn.q_norm if side == "q" else attn.k_norm
     if not isinstance(qk_norm, torch.nn.Identity):
         frozen_qk = FrozenNorm(qk_norm, sum(out.values()))

@@ -261,7 +261,8 @@ def run_real_size(args) -> int:
         out = json.loads(out_path.read_text(encoding="utf-8")) if out_path.is_file() else {}
     except ValueError:
         raise UsageError(f"{out_path} is not JSON; move it away or pass another --out") from None
-    result = measure_real_size(shapes, root, repeats=max(1, min(args.repeats, 5)), progress=lambda msg: print(
+    rounds = max(1, min(args.repeats, 5))  # forward/capture rounds, and rounds of ours/transformers' loads
+    result = measure_real_size(shapes, root, repeats=rounds, load_rounds=rounds, progress=lambda msg: print(
         f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True))
     out[Top.REAL_SIZE] = out.get(Top.REAL_SIZE, {}) | result
     _write(out_path, json.dumps(out, indent=1, allow_nan=False) + "\n")

@@ -109,6 +109,17 @@ class Mapper:
         if bias:
             self.out[dst + ".bias"] = torch.cat([self.pop(n + ".bias", (r,)) for n, r in zip(srcs, rows)])  # [Σr]
 
+    def qkv(self, srcs: list[str], rows: list[int], dst: str, d: int, cfg: ModelConfig) -> None:
+        """Separate q, k, v Linear layers → our self-attention `dst` ("blocks.{i}.attn") as cfg.qkv_layout says:
+        split, each tensor as stored (dst.q, dst.k, dst.v; no copy); fused, stacked into dst.qkv."""
+        if cfg.qkv_layout == "fused":
+            self.fused_qkv(srcs, rows, dst + ".qkv", d, bias=cfg.attn_bias)
+            return
+        for src, r, part in zip(srcs, rows, "qkv"):
+            self.take(src + ".weight", f"{dst}.{part}.weight", (r, d))
+            if cfg.attn_bias:
+                self.take(src + ".bias", f"{dst}.{part}.bias", (r,))
+
     def norm(self, src: str, dst: str, d: int) -> None:
         self.take(src + ".weight", dst + ".weight", (d,))
         self.take(src + ".bias", dst + ".bias", (d,))

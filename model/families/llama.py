@@ -48,7 +48,7 @@ def decoder_fields(hf: dict, family: str, tied_default: bool = False, acts: tupl
         norm_type="rmsnorm", bias=False, qkv_bias=attn_bias or None, out_bias=attn_bias or None,
         mlp_bias=mlp_bias or None, mlp="swiglu",
         tie_embeddings=bool(hf.get("tie_word_embeddings", tied_default)),
-        output_head="lm", norm_eps=float(hf.get("rms_norm_eps", 1e-6)))
+        output_head="lm", norm_eps=float(hf.get("rms_norm_eps", 1e-6)), qkv_layout="split")
 
 
 def full_attention_only(hf: dict, family: str) -> None:
@@ -77,7 +77,8 @@ def llama_config(hf: dict, names=None) -> ModelConfig:
 
 def convert_llama(hf_state: State, cfg: ModelConfig, family: str = "llama") -> State:
     """LlamaForCausalLM / Qwen2ForCausalLM / MistralForCausalLM / … (or their base models, without the `model.`
-    prefix) tensors → ours. q_proj, k_proj, v_proj are stacked into our fused qkv; Qwen3's q_norm / k_norm
+    prefix) tensors → ours. q_proj, k_proj, v_proj stay three tensors (cfg.qkv_layout "split": the file's own,
+    no copy; "fused" stacks them into qkv); Qwen3's q_norm / k_norm
     (cfg.qk_norm) and Gemma 2's four norms per layer (cfg.norm "peri") are read too."""
     s = strip(hf_state, "model.", "embed_tokens.weight")
     D, H, V = cfg.d_model, cfg.hidden, cfg.vocab_size
@@ -94,8 +95,7 @@ def convert_llama(hf_state: State, cfg: ModelConfig, family: str = "llama") -> S
             m.take(h + src + ".weight", b + dst + ".weight", (D,))
         a = h + "self_attn."
         shapes = {"q_proj": d_q, "k_proj": d_kv, "v_proj": d_kv}
-        # rows [0:d_q] q, [d_q:d_q+d_kv] k, [d_q+d_kv:] v
-        m.fused_qkv([a + n for n in shapes], list(shapes.values()), b + "attn.qkv", D, bias=cfg.attn_bias)
+        m.qkv([a + n for n in shapes], list(shapes.values()), b + "attn", D, cfg)  # split: used as stored
         if not cfg.attn_bias and any(a + n + ".bias" in m.rest for n in shapes):
             raise CheckpointError(f"{family}: the checkpoint has attention biases ({a}q_proj.bias …) but its "
                                   "config.json does not ask for them (attention_bias)")

@@ -43,13 +43,18 @@ def load_hf_folder(folder: str | Path, name: str | None = None, source: str | No
         return view.load_view(folder, hf, name, source, dtype=dtype, placement=placement)
     family = model_family(hf, folder)
     dtype = dtype or stored_dtype(weight_files(folder)) or torch.float32
-    model, cfg = build_converted(family, hf, read_weights(folder, dtype), str(folder), dtype)
+    # a placement casts each matrix as it places it (a weight bound for disk is cast on its way there), so a
+    # dtype-changing offload never holds the whole model converted; vectors are cast first (converters compute on
+    # some: Gemma's 1 + w)
+    later = placement is not None
+    model, cfg = build_converted(family, hf, read_weights(folder, dtype, matrices_as_stored=later), str(folder),
+                                 None if later else dtype)
     reload = functools.partial(_reload, folder, family, hf)  # the checks' float32 reference, built when asked
     card = {"folder": str(folder), "model_type": hf.get("model_type"), "architectures": hf.get("architectures") or []}
     prep = FAMILIES[family].image_prep
     if prep is not None:  # no tokenizer: the image preprocessing instead
         return LoadedModel(name or str(folder), model, None, cfg, source or str(folder), family=family, card=card,
-                           image=prep(folder, hf, cfg), reload=reload).placed(placement)
+                           image=prep(folder, hf, cfg), reload=reload).placed(placement, dtype)
     tok = read_tokenizer(folder, family, cfg)
     if cfg.arch == "encdec":  # T5, BART, Marian: the source as tokenized, the target from decoder_start_token_id
         start = hf.get("decoder_start_token_id")
@@ -60,9 +65,9 @@ def load_hf_folder(folder: str | Path, name: str | None = None, source: str | No
         except ValueError as e:
             raise CheckpointError(f"{folder}: {e}") from None
         return LoadedModel(name or str(folder), model, target, cfg, source or str(folder), family=family, card=card,
-                           src_tokenizer=tok, reload=reload).placed(placement)
+                           src_tokenizer=tok, reload=reload).placed(placement, dtype)
     return LoadedModel(name or str(folder), model, tok, cfg, source or str(folder), family=family, card=card,
-                       reload=reload).placed(placement)
+                       reload=reload).placed(placement, dtype)
 
 
 def _reload(folder: Path, family: str, hf: dict, dtype: torch.dtype) -> torch.nn.Module:
@@ -103,12 +108,14 @@ def model_family(hf: dict, folder: Path) -> str:
     return mt
 
 
-def read_weights(folder: Path, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
+def read_weights(folder: Path, dtype: torch.dtype | None = None,
+                 matrices_as_stored: bool = False) -> dict[str, torch.Tensor]:
     """model.safetensors (or its shards), each tensor mapped from the file and, when floating, in `dtype`
-    (None: as stored); refuse pickle checkpoints without opening them."""
+    (None: as stored; tensors of 2+ dims as stored with `matrices_as_stored`); refuse pickle checkpoints without
+    opening them."""
     files = weight_files(folder)
     if files:
-        return read_tensors(files, dtype)
+        return read_tensors(files, dtype, matrices_as_stored=matrices_as_stored)
     pickles = [p for p in PICKLES if (folder / p).is_file()] + sorted(p.name for p in folder.glob("*.bin"))
     if pickles:
         raise CheckpointError(

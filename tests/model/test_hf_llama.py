@@ -165,8 +165,13 @@ def test_converter_checks_every_key(folders):
     state = load_file(str(f / "model.safetensors"))
     ours = convert_llama(state, cfg)
     d_kv = 2 * 8
-    assert ours["blocks.0.attn.qkv.weight"].shape == (32 + 2 * d_kv, 32)
-    assert torch.equal(ours["blocks.0.attn.qkv.weight"][32:32 + d_kv], state["model.layers.0.self_attn.k_proj.weight"])
+    assert cfg.qkv_layout == "split" and "blocks.0.attn.qkv.weight" not in ours
+    for part, rows in (("q", 32), ("k", d_kv), ("v", d_kv)):  # the checkpoint's own tensors, not copies
+        t = ours[f"blocks.0.attn.{part}.weight"]
+        assert t.shape == (rows, 32) and t is state[f"model.layers.0.self_attn.{part}_proj.weight"]
+    fused = convert_llama(state, cfg.replace(qkv_layout="fused"))  # rows q | k | v in one weight
+    assert fused["blocks.0.attn.qkv.weight"].shape == (32 + 2 * d_kv, 32)
+    assert torch.equal(fused["blocks.0.attn.qkv.weight"][32:32 + d_kv], state["model.layers.0.self_attn.k_proj.weight"])
     with pytest.raises(CheckpointError, match=r"k_proj\.weight has shape \(16, 32\), config\.json needs \(32, 32\)"):
         convert_llama(state, cfg.replace(n_kv_heads=None))  # the config says MHA, the weights are GQA
     bad = {**state, "model.layers.0.self_attn.q_proj.bias": torch.zeros(32)}

@@ -57,12 +57,12 @@ def test_weights_are_the_file_tensors_and_the_reference_is_built_on_demand(folde
         k = f.get_tensor("model.layers.3.self_attn.k_proj.weight")
         assert torch.equal(params["embed.tok.weight"], f.get_tensor("model.embed_tokens.weight"))
         assert torch.equal(params["lm_head.weight"], f.get_tensor("lm_head.weight"))
-    qkv = params["blocks.3.attn.qkv.weight"]  # [q rows | k rows | v rows, d]
-    assert qkv.dtype == torch.bfloat16 and torch.equal(qkv[:768], q) and torch.equal(qkv[768:1024], k)
+    wq, wk = params["blocks.3.attn.q.weight"], params["blocks.3.attn.k.weight"]  # qkv_layout "split": as stored
+    assert wq.dtype == torch.bfloat16 and torch.equal(wq, q) and torch.equal(wk, k)
     assert all(p.dtype == torch.bfloat16 for p in lm.model.parameters())
     ref = lm.reference_model()  # float32, from the file: exactly the stored values upcast
-    assert ref.dtype == torch.float32 and torch.equal(dict(ref.model.named_parameters())["blocks.3.attn.qkv.weight"],
-                                                      qkv.float())
+    assert ref.dtype == torch.float32 and torch.equal(dict(ref.model.named_parameters())["blocks.3.attn.k.weight"],
+                                                      wk.float())
     inp = lm.encode("the cat sat on the mat")
     a, b = lm.forward(inp, backend="eager").logits.float(), ref.forward(inp, backend="eager").logits
     assert (a - b).abs().max() < 0.05 * b.abs().max()  # bf16 vs float32 on the same weights

@@ -45,3 +45,31 @@ def test_gguf_loads_straight_into_bfloat16(tmp_path, monkeypatch):
     ref = bf16.reference_model()  # float32 from the cache folder (not the temporary one): the dequantised values
     for a, b in zip(fp32.model.parameters(), ref.model.parameters()):
         assert torch.equal(a, b)
+
+
+def test_each_tensor_maps_its_own_bytes_and_releases_them(tmp_path):
+    import gc
+    import json
+
+    import pytest
+    from attnlab.model.weights import CheckpointError
+    from safetensors.torch import save_file
+
+    def maps() -> int:
+        with open("/proc/self/maps") as f:
+            return sum(str(tmp_path) in line for line in f)
+
+    state = {"a": torch.arange(12.0).view(3, 4), "n": torch.arange(5), "e": torch.empty(0, 4), "h": torch.ones(7).half()}
+    save_file(state, str(tmp_path / "s1.safetensors"))
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({"weight_map": {k: "s1.safetensors" for k in state}}))
+    got = read_tensors(weight_files(tmp_path), torch.bfloat16, matrices_as_stored=True)
+    assert list(got) == list(state) and maps() == 2  # "a" and "n" mapped ("h" cast, "e" empty)
+    assert torch.equal(got["a"], state["a"]) and got["a"].dtype == torch.float32  # a matrix as stored
+    assert torch.equal(got["n"], state["n"]) and got["h"].dtype == torch.bfloat16 and got["e"].shape == (0, 4)
+    del got
+    gc.collect()
+    assert maps() == 0  # every mapping gone with its tensor
+    index.write_text(json.dumps({"weight_map": {"a": "s1.safetensors", "b": "s1.safetensors"}}))
+    with pytest.raises(CheckpointError, match=r"s1\.safetensors has no tensor b \(the folder's index names it"):
+        read_tensors(weight_files(tmp_path))
