@@ -20,3 +20,22 @@ def wrapping_columns(n: int, key: str, min_width: int) -> list:
 </style>""")
     with st.container(key=key):
         return st.columns(n, gap="small")
+
+
+# -- the width a chart gets ----------------------------------------------------------------------------------
+# The main column's width in px (measured in chromium): at 1024×768 presenting (the sidebar open, its 19-px rem)
+# and at 1400 px without. Charts thin their tick labels to the width they get here (app.frame.chart).
+MAIN_PX = {True: 534, False: 940}
+GAP_REM = {"small": 1, "medium": 2, "large": 4}  # st.columns' gaps
+
+
+def column_px(spec, present: bool, gap: str = "small", min_width: int = 0) -> list[int]:
+    """The width in px of each column of st.columns(spec, gap=gap) (or of wrapping_columns(spec, …, min_width)
+    when `min_width`) in the main column, at the window presentation mode is made for (see MAIN_PX)."""
+    weights = [1] * spec if isinstance(spec, int) else list(spec)
+    main, n = MAIN_PX[present], len(weights)
+    if min_width:  # as many a row as get min_width, all the same width
+        per_row = max(1, min(n, (main + GAP_PX) // (min_width + GAP_PX)))
+        return [int((main - (per_row - 1) * GAP_PX) / per_row)] * n
+    room = main - (n - 1) * GAP_REM[gap] * (19 if present else 16)
+    return [int(room * w / sum(weights)) for w in weights]

@@ -4,6 +4,7 @@ context, shown step by step as it is produced (▶ replays the steps)."""
 import pandas as pd
 import streamlit as st
 from attnlab.app import state
+from attnlab.app.columns import column_px
 from attnlab.app.downloads import downloads
 from attnlab.app.figures.rows import generation_matrix, head_rows
 from attnlab.app.figures.style import esc, md
@@ -79,7 +80,7 @@ with page("Generate", "What does each new token look at while it is being writte
     with a:
         chart(head_rows(row[:, :k_len], keys[:k_len], present=present,
                         title=f"query {q} ({esc(tr.tokens[q], 20)}) → keys, every head of layer {layer}"),
-              key="gen-step", name=f"step-{step}")
+              key="gen-step", width=column_px([3, 2], present, "medium")[0], name=f"step-{step}")
         token_strip(keys[:k_len], row[:, :k_len].mean(0) if head == MEAN else row[head, :k_len],
                     query=None if cross else q, label=f"keys shaded by {head_name(head)}")
     with b:

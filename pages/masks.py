@@ -4,6 +4,7 @@ import numpy as np
 import streamlit as st
 from attnlab.analysis.masks import zero_after_softmax_vs_neg_inf
 from attnlab.app import state
+from attnlab.app.columns import column_px
 from attnlab.app.downloads import downloads, matrix_csv
 from attnlab.app.figures.bars import token_bars
 from attnlab.app.figures.grids import grid_heatmap
@@ -79,7 +80,7 @@ with page("Masks", "What changes when the same text and weights run under a diff
     c1, c2 = st.columns([3, 2])
     with c1:
         chart(matrix_heatmap(pb - pa, qt, kt, mask=ma | mb, kind="diff", present=present,
-                             title=f"layer {layer}, head {head}: weights B − A"), key="diff", name="diff")
+                             title=f"layer {layer}, head {head}: weights B − A"), key="diff", width=column_px([3, 2], present)[0], name="diff")
     with c2:
         stack_a, stack_b = cap_a.matrices(group), cap_b.matrices(group)
         dmax = np.abs(stack_b - stack_a).max(axis=(-2, -1))  # [L, H]
@@ -87,7 +88,7 @@ with page("Masks", "What changes when the same text and weights run under a diff
         chart(grid_heatmap(dmax, [f"layer {i}" for i in range(n_layers)], head_names(n_heads, kv_group),
                            diverging=False, title="max |Δ weight| per head", value_name="max |Δ|", present=present,
                            kv_group=kv_group),
-              key="dmax", name="max-diff")
+              key="dmax", width=column_px([3, 2], present)[1], name="max-diff")
 
     with st.expander("Why −∞ before the softmax, not zero after?", expanded=False):
         v = zero_after_softmax_vs_neg_inf(rb.scores(head), mb)
@@ -114,7 +115,7 @@ with page("Masks", "What changes when the same text and weights run under a diff
                 with col:
                     chart(matrix_heatmap(c.records[c.sites(g)[lyr]].pattern(hd), tq, tk, mask=c.mask_of(g),
                                          title=f"{name}: layer {lyr}, head {hd}", present=present),
-                          key=f"trained-{name}", name=name)
+                          key=f"trained-{name}", width=column_px(2, present)[0], name=name)
 
     downloads(f"masks-L{layer}H{head}", csv=matrix_csv(pb - pa, qt, kt),
               npz={"mask_a": ma, "mask_b": mb, "pattern_a": pa, "pattern_b": pb, "scores": ra.scores(head),
