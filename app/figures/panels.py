@@ -83,7 +83,7 @@ def panel_grid(rows: list[list[Panel]], q_tokens, k_tokens, layer: int, head: in
             x, y = f"x{n if n > 1 else ''}", f"y{n if n > 1 else ''}"
             axes[xa] = f.layout.xaxis.to_plotly_json() | {"domain": [c / cols + 0.01, (c + 1) / cols - 0.02],
                                                            "anchor": y, "constraintoward": "left"}
-            axes[ya] = f.layout.yaxis.to_plotly_json() | {"domain": [y1 - PANEL_PX / plot_px, y1], "anchor": x,
+            axes[ya] = f.layout.yaxis.to_plotly_json() | {"domain": [max(0.0, y1 - PANEL_PX / plot_px), y1], "anchor": x,
                                                            "constraintoward": "top", "showticklabels": c == 0,
                                                            "scaleanchor": x, **({} if c == 0 else {"title": None})}
             notes.append({"text": p.title, "xref": f"{x} domain", "yref": f"{y} domain", "x": 0, "y": 1,

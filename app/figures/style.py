@@ -215,6 +215,7 @@ def fit_ticks(fig: go.Figure, width: int) -> go.Figure:
     fixed = m.autoexpand is False
     bar = any(getattr(t, "showscale", None) is not False and t.type in ("heatmap", "contour") for t in fig.data)
     xs, ys = _array_axes(fig.select_xaxes()), _array_axes(fig.select_yaxes())
+    extent = {a.plotly_name: _extent(a) for a in xs + ys}  # cells each axis spans, before any thinning
     named = [v for t in fig.data if t.type in ("heatmap", "bar") for v in (t.y if t.y is not None else ())
              if isinstance(v, str)]  # a category axis: its labels are the traces' y values
     if fixed:
@@ -243,6 +244,17 @@ def fit_ticks(fig: go.Figure, width: int) -> go.Figure:
             fig.layout.height = height = height + grow
     top = m.t if m.t is not None else 60
     plot_h = height - top - (0 if fixed or any(a.side == "top" for a in xs) else below) - (m.b or 10)
+    widths = {a.plotly_name.replace("axis", ""): plot_w * _span(a) for a in fig.select_xaxes()}
     for ax in ys:
-        _thin(ax, _texts(ax), max(plot_h * _span(ax), LINE_H * size), LINE_H * (ax.tickfont.size or size))
+        room = plot_h * _span(ax)
+        if ax.scaleanchor in widths:  # square cells: the plot is no taller than its width
+            room = min(room, widths[ax.scaleanchor] * extent[ax.plotly_name] / extent.get(
+                ax.scaleanchor.replace("x", "xaxis"), extent[ax.plotly_name]))
+        _thin(ax, _texts(ax), max(room, LINE_H * size), LINE_H * (ax.tickfont.size or size))
     return fig
+
+
+def _extent(ax) -> float:
+    """How many cells an array axis spans (its ticks' range and one)."""
+    v = [float(t) for t in ax.tickvals] if ax.tickvals is not None and len(ax.tickvals) else [0.0]
+    return max(v) - min(v) + 1
