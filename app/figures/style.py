@@ -256,5 +256,7 @@ def fit_ticks(fig: go.Figure, width: int) -> go.Figure:
 
 def _extent(ax) -> float:
     """How many cells an array axis spans (its ticks' range and one)."""
-    v = [float(t) for t in ax.tickvals] if ax.tickvals is not None and len(ax.tickvals) else [0.0]
-    return max(v) - min(v) + 1
+    v = list(ax.tickvals) if ax.tickvals is not None else []
+    if not v or not all(isinstance(t, (int, float, np.number)) for t in v):  # categories: one cell each
+        return float(max(len(v), 1))
+    return float(max(v) - min(v) + 1)

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 from attnlab.app.navigation import PAGES
+from playwright.sync_api import Error as PlaywrightError
 
+from tests.e2e.conftest import EXC
 from tests.e2e.label_boxes import label_report
 from tests.e2e.test_browser_mech import frames, open_page, wait_idle
 from tests.e2e.test_navigation_walk import NO_CHART
@@ -23,7 +25,7 @@ def drawn(page, charted: bool) -> None:
     for resizes to settle."""
     wait_idle(page)
     if charted:
-        page.wait_for_selector('[data-testid="stPlotlyChart"] .js-plotly-plot .main-svg', timeout=120_000)
+        page.wait_for_selector('[data-testid="stPlotlyChart"] .js-plotly-plot .main-svg', timeout=60_000)
     page.wait_for_function(DRAWN_JS, timeout=120_000)
     frames(page, 3)
     page.wait_for_timeout(500)
@@ -43,7 +45,11 @@ def page_labels(browser, url: str, size: tuple[int, int], present: bool) -> dict
             errors: list[str] = []
             page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
             open_page(page, f"{url}/{path}" + ("?present=1" if present else ""))
-            drawn(page, title not in NO_CHART)
+            try:
+                drawn(page, title not in NO_CHART)
+            except PlaywrightError as e:
+                errors.append(f"not drawn: {str(e)[:80]}")
+            errors += page.locator(EXC).all_inner_texts()
             rows = label_report(page)
             out[title] = {"charts": len(rows), "pairs": sum(len(r["pairs"]) for r in rows),
                           "cut": sum(len(r["cut"]) for r in rows), "errors": errors,
@@ -61,6 +67,7 @@ def test_no_label_overlaps_or_cut_titles_on_any_page(st_app, browser, view):
     found = page_labels(browser, st_app["url"], size, present)
     for title, r in found.items():
         print(f"{view} {title}: {r['charts']} charts, {r['pairs']} overlapping pairs, {r['cut']} titles cut",
+              *(f"\n    error: {e[:300]}" for e in r["errors"]),
               *(f"\n    {k}: {v}" for k, v in r["where"].items()))
     assert sorted(found) == sorted(p[1] for p in PAGES)
     assert all(r["charts"] for t, r in found.items() if t not in NO_CHART)  # every page drew its charts
