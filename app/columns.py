@@ -5,6 +5,7 @@ the other on a narrow screen), every column the same width. Charts in them keep 
 from __future__ import annotations
 
 import streamlit as st
+from attnlab.app.figures.style import MAIN_PX
 
 GAP_PX = 16  # the gap between columns (st.columns' "small" gap is 1rem)
 
@@ -23,9 +24,6 @@ def wrapping_columns(n: int, key: str, min_width: int) -> list:
 
 
 # -- the width a chart gets ----------------------------------------------------------------------------------
-# The main column's width in px (measured in chromium): at 1024×768 presenting (the sidebar open, its 19-px rem)
-# and at 1400 px without. Charts thin their tick labels to the width they get here (app.frame.chart).
-MAIN_PX = {True: 534, False: 940}
 GAP_REM = {"small": 1, "medium": 2, "large": 4}  # st.columns' gaps
 
 

@@ -11,8 +11,7 @@ from contextlib import contextmanager
 
 import streamlit as st
 from attnlab.app import state
-from attnlab.app.columns import MAIN_PX
-from attnlab.app.figures.style import fit_ticks, fit_title
+from attnlab.app.figures.style import MAIN_PX, fit_ticks, fit_title
 from attnlab.app.navigation import icon_of
 from attnlab.app.run_settings import RUN_DEVICE, RUN_DTYPE, can_switch_device, run_settings
 from attnlab.app.tour.editor import add_button

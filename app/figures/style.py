@@ -172,6 +172,9 @@ def log_floor(v) -> np.ndarray:
 # -- tick labels that never overlap ------------------------------------------------------------------------
 CHAR_W, LINE_H = 0.62, 1.45  # a label character's width and a label's line pitch, over the font size (upright boxes)
 COLORBAR_PX = 90  # room a colour bar takes right of the plot
+# The main column's width in px (measured in chromium): at 1024×768 presenting (the sidebar open, its 19-px rem)
+# and at 1400 px without. Charts thin their tick labels to the width they get (app.frame.chart).
+MAIN_PX = {True: 534, False: 940}
 
 
 def _labels_px(texts, size: float) -> float:
