@@ -45,9 +45,11 @@ def specs(at: AppTest) -> list[dict]:
 
 def titled(at: AppTest, text: str) -> dict:
     """The one figure whose title contains `text` (or, among several, equals it)."""
-    found = [s for s in specs(at) if text in (s["layout"].get("title", {}).get("text") or "")]
+    def title(s):  # as read: a title wrapped to its chart's width (app.figures.style.fit_title) is one line
+        return (s["layout"].get("title", {}).get("text") or "").replace("<br>", " ")
+    found = [s for s in specs(at) if text in title(s)]
     if len(found) > 1:
-        found = [s for s in found if s["layout"]["title"]["text"] == text]
+        found = [s for s in found if title(s) == text]
     assert len(found) == 1, [s["layout"].get("title", {}).get("text") for s in specs(at)]
     return found[0]
 
