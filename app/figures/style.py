@@ -211,7 +211,8 @@ def _span(ax) -> float:
 def fit_ticks(fig: go.Figure, width: int) -> go.Figure:
     """No two tick labels overlap when `fig` is drawn `width` px wide: an axis of array ticks whose labels do not
     fit side by side turns them upright (x) and keeps every k-th label (y: every k-th that fits the plot's
-    height); hover still names each cell. A figure with fixed margins gets the room upright labels need below."""
+    height); hover still names each cell. A figure with fixed margins gets the room upright labels need below;
+    text written in heatmap cells too narrow for it is dropped."""
     size = fig.layout.font.size or 13
     height = fig.layout.height or 450
     m = fig.layout.margin
@@ -248,6 +249,7 @@ def fit_ticks(fig: go.Figure, width: int) -> go.Figure:
     top = m.t if m.t is not None else 60
     plot_h = height - top - (0 if fixed or any(a.side == "top" for a in xs) else below) - (m.b or 10)
     widths = {a.plotly_name.replace("axis", ""): plot_w * _span(a) for a in fig.select_xaxes()}
+    _cell_text(fig, widths, size)
     for ax in ys:
         room = plot_h * _span(ax)
         if ax.scaleanchor in widths:  # square cells: the plot is no taller than its width
@@ -255,6 +257,20 @@ def fit_ticks(fig: go.Figure, width: int) -> go.Figure:
                 ax.scaleanchor.replace("x", "xaxis"), extent[ax.plotly_name]))
         _thin(ax, _texts(ax), max(room, LINE_H * size), LINE_H * (ax.tickfont.size or size))
     return fig
+
+
+def _cell_text(fig: go.Figure, widths: dict, size: float) -> None:
+    """Drop the numbers or tokens written in heatmap cells narrower than their text (hover still shows them)."""
+    for t in fig.data:
+        if t.type != "heatmap" or not t.texttemplate or t.z is None or not len(t.z):
+            continue
+        if "%{text}" in t.texttemplate and t.text is not None:
+            chars = max((len(html.unescape(str(v))) for row in t.text for v in np.ravel(row)), default=0)
+        else:
+            chars = 5  # a formatted value: "0.12", "−3.4"
+        cell = widths.get(t.xaxis or "x", 0) / max(len(t.z[0]), 1)
+        if chars * CHAR_W * (t.textfont.size or size) > cell:
+            t.texttemplate = ""
 
 
 def _extent(ax) -> float:
