@@ -171,6 +171,7 @@ def log_floor(v) -> np.ndarray:
 
 # -- tick labels that never overlap ------------------------------------------------------------------------
 CHAR_W, LINE_H = 0.62, 1.45  # a label character's width and a label's line pitch, over the font size (upright boxes)
+TEXT_W = 0.5  # a cell text character's width over its font size (digits, as measured)
 COLORBAR_PX = 90  # room a colour bar takes right of the plot
 # The main column's width in px (measured in chromium): at 1024×768 presenting (the sidebar open, its 19-px rem)
 # and at 1400 px without. Charts thin their tick labels to the width they get (app.frame.chart).
@@ -226,7 +227,7 @@ def fit_ticks(fig: go.Figure, width: int) -> go.Figure:
         left, right = m.l or 0, m.r or 0
     else:
         left = max([m.l or 0] + [_labels_px(_texts(a), a.tickfont.size or size) + 2 * size for a in ys]
-                   + [_labels_px(named, size) + 2 * size, 5 * size])
+                   + [_labels_px(named, size) + 2 * size, 3 * size])
         right = max(m.r or 0, COLORBAR_PX if bar else 20)
     plot_w = max(width - left - right, 4 * size)
     below = 2 * size
@@ -242,14 +243,23 @@ def fit_ticks(fig: go.Figure, width: int) -> go.Figure:
         need = _labels_px(text, f) + f
         below = max(below, need)
         side = "t" if ax.side == "top" else "b"
-        if fixed and (m[side] or 0) < need + 2 * size + 12:  # upright labels: their room above or below the plot
+        if side == "t" and not fixed:  # labels above the plot: under the title, not over it
+            m.t = (m.t if m.t is not None else 60) + int(need)
+            fig.layout.height = height = height + int(need)
+        elif fixed and (m[side] or 0) < need + 2 * size + 12:  # upright labels: their room above or below the plot
             grow = int(need + 2 * size + 12 - (m[side] or 0))
             m[side] = (m[side] or 0) + grow
             fig.layout.height = height = height + grow
     top = m.t if m.t is not None else 60
     plot_h = height - top - (0 if fixed or any(a.side == "top" for a in xs) else below) - (m.b or 10)
     widths = {a.plotly_name.replace("axis", ""): plot_w * _span(a) for a in fig.select_xaxes()}
-    _cell_text(fig, widths, size)
+    cells = widths
+    if not fixed:  # cell text: the plot as wide as its labels let it be (the estimate above leaves room to spare)
+        left = max([m.l or 0] + [_labels_px(_texts(a), a.tickfont.size or size) + size for a in ys]
+                   + [_labels_px(named, size) + size])
+        full = max(width - left - (COLORBAR_PX if bar else 10), 4 * size)
+        cells = {k: v * full / plot_w for k, v in widths.items()}
+    _cell_text(fig, cells, size)
     for ax in ys:
         room = plot_h * _span(ax)
         if ax.scaleanchor in widths:  # square cells: the plot is no taller than its width
@@ -264,13 +274,22 @@ def _cell_text(fig: go.Figure, widths: dict, size: float) -> None:
     for t in fig.data:
         if t.type != "heatmap" or not t.texttemplate or t.z is None or not len(t.z):
             continue
+        fmt = re.fullmatch(r"%\{z:([^}]*)\}", t.texttemplate)
         if "%{text}" in t.texttemplate and t.text is not None:
             chars = max((len(html.unescape(str(v))) for row in t.text for v in np.ravel(row)), default=0)
-        else:
-            chars = 5  # a formatted value: "0.12", "−3.4"
+        else:  # the values as the template writes them (a d3 format Python does not read: 5 characters)
+            chars = _written(np.asarray(t.z, dtype=np.float64), fmt.group(1) or "g") if fmt else 5
         cell = widths.get(t.xaxis or "x", 0) / max(len(t.z[0]), 1)
-        if chars * CHAR_W * (t.textfont.size or size) > cell:
+        if chars * TEXT_W * (t.textfont.size or size) > cell:
             t.texttemplate = ""
+
+
+def _written(z: np.ndarray, fmt: str) -> int:
+    """The longest of the finite values of `z` written with format `fmt`."""
+    try:
+        return max((len(format(v, fmt)) for v in z[np.isfinite(z)]), default=0)
+    except ValueError:
+        return 5
 
 
 def _extent(ax) -> float:
