@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import streamlit as st
 from attnlab.app import state
-from attnlab.app.figures.style import MAIN_PX, fit_ticks, fit_title
+from attnlab.app.figures.style import MAIN_PX, fit_width
 from attnlab.app.navigation import icon_of
 from attnlab.app.run_settings import RUN_DEVICE, RUN_DTYPE, can_switch_device, run_settings
 from attnlab.app.tour.editor import add_button
@@ -202,8 +202,7 @@ def chart(fig, key: str | None = None, name: str = "attnlab", width: int | None 
     """st.plotly_chart with the toolbar's download set to PNG or SVG (sidebar choice), its tick labels thinned or
     turned so that none overlap at the `width` it gets (px; default the main column's, app.columns.column_px for
     a column's)."""
-    width = width or MAIN_PX[presenting()]
-    fit_ticks(fit_title(fig, width), width)
+    fit_width(fig, width or MAIN_PX[presenting()])
     fmt = kept().get("img", "png")
     cfg = {"displaylogo": False, "toImageButtonOptions": {"format": fmt, "filename": name, "scale": 2}}
     return st.plotly_chart(fig, key=None if key is None else f"fig-{key}", config=cfg, theme="streamlit")

@@ -269,6 +269,12 @@ def fit_ticks(fig: go.Figure, width: int) -> go.Figure:
     return fig
 
 
+def fit_width(fig: go.Figure, width: int) -> go.Figure:
+    """`fig` as drawn `width` px wide: its title wrapped (fit_title), its tick labels and cell text fitted
+    (fit_ticks)."""
+    return fit_ticks(fit_title(fig, width), width)
+
+
 def _cell_text(fig: go.Figure, widths: dict, size: float) -> None:
     """Drop the numbers or tokens written in heatmap cells narrower than their text (hover still shows them)."""
     for t in fig.data:
