@@ -227,7 +227,8 @@ def fit_ticks(fig: go.Figure, width: int) -> go.Figure:
         left, right = m.l or 0, m.r or 0
     else:
         left = max([m.l or 0] + [_labels_px(_texts(a), a.tickfont.size or size) + 2 * size for a in ys]
-                   + [_labels_px(named, size) + 2 * size, 3 * size])
+                   + [_labels_px(named, size) + 2 * size, 5 * size])  # 5 sizes: a numeric axis's labels
+        left += 1.5 * size if any(a.title.text for a in fig.select_yaxes()) else 0  # and its title
         right = max(m.r or 0, COLORBAR_PX if bar else 20)
     plot_w = max(width - left - right, 4 * size)
     below = 2 * size
