@@ -244,9 +244,8 @@ def fit_ticks(fig: go.Figure, width: int) -> go.Figure:
         need = _labels_px(text, f) + f
         below = max(below, need)
         side = "t" if ax.side == "top" else "b"
-        if side == "t" and not fixed:  # labels above the plot: under the title, not over it
+        if side == "t" and not fixed:  # labels above the plot: under the title, not over it (the plot gives way)
             m.t = (m.t if m.t is not None else 60) + int(need)
-            fig.layout.height = height = height + int(need)
         elif fixed and (m[side] or 0) < need + 2 * size + 12:  # upright labels: their room above or below the plot
             grow = int(need + 2 * size + 12 - (m[side] or 0))
             m[side] = (m[side] or 0) + grow
@@ -261,7 +260,8 @@ def fit_ticks(fig: go.Figure, width: int) -> go.Figure:
         full = max(width - left - (COLORBAR_PX if bar else 10), 4 * size)
         cells = {k: v * full / plot_w for k, v in widths.items()}
     _cell_text(fig, cells, size)
-    for ax in ys:
+    every_row = isinstance(fig.layout.meta, dict) and fig.layout.meta.get("every_row")  # sized for each row's label
+    for ax in [] if every_row else ys:
         room = plot_h * _span(ax)
         if ax.scaleanchor in widths:  # square cells: the plot is no taller than its width
             room = min(room, widths[ax.scaleanchor] * extent[ax.plotly_name] / extent.get(
