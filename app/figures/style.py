@@ -245,7 +245,9 @@ def fit_ticks(fig: go.Figure, width: int) -> go.Figure:
         below = max(below, need)
         side = "t" if ax.side == "top" else "b"
         if side == "t" and not fixed:  # labels above the plot: under the title, not over it (the plot gives way)
-            m.t = (m.t if m.t is not None else 60) + int(need)
+            title = fig.layout.title.text or ""
+            room = (60 + title.count("<br>") * int(1.3 * (size + 3))) if title else 20  # the title's part (layout)
+            m.t = max(m.t if m.t is not None else 60, room + int(need))
         elif fixed and (m[side] or 0) < need + 2 * size + 12:  # upright labels: their room above or below the plot
             grow = int(need + 2 * size + 12 - (m[side] or 0))
             m[side] = (m[side] or 0) + grow
