@@ -5,6 +5,7 @@ the other on a narrow screen), every column the same width. Charts in them keep 
 from __future__ import annotations
 
 import streamlit as st
+from attnlab.app.figures.style import MAIN_PX
 
 GAP_PX = 16  # the gap between columns (st.columns' "small" gap is 1rem)
 
@@ -20,3 +21,19 @@ def wrapping_columns(n: int, key: str, min_width: int) -> list:
 </style>""")
     with st.container(key=key):
         return st.columns(n, gap="small")
+
+
+# -- the width a chart gets ----------------------------------------------------------------------------------
+GAP_REM = {"small": 1, "medium": 2, "large": 4}  # st.columns' gaps
+
+
+def column_px(spec, present: bool, gap: str = "small", min_width: int = 0) -> list[int]:
+    """The width in px of each column of st.columns(spec, gap=gap) (or of wrapping_columns(spec, …, min_width)
+    when `min_width`) in the main column, at the window presentation mode is made for (see MAIN_PX)."""
+    weights = [1] * spec if isinstance(spec, int) else list(spec)
+    main, n = MAIN_PX[present], len(weights)
+    if min_width:  # as many a row as get min_width, all the same width
+        per_row = max(1, min(n, (main + GAP_PX) // (min_width + GAP_PX)))
+        return [int((main - (per_row - 1) * GAP_PX) / per_row)] * n
+    room = main - (n - 1) * GAP_REM[gap] * (19 if present else 16)
+    return [int(room * w / sum(weights)) for w in weights]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 from attnlab.app import state
+from attnlab.app.columns import column_px, wrapping_columns
 from attnlab.app.figures.tiling import running_stats, tile_grid
 from attnlab.app.frame import chart, guard
 from attnlab.app.url_state import index, select, slider
@@ -14,6 +15,7 @@ from attnlab.app.verdicts import verdict_banner
 
 TOL_TILED = 1e-6  # tiled vs full softmax output (float64 both)
 TOL_MODEL = 1e-4  # tiled (float64) vs the model's own float32 output of the head
+PAIR_PX = 440  # the tiles and the running statistics side by side while each gets this width
 
 
 def flash_section(inp, present: bool) -> None:
@@ -41,13 +43,14 @@ def flash_section(inp, present: bool) -> None:
         step = slider("Tile of this block", 1, len(mine), "fl_step", len(mine), where=c2,
                       help="Key/value blocks arrive left to right; fully masked ones are skipped.") - 1 \
             if len(mine) > 1 else 0
-        left, right = st.columns([2, 3], gap="medium")
+        left, right = wrapping_columns(2, "fl-pair", PAIR_PX)  # one under the other on a projector
+        at = column_px(2, present, min_width=PAIR_PX)[0]
         with left:
-            chart(tile_grid(tiling, qb, step, present), key="fl-grid", name="flash-tiles")
+            chart(tile_grid(tiling, qb, step, present), key="fl-grid", name="flash-tiles", width=at)
         r0, r1 = mine[step].rows
         row = r1 - 1  # the block's last row: it sees the most keys
         with right:
-            chart(running_stats(tiling, qb, row, step, present), key="fl-stats", name="flash-running")
+            chart(running_stats(tiling, qb, row, step, present), key="fl-stats", name="flash-running", width=at)
         s = mine[step]
         st.dataframe(pd.DataFrame({"query row": range(r0, r1), "tile max": s.block_max, "m before": s.m_before,
                                    "m after": s.m_after, "rescale exp(m before − m after)": s.rescale,

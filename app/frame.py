@@ -11,6 +11,7 @@ from contextlib import contextmanager
 
 import streamlit as st
 from attnlab.app import state
+from attnlab.app.figures.style import MAIN_PX, fit_width
 from attnlab.app.navigation import icon_of
 from attnlab.app.run_settings import RUN_DEVICE, RUN_DTYPE, can_switch_device, run_settings
 from attnlab.app.tour.editor import add_button
@@ -197,8 +198,11 @@ def options(label: str = "Options"):
     return st.expander(label, expanded=not presenting())
 
 
-def chart(fig, key: str | None = None, name: str = "attnlab"):
-    """st.plotly_chart with the toolbar's download set to PNG or SVG (sidebar choice)."""
+def chart(fig, key: str | None = None, name: str = "attnlab", width: int | None = None):
+    """st.plotly_chart with the toolbar's download set to PNG or SVG (sidebar choice), its tick labels thinned or
+    turned so that none overlap at the `width` it gets (px; default the main column's, app.columns.column_px for
+    a column's)."""
+    fit_width(fig, width or MAIN_PX[presenting()])
     fmt = kept().get("img", "png")
     cfg = {"displaylogo": False, "toImageButtonOptions": {"format": fmt, "filename": name, "scale": 2}}
     return st.plotly_chart(fig, key=None if key is None else f"fig-{key}", config=cfg, theme="streamlit")

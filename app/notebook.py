@@ -40,7 +40,7 @@ from attnlab.app.figures.mosaic import mosaic
 from attnlab.app.figures.qk import qk_terms, why_title
 from attnlab.app.figures.rows import method_rows
 from attnlab.app.figures.sinks import NORM_NAMES, norm_lines, ppl_bars, share_grid
-from attnlab.app.figures.style import esc
+from attnlab.app.figures.style import esc, fit_width
 from attnlab.app.figures.switcher import head_switcher, switch_layers
 from attnlab.app.presets import default_query
 from attnlab.model.captured import GROUP_LABELS, CapturedRun
@@ -63,7 +63,7 @@ logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").add
 
 
 def show(run: CapturedRun, view: str = "heads", layer: int | None = None, head: int | None = None,
-         group: str | None = None, **kw) -> go.Figure:
+         group: str | None = None, width: int | None = None, **kw) -> go.Figure:
     """The figure a page draws for `run` (a CapturedRun from LoadedModel.run), as a Plotly Figure.
 
     view: 'heads' | 'head' | 'headview' | 'rollout' | 'tokens'. layer (default the last), head (default 0)
@@ -76,6 +76,7 @@ def show(run: CapturedRun, view: str = "heads", layer: int | None = None, head: 
       heads='selected' | 'all'                 (headview)
       residual=0.5, fusion='mean', discard=0.0 (rollout)
       present=False                            (larger fonts, as in presentation mode)
+    width: the px it is drawn at: its title and tick labels fitted to it as on the page (None: every label kept).
     """
     if view not in VIEWS:
         raise ValueError(f"unknown view {view!r}; choose one of {', '.join(VIEWS)}")
@@ -87,8 +88,9 @@ def show(run: CapturedRun, view: str = "heads", layer: int | None = None, head: 
     unknown = set(kw) - {"query", "kind", "fuse", "pool", "heads", "residual", "fusion", "discard", "present"}
     if unknown:
         raise TypeError(f"show() got unexpected keywords: {', '.join(sorted(unknown))}")
-    return {"heads": _heads, "head": _head, "headview": _headview, "rollout": _rollout,
-            "tokens": _tokens}[view](run, group, layer, head, **kw)
+    fig = {"heads": _heads, "head": _head, "headview": _headview, "rollout": _rollout,
+           "tokens": _tokens}[view](run, group, layer, head, **kw)
+    return fig if width is None else fit_width(fig, width)
 
 
 def to_html(fig: go.Figure) -> str:

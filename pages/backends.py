@@ -6,6 +6,7 @@ import streamlit as st
 from attnlab.analysis.machinery.backends import device_summary
 from attnlab.analysis.machinery.checks import FUSED, TOL_BACKEND
 from attnlab.app import state
+from attnlab.app.columns import column_px, wrapping_columns
 from attnlab.app.downloads import downloads
 from attnlab.app.figures.grids import delta_grid
 from attnlab.app.figures.lines import scaling
@@ -19,6 +20,7 @@ from attnlab.model.captured import GROUP_LABELS
 
 LIVE = {256: "64 … 256", 512: "64 … 512", 1024: "64 … 1024"}
 LIVE_GPU = {4096: "256 … 4,096", 16384: "256 … 16,384", 32768: "256 … 32,768"}  # a GPU times long inputs live
+THREE_PX = 300  # the three matrices of a head side by side while each gets this width
 GPU_ADDS = ("**What a GPU adds** (`attnlab app --device cuda`): the model runs in bfloat16 or float16 and every "
             "fused backend is checked against a float32 eager reference (within 4e-2, and no worse than twice eager "
             "in the same precision); `flash` runs the FlashAttention-2 kernel; and long inputs reach 32,768 tokens "
@@ -84,7 +86,7 @@ with page("Backends", "Do eager, sdpa and flash compute the same attention — a
     with left:
         chart(delta_grid(z, sites, ["sdpa vs eager: pattern", "flash vs eager: pattern"], tol,
                          title=f"Max |Δ pattern| per layer (tolerance {tol:g})", present=present),
-              key="be-grid", name="backend-deltas")
+              key="be-grid", name="backend-deltas", width=column_px([3, 2], present, "medium")[0])
     with right:
         summary = pd.DataFrame([{"backend": b, "max |Δ logits|": reps[b]["max_abs_logits"],
                                  "max |Δ hidden|": reps[b]["max_abs_hidden"], "max |Δ pattern|": reps[b]["max_abs_pattern"]}
@@ -172,19 +174,20 @@ with page("Backends", "Do eager, sdpa and flash compute the same attention — a
     mask = cap_f.mask_of(group)
     recomputed, stored = cap_f.records[site].pattern(head), cap_e.records[site].pattern(head)
     side = dict(mask=mask, present=present, height=560, max_ticks=40)  # the same size, every token up to 40
-    a, b, c = st.columns(3, gap="small")
+    a, b, c = wrapping_columns(3, "be-three", THREE_PX)  # one under the other on a projector
+    at = column_px(3, present, min_width=THREE_PX)[0]
     with a:
         chart(matrix_heatmap(recomputed, qt, kt, title=f"{fused}: recomputed from q, k", zrange=(0.0, 1.0), **side),
-              key="be-recomputed", name="recomputed")
+              key="be-recomputed", name="recomputed", width=at)
     with b:
         chart(matrix_heatmap(stored, qt, kt, title="eager: stored weights", zrange=(0.0, 1.0), **side),
-              key="be-eager", name="eager")
+              key="be-eager", name="eager", width=at)
     with c:
         d = recomputed - stored
         lim = max(float(abs(d).max()), TOL_BACKEND)
         chart(matrix_heatmap(d, qt, kt, kind="diff", zrange=(-lim, lim), value_name="Δ",
                              title=f"difference (max |Δ| {abs(d).max():.1e})", **side),
-              key="be-diff", name="diff")
+              key="be-diff", name="diff", width=at)
     st.caption(f"{site}, head {head}: kernel {cap_f.records[site].kernel}. Long inputs stay cheap: a capture that "
                "would exceed a few million weights keeps q and k only, and large matrices are pooled for display.")
 

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 from attnlab.analysis.machinery.norm_variants import D_MODEL, N_HEADS, N_LAYERS
 from attnlab.app import state
+from attnlab.app.columns import column_px
 from attnlab.app.downloads import downloads
 from attnlab.app.figures.block import leak_bars, per_layer, stage_vectors, stream_norms
 from attnlab.app.figures.style import md
@@ -58,7 +59,7 @@ with page("Block", "What does each part of a transformer block do to one token, 
     a, b = st.columns(2, gap="medium")
     with a:
         chart(stream_norms(w.resid_norms, w.attn_delta, w.mlp_delta, present=present,
-                           title="Residual stream ‖h‖ and each update ‖Δ‖"), key="blk-norms",
+                           title="Residual stream ‖h‖ and each update ‖Δ‖"), key="blk-norms", width=column_px(2, present, "medium")[0],
               name="block-norms")
         st.caption("Bars: ‖Δ‖ of the attention and MLP updates of each block at this token "
                    + ("(before the norm that follows the add). " if w.norm_rule == "post" else "")
@@ -109,22 +110,22 @@ with page("Block", "What does each part of a transformer block do to one token, 
     if kind == "qk":
         with a:
             chart(per_layer({v.name: v.score_std for v in vs}, ylabel="std", present=present,
-                            title="Std of the scaled scores q·kᵀ/√d (visible cells)"), key="blk-qk-std",
+                            title="Std of the scaled scores q·kᵀ/√d (visible cells)"), key="blk-qk-std", width=column_px(2, present)[0],
                   name="qk-std")
         with b:
             chart(per_layer({v.name: v.score_max for v in vs}, ylabel="max |score|", present=present,
-                            title="Max |scaled score|"), key="blk-qk-max", name="qk-max")
+                            title="Max |scaled score|"), key="blk-qk-max", width=column_px(2, present)[0], name="qk-max")
         st.caption("QK-norm normalises every head's q and k before the dot product, so the score scale no longer "
                    "follows the size of the weights: it is set by the norms' learned scales.")
     else:
         with a:
             chart(per_layer({v.name: v.resid_norms for v in vs}, ylabel="‖h‖", present=present, with_embed=True,
-                            title="‖h‖ at the chosen token, layer by layer"), key="blk-v-resid", name="variant-resid")
+                            title="‖h‖ at the chosen token, layer by layer"), key="blk-v-resid", width=column_px(2, present)[0], name="variant-resid")
         with b:
             what = "mlp_delta" if kind == "mlp" else "attn_delta"
             chart(per_layer({v.name: getattr(v, what) for v in vs}, present=present,
                             ylabel="‖Δ‖", title=f"‖{'MLP' if kind == 'mlp' else 'attention'} update‖ per block"),
-                  key="blk-v-delta", name="variant-delta")
+                  key="blk-v-delta", width=column_px(2, present)[0], name="variant-delta")
     leak = None
     if kind == "norm" and t == T - 1:
         st.caption("BatchNorm's attention update at the last token is near 0: random weights attend almost "

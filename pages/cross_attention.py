@@ -4,7 +4,7 @@ at a time."""
 
 import streamlit as st
 from attnlab.app import state
-from attnlab.app.columns import wrapping_columns
+from attnlab.app.columns import column_px, wrapping_columns
 from attnlab.app.downloads import downloads, matrix_csv
 from attnlab.app.figures.matrix import mark_cells, matrix_heatmap
 from attnlab.app.figures.mosaic import mosaic
@@ -66,7 +66,7 @@ with page("Cross-attention", "Which source words does each target word read?", i
         fig.update_yaxes(title="target token (query)")
         # the row that WRITES target token t is row t − 1 (the decoder at position t − 1 predicts token t)
         chart(mark_cells(fig, [(t - 1, s) for t, s in align if 1 <= t <= len(tgt_t) and s < len(src_t)]),
-              key="x-cross", name="cross")
+              key="x-cross", width=column_px(2, present, min_width=side)[0], name="cross")
         if align:
             st.caption("Circles: the reference word alignment of this lecture sample, drawn on the row that writes "
                        "each target word — the row of the token before it, since position t predicts token t + 1.")
@@ -76,7 +76,7 @@ with page("Cross-attention", "Which source words does each target word read?", i
                              height=max(360, cell * len(tgt_t) + 200 + title_lines_px(title, present)))
         fig.update_xaxes(title="target token (key)")
         fig.update_yaxes(title="target token (query)")
-        chart(fig, key="x-self", name="decoder-self")
+        chart(fig, key="x-self", width=column_px(2, present, min_width=side)[0], name="decoder-self")
         st.caption("Causal: grey cells above the diagonal are masked, each target token sees only earlier ones.")
 
     # -- generation replay ----------------------------------------------------------------------------------
@@ -108,13 +108,13 @@ with page("Cross-attention", "Which source words does each target word read?", i
             chart(head_rows(row, tr.src_tokens, present=present,
                             title=wrap(f"step {step}: cross-attention of each head over the source", side - 20,
                                        present)),
-                  key="x-step", name="replay-step")
+                  key="x-step", width=column_px(2, present, min_width=side)[0], name="replay-step")
         with b:
             chart(generation_matrix(tr.step_matrix(site, None if head == HEADS_MEAN else head), tr.tokens,
                                     tr.prompt_len, k_tokens=tr.src_tokens, present=present, current=step,
                                     title=wrap(f"all steps: source tokens read while writing (layer {layer}, "
                                                f"{head_name(head)})", side - 20, present)),
-                  key="x-replay", name="replay")
+                  key="x-replay", width=column_px(2, present, min_width=side)[0], name="replay")
         if inp.preset is not None and inp.preset.src_text and start == "source":
             st.caption(f"Reference translation of this sample: “{inp.preset.text}”. Generated: "
                        f"“{' '.join(tr.new_tokens)}”.")

@@ -4,6 +4,7 @@ context, shown step by step as it is produced (▶ replays the steps)."""
 import pandas as pd
 import streamlit as st
 from attnlab.app import state
+from attnlab.app.columns import column_px
 from attnlab.app.downloads import downloads
 from attnlab.app.figures.rows import generation_matrix, head_rows
 from attnlab.app.figures.style import esc, md
@@ -75,11 +76,12 @@ with page("Generate", "What does each new token look at while it is being writte
     q = tr.query_position(step)
     row = tr.rows[site][step]  # [H, K]
     k_len = len(keys) if cross else q + 1  # row[:, :k_len] [H, k_len]: the keys this step saw; .mean(0) [k_len]
-    a, b = st.columns([3, 2], gap="medium")
+    a, b = (st.container(), st.container()) if present else st.columns([3, 2], gap="medium")  # a projector: stacked
     with a:
         chart(head_rows(row[:, :k_len], keys[:k_len], present=present,
                         title=f"query {q} ({esc(tr.tokens[q], 20)}) → keys, every head of layer {layer}"),
-              key="gen-step", name=f"step-{step}")
+              key="gen-step", width=None if present else column_px([3, 2], False, "medium")[0],
+              name=f"step-{step}")
         token_strip(keys[:k_len], row[:, :k_len].mean(0) if head == MEAN else row[head, :k_len],
                     query=None if cross else q, label=f"keys shaded by {head_name(head)}")
     with b:

@@ -6,6 +6,7 @@ from attnlab.analysis.attention.rollout import fuse_heads
 from attnlab.analysis.attention.stepwise import neuron_view
 from attnlab.app import state
 from attnlab.app.chart_link import anchor, link
+from attnlab.app.columns import column_px
 from attnlab.app.downloads import downloads, matrix_csv
 from attnlab.app.figures.grids import neuron_grid
 from attnlab.app.figures.head_view import head_view, head_view_title
@@ -50,11 +51,11 @@ def close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present):
             if layers:  # the chart carries these layers' heads: its own buttons switch them, and the page follows
                 fig1 = head_switcher(shown, qt, kt, al, ah, layers, mask=vmask, kind=vkind, present=present,
                                      mark=(query, src), index_ticks=present)
-                chart(fig1, key="head", name="head-matrix")
+                chart(fig1, key="head", width=None if present else column_px([3, 2], False, "medium")[0], name="head-matrix")
                 link("head")
             else:
                 chart(matrix_heatmap(m, qt, kt, mask=vmask, kind=vkind, title=name, present=present, pool=pool,
-                                     mark=(query, src), index_ticks=present), key="head", name=f"head-{layer}-{head}")
+                                     mark=(query, src), index_ticks=present), key="head", width=None if present else column_px([3, 2], False, "medium")[0], name=f"head-{layer}-{head}")
             switch_caption(layers, "it")
             if big:
                 st.info(f"This {m.shape[0]}×{m.shape[1]} matrix is pooled ({pool}) to at most {MAX_SIDE} cells "
@@ -67,7 +68,7 @@ def close_up(cap, inp, group, kind, fuse, shown, vmask, vkind, present):
             one = hv_heads == "selected" and fuse == "none"
             fig2 = head_view(pats[layer], qt, kt, query, [head] if hv_heads == "selected" else heads,
                              present=present, title=head_view_title(query, layer, head if one else None))
-            chart(fig2, key="headview", name="head-view")
+            chart(fig2, key="headview", width=None if present else column_px([3, 2], False, "medium")[1], name="head-view")
             st.caption("Line strength = attention weight (of the pattern, whatever matrix is shown on the left).")
 
         if toggle("Zoom window (full resolution)", "zoom", big, show=not present or big):

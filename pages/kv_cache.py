@@ -7,7 +7,7 @@ import streamlit as st
 from attnlab.analysis.machinery.checks import TOL_CACHE
 from attnlab.analysis.machinery.kv_cache import cache_costs
 from attnlab.app import state
-from attnlab.app.columns import wrapping_columns
+from attnlab.app.columns import column_px, wrapping_columns
 from attnlab.app.downloads import downloads
 from attnlab.app.figures.bars import step_deltas
 from attnlab.app.figures.lines import cache_cost, tiny_lines
@@ -62,7 +62,7 @@ with page("KV cache", "Why may a decoder keep the keys and values of earlier tok
         chart(step_deltas(steps["max_abs_logits"], steps["cached_token"], gen["tolerance"], passed=steps["passed"],
                           title=wrap("max |Δ next-token logits| per step (cached − uncached)", 300, present),
                           present=present),
-              key="kv-steps", name="kv-steps")
+              key="kv-steps", width=column_px(2, present, min_width=440)[0], name="kv-steps")
     with right:
         st.dataframe(steps[["step", "position", "cached_token", "uncached_token", "max_abs_logits", "passed"]],
                      hide_index=True, height=340, column_config={
@@ -102,15 +102,15 @@ with page("KV cache", "Why may a decoder keep the keys and values of earlier tok
     with a:
         fig = matrix_heatmap(stitched, qt, kt, mask=mask, title="stitched from the cached steps",
                              zrange=(0.0, 1.0), **side)
-        chart(chunk_lines(fig, sti["bounds"], len(kt)), key="kv-stitched", name="kv-stitched")
+        chart(chunk_lines(fig, sti["bounds"], len(kt)), key="kv-stitched", width=column_px(3, present, min_width=440)[0], name="kv-stitched")
     with b:
         chart(matrix_heatmap(full, qt, kt, mask=mask, title="one uncached pass", zrange=(0.0, 1.0), **side),
-              key="kv-full", name="kv-full")
+              key="kv-full", width=column_px(3, present, min_width=440)[0], name="kv-full")
     with c:
         lim = max(float(np.abs(diff).max()), TOL_CACHE)
         chart(matrix_heatmap(diff, qt, kt, mask=mask, kind="diff", zrange=(-lim, lim), value_name="Δ",
                              title=f"difference (max |Δ| {np.abs(diff).max():.1e})", **side),
-              key="kv-diff", name="kv-diff")
+              key="kv-diff", width=column_px(3, present, min_width=440)[0], name="kv-diff")
     (p0, p1), rest = sti["bounds"][0], sti["bounds"][1:]
     st.caption(f"{site}, head {head}. The text is fed as the cache would see it: a prefill of rows {p0}–{p1 - 1}, "
                + (f"a 2-token chunk (rows {rest[0][0]}–{rest[0][1] - 1}; its mask is the bottom-right corner of the "
@@ -127,7 +127,7 @@ with page("KV cache", "Why may a decoder keep the keys and values of earlier tok
                                          "their keys": ps["keys"], "their values": ps["values"]},
                          TOL_CACHE, xlabel="tokens fed so far (t)", ylabel="max |Δ| vs the whole text (log)",
                          title=wrap("Feed the text one more token at a time", 440, present), present=present),
-              key="kv-prefix", name="kv-prefix")
+              key="kv-prefix", width=column_px(2, present, min_width=440)[0], name="kv-prefix")
     with right:
         st.markdown(
             "Run the model on the first *t* tokens, for every *t*, and compare what it computes for those tokens "

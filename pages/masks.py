@@ -4,6 +4,7 @@ import numpy as np
 import streamlit as st
 from attnlab.analysis.attention.masks import zero_after_softmax_vs_neg_inf
 from attnlab.app import state
+from attnlab.app.columns import column_px, wrapping_columns
 from attnlab.app.downloads import downloads, matrix_csv
 from attnlab.app.figures.bars import token_bars
 from attnlab.app.figures.grids import grid_heatmap
@@ -30,6 +31,7 @@ ASSUMES = {
 # The six side-by-side panels are a third of the page wide: at most 256 cells a side, a PNG above 128 × 128
 # (at T = 1,024 the page sent 2.3 MB with 512 × 512 panels; its budget is 2 MB).
 PANEL = {"max_side": 256, "png_cells": 128 * 128}
+PAIR_PX = 440  # the two trained models side by side while each gets this width
 
 
 with page("Masks", "What changes when the same text and weights run under a different mask?"):
@@ -76,10 +78,10 @@ with page("Masks", "What changes when the same text and weights run under a diff
     st.caption("Scores: red = positive, blue = negative; weights: darker = larger (0 to the largest weight); "
                "grey = masked. Hover any cell for its tokens and value.")
     st.subheader("Difference B − A")
-    c1, c2 = st.columns([3, 2])
+    c1, c2 = (st.container(), st.container()) if present else st.columns([3, 2])  # a projector: one under the other
     with c1:
         chart(matrix_heatmap(pb - pa, qt, kt, mask=ma | mb, kind="diff", present=present,
-                             title=f"layer {layer}, head {head}: weights B − A"), key="diff", name="diff")
+                             title=f"layer {layer}, head {head}: weights B − A"), key="diff", width=None if present else column_px([3, 2], False)[0], name="diff")
     with c2:
         stack_a, stack_b = cap_a.matrices(group), cap_b.matrices(group)
         dmax = np.abs(stack_b - stack_a).max(axis=(-2, -1))  # [L, H]
@@ -87,7 +89,7 @@ with page("Masks", "What changes when the same text and weights run under a diff
         chart(grid_heatmap(dmax, [f"layer {i}" for i in range(n_layers)], head_names(n_heads, kv_group),
                            diverging=False, title="max |Δ weight| per head", value_name="max |Δ|", present=present,
                            kv_group=kv_group),
-              key="dmax", name="max-diff")
+              key="dmax", width=None if present else column_px([3, 2], False)[1], name="max-diff")
 
     with st.expander("Why −∞ before the softmax, not zero after?", expanded=False):
         v = zero_after_softmax_vs_neg_inf(rb.scores(head), mb)
@@ -104,7 +106,7 @@ with page("Masks", "What changes when the same text and weights run under a diff
         text = inp.text if inp.model in ("lecture-decoder", "lecture-encoder") else presets("lecture-decoder")[0].text
         st.caption(f"The bundled decoder and encoder were trained on the same corpus; here both read: “{text}”.")
         with guard():
-            cols = st.columns(2)
+            cols = wrapping_columns(2, "masks-trained", PAIR_PX)  # one under the other on a projector
             for col, name in zip(cols, ("lecture-decoder", "lecture-encoder")):
                 c = state.capture(name, text, None, inp.backend)
                 g = next(iter(c.groups()))
@@ -114,7 +116,7 @@ with page("Masks", "What changes when the same text and weights run under a diff
                 with col:
                     chart(matrix_heatmap(c.records[c.sites(g)[lyr]].pattern(hd), tq, tk, mask=c.mask_of(g),
                                          title=f"{name}: layer {lyr}, head {hd}", present=present),
-                          key=f"trained-{name}", name=name)
+                          key=f"trained-{name}", width=column_px(2, present, min_width=PAIR_PX)[0], name=name)
 
     downloads(f"masks-L{layer}H{head}", csv=matrix_csv(pb - pa, qt, kt),
               npz={"mask_a": ma, "mask_b": mb, "pattern_a": pa, "pattern_b": pb, "scores": ra.scores(head),

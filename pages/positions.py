@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 from attnlab.analysis.machinery import positions as M
 from attnlab.app import state
+from attnlab.app.columns import column_px
 from attnlab.app.downloads import downloads
 from attnlab.app.figures.grids import table_heatmap
 from attnlab.app.figures.lines import curves
@@ -68,13 +69,13 @@ with page("Positions", "Attention itself ignores order. How does the model know 
         a, b = st.columns(2, gap="medium")
         with a:
             chart(table_heatmap(table, xlabel="dimension", ylabel="position", value_name="PE",
-                                present=present, title=f"PE [{P} positions × {d} dims]"), key="pos-sin",
+                                present=present, title=f"PE [{P} positions × {d} dims]"), key="pos-sin", width=column_px(2, present, "medium")[0],
                   name="sinusoidal")
         with b:
             chart(table_heatmap(M.similarity(table), xlabel="position", ylabel="position", value_name="cos",
                                 present=present, diverging=False,
                                 title="cosine similarity between positions"),
-                  key="pos-sin-sim", name="sinusoidal-similarity")
+                  key="pos-sin-sim", width=column_px(2, present, "medium")[0], name="sinusoidal-similarity")
         dims = [0, 2, min(8, d - 2), d // 2]
         chart(curves(np.arange(P), {f"dim {i} (wavelength {2 * np.pi * 10000 ** (i / d):.0f})": table[:, i]
                                     for i in dict.fromkeys(dims)}, xlabel="position", ylabel="PE",
@@ -104,11 +105,11 @@ with page("Positions", "Attention itself ignores order. How does the model know 
                 chart(table_heatmap(table[:n], xlabel="dimension", ylabel="position", value_name="weight",
                                     present=present,
                                     title=f"{src}: position embeddings [{n} of {table.shape[0]} × {table.shape[1]}]"),
-                      key="pos-learned", name="learned")
+                      key="pos-learned", width=column_px(2, present, "medium")[0], name="learned")
             with b:
                 chart(table_heatmap(M.similarity(table[:n]), xlabel="position", ylabel="position",
                                     value_name="cos", present=present, diverging=False,
-                                    title="cosine similarity between positions"), key="pos-learned-sim",
+                                    title="cosine similarity between positions"), key="pos-learned-sim", width=column_px(2, present, "medium")[0],
                       name="learned-similarity")
             note = ("Random initial weights: no structure, every position unrelated to its neighbours."
                     if src.startswith("random-") else
@@ -135,11 +136,11 @@ with page("Positions", "Attention itself ignores order. How does the model know 
         with a:
             chart(table_heatmap(demo["S"], xlabel="key position n", ylabel="query position m", value_name="score",
                                 present=present, title="RoPE: rot(q, m) · rot(k, n)"),
-                  key="pos-rope", name="rope-scores")
+                  key="pos-rope", width=column_px(2, present, "medium")[0], name="rope-scores")
         with b:
             chart(table_heatmap(demo["A"], xlabel="key position n", ylabel="query position m", value_name="score",
                                 present=present, title="absolute: (q + p_m) · (k + p_n)"),
-                  key="pos-abs", name="absolute-scores")
+                  key="pos-abs", width=column_px(2, present, "medium")[0], name="absolute-scores")
         chart(curves(demo["offsets"], {"RoPE": demo["spread_rope"], "absolute (sinusoidal added)":
                                        demo["spread_abs"]}, log_y=True, markers=True,
                      xlabel="offset m − n", ylabel="max − min along the diagonal (log)", present=present,
@@ -182,7 +183,7 @@ with page("Positions", "Attention itself ignores order. How does the model know 
             chart(curves(np.arange(T), {f"head {h}": al["last_weights"][h] for h in range(H)},
                          xlabel="key position", ylabel="weight", present=present,
                          title=f"Query {T - 1} with equal raw scores: weights from the bias alone"),
-                  key="pos-alibi-w", name="alibi-weights")
+                  key="pos-alibi-w", width=column_px([2, 3], present, "medium")[1], name="alibi-weights")
         st.caption("Steep heads (large m) look only at the last few tokens, gentle ones far back. Nothing is learned "
                    "and nothing is added to the embeddings, so ALiBi extrapolates to longer inputs.")
 

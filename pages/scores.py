@@ -11,6 +11,7 @@ from attnlab.analysis.attention.scores import (
     score_steps_table,
 )
 from attnlab.app.chart_link import anchor, link
+from attnlab.app.columns import column_px
 from attnlab.app.downloads import downloads
 from attnlab.app.figures.bars import score_boxes
 from attnlab.app.figures.lines import lines
@@ -97,11 +98,11 @@ with page("Score scales", "Why divide by √d_k? What happens to the softmax whe
                 c = counterfactual_softmax(r.raw_qk(), r.scale, tau=tau, mask=m, bias=r.bias, softcap=r.softcap)
                 stack[lyr] = np.where(m, c.scaled if use_scale else c.unscaled, np.nan)
             chart(head_switcher(stack, qt, kt, al, ah, layers, zrange=(0, 1), present=present, name=name),
-                  key="cf", name="counterfactual")
+                  key="cf", width=column_px([3, 2], present)[0], name="counterfactual")
             link("cf")
         else:
             chart(matrix_heatmap(shown, qt, kt, mask=mask, zrange=(0, 1), present=present, title=name(layer, head)),
-                  key="cf", name="counterfactual")
+                  key="cf", width=column_px([3, 2], present)[0], name="counterfactual")
         switch_caption(layers, "it")
     with right:
         sweep = {"with 1/√d_k": [], "without": []}
@@ -111,7 +112,7 @@ with page("Score scales", "Why divide by √d_k? What happens to the softmax whe
             sweep["with 1/√d_k"].append(float(c.scaled_entropy[valid].mean()))
             sweep["without"].append(float(c.unscaled_entropy[valid].mean()))
         chart(lines(TAUS, sweep, title="Mean row entropy (nats) vs temperature", xlabel="τ (log)",
-                    ylabel="entropy", present=present, log_x=True, vline=tau), key="sweep", name="entropy")
+                    ylabel="entropy", present=present, log_x=True, vline=tau), key="sweep", width=column_px([3, 2], present)[1], name="entropy")
         live = mask.any(-1)
         m1, m2 = st.columns(2)
         m1.metric("rows > 0.9 with 1/√d_k", f"{(cf.scaled.max(-1)[live] > 0.9).mean():.0%}")

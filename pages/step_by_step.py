@@ -10,6 +10,7 @@ from attnlab.analysis.attention.stepwise import (
     explain_weight,
     multi_head_steps,
 )
+from attnlab.app.columns import column_px
 from attnlab.app.downloads import downloads, matrix_csv
 from attnlab.app.figures.grids import number_grid
 from attnlab.app.frame import chart, options, page, presenting
@@ -115,19 +116,19 @@ with page("Step by step", "softmax(Q·Kᵀ / √d_k) · V: what happens at each 
     a, b = st.columns(2)
     with a:
         title = "① Scores S = Q·Kᵀ" if mode == "qkv" else "① Scores (your table)"
-        chart(number_grid(s.raw, qs, ks, title=title, present=present, mark=mark), key="sbs-raw",
+        chart(number_grid(s.raw, qs, ks, title=title, present=present, mark=mark), key="sbs-raw", width=column_px(2, present)[0],
               name="scores")
         st.caption("Each cell is the dot product of a query row with a key row: how well they match."
                    if mode == "qkv" else "Rows are queries, columns are keys.")
     with b:
         chart(number_grid(s.scaled, qs, ks, title=f"② Scaled: × 1/√d_k = × {s.scale:.3g}", present=present,
-                          mark=mark), key="sbs-scaled", name="scaled")
+                          mark=mark), key="sbs-scaled", width=column_px(2, present)[0], name="scaled")
         st.caption(f"d_k = {dk}. Without this factor dot products grow with the dimension and the softmax saturates "
                    "(one weight near 1, the rest near 0: vanishing gradients).")
     a, b = st.columns(2)
     with a:
         chart(number_grid(s.masked, qs, ks, title="③ Masked: −∞ where a query may not look", present=present,
-                          mark=mark), key="sbs-masked", name="masked")
+                          mark=mark), key="sbs-masked", width=column_px(2, present)[0], name="masked")
         st.caption({"causal": "Causal: query i sees keys 1…i. The −∞ goes in BEFORE the softmax, so every row still "
                               "sums to 1 (zeroing weights afterwards would need another normalisation).",
                     "none": "No mask: every query sees every key (an encoder such as BERT).",
@@ -141,7 +142,7 @@ with page("Step by step", "softmax(Q·Kᵀ / √d_k) · V: what happens at each 
             hide = hide and not answered
         chart(number_grid(s.weights, qs, ks, title="④ Softmax of each row: the weights α", kind="weights",
                           present=present, fmt="{:.3f}", mark=mark, hidden=hide),
-              key="sbs-weights", name="weights")
+              key="sbs-weights", width=column_px(2, present)[0], name="weights")
         if hide:
             st.caption("Quiz mode: the weights appear once you answer below.")
         else:
@@ -192,10 +193,10 @@ with page("Step by step", "softmax(Q·Kᵀ / √d_k) · V: what happens at each 
             [f"d{shown * dk + c + 1}" for c in range(dk)]
         with a:
             chart(number_grid(v_shown, [f"v{j + 1}" for j in range(T)], vdims, title="V (one row per key)",
-                              kind="values", present=present), key="sbs-v", name="values")
+                              kind="values", present=present), key="sbs-v", width=column_px(2, present)[0], name="values")
         with b:
             chart(number_grid(s.output, qs, vdims, title="Output: one row per query", kind="values",
-                              present=present), key="sbs-out", name="output")
+                              present=present), key="sbs-out", width=column_px(2, present)[0], name="output")
         st.caption("Each output row is a mix of the value rows, weighted by that query's row of α.")
 
     if heads > 1 and not (quiz and hide):
@@ -204,16 +205,16 @@ with page("Step by step", "softmax(Q·Kᵀ / √d_k) · V: what happens at each 
         for h, c in enumerate(cols):
             with c:
                 chart(number_grid(steps[h].weights, qs, ks, title=f"head {h + 1}: α", kind="weights",
-                                  present=present, fmt="{:.2f}"), key=f"sbs-head{h}", name=f"head{h + 1}")
+                                  present=present, fmt="{:.2f}"), key=f"sbs-head{h}", width=column_px(heads, present)[0], name=f"head{h + 1}")
         single = attention_steps(Q, K, V, mask=mask)
         a, b = st.columns(2)
         with a:
             chart(number_grid(output, qs, [f"d{c + 1}" for c in range(D_MODEL)],
                               title="Concatenated heads (then × W_O, here the identity)", kind="values",
-                              present=present), key="sbs-concat", name="concat")
+                              present=present), key="sbs-concat", width=column_px(2, present)[0], name="concat")
         with b:
             chart(number_grid(single.weights, qs, ks, title=f"One head over all {D_MODEL} dims: α", kind="weights",
-                              present=present), key="sbs-single", name="single-head")
+                              present=present), key="sbs-single", width=column_px(2, present)[0], name="single-head")
         st.caption("Each head compares only its own columns of Q and K, with its own scale 1/√d_head, so heads can "
                    "attend to different keys; one big head mixes all columns into one pattern. The four matrix "
                    "multiplies: QKV projection, Q·Kᵀ, α·V, output projection.")

@@ -7,6 +7,7 @@ edited, saved and loaded as a file, downloads as an offline HTML handout, and ea
 import streamlit as st
 from attnlab.app.frame import chart, guard, page, presenting
 from attnlab.app.tour import STEPS, step_of
+from attnlab.app.tour.core import WIDTH
 from attnlab.app.tour.editor import KEY_ENTRIES, KEY_ERROR, active, editor
 from attnlab.app.tour.handout import handout_apart, handout_html, views
 from attnlab.app.tour.images import available, figure_image, file_stem
@@ -69,7 +70,7 @@ with page("Lecture tour", f"The lecture in {len(STEPS)} steps: each view with it
             left, right = st.container(key="tour_view").columns([3, 2], gap="medium")  # the narrative wraps below
             # the figure where the window is too narrow for both (1024 px with the sidebar)
             with left:
-                chart(view.fig, key="tour", name=f"tour-step-{k}")
+                chart(view.fig, key="tour", name=f"tour-step-{k}", width=WIDTH)  # fitted to the tour's column
             with right:
                 st.markdown(view.narrative)
                 st.markdown(f":orange[**Look at:** {view.look}]")

@@ -16,6 +16,7 @@ from attnlab.analysis.probes.image_run import (
     run_map,
 )
 from attnlab.app import state
+from attnlab.app.columns import column_px
 from attnlab.app.downloads import downloads
 from attnlab.app.figures.image import (
     distance_figure,
@@ -102,7 +103,7 @@ with page("Vision", "Where does a Vision Transformer look — and is it where th
     with c1:
         chart(image_figure(view, grid, present=present, outline=None if sample is None else sample.mask,
                            title=f"The image as {name} reads it: {grid[0]}×{grid[1]} patches of {patch} px"),
-              key="image", name="vision-image")
+              key="image", width=column_px([3, 2], present)[0], name="vision-image")
     with c2:
         pred = prediction(run) if has_head else None
         if pred is None:
@@ -176,12 +177,12 @@ with page("Vision", "Where does a Vision Transformer look — and is it where th
     c1, c2 = st.columns(2)
     with c1:
         chart(distance_figure(distance, present=present, title="Mean attention distance per head"),
-              key="distance", name="vision-distance")
+              key="distance", width=column_px(2, present)[0], name="vision-distance")
         st.caption(distance_caption(distance, patch, grid))
     with c2, guard():
         sim = state.position_similarity(name)  # [N, rows, cols]
         chart(position_similarity_figure(sim, present=present, title="Position embeddings: cosine similarity"),
-              key="positions", name="vision-positions")
+              key="positions", width=column_px(2, present)[0], name="vision-positions")
         st.caption(position_caption(sim, grid))
 
     st.subheader("Queries and keys of one head")

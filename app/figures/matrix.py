@@ -198,7 +198,7 @@ def matrix_heatmap(m, q_tokens, k_tokens, *, mask=None, kind: str = "pattern", t
     auto_h = int(min(700 if present else 620, max(360, ny * (18 if present else 14) + 160)))
     # one layout dict: Plotly's update_* calls cost ~5 ms each, and every page run builds these figures
     lay = layout(title, present, height or auto_h, xaxis=xaxis, yaxis=yaxis, shapes=shapes, plot_bgcolor=MASKED_BG,
-                 meta={"pooled": bool(pooled), "shape": [ny, nx], "kind": kind})
+                 meta={"pooled": bool(pooled), "shape": [ny, nx], "kind": kind} | ({"every_row": True} if every_row else {}))
     lay["margin"] |= label_margins(xlab[::step], ylab[::ystep], font_size(present) - 2,
                                    trace.type == "heatmap" and showscale)
     lay["margin"]["autoexpand"] = False  # the margins hold the labels: nothing pushes them, one draw per change

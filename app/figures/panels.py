@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 from attnlab.app.figures.matrix import masked, matrix_heatmap, zlimits
-from attnlab.app.figures.style import font_size, layout
+from attnlab.app.figures.style import MAIN_PX, TITLE_CHAR, font_size, layout
 from attnlab.app.figures.switcher import SWITCH_BYTES, _buttons, switch_layers
 
 TITLE_PX = 28  # the band above each row of panels that holds their titles
@@ -26,6 +26,7 @@ class Panel:
     kind: str = "pattern"
     zrange: tuple[float, float] | None = None
     per_head: bool = True
+    short: str = ""  # the title where the panel is too narrow for `title`
 
 
 def run_panels(label: str, cap, group: str) -> list[Panel]:
@@ -37,10 +38,12 @@ def run_panels(label: str, cap, group: str) -> list[Panel]:
         m = rec(lyr).mask_for()
         return np.ones(m.shape, np.float32), m
 
-    return [Panel(f"{label}: mask (grey = hidden)", lambda lyr, h: ones(lyr), zrange=(0, 1), per_head=False),
+    return [Panel(f"{label}: mask (grey = hidden)", lambda lyr, h: ones(lyr), zrange=(0, 1), per_head=False,
+                  short=f"{label}: mask"),
             Panel(f"{label}: scores with −∞ where masked", lambda lyr, h: (rec(lyr).masked_scores(h), None),
-                  kind="scores"),
-            Panel(f"{label}: attention weights", lambda lyr, h: (rec(lyr).pattern(h), rec(lyr).mask_for()))]
+                  kind="scores", short=f"{label}: scores"),
+            Panel(f"{label}: attention weights", lambda lyr, h: (rec(lyr).pattern(h), rec(lyr).mask_for()),
+                  short=f"{label}: weights")]
 
 
 def panel_layers(rows: list[list[Panel]], n_layers: int, n_heads: int, nq: int, nk: int, layer: int,
@@ -73,20 +76,22 @@ def panel_grid(rows: list[list[Panel]], q_tokens, k_tokens, layer: int, head: in
     several = layers and len(layers) > 1
     top = (130 if several else 100 if layers else 60) + TITLE_PX
     gap = first.margin.b + TITLE_PX  # x tick labels of one row, then the titles of the next
-    plot_px = len(rows) * PANEL_PX + (len(rows) - 1) * gap
+    side = min(PANEL_PX, int((MAIN_PX[present] - first.margin.l - 20) / cols))  # px: a square panel's side
+    plot_px = len(rows) * side + (len(rows) - 1) * gap
     traces, owners, axes, notes = [], [], {}, []
     for r, (row, row_figs) in enumerate(zip(rows, figs)):
-        y1 = 1 - r * (PANEL_PX + gap) / plot_px
+        y1 = 1 - r * (side + gap) / plot_px
         for c, (p, f) in enumerate(zip(row, row_figs)):
             n = r * cols + c + 1
             xa, ya = f"xaxis{n if n > 1 else ''}", f"yaxis{n if n > 1 else ''}"
             x, y = f"x{n if n > 1 else ''}", f"y{n if n > 1 else ''}"
             axes[xa] = f.layout.xaxis.to_plotly_json() | {"domain": [c / cols + 0.01, (c + 1) / cols - 0.02],
                                                            "anchor": y, "constraintoward": "left"}
-            axes[ya] = f.layout.yaxis.to_plotly_json() | {"domain": [y1 - PANEL_PX / plot_px, y1], "anchor": x,
+            axes[ya] = f.layout.yaxis.to_plotly_json() | {"domain": [max(0.0, y1 - side / plot_px), y1], "anchor": x,
                                                            "constraintoward": "top", "showticklabels": c == 0,
                                                            "scaleanchor": x, **({} if c == 0 else {"title": None})}
-            notes.append({"text": p.title, "xref": f"{x} domain", "yref": f"{y} domain", "x": 0, "y": 1,
+            fits = len(p.title) * TITLE_CHAR * font_size(present) <= side
+            notes.append({"text": p.title if fits or not p.short else p.short, "xref": f"{x} domain", "yref": f"{y} domain", "x": 0, "y": 1,
                           "xanchor": "left", "yanchor": "bottom", "yshift": 4, "showarrow": False,
                           "font": {"size": font_size(present)}})
             base = f.data[0].update(xaxis=x, yaxis=y, name=f"{p.title} · L{layer}H{head}", visible=True,

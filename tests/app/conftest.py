@@ -45,9 +45,12 @@ def specs(at: AppTest) -> list[dict]:
 
 def titled(at: AppTest, text: str) -> dict:
     """The one figure whose title contains `text` (or, among several, equals it)."""
-    found = [s for s in specs(at) if text in (s["layout"].get("title", {}).get("text") or "")]
+    def titles(s):  # as sent, and as read (a title wrapped to its chart's width by style.fit_title is one line)
+        raw = s["layout"].get("title", {}).get("text") or ""
+        return raw, raw.replace("<br>", " ")
+    found = [s for s in specs(at) if any(text in t for t in titles(s))]
     if len(found) > 1:
-        found = [s for s in found if s["layout"]["title"]["text"] == text]
+        found = [s for s in found if text in titles(s)]
     assert len(found) == 1, [s["layout"].get("title", {}).get("text") for s in specs(at)]
     return found[0]
 

@@ -37,7 +37,7 @@ def test_heatmaps_press_moves_the_other_views_and_sends_the_matrix_unchanged():
     ok(at)
     assert figure(at, "head") == before  # byte for byte: Streamlit leaves the browser's switch alone
     assert at.session_state[ANCHOR]["head"] == (1, 0)
-    assert titled(at, "Head view")["layout"]["title"]["text"].endswith("(layer 0, head 2)")
+    assert titled(at, "Head view")["layout"]["title"]["text"].replace("<br>", " ").endswith("(layer 0, head 2)")
     assert any(m.value.startswith("**One score, neuron by neuron** — layer 0, head 2,") for m in at.markdown)
     assert at.query_params["layer"] == "0" and at.query_params["head"] == "2"
     # a choice made above (not a press): the matrix is rebuilt around it, with the captured numbers

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from attnlab.analysis.attention.rollout import attention_rollout, cross_rollout
-from attnlab.app.figures.style import tick_labels
+from attnlab.app.columns import column_px
+from attnlab.app.figures.style import MAIN_PX, tick_labels
 from attnlab.app.notebook import VIEWS, show, to_html
 from attnlab.model.registry import load
 
@@ -168,9 +169,10 @@ def same_figure(page_spec: dict, fig) -> None:
 def test_same_figures_as_the_heatmaps_page(run):
     at = open_page("heatmaps", model="random-decoder", text=TEXT)
     ok(at)
-    same_figure(titled(at, "self-attention"), show(run, "heads"))
-    same_figure(titled(at, "layer 1, head 0"), show(run, "head"))
-    same_figure(titled(at, "Head view"), show(run, "headview"))
+    same_figure(titled(at, "self-attention"), show(run, "heads", width=MAIN_PX[False]))
+    left, right = column_px([3, 2], False, "medium")  # the close-up and the head view side by side
+    same_figure(titled(at, "layer 1, head 0"), show(run, "head", width=left))
+    same_figure(titled(at, "Head view"), show(run, "headview", width=right))
 
 
 def test_same_figures_as_the_rollout_and_explore_pages(run):

@@ -172,8 +172,9 @@ def test_permutation_charts_whole_and_panels_alike(st_app, browser, width, prese
         plots = [charts[k]["plot"][0] for k in panels]
         assert len({(round(p[2] - p[0]), round(p[3] - p[1])) for p in plots}) == 1, plots
         tokens = len("the cat sat on the mat")  # the default text, one byte a token
-        for k in panels:
-            assert len(page.locator(f".{k} .xtick text").all()) == len(page.locator(f".{k} .ytick text").all()) == tokens
+        for k in panels:  # every token labelled where the labels fit; on a projector every other one
+            x, y = (len(page.locator(f".{k} .{a}tick text").all()) for a in "xy")
+            assert x == y and (x == tokens if width == 1400 else tokens // 2 <= x <= tokens), (x, y)
         per_row = 2 if width == 1400 else 1
         assert (plots[1][1] == plots[0][1]) == (per_row == 2) and plots[2][1] > plots[0][3]
 

@@ -27,8 +27,10 @@ def run():
 
 
 def title(page, key: str) -> str:
+    """The chart's title as read: its lines (a title wrapped to the chart's width) joined by spaces."""
     el = page.locator(f'.st-key-fig-{key}:not([data-stale="true"]) .g-gtitle .gtitle').first
-    return el.text_content()
+    return el.evaluate("e => { const lines = [...e.querySelectorAll('tspan.line')];"
+                       " return lines.length ? lines.map(t => t.textContent).join(' ') : e.textContent; }")
 
 
 def paragraph(page, start: str) -> str:

@@ -1,0 +1,83 @@
+"""A figure fitted to the width it is drawn at (app.figures.style.fit_width, which frame.chart applies): token
+axes thinned and turned upright where their labels do not fit, every kept label still at its own position, long
+titles wrapped with the room they need, cell text dropped where cells are narrower than it; and the widths the
+page's columns get (app.columns.column_px). The browser half is tests/e2e/test_page_labels.py."""
+
+from __future__ import annotations
+
+import numpy as np
+from attnlab.app.columns import column_px
+from attnlab.app.figures.grids import grid_heatmap
+from attnlab.app.figures.matrix import matrix_heatmap
+from attnlab.app.figures.style import LINE_H, MAIN_PX, fit_title, fit_width, layout, tick_labels
+
+TOKENS = ["[BOS]"] + [f"tok{i % 7}" for i in range(63)]  # 64 tokens, repeated names at different positions
+
+
+def matrix(n: int = 64, present: bool = True):
+    z = np.random.default_rng(0).random((n, n)).astype(np.float32)  # [q, k]
+    return matrix_heatmap(z, TOKENS[:n], TOKENS[:n], present=present, title="layer 0, head 0")
+
+
+def test_a_long_token_axis_is_thinned_upright_and_keeps_its_positions():
+    fig = fit_width(matrix(), MAIN_PX[True])
+    x, y = fig.layout.xaxis, fig.layout.yaxis
+    assert x.tickangle == -90
+    labels = tick_labels(TOKENS)
+    for ax in (x, y):
+        vals = [int(v) for v in ax.tickvals]
+        assert 2 <= len(vals) < 64 and np.all(np.diff(vals) == vals[1] - vals[0])  # every k-th cell
+        assert list(ax.ticktext) == [labels[v] for v in vals]  # each label names the token at its own position
+    pitch = LINE_H * x.tickfont.size
+    assert len(x.tickvals) * pitch <= MAIN_PX[True] - fig.layout.margin.l - fig.layout.margin.r
+    assert "tok6" in fig.data[0].text[63][62]  # hover still names every cell
+
+
+def test_a_short_axis_and_a_wide_chart_keep_every_label():
+    fig = fit_width(matrix(8, present=False), MAIN_PX[False])
+    assert [int(v) for v in fig.layout.xaxis.tickvals] == list(range(8)) == [int(v) for v in fig.layout.yaxis.tickvals]
+    wide = fit_width(matrix(64, present=False), MAIN_PX[False])
+    narrow = fit_width(matrix(64, present=False), column_px(3, False)[0])
+    assert len(narrow.layout.xaxis.tickvals) < len(wide.layout.xaxis.tickvals) <= 64
+
+
+def test_upright_labels_get_their_room_below_a_fixed_margin():
+    fig = matrix()
+    b, h = fig.layout.margin.b, fig.layout.height
+    fit_width(fig, MAIN_PX[True])
+    assert fig.layout.margin.b - b == fig.layout.height - h >= 0  # the plot keeps its height
+    need = max(len(t) for t in fig.layout.xaxis.ticktext) * 0.62 * fig.layout.xaxis.tickfont.size
+    assert fig.layout.margin.b >= need
+
+
+def test_a_long_title_is_wrapped_with_the_room_it_needs():
+    import plotly.graph_objects as go
+
+    title = "Each new token's attention (mean of heads, layer 3) — the replay of the whole generation"
+    fig = go.Figure(layout=layout(title, True, 400))
+    t, h = fig.layout.margin.t, fig.layout.height
+    fit_title(fig, 300)
+    lines = fig.layout.title.text.split("<br>")
+    assert len(lines) >= 3 and " ".join(lines) == title
+    assert all(len(line) <= (300 - 24) / (0.5 * 21) for line in lines)  # 21 px: the title's font presenting
+    assert fig.layout.margin.t - t == fig.layout.height - h == (len(lines) - 1) * int(1.3 * 21)
+    short = go.Figure(layout=layout("layer 0, head 0", True, 400))
+    assert fit_title(short, 300).layout.title.text == "layer 0, head 0"
+
+
+def test_cell_text_is_dropped_only_where_cells_are_narrower_than_it():
+    small = np.arange(16, dtype=float).reshape(4, 4) / 16  # [4, 4]
+    big = np.random.default_rng(1).random((4, 64))  # [4, 64]
+    cols = [f"c{i}" for i in range(64)]
+    kept = fit_width(grid_heatmap(small, list("abcd"), cols[:4], present=True), 534)
+    dropped = fit_width(grid_heatmap(big, list("abcd"), cols, present=True), 534)
+    assert kept.data[0].texttemplate and not dropped.data[0].texttemplate
+    wide = fit_width(grid_heatmap(big[:, :8], list("abcd"), cols[:8], present=False), 940)
+    assert wide.data[0].texttemplate  # 8 columns in 940 px: the values stay
+
+
+def test_column_widths():
+    assert column_px(3, False) == [int((940 - 2 * 16) / 3)] * 3
+    assert column_px([3, 2], True, "medium") == [int((534 - 38) * 3 / 5), int((534 - 38) * 2 / 5)]
+    assert column_px(2, True, min_width=440) == [534, 534]  # one under the other on a projector
+    assert column_px(3, False, min_width=300) == [int((940 - 32) / 3)] * 3
