@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 from attnlab.analysis.machinery.bench_report import ClassLoad
-from attnlab.bench.browser import IDLE, errors_on, launch, new_page, playwright_or
+from attnlab.bench.chromium import IDLE, errors_on, launch, new_page, playwright_or
 from attnlab.bench.server import streamlit_server
 from attnlab.bench.widgets import chart_button
 

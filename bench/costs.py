@@ -32,7 +32,7 @@ FAITH_MODEL, FAITH_N, FAITH_ROUNDS = "lecture-decoder", 100, 3
 
 
 def _first_chart(browser, url: str) -> float:
-    from attnlab.bench.browser import new_page, wait_chart
+    from attnlab.bench.chromium import new_page, wait_chart
 
     ctx, page = new_page(browser)
     try:
@@ -58,7 +58,7 @@ def _wait_warm(log: Path, timeout: float = 600) -> float:
 
 def warm_start(repeats: int = 5, progress: Callable[[str], None] | None = None) -> dict:
     """{fresh_warmed_s, warm_s, warm_times, cold_s, warm_up_s, ratio}: ratio = fresh_warmed_s / warm_s."""
-    from attnlab.bench.browser import launch, playwright_or
+    from attnlab.bench.chromium import launch, playwright_or
     from attnlab.bench.server import streamlit_server
 
     say = progress or (lambda msg: None)

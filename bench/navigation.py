@@ -14,7 +14,7 @@ from pathlib import Path
 
 from attnlab.analysis.machinery.bench_report import Browser
 from attnlab.app.navigation import PAGES
-from attnlab.bench.browser import IDLE, errors_on, frames, launch, new_page
+from attnlab.bench.chromium import IDLE, errors_on, frames, launch, new_page
 from attnlab.bench.server import streamlit_server
 
 NAV_QUERY = "model=lecture-decoder"  # the in-app walk: the bundled decoder on its first preset

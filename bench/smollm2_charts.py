@@ -12,7 +12,7 @@ import statistics
 import time
 
 from attnlab.analysis.machinery.bench_report import Browser
-from attnlab.bench.browser import _load, errors_on, new_page, wait_chart
+from attnlab.bench.chromium import errors_on, load_avg, new_page, wait_chart
 
 # (label, URL query, tokens of the preset's text): 14 each, so the two pages draw the same size of rows;
 # not the story presets, whose Explore also runs the other model (app/story_view.py). Checked by the tests.
@@ -38,7 +38,7 @@ def smollm2_first_charts(browser, url: str, repeats: int, progress=None) -> dict
     """{ROWS: per page {PAGE, per case label {WARM (median), WARM_TIMES, QUERY, TOKENS}, RATIO, ERRORS},
     REPEATS, LOAD_START, LOAD_END}."""
     say = progress or (lambda msg: None)
-    out = {Browser.ROWS: [], Browser.REPEATS: repeats, Browser.LOAD_START: _load()}
+    out = {Browser.ROWS: [], Browser.REPEATS: repeats, Browser.LOAD_START: load_avg()}
     for page_name, (path, key) in SMOL_PAGES.items():
         times, errors = {label: [] for label, _, _ in SMOL_CASES}, []
         for n in range(repeats + 1):  # round 0 warms the server (model load, the page's numbers): not counted
@@ -56,7 +56,7 @@ def smollm2_first_charts(browser, url: str, repeats: int, progress=None) -> dict
         say(f"{page_name}: smollm2 {row['smollm2'][Browser.WARM]} s, lecture-decoder "
             f"{row['lecture-decoder'][Browser.WARM]} s, ratio {row[Browser.RATIO]}")
         out[Browser.ROWS].append(row)
-    out[Browser.LOAD_END] = _load()
+    out[Browser.LOAD_END] = load_avg()
     return out
 
 

@@ -6,10 +6,10 @@ showing the next step's data, the app idle and two frames painted (bench.browser
 from __future__ import annotations
 
 from attnlab.analysis.machinery.bench_report import Browser
-from attnlab.bench.browser import (
-    _load,
-    _median,
+from attnlab.bench.chromium import (
     errors_on,
+    load_avg,
+    median,
     new_page,
     timed_change,
     wait_chart,
@@ -30,7 +30,7 @@ def measure_tour(browser, url: str, page_name: str, query: str, widgets, repeats
     """A browser-bench row for the tour (measure_page's signature): warm first chart, and every Next twice."""
     from attnlab.app.tour import STEPS
 
-    row = {Browser.PAGE: page_name, Browser.QUERY: query, Browser.COLD: cold_s, Browser.LOAD_START: _load(),
+    row = {Browser.PAGE: page_name, Browser.QUERY: query, Browser.COLD: cold_s, Browser.LOAD_START: load_avg(),
            Browser.WIDGETS: {}, Browser.ERRORS: []}
     warm_first_chart(browser, f"{url}/tour?step=1", CHART, repeats, row)
     progress(f"tour: warm first chart {row[Browser.WARM]} s")
@@ -40,12 +40,12 @@ def measure_tour(browser, url: str, page_name: str, query: str, widgets, repeats
             page.goto(f"{url}/tour?step=1", wait_until="commit")
             wait_chart(page, CHART)
             times = walk(page, len(STEPS))
-            row[Browser.WIDGETS][name] = {Browser.MEDIAN: _median(times), Browser.TIMES: [round(x, 4) for x in times]}
-            progress(f"tour: {name} → chart {_median(times)} s (slowest {max(times):.2f} s)")
+            row[Browser.WIDGETS][name] = {Browser.MEDIAN: median(times), Browser.TIMES: [round(x, 4) for x in times]}
+            progress(f"tour: {name} → chart {median(times)} s (slowest {max(times):.2f} s)")
             row[Browser.ERRORS] += errors_on(page)
         except Exception as e:  # noqa: BLE001 — recorded; the other walk still runs
             row[Browser.WIDGETS][name] = {Browser.ERROR: f"{type(e).__name__}: {str(e)[:300]}"}
         finally:
             ctx.close()
-    row[Browser.LOAD_END] = _load()
+    row[Browser.LOAD_END] = load_avg()
     return row

@@ -35,10 +35,8 @@ from attnlab.model.checkpoint import CheckpointError, read_config
 from attnlab.model.config import BACKENDS, ModelConfig
 from attnlab.model.device import dtype_name
 from attnlab.model.families import FAMILIES
-from attnlab.model.hf import (
-    load as hf_load,  # a module: model/hf/load.py → model/view and model/hub import this one
-)
 from attnlab.model.hf.cache import read_header
+from attnlab.model.hf.reading import model_family
 from attnlab.model.inputs import InputError
 from attnlab.model.transformer import build_model
 from attnlab.model.weights import NoRandomInit
@@ -195,7 +193,7 @@ def folder_config(folder: str | Path) -> ModelConfig:
             return ModelConfig.from_dict(meta["attnlab"])
         except (TypeError, ValueError) as e:
             raise CheckpointError(f"{folder}/config.json: {e}") from None
-    return FAMILIES[hf_load.model_family(meta, folder)].config(meta, tensor_names(folder))
+    return FAMILIES[model_family(meta, folder)].config(meta, tensor_names(folder))
 
 
 def tensor_names(folder: Path) -> list[str] | None:

@@ -140,3 +140,71 @@ def test_lecture_tooling_is_above_the_model():
     assert heavy == {}
     cards = [str(p.relative_to(ROOT)) for room in ROOMS - {"lecture"} for p in (ROOT / room).rglob("*card*.py")]
     assert cards == []  # every model card is written under lecture/cards/
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Every module of the rooms and the project's modules it imports (at any depth of the file, lazily too)."""
+    files = {}
+    for r in ROOMS | {"attnlab"}:
+        for path in (ROOT / r).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            parts = parts[:-1] if parts[-1] == "__init__" else parts
+            files[".".join(parts if parts[0] == "attnlab" else ["attnlab", *parts])] = path
+
+    def resolve(name: str) -> str:
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph = {m: set() for m in files}
+    for m, path in files.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [resolve(f"{node.module}.{a.name}") for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [resolve(a.name) for a in node.names]
+            else:
+                continue
+            graph[m] |= {t for t in targets if t and t != m}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while not group or group[-1] != v:
+                group.append(stack.pop())
+                on.discard(group[-1])
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_circles_are_found():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_circle_between_files():
+    """No module reaches itself through imports, lazy ones included (one loader: model/hf/reading.py is what the
+    converted loader, the view and the memory estimate read a folder through)."""
+    graph = module_graph()
+    assert len(graph) > 300 and "attnlab.model.hf.reading" in graph["attnlab.model.view.loaded"]
+    assert circles(graph) == []

@@ -189,7 +189,8 @@ def run_browser_section(args) -> int:
         from attnlab.bench.browser import run_browser
 
         if args.smollm2 or args.navigation:
-            from attnlab.bench.browser import playwright_or, run_smollm2
+            from attnlab.bench.browser import run_smollm2
+            from attnlab.bench.chromium import playwright_or
             from attnlab.bench.navigation import NAV_QUERY, run_navigation
 
             with tempfile.TemporaryDirectory(prefix="attnlab-bench-browser-") as tmp, playwright_or(None) as p:

@@ -9,19 +9,18 @@ classes only.
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 
 import torch
-from attnlab.model import hub, view  # view: `from model import` (model/view/loaded.py imports this module)
+from attnlab.model import hub, view
 from attnlab.model.checkpoint import CheckpointError, read_config
 from attnlab.model.config import ModelConfig
-from attnlab.model.families import FAMILIES, supported_families
+from attnlab.model.families import FAMILIES
 from attnlab.model.families.common import State
 from attnlab.model.hf.cache import has_converter
+from attnlab.model.hf.reading import model_family, read_tokenizer
 from attnlab.model.hf.target import TargetTokenizer
 from attnlab.model.loaded import LoadedModel
-from attnlab.model.tokenizer import HFTokenizer
 from attnlab.model.transformer import build_model
 from attnlab.model.weights import assign_weights, meta_parameters, read_tensors, stored_dtype, weight_files
 
@@ -94,20 +93,6 @@ def check_folder(folder: str | Path) -> Path:
     return folder
 
 
-def model_family(hf: dict, folder: Path) -> str:
-    """The family named by model_type; a config asking for the checkpoint's own code is refused first."""
-    if hf.get("auto_map") or hf.get("trust_remote_code"):
-        raise CheckpointError(
-            f"{folder}: config.json asks for the checkpoint's own Python code (auto_map / trust_remote_code); "
-            "attnlab never runs code shipped with a checkpoint. Supported families, through our own code: "
-            f"{supported_families()}")
-    mt = hf.get("model_type")
-    if mt not in FAMILIES:
-        raise CheckpointError(
-            f"{folder}: model_type {mt!r} is not supported; supported families: {supported_families()}")
-    return mt
-
-
 def read_weights(folder: Path, dtype: torch.dtype | None = None,
                  matrices_as_stored: bool = False) -> dict[str, torch.Tensor]:
     """model.safetensors (or its shards), each tensor mapped from the file and, when floating, in `dtype`
@@ -136,56 +121,3 @@ def build_converted(family: str, hf: dict, state: State, where: str,
     with meta_parameters():
         model = build_model(cfg)
     return assign_weights(model, converted, where, dtype), cfg
-
-
-def read_tokenizer(folder: Path, family: str, cfg: ModelConfig) -> HFTokenizer:
-    """tokenizer.json via `tokenizers`; else vocab files through transformers' fast tokenizer, locally."""
-    specials = _specials(folder, family)
-    if (folder / "tokenizer.json").is_file():
-        try:
-            tok = HFTokenizer.from_file(folder / "tokenizer.json", **specials)
-        except Exception as e:  # noqa: BLE001 — the Rust error text is the useful part
-            raise CheckpointError(f"{folder}/tokenizer.json cannot be read: {e}") from None
-    elif any((folder / f).is_file() for f in ("vocab.txt", "vocab.json")):
-        tok = HFTokenizer(_backend_from_vocab(folder), **specials)
-    else:
-        raise CheckpointError(f"{folder} has no tokenizer files (tokenizer.json, vocab.txt or vocab.json + merges.txt)")
-    # Our encode rejects over-length input with a message; a saved truncation/padding would hide it.
-    tok.tok.no_truncation()
-    tok.tok.no_padding()
-    if tok.vocab_size > cfg.vocab_size:
-        raise CheckpointError(
-            f"{folder}: the tokenizer has {tok.vocab_size} tokens but the model only {cfg.vocab_size} embeddings")
-    return tok
-
-
-def _backend_from_vocab(folder: Path):
-    try:
-        from transformers import AutoTokenizer
-
-        t = AutoTokenizer.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False)
-        backend = t.backend_tokenizer
-    except Exception as e:  # noqa: BLE001
-        raise CheckpointError(f"{folder}: cannot build a tokenizer from its vocabulary files: {e}") from None
-    return backend
-
-
-def _specials(folder: Path, family: str) -> dict[str, str]:
-    """bos/eos/pad/mask token strings from special_tokens_map.json / tokenizer_config.json, else defaults."""
-    found: dict[str, str] = {}
-    for fname in ("tokenizer_config.json", "special_tokens_map.json"):  # the later file wins
-        path = folder / fname
-        if not path.is_file():
-            continue
-        try:
-            d = json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            continue
-        for ours in ("bos", "eos", "pad", "mask"):
-            v = d.get(f"{ours}_token")
-            if isinstance(v, dict):
-                v = v.get("content")
-            if isinstance(v, str):
-                found[ours] = v
-    return {**(FAMILIES[family].specials if family in FAMILIES else {}), **found}  # a view: the folder's own
-

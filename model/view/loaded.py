@@ -16,7 +16,7 @@ from attnlab.model.capabilities import Capabilities, ModelKind
 from attnlab.model.captured import CapturedRun
 from attnlab.model.checkpoint import CheckpointError
 from attnlab.model.device import dtype_name
-from attnlab.model.hf import load as hf_load  # a module: model/hf/load.py dispatches to this one
+from attnlab.model.hf.reading import read_tokenizer
 from attnlab.model.inputs import InputError, Inputs, check_tokens, validate_text
 from attnlab.model.model_io import ModelIO
 from attnlab.model.tokenizer import HFTokenizer
@@ -272,7 +272,7 @@ def load_view(folder: Path, hf: dict, name: str | None = None, source: str | Non
     cfg = ViewConfig.of(config, arch, type(model).__name__)
     if arch == "encdec" and cfg.decoder_start is None:
         raise CheckpointError(f"{folder}: config.json names no decoder_start_token_id")
-    tok = hf_load.read_tokenizer(folder, config.model_type, cfg)
+    tok = read_tokenizer(folder, config.model_type, cfg)
     card = {"folder": str(folder), "model_type": config.model_type, "architectures": hf.get("architectures") or [],
             "mode": MODE}
     return ViewModel(name or str(folder), model, tok, cfg, source or str(folder), family=config.model_type, card=card)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import re
 
 import numpy as np
-from attnlab.bench.browser import WATCH_RUN_JS, frames, measure_page, run_browser, wait_chart
+from attnlab.bench.browser import measure_page, run_browser
+from attnlab.bench.chromium import WATCH_RUN_JS, frames, wait_chart
 from attnlab.bench.classload import run_class
 from attnlab.bench.widgets import chart_button
 from attnlab.model.registry import load

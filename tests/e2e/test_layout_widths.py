@@ -10,7 +10,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 import pytest
-from attnlab.bench.browser import IDLE
+from attnlab.bench.chromium import IDLE
 
 from tests.e2e.conftest import EXC
 

@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 import pytest
-from attnlab.bench.browser import IDLE, WATCH_RUN_JS, frames, wait_chart
+from attnlab.bench.chromium import IDLE, WATCH_RUN_JS, frames, wait_chart
 from attnlab.bench.widgets import chart_button
 from attnlab.model.registry import load
 

@@ -10,7 +10,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from attnlab.bench.browser import new_page, wait_chart
+from attnlab.bench.chromium import new_page, wait_chart
 from attnlab.bench.replicas import nginx_path
 from attnlab.bench.replicas import replicas as start_replicas
 

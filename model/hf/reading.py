@@ -1,0 +1,80 @@
+"""What a Hugging Face folder says about itself: the family its config names (a config asking for its own code
+refused) and its tokenizer, read locally. The converted loader (model/hf/load.py), the view (model/view) and the
+memory estimate (model/memory.py) all read folders through here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from attnlab.model.checkpoint import CheckpointError
+from attnlab.model.config import ModelConfig
+from attnlab.model.families import FAMILIES, supported_families
+from attnlab.model.tokenizer import HFTokenizer
+
+
+def model_family(hf: dict, folder: Path) -> str:
+    """The family named by model_type; a config asking for the checkpoint's own code is refused first."""
+    if hf.get("auto_map") or hf.get("trust_remote_code"):
+        raise CheckpointError(
+            f"{folder}: config.json asks for the checkpoint's own Python code (auto_map / trust_remote_code); "
+            "attnlab never runs code shipped with a checkpoint. Supported families, through our own code: "
+            f"{supported_families()}")
+    mt = hf.get("model_type")
+    if mt not in FAMILIES:
+        raise CheckpointError(
+            f"{folder}: model_type {mt!r} is not supported; supported families: {supported_families()}")
+    return mt
+
+
+def read_tokenizer(folder: Path, family: str, cfg: ModelConfig) -> HFTokenizer:
+    """tokenizer.json via `tokenizers`; else vocab files through transformers' fast tokenizer, locally."""
+    specials = _specials(folder, family)
+    if (folder / "tokenizer.json").is_file():
+        try:
+            tok = HFTokenizer.from_file(folder / "tokenizer.json", **specials)
+        except Exception as e:  # noqa: BLE001 — the Rust error text is the useful part
+            raise CheckpointError(f"{folder}/tokenizer.json cannot be read: {e}") from None
+    elif any((folder / f).is_file() for f in ("vocab.txt", "vocab.json")):
+        tok = HFTokenizer(_backend_from_vocab(folder), **specials)
+    else:
+        raise CheckpointError(f"{folder} has no tokenizer files (tokenizer.json, vocab.txt or vocab.json + merges.txt)")
+    # Our encode rejects over-length input with a message; a saved truncation/padding would hide it.
+    tok.tok.no_truncation()
+    tok.tok.no_padding()
+    if tok.vocab_size > cfg.vocab_size:
+        raise CheckpointError(
+            f"{folder}: the tokenizer has {tok.vocab_size} tokens but the model only {cfg.vocab_size} embeddings")
+    return tok
+
+
+def _backend_from_vocab(folder: Path):
+    try:
+        from transformers import AutoTokenizer
+
+        t = AutoTokenizer.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False)
+        backend = t.backend_tokenizer
+    except Exception as e:  # noqa: BLE001
+        raise CheckpointError(f"{folder}: cannot build a tokenizer from its vocabulary files: {e}") from None
+    return backend
+
+
+def _specials(folder: Path, family: str) -> dict[str, str]:
+    """bos/eos/pad/mask token strings from special_tokens_map.json / tokenizer_config.json, else defaults."""
+    found: dict[str, str] = {}
+    for fname in ("tokenizer_config.json", "special_tokens_map.json"):  # the later file wins
+        path = folder / fname
+        if not path.is_file():
+            continue
+        try:
+            d = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        for ours in ("bos", "eos", "pad", "mask"):
+            v = d.get(f"{ours}_token")
+            if isinstance(v, dict):
+                v = v.get("content")
+            if isinstance(v, str):
+                found[ours] = v
+    return {**(FAMILIES[family].specials if family in FAMILIES else {}), **found}  # a view: the folder's own
+
