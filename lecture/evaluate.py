@@ -1,12 +1,12 @@
 """Held-out accuracy of a bundled lecture model, per task, on fresh examples (split="eval").
 
-decoder  argmax of the logits at p − 1 equals tokens[p] for each answer position p (induction: one
+causal   argmax of the logits at p − 1 equals tokens[p] for each answer position p (induction: one
          score per answer token; every other task has one answer per example);
-encoder  input `masked_tokens`, argmax at each [MASK]ed answer position;
-encdec   greedy decoding from [BOS] until [EOS] or the context ends; exact match of tgt_tokens[1:]
+masked   input `masked_tokens`, argmax at each [MASK]ed answer position;
+seq2seq  greedy decoding from [BOS] until [EOS] or the context ends; exact match of tgt_tokens[1:]
          ([EOS] included).
 
-A decoder whose vocabulary holds the story's words and whose context holds its longest story is also
+A next-token model whose vocabulary holds the story's words and whose context holds its longest story is also
 scored on n // 2 held-out stories of the first lecture ("story", tasks_story.py), scored like retrieval.
 """
 
@@ -16,7 +16,7 @@ from collections import defaultdict
 from itertools import islice
 
 import torch
-from attnlab.model.lecture.corpus import model_stream, stream
+from attnlab.model.lecture.corpus import CORPUS, model_stream, stream
 from attnlab.model.lecture.tasks_story import STORY_LEN
 from attnlab.model.lecture.tasks_story import WORDS as STORY_WORDS
 
@@ -24,8 +24,8 @@ BATCH = 100
 
 
 def kind_of(lm) -> str:
-    """The corpus mixture a loaded model is evaluated on: decoder, encoder or encdec."""
-    return lm.cfg.arch
+    """The corpus mixture a loaded model is evaluated on (decoder, encoder or encdec): the one of its objective."""
+    return CORPUS[lm.objective]
 
 
 def _vocab(lm) -> dict[str, int]:
@@ -79,7 +79,7 @@ def _score_encdec(model, vocab, examples, pad) -> list[list[bool]]:
     return [[h == [vocab[t] for t in ex.tgt_tokens[1:]]] for h, ex in zip(hyp, examples)]
 
 
-SCORERS = {"decoder": _score_decoder, "encoder": _score_encoder, "encdec": _score_encdec}
+SCORERS = {"causal": _score_decoder, "masked": _score_encoder, "seq2seq": _score_encdec}  # by lm.objective
 
 
 def evaluate(lm, n: int = 200, seed: int = 0, *, detail: bool = False) -> dict:
@@ -91,16 +91,15 @@ def evaluate(lm, n: int = 200, seed: int = 0, *, detail: bool = False) -> dict:
     """
     if n < 1:
         raise ValueError(f"n must be ≥ 1, not {n}")
-    kind = kind_of(lm)
     vocab = _vocab(lm)
     pad = vocab["[PAD]"]
-    examples = list(islice(model_stream(kind, seed, split="eval"), n))
-    if kind == "decoder" and set(STORY_WORDS) <= set(vocab) and lm.cfg.max_len > STORY_LEN:
+    examples = list(islice(model_stream(kind_of(lm), seed, split="eval"), n))
+    if lm.predicts_next_token and set(STORY_WORDS) <= set(vocab) and lm.cfg.max_len > STORY_LEN:
         examples += list(islice(stream("story", seed, split="eval"), max(1, n // 2)))
     model = lm.model.eval()
     hits: list[list[bool]] = []
     for i in range(0, len(examples), BATCH):
-        hits += SCORERS[kind](model, vocab, examples[i : i + BATCH], pad)
+        hits += SCORERS[lm.objective](model, vocab, examples[i : i + BATCH], pad)
     groups: dict[str, list] = defaultdict(list)
     kinds: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for ex, h in zip(examples, hits):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
+from attnlab.model.config import OBJECTIVES
+
 ARCH_NAMES = {"decoder": "decoder", "encoder": "encoder", "encdec": "encoder–decoder", "vit": "vision transformer"}
 
 
@@ -90,6 +92,12 @@ class ModelKind:
     def fills_masks(self) -> bool:
         """True for a text encoder: it reads the whole text at once (a masked-token model when it has a head)."""
         return self.arch == "encoder"
+
+    @property
+    def objective(self) -> str:
+        """What the architecture is trained to do: "causal" (next token), "masked" (hidden tokens), "seq2seq" (a
+        target from a source) or "classify" (an image's class); code outside model/ keys its tables by it."""
+        return OBJECTIVES[self.arch]
 
     @property
     def is_causal(self) -> bool:

@@ -8,6 +8,8 @@ import math
 from dataclasses import dataclass
 
 ARCHS = ("decoder", "encoder", "encdec", "vit")
+# what each architecture is trained to do: next token, hidden tokens, a target from a source, an image's class
+OBJECTIVES = {"decoder": "causal", "encoder": "masked", "encdec": "seq2seq", "vit": "classify"}
 NORMS = ("pre", "post", "peri", "parallel")  # parallel: x + attn(ln_attn(x)) + mlp(ln_mlp(x))
 NORM_TYPES = ("layernorm", "rmsnorm")
 POSITIONALS = ("learned", "sinusoidal", "rope", "alibi", "none", "learned2d", "sinusoidal2d", "relative")
@@ -265,6 +267,11 @@ class ModelConfig:
         if self.arch == "vit":
             return "classes" if self.n_classes else "none"
         return "none" if self.arch == "encoder" else "lm"
+
+    @property
+    def objective(self) -> str:
+        """What this architecture is trained to do: "causal", "masked", "seq2seq" or "classify" (OBJECTIVES)."""
+        return OBJECTIVES[self.arch]
 
     @property
     def dec_layers(self) -> int:

@@ -16,19 +16,20 @@ from attnlab.lecture.curve import draw, jump, tasks_of
 from attnlab.lecture.evaluate import evaluate
 from attnlab.model.registry import BUNDLED_DIR, load_attnlab_folder
 
-KIND = {"decoder": "causal language model (decoder)", "encoder": "masked language model (encoder)",
-        "encdec": "encoder–decoder (toy translation)"}
+# keyed by the model's training objective (ModelConfig.objective, lm.objective)
+KIND = {"causal": "causal language model (decoder)", "masked": "masked language model (encoder)",
+        "seq2seq": "encoder–decoder (toy translation)"}
 OBJECTIVE = {
-    "decoder": "next-token prediction; answer tokens weigh 1 and every other token 0.01 (most story and "
+    "causal": "next-token prediction; answer tokens weigh 1 and every other token 0.01 (most story and "
                "random-sequence tokens cannot be predicted, and their loss would drown the answers' signal)",
-    "encoder": "masked-LM: every answer position is [MASK]ed (weight 1), plus 10% of the other tokens "
+    "masked": "masked-LM: every answer position is [MASK]ed (weight 1), plus 10% of the other tokens "
                "(weight 0.1; never a source or bridge token, never a bracket)",
-    "encdec": "teacher forcing: the decoder reads the target shifted right and predicts it, [EOS] included",
+    "seq2seq": "teacher forcing: the decoder reads the target shifted right and predicts it, [EOS] included",
 }
 METRIC = {
-    "decoder": "argmax at the position before each answer token equals the answer (induction: per token)",
-    "encoder": "argmax at each [MASK]ed answer position equals the hidden token",
-    "encdec": "greedy decoding from [BOS] reproduces the whole target sentence and its [EOS] (exact match)",
+    "causal": "argmax at the position before each answer token equals the answer (induction: per token)",
+    "masked": "argmax at each [MASK]ed answer position equals the hidden token",
+    "seq2seq": "greedy decoding from [BOS] reproduces the whole target sentence and its [EOS] (exact match)",
 }
 EVAL_N = 1000
 CURVE_PNG = "learning-curve.png"
@@ -121,13 +122,14 @@ def _curve_lines(folder: Path, curve: list[dict] | None) -> list[str]:
 
 def write_card(folder: Path, name: str, cfg, training: dict, metrics: dict, *, eval_n: int, eval_seed: int = EVAL_SEED,
                look: list[str] | None = None, note: str = "", curve: list[dict] | None = None) -> Path:
-    arch = cfg.arch
-    layers = f"{cfg.n_layers} encoder + {cfg.dec_layers} decoder layers" if arch == "encdec" else f"{cfg.n_layers} layers"
+    objective = cfg.objective
+    layers = f"{cfg.n_layers} encoder + {cfg.dec_layers} decoder layers" if objective == "seq2seq" else \
+        f"{cfg.n_layers} layers"
     t = training
     lines = [
         f"# {name}",
         "",
-        f"A small {KIND[arch]} trained in this repository on the generated lecture corpus "
+        f"A small {KIND[objective]} trained in this repository on the generated lecture corpus "
         "(`model/lecture/corpus.py`), where every answer's source token is known. Made for teaching: "
         "every head fits on one screen.",
         "",
@@ -136,7 +138,7 @@ def write_card(folder: Path, name: str, cfg, training: dict, metrics: dict, *, e
         f"- {layers} × {cfg.n_heads} heads, d_model {cfg.d_model} (d_head {cfg.d_head}), MLP {cfg.hidden} ({cfg.mlp}), "
         f"{cfg.norm}-LN, {cfg.positional} positions, context {cfg.max_len} tokens, vocabulary {cfg.vocab_size} "
         "(word level, `tokenizer.json`; [BOS] is prepended, never [EOS]).",
-        f"- Objective: {OBJECTIVE[arch]}.",
+        f"- Objective: {OBJECTIVE[objective]}.",
         f"- Training: `attnlab train --model {name}{_seed_flag(t)}` — {t.get('steps')} steps × batch {t.get('batch')}, AdamW "
         f"(peak lr {t.get('lr')}, linear warm-up, cosine to 10%), seed {t.get('seed')}; "
         f"{t.get('seconds', 0) / 60:.1f} min wall time " + _where(t) + ".",
@@ -147,7 +149,7 @@ def write_card(folder: Path, name: str, cfg, training: dict, metrics: dict, *, e
         "## Held-out accuracy",
         "",
         f"`attnlab eval --model {name} --n {eval_n} --seed {eval_seed} --detail` — fresh examples from the "
-        f"corpus's eval split (never seen in training). Metric: {METRIC[arch]}.",
+        f"corpus's eval split (never seen in training). Metric: {METRIC[objective]}.",
         "",
         *_table(metrics),
         "",
@@ -170,8 +172,8 @@ def finalize(folder: Path, name: str, eval_n: int = EVAL_N, note: str = "") -> d
     metrics = evaluate(lm, eval_n, EVAL_SEED, detail=True)
     heads = find_heads(lm)
     curve = json.loads((folder / "curve.json").read_text()) if (folder / "curve.json").is_file() else None
-    write_card(folder, name, lm.cfg, meta.get("training", {}), metrics, eval_n=eval_n, look=look_at(lm.cfg.arch, heads, metrics),
-               note=note, curve=curve)
+    write_card(folder, name, lm.cfg, meta.get("training", {}), metrics, eval_n=eval_n,
+               look=look_at(lm.objective, heads, metrics), note=note, curve=curve)
     return {"metrics": metrics, "heads": {k: v[:4] for k, v in heads.items()}}
 
 

@@ -40,6 +40,7 @@ MODELS = {  # bundled model -> (objective, task mixture weights)
     "encoder": ("masked", {"retrieval": 0.4, "induction": 0.2, "agreement": 0.2, "brackets": 0.2}),
     "encdec": ("seq2seq", {"translation": 1.0}),
 }
+CORPUS = {objective: model for model, (objective, _) in MODELS.items()}  # objective -> its bundled mixture
 SPLITS = ("train", "eval")
 EVAL_BUCKETS = 10  # one text in ten belongs to the eval split
 

@@ -122,8 +122,10 @@ def test_a_decoder_with_the_story_words_is_scored_on_stories():
     res = train(recipe, progress=False)
     assert len(res.losses) == 2 and all(torch.isfinite(torch.tensor(res.losses)))
 
-    class LM:  # the loaded-model surface evaluate() reads
-        cfg, model = recipe.cfg, res.model
+    from attnlab.model.capabilities import ModelKind
+
+    class LM(ModelKind):  # the loaded-model surface evaluate() reads: its kind (lm.objective, …) from the config
+        cfg, model, arch = recipe.cfg, res.model, recipe.cfg.arch
         tokenizer = build_tokenizer()
 
     report = evaluate(LM(), 8, seed=1, detail=True)["tasks"]

@@ -117,3 +117,18 @@ def test_block_and_site_counts(models):
         assert len(run.records) == lm.n_sites, name
         layers = lm.cfg.n_layers + (lm.cfg.dec_layers if lm.reads_source else 0)
         assert lm.n_blocks == layers, name
+
+
+OBJECTIVE = {"random-decoder": "causal", "random-encoder": "masked", "random-encdec": "seq2seq", "tiny-vit": "classify",
+             "gptj": "causal", "mobilebert": "masked", "pegasus": "seq2seq"}
+
+
+def test_the_objective_is_the_models_own(models):
+    """lm.objective (what lecture/ keys its tables by) agrees with the capabilities and with a converted config's."""
+    assert {name: lm.objective for name, lm in models.items()} == OBJECTIVE
+    for name, lm in models.items():
+        assert (lm.objective == "causal") == lm.predicts_next_token, name
+        assert (lm.objective == "seq2seq") == lm.reads_source, name
+        assert (lm.objective == "classify") == lm.reads_image, name
+        if lm.capabilities.converted:
+            assert lm.cfg.objective == lm.objective, name
