@@ -16,10 +16,10 @@ query can see EXCEPT the query position itself and the special tokens ([BOS], [E
 Methods (A_l [H, q, k] the self-attention of layer l; C_l the cross-attention; mean over heads):
   last_layer  mean_h A_L[q]                        (encdec: mean_h C_L[q])
   head_mean   mean_{l,h} A_l[q]                    (encdec: mean_{l,h} C_l[q])
-  rollout     analysis.rollout.attention_rollout(A)[q]   (encdec: cross_rollout(...).source[q])
-  flow        analysis.flow.attention_flow(A, q), only where T ≤ 64; not defined for encdec
-  relevance   analysis.relevance.gradient_relevance for the correct answer's logit (encdec: source_row)
-  input_x_gradient, integrated_gradients, attention_x_gradient   analysis.attributions for the same logit
+  rollout     analysis.attention.rollout.attention_rollout(A)[q]   (encdec: cross_rollout(...).source[q])
+  flow        analysis.attention.flow.attention_flow(A, q), only where T ≤ 64; not defined for encdec
+  relevance   analysis.probes.relevance.gradient_relevance for the correct answer's logit (encdec: source_row)
+  input_x_gradient, integrated_gradients, attention_x_gradient   analysis.probes.attributions for the same logit
               (encdec: source_row); the report's "integrated_gradients" gives the baseline, and each example's
               steps and completeness error. Without interventions every example's integrated gradients run
               together (attributions.integrated_gradients_many: the same numbers, passes shared by examples).
@@ -56,7 +56,7 @@ from attnlab.model.lecture import Example
 METHODS = ("last_layer", "head_mean", "rollout", "flow", "relevance", "input_x_gradient", "integrated_gradients",
            "attention_x_gradient")
 GRADIENT_METHODS = {"input_x_gradient": input_x_gradient, "integrated_gradients": integrated_gradients,
-                    "attention_x_gradient": attention_x_gradient}  # analysis.attributions
+                    "attention_x_gradient": attention_x_gradient}  # analysis.probes.attributions
 IG = "integrated_gradients"
 MAX_EXAMPLES = 5000
 
@@ -71,7 +71,7 @@ def _for_case(interventions: Interventions, case: Case) -> dict | None:
 
 @torch.no_grad()
 def clean_patterns(lm, case: Case, interventions: Interventions = None) -> dict[str, np.ndarray]:
-    """Patterns per stack (analysis.head_runs.collect_patterns) of the case's input."""
+    """Patterns per stack (analysis.probes.head_table.collect_patterns) of the case's input."""
     return collect_patterns(lm.forward(case.inputs, interventions=_for_case(interventions, case)).capture)
 
 
@@ -84,7 +84,7 @@ def one_stack(pats: dict[str, np.ndarray]) -> np.ndarray:
 def method_scores(lm, case: Case, methods=METHODS, interventions: Interventions = None,
                   details: dict | None = None) -> dict[str, np.ndarray]:
     """Each method's score over the ranked positions' axis (target tokens, or source tokens for encdec).
-    `details` (a dict) receives each gradient method's analysis.attributions.Attribution."""
+    `details` (a dict) receives each gradient method's analysis.probes.attributions.Attribution."""
     unknown = set(methods) - set(METHODS)
     if unknown:
         raise ValueError(f"unknown methods {sorted(unknown)}; choose from {METHODS}")

@@ -1,6 +1,6 @@
 """The faithfulness benchmark's cases: lecture examples whose answers have known sources, one scored answer each
 (drawn with a seeded RNG), as the query row, the answer's id, its source positions and the positions a method may
-rank (analysis.faithfulness says which, and why)."""
+rank (analysis.faithfulness.benchmark says which, and why)."""
 
 from __future__ import annotations
 

@@ -2,13 +2,13 @@
 
 Images come from model.lecture.shapes (eval split): the label is where the red object lies relative to the blue
 one, and the pixel mask of those two objects is known. Each method gives a map over the patch grid for the [CLS]
-token (analysis/vision.py):
+token (analysis/probes/patch_maps.py):
   last_layer    mean_h A_L[CLS]                           (the last layer's attention from [CLS])
   head_mean     mean_{l,h} A_l[CLS]
   rollout       rollout_map(run, "mean", discard=0)
   grad_rollout  grad_rollout_map for the correct class
   relevance     relevance_map (Chefer et al. 2021) for the correct class
-  input_x_gradient, integrated_gradients, attention_x_gradient   analysis.attributions for the correct class's
+  input_x_gradient, integrated_gradients, attention_x_gradient   analysis.probes.attributions for the correct class's
                 logit, each patch's score (signed; the mass counts the positive part). "integrated_gradients" in
                 the report: its baseline (zero patch embeddings), and per image its steps and completeness error.
 The region is the share of each patch inside the mask. Per method: `pointing` = share of images whose top patch

@@ -1,6 +1,6 @@
 """The faithfulness report of a model, computed once and kept on disk.
 
-The report (analysis.faithfulness.faithfulness) depends on the weights and the held-out examples, not on any
+The report (analysis.faithfulness.benchmark.faithfulness) depends on the weights and the held-out examples, not on any
 text a page shows; the Rollout page asks for it on every first visit. A report is kept as JSON under
 `cache_dir()` (ATTNLAB_CACHE_DIR, else ~/.cache/attnlab) in faithfulness/, named by a SHA-256 over the
 weights' bytes, the scored cases (ids, query, answer, sources), the device and dtype, the methods and the

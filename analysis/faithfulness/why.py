@@ -1,11 +1,11 @@
 """Why last-layer attention and rollout rank as they do on one model: the numbers behind the faithfulness table.
 
-Over the benchmark's cases (analysis.faithfulness.make_cases; decoder and encoder: one self-attention stack),
+Over the benchmark's cases (analysis.faithfulness.benchmark.make_cases; decoder and encoder: one self-attention stack),
 with q the query row, s the answer's source and A_l [H, T, T]:
   head_source [L, H]   mean A_l,h[q, s]: how much each head looks from the query at the source
   lookup               the head with the largest head_source: (layer, head, weight)
   last_layer_source    mean of mean_h A_L[q, s]: what last-layer attention gives the source (head mean)
-  rollout_source, rollout_self   mean rollout R[q, s] and R[q, q] (analysis.rollout defaults: residual 0.5,
+  rollout_source, rollout_self   mean rollout R[q, s] and R[q, q] (analysis.attention.rollout defaults: residual 0.5,
                        head mean)
   lower_source_self    mean over the layers below the last and their heads of A_l[s, s]: how much the source
                        keeps of itself below the last layer — rollout passes the source's share through these rows

@@ -18,7 +18,7 @@ each patch's projection, before positions) — the value of the model's `hook_em
       every attention edge i → k of every site (self- and cross-attention, every layer and head) weighted by
       the gradient of y with respect to its weight and credited to its key token k: the first-order (Taylor)
       estimate of how much y falls when every edge into k is cut. Signed; no head mean, no positive part and
-      no rollout (Chefer et al.'s Ā in analysis/relevance.py is mean_h relu(∇A ⊙ A), rolled out).
+      no rollout (Chefer et al.'s Ā in analysis/probes/relevance.py is mean_h relu(∇A ⊙ A), rolled out).
 Encoder–decoder: `row` scores the target tokens and `source_row` the source tokens (both embeddings move
 together along the IG path; encoder self-attention and cross-attention edges credit source keys). A ViT's
 [CLS] is kept in the baseline, so its IG is 0.

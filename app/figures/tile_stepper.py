@@ -1,4 +1,4 @@
-"""Flash attention's tiles for one query row, as a stepper (analysis.flash_tiling): the running max m and running
+"""Flash attention's tiles for one query row, as a stepper (analysis.machinery.flash_tiling): the running max m and running
 sum l after each key/value tile, and the partial output acc / l after each tile (d_head-wide strips) above the
 model's own eager output; a slider walks the tiles in the browser (and in the handout), the last tile shown first."""
 
