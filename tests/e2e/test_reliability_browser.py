@@ -30,7 +30,9 @@ STRIP_TOKENS_JS = """() => { const s = document.querySelector('.strip'); if (!s)
   return [...s.querySelectorAll('.tok')].map(e => { const t = [...e.childNodes].filter(n => n.nodeName !== 'SUB')
     .map(n => n.textContent).join(''); return e.classList.contains('unk') ? t.replace(/^✖/, '') : t; }); }"""
 # (a chip of class "tok unk" was read as [UNK]: its leading ✖ marks it and is not part of the token)
-TICKS_JS = """key => [...document.querySelectorAll(`.st-key-fig-${key} .xtick text`)].map(e => e.textContent)"""
+TICKS_JS = """key => { const gd = document.querySelector(`.st-key-fig-${key} .js-plotly-plot`);
+  return [gd._fullLayout.xaxis._vals.map(t => t.x), [...document.querySelectorAll(`.st-key-fig-${key} .xtick text`)]
+          .map(e => e.textContent)]; }"""  # the positions of the ticks drawn and their labels
 _MODELS: dict = {}
 
 
@@ -40,14 +42,16 @@ def tokens_of(model: str, text: str) -> list[str]:
     return _MODELS[model].encode(text).tokens
 
 
-def shown_ticks(key: str, tokens: list[str]) -> list[str]:
-    """The tick labels the app's own figure builder gives these tokens, as the browser shows them
+def shown_ticks(key: str, tokens: list[str]) -> dict[int, str]:
+    """Position → tick label that the app's own figure builder gives these tokens, as the browser shows them
     (Plotly decodes the entities): the x axis of the head matrix or of the Explore rows."""
     if key == "head":
         fig = matrix_heatmap(np.zeros((len(tokens), len(tokens))), tokens, tokens)
     else:
         fig = method_rows({"layer": np.zeros(len(tokens))}, tokens)
-    return [html.unescape(t) for t in fig.layout.xaxis.ticktext]
+    ax = fig.layout.xaxis
+    vals = range(len(tokens)) if ax.tickvals is None else [int(v) for v in ax.tickvals]
+    return {v: html.unescape(t) for v, t in zip(vals, ax.ticktext)}
 
 
 def wait_until(page, check, what: str, timeout: float = 90) -> None:
@@ -75,9 +79,14 @@ def strip_is(page, tokens: list[str]) -> bool:
 
 
 def ticks_are(page, key: str, tokens: list[str]) -> bool:
-    got, want = page.evaluate(TICKS_JS, key), shown_ticks(key, tokens)
-    page.last_ticks = (got, want)
-    return got == want
+    """The chart shows these tokens: its ticks are every k-th position of this text (k = 1 when the labels fit),
+    and every label drawn is the builder's label at its own position, as the browser decodes it."""
+    (vals, texts), want = page.evaluate(TICKS_JS, key), shown_ticks(key, tokens)
+    page.last_ticks = (vals, texts, want)
+    if not vals or len(texts) != len(vals):
+        return False
+    k = int(vals[1] - vals[0]) if len(vals) > 1 else len(tokens)
+    return vals == list(range(0, len(tokens), k)) and all(want.get(int(v)) == t for v, t in zip(vals, texts))
 
 
 def type_text(page, text: str) -> None:
