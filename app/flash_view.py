@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
-from attnlab.app import state
+from attnlab.app import mechanics
 from attnlab.app.columns import column_px, wrapping_columns
 from attnlab.app.figures.tiling import running_stats, tile_grid
 from attnlab.app.frame import chart, guard
@@ -35,7 +35,7 @@ def flash_section(inp, present: bool) -> None:
         head = slider("Head", 0, cap.n_heads - 1, "fl_head", 0, where=c2)
         bq = select("Query block", (4, 8, 16, 32), "fl_bq", 8, where=c3, horizontal=True)
         bk = select("Key/value block", (4, 8, 16, 32), "fl_bk", 8, where=c4, horizontal=True)
-        tiling, z = state.flash_tiling(inp.model, inp.text, inp.src, sites[layer], head, bq, bk)
+        tiling, z = mechanics.flash_tiling(inp.model, inp.text, inp.src, sites[layer], head, bq, bk)
         nq = -(-tiling.T // bq)
         c1, c2 = st.columns(2)
         qb = index("Query block", nq, "fl_qblock", nq - 1, where=c1)

@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 from attnlab.analysis.machinery.backends import device_summary
 from attnlab.analysis.machinery.checks import FUSED, TOL_BACKEND
-from attnlab.app import state
+from attnlab.app import mechanics, state
 from attnlab.app.columns import column_px, wrapping_columns
 from attnlab.app.downloads import downloads
 from attnlab.app.figures.grids import delta_grid
@@ -66,10 +66,10 @@ with page("Backends", "Do eager, sdpa and flash compute the same attention — a
 
     # -- 1. agreement ---------------------------------------------------------------------------------------
     st.subheader("Same input, three backends — the same numbers as `attnlab check`")
-    checked = {b: state.backend_check(inp.model, inp.text, inp.src, b) for b in FUSED}  # one run each
+    checked = {b: mechanics.backend_check(inp.model, inp.text, inp.src, b) for b in FUSED}  # one run each
     rows = [r for c in checked.values() for r in c.rows]
     verdict_table(rows)
-    scale_note(rows, state.output_scale(inp.model, inp.text, inp.src))
+    scale_note(rows, mechanics.output_scale(inp.model, inp.text, inp.src))
     reps = {b: c.detail for b, c in checked.items()}
     rules = reps["sdpa"].get("rules")  # a 16-bit run: judged against the float32 eager reference
     tol = rules["backend"] if rules else TOL_BACKEND
@@ -108,7 +108,7 @@ with page("Backends", "Do eager, sdpa and flash compute the same attention — a
                  help="Measured now, on this machine, for one attention call; larger sizes come from the benchmark.")
     steps = (256, 1024, 2048, 4096, 8192, 16384, 32768) if device == "cuda" else (64, 128, 256, 512, 1024)
     lengths = tuple(t for t in steps if t <= top)
-    live = state.attention_timings(lengths, heads, d_head, device=device, dtype=dtype)
+    live = mechanics.attention_timings(lengths, heads, d_head, device=device, dtype=dtype)
     chart(scaling(live, title=f"Live: one causal attention call, {heads} heads × d_head {d_head}",
                   present=present), key="be-live", name="backend-live")
     live_df = pd.DataFrame(live)
@@ -120,7 +120,7 @@ with page("Backends", "Do eager, sdpa and flash compute the same attention — a
                "requests wait meanwhile). eager stores the scores and weights, a few "
                "H×T×T matrices, so its memory grows as T²; the fused kernels keep only O(T·d) tiles and the output. "
                "On a CPU at these sizes the time gap is small; on a GPU, flash is typically 2–4× faster.")
-    bench = state.benchmark_results()
+    bench = mechanics.benchmark_results()
     if bench is None:
         st.info("No benchmark results yet (`docs/benchmarks.json`): run `attnlab bench --json --out "
                 "docs/benchmarks.json` for the large sizes (up to 4,096 tokens). Only the live numbers above are "
@@ -150,7 +150,7 @@ with page("Backends", "Do eager, sdpa and flash compute the same attention — a
                 "**q and k** (O(T·d) numbers per head) instead of the weights (O(T²)). When a page asks for a head "
                 "or a window, the scores scale·q·kᵀ (+ bias) are recomputed exactly, the mask applied, and the softmax "
                 "taken over whole rows — the same numbers eager would have stored.")
-    rec = pd.DataFrame(state.pattern_recovery(inp.model, inp.text, inp.src, fused))
+    rec = pd.DataFrame(mechanics.pattern_recovery(inp.model, inp.text, inp.src, fused))
     at_t = f"{int(rec['at_T'].iloc[0]):,}"
     rec["kept (q, k)"] = rec["kept_bytes"].map(fmt_bytes)
     rec["full weights"] = rec["pattern_bytes"].map(fmt_bytes)

@@ -3,7 +3,7 @@ layer and head, next to the decoder's own causal self-attention — and a replay
 at a time."""
 
 import streamlit as st
-from attnlab.app import state
+from attnlab.app import mechanics, state
 from attnlab.app.columns import column_px, wrapping_columns
 from attnlab.app.downloads import downloads, matrix_csv
 from attnlab.app.figures.matrix import mark_cells, matrix_heatmap
@@ -89,7 +89,7 @@ with page("Cross-attention", "Which source words does each target word read?", i
                        format_func={"source": "the source only (an empty target)",
                                     "prefix": "the target text above as a prefix"}.get)
         prompt = "" if start == "source" else inp.text
-        tr = state.generation_trace(inp.model, prompt, inp.src, n_new, 0.0, None, None, inp.backend)
+        tr = mechanics.generation_trace(inp.model, prompt, inp.src, n_new, 0.0, None, None, inp.backend)
         step = slider("Step", 0, tr.n_steps - 1, "x_step", 0, where=c3, help="Which generated token to look at.")
         cross_sites = [s for s in tr.sites if tr.kinds[s] == "cross"]
         site = cross_sites[min(layer, len(cross_sites) - 1)]

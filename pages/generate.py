@@ -3,7 +3,7 @@ context, shown step by step as it is produced (▶ replays the steps)."""
 
 import pandas as pd
 import streamlit as st
-from attnlab.app import state
+from attnlab.app import mechanics, state
 from attnlab.app.columns import column_px
 from attnlab.app.downloads import downloads
 from attnlab.app.figures.rows import generation_matrix, head_rows
@@ -35,7 +35,7 @@ with page("Generate", "What does each new token look at while it is being writte
         seed = slider("Seed", 0, 99, "gen_seed", 0, where=c4, help="The same seed gives the same sample.",
                       show=temperature > 0)
     sampling = temperature > 0
-    tr = state.generation_trace(inp.model, inp.text, inp.src, n_new, float(temperature),
+    tr = mechanics.generation_trace(inp.model, inp.text, inp.src, n_new, float(temperature),
                                 (top_k or None) if sampling else None, seed if sampling else None, inp.backend)
     how = (f"sampled at temperature {temperature:g}" + (f", top-{top_k}" if top_k else "") + f", seed {seed}"
            if sampling else "greedy (temperature 0)")

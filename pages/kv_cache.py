@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 from attnlab.analysis.machinery.checks import TOL_CACHE
 from attnlab.analysis.machinery.kv_cache import cache_costs
-from attnlab.app import state
+from attnlab.app import mechanics, state
 from attnlab.app.columns import column_px, wrapping_columns
 from attnlab.app.downloads import downloads
 from attnlab.app.figures.bars import step_deltas
@@ -35,10 +35,10 @@ with page("KV cache", "Why may a decoder keep the keys and values of earlier tok
 
     # -- 1. the verdict (= attnlab check) --------------------------------------------------------------------
     st.subheader("Verdict — the same numbers `attnlab check` prints for this input")
-    kv = state.kv_cache_check(inp.model, inp.text, inp.src)  # one run: this verdict and the stitched rows below
-    rows = kv.rows + state.greedy_cache_check(inp.model, inp.text, inp.src).rows
+    kv = mechanics.kv_cache_check(inp.model, inp.text, inp.src)  # one run: this verdict and the stitched rows below
+    rows = kv.rows + mechanics.greedy_cache_check(inp.model, inp.text, inp.src).rows
     verdict_table(rows)
-    scale_note(rows, state.output_scale(inp.model, inp.text, inp.src))
+    scale_note(rows, mechanics.output_scale(inp.model, inp.text, inp.src))
     verdict_banner(all(r["passed"] for r in rows),
                    "With the cache, every attention row equals full recomputation within "
                    f"{TOL_CACHE:g}, the logits within {TOL_CACHE:g}·max(1, max|logits|), and greedy generation "
@@ -49,7 +49,7 @@ with page("KV cache", "Why may a decoder keep the keys and values of earlier tok
 
     # -- 2. generation step by step ------------------------------------------------------------------------
     st.subheader(f"Generating {n_new} tokens: with the cache vs recomputing everything")
-    gen = state.cache_generation(inp.model, inp.text, inp.src, n_new, inp.backend)
+    gen = mechanics.cache_generation(inp.model, inp.text, inp.src, n_new, inp.backend)
     steps = pd.DataFrame(gen["steps"])
     if len(steps) < n_new and gen["prompt_len"] + len(steps) >= info["context"]:
         st.info(f"Stopped after {len(steps)} of {n_new}: the model's context is {info['context']} tokens and the "
@@ -120,7 +120,7 @@ with page("KV cache", "Why may a decoder keep the keys and values of earlier tok
 
     # -- 4. why it works -----------------------------------------------------------------------------------
     st.subheader("Why a cache is possible: earlier tokens never change")
-    ps = state.prefix_stability(inp.model, inp.text, inp.src, inp.backend)  # the first PREFIX_TOKENS tokens
+    ps = mechanics.prefix_stability(inp.model, inp.text, inp.src, inp.backend)  # the first PREFIX_TOKENS tokens
     left, right = wrapping_columns(2, "kv-prefix-pair", 440)
     with left:
         chart(tiny_lines(ps["lengths"], {"attention rows of earlier tokens": ps["rows"],

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 from attnlab.analysis.machinery import positions as M
-from attnlab.app import state
+from attnlab.app import mechanics, state
 from attnlab.app.columns import column_px
 from attnlab.app.downloads import downloads
 from attnlab.app.figures.grids import table_heatmap
@@ -84,7 +84,7 @@ with page("Positions", "Attention itself ignores order. How does the model know 
         st.caption("Low dimensions change fast, high ones slowly — like the digits of a clock. The similarity of two "
                    "positions depends (almost) only on their distance, so the model can learn to attend by offset.")
         if own == "sinusoidal":
-            kind, mine = state.position_table(inp.model)
+            kind, mine = mechanics.position_table(inp.model)
             err = float(np.abs(mine[:P] - table).max())
             st.success(f"{info['name']} adds exactly this table to its token embeddings (max |Δ| = {err:.1e}).",
                        icon=":material/check_circle:")
@@ -94,7 +94,7 @@ with page("Positions", "Attention itself ignores order. How does the model know 
         choices = list(dict.fromkeys(([inp.model] if own == "learned" else []) + list(LEARNED_MODELS)))
         src = select("Table from", choices, "pos_model", choices[0],
                      help="A model whose positions are learned: MiniLM (trained, BERT-style) or a random model.")
-        kind, table = state.position_table(src)
+        kind, table = mechanics.position_table(src)
         if table is None:
             st.warning(f"{src} has {kind} positions, no learned table.")
         else:

@@ -8,7 +8,7 @@ from attnlab.analysis.attention.masks import zero_after_softmax_vs_neg_inf
 from attnlab.analysis.attention.scores import counterfactual_softmax
 from attnlab.analysis.attention.stepwise import QUIZ_SCORES, attention_steps
 from attnlab.analysis.machinery.permutation import QUANTITIES
-from attnlab.app import state
+from attnlab.app import mechanics, state
 from attnlab.app.figures.grids import delta_grid, number_grid
 from attnlab.app.figures.lines import lines
 from attnlab.app.figures.vectors import outline_row, qkv_strips
@@ -39,7 +39,7 @@ def query_key_value(present: bool) -> View:
     the values v_j and the output Σ α_j v_j, which equals the model's own output of the head."""
     p, cap, stack, q, src = story(DECODER, "decoder-story-1")
     layer, head = mixing_head(stack, q, src)
-    hv = state.head_vectors(DECODER, p.text, p.src_text, cap.sites(next(iter(cap.groups())))[layer], head, q)
+    hv = mechanics.head_vectors(DECODER, p.text, p.src_text, cap.sites(next(iter(cap.groups())))[layer], head, q)
     n, d = hv.k.shape
     first, second = (int(i) for i in np.argsort(hv.weights)[::-1][:2])  # rows of the two heaviest keys
     t1, t2 = (int(hv.keys[i]) for i in (first, second))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 from attnlab.analysis.machinery.kv_cache import cache_costs
-from attnlab.app import state
+from attnlab.app import mechanics, state
 from attnlab.app.figures.bars import step_deltas
 from attnlab.app.figures.tile_stepper import tile_rows, tile_stepper
 from attnlab.app.presets import note_head
@@ -20,7 +20,7 @@ BLOCK = 8  # the Backends page's default query and key/value block
 def kv_cache(present: bool) -> View:
     """Topic 10: generate with cached keys and values; each step's logits against full recomputation."""
     p = preset(DECODER, "decoder-induction-1")
-    gen = state.cache_generation(DECODER, p.text, None, NEW_TOKENS, "eager")
+    gen = mechanics.cache_generation(DECODER, p.text, None, NEW_TOKENS, "eager")
     steps = gen["steps"]
     deltas = np.array([s["max_abs_logits"] for s in steps])
     same = sum(s["cached_token"] == s["uncached_token"] for s in steps)
@@ -47,14 +47,14 @@ def flash(present: bool) -> View:
     """Topic 11: flash attention's tiles for the answer row of one head (running max, running sum, partial output,
     a slider over the tiles), ending on eager's output; sdpa and flash against eager in every layer's pattern."""
     p = preset(DECODER, "decoder-retrieval-4")
-    reps = {b: state.backend_check(DECODER, p.text, None, b).detail for b in FUSED}
+    reps = {b: mechanics.backend_check(DECODER, p.text, None, b).detail for b in FUSED}
     worst = max(max(reps[b]["per_site"].values()) for b in FUSED)  # max |Δ pattern| over sites and backends
     cap = state.capture(DECODER, p.text, None, "eager")
     t = len(cap.tokens)
     sites = cap.sites(next(iter(cap.groups())))
     layer, head = note_head(p) or (len(sites) - 1, 0)
     row = p.query_index if p.query_index is not None and p.query_index < t else t - 1
-    tiling, z = state.flash_tiling(DECODER, p.text, None, sites[layer], head, BLOCK, BLOCK)
+    tiling, z = mechanics.flash_tiling(DECODER, p.text, None, sites[layer], head, BLOCK, BLOCK)
     qb = row // BLOCK
     mine, m, lsum, out = tile_rows(tiling, qb, row)
     jump = int(np.flatnonzero(m == m[-1])[0])  # the tile that brings the row's largest score

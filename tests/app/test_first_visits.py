@@ -3,7 +3,7 @@
 from unittest import mock
 
 from attnlab.analysis.faithfulness import benchmark as faithfulness_
-from attnlab.app import state
+from attnlab.app import mechanics, state
 
 
 def test_faithfulness_table_kept_across_server_restarts(tmp_path, monkeypatch):
@@ -81,8 +81,8 @@ def test_kv_cache_first_visit_feeds_the_model_a_bounded_number_of_tokens(monkeyp
     real = LoadedModel.forward
     monkeypatch.setattr(LoadedModel, "forward", lambda self, inputs, *a, **k: fed.append(int(inputs.ids.shape[1]))
                         or real(self, inputs, *a, **k))
-    for fn in (state.kv_cache_check, state.greedy_cache_check, state.cache_generation, state.capture,
-               state.output_scale, state.prefix_stability):
+    for fn in (mechanics.kv_cache_check, mechanics.greedy_cache_check, mechanics.cache_generation, state.capture,
+               mechanics.output_scale, mechanics.prefix_stability):
         fn.clear()
     at = open_page("kv_cache", model="lecture-decoder")
     ok(at)

@@ -7,7 +7,7 @@ import json
 import logging
 
 import pytest
-from attnlab.app import state
+from attnlab.app import mechanics, state
 from attnlab.app.frame import show_error
 from attnlab.model.inputs import InputError
 from attnlab.model.transformer import ContextLengthError
@@ -41,10 +41,10 @@ def test_benchmark_results_name_the_file_in_the_repository_not_the_server(tmp_pa
     bench.parent.mkdir()
     bench.write_text(json.dumps({"schema": "attnlab-bench/1", "machine": {"cpu": "c"}, "results": [
         {"model": "gpt2-small", "T": 1024, "mode": "fused", "time_s": 0.5, "peak_above_baseline_bytes": 2**27}]}))
-    monkeypatch.setattr(state, "BENCH_FILE", bench)
-    state.benchmark_results.clear()
+    monkeypatch.setattr(mechanics, "BENCH_FILE", bench)
+    mechanics.benchmark_results.clear()
     try:
-        out = state.benchmark_results()
+        out = mechanics.benchmark_results()
         assert out["path"] == "docs/benchmarks.json" and str(tmp_path) not in json.dumps(out, default=str)
     finally:
-        state.benchmark_results.clear()
+        mechanics.benchmark_results.clear()

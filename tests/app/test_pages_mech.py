@@ -109,7 +109,7 @@ def test_backends_verdict_equals_attnlab_check_kernels_and_live_costs(check_json
     assert arr(by["eager"][0]["x"]).tolist() == [64, 128, 256]
     mem = {n: arr(ts[-1]["y"]) for n, ts in by.items() if n != "one H×T×T float32 matrix"}
     assert (mem["eager"] > mem["flash"]).all()  # eager keeps T×T matrices, the fused kernel does not
-    assert any("best time of 7 calls per point" in c.value for c in at.caption)  # state.attention_timings' count
+    assert any("best time of 7 calls per point" in c.value for c in at.caption)  # mechanics.attention_timings' count
     (rec,) = [d.value for d in at.dataframe if "lazy" in d.value.columns]  # the recovery table
     assert rec["lazy"].all() and (rec["max_abs_pattern"] <= TOL_BACKEND).all()
     d = z_of(titled(at, "difference")["data"][0])
@@ -118,15 +118,15 @@ def test_backends_verdict_equals_attnlab_check_kernels_and_live_costs(check_json
 
 
 def test_backends_reads_the_benchmark_json(tmp_path, monkeypatch):
-    from attnlab.app import state
+    from attnlab.app import mechanics
 
     bench = tmp_path / "benchmarks.json"
     bench.write_text(json.dumps({"schema": "attnlab-bench/1", "machine": {"cpu": "test cpu"}, "results": [
         {"model": "gpt2-small", "T": T, "mode": mode, "time_s": t, "peak_above_baseline_bytes": b}
         for T, mode, t, b in ((1024, "fused", 0.5, 2**27), (4096, "fused", 3.0, 2**28),
                               (1024, "eager_capture", 0.9, 2**30), (4096, "eager_capture", 9.0, 2**33))]}))
-    monkeypatch.setattr(state, "BENCH_FILE", bench)
-    state.benchmark_results.clear()
+    monkeypatch.setattr(mechanics, "BENCH_FILE", bench)
+    mechanics.benchmark_results.clear()
     try:
         at = open_page("backends", model="random-decoder", text=TEXT, be_max=256)
         ok(at)
@@ -135,7 +135,7 @@ def test_backends_reads_the_benchmark_json(tmp_path, monkeypatch):
         assert names == {"gpt2-small · fused", "gpt2-small · eager_capture"}
         assert "test cpu" in " ".join(m.value for m in at.markdown)
     finally:
-        state.benchmark_results.clear()
+        mechanics.benchmark_results.clear()
 
 
 def test_page_verdicts_are_run_checks_values():

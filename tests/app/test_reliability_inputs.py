@@ -8,7 +8,7 @@ import re
 
 import numpy as np
 import pytest
-from attnlab.app import frame, state
+from attnlab.app import frame, mechanics, state
 from attnlab.app.figures.head_view import head_view
 from attnlab.app.figures.matrix import matrix_heatmap
 from attnlab.app.figures.mosaic import mosaic
@@ -78,11 +78,11 @@ def test_generation_limits():
     no_exception(at)
     assert not errors(at) and at.slider(key="gen_n").value == 16  # falls back to the default, within the slider
     with pytest.raises(InputError) as e:  # the app's generation path refuses more than MAX_GENERATE itself
-        state.generation_trace("random-decoder", "hi", None, MAX_GENERATE + 1)
+        mechanics.generation_trace("random-decoder", "hi", None, MAX_GENERATE + 1)
     assert frame.error_message(e.value)[1] == (f"Can generate 0 to {MAX_GENERATE} new tokens, not "
                                                f"{MAX_GENERATE + 1}{CHANGE}")
     with pytest.raises(InputError, match=f"can generate 0 to {MAX_GENERATE} new tokens"):
-        state.cache_generation("random-decoder", "hi", None, MAX_GENERATE + 1, "eager")
+        mechanics.cache_generation("random-decoder", "hi", None, MAX_GENERATE + 1, "eager")
 
 
 # -- 6. hostile text: shown as text, never as markup -------------------------------------------------------
