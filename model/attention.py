@@ -101,14 +101,14 @@ class Attention(nn.Module):
         self.softcap = cfg.attn_softcap  # SDPA has no soft-capping: a capped site runs the eager math
         d, d_q, d_kv = cfg.d_model, cfg.d_attn, cfg.kv_heads * cfg.d_head
         self.split = (d_q, d_kv, d_kv)
-        self.fused = not cross and cfg.qkv_layout == "fused"
-        if cross:
+        self.fused = cfg.qkv_layout == "fused"
+        if not self.fused:  # qkv_layout "split": a checkpoint's separate q, k, v tensors, used as stored
+            self.q, self.k, self.v = (nn.Linear(d, n, bias=cfg.attn_bias) for n in self.split)
+        elif cross:  # fused: q alone (it reads x), k | v stacked (they read the encoder's output)
             self.q = nn.Linear(d, d_q, bias=cfg.attn_bias)
             self.kv = nn.Linear(d, 2 * d_kv, bias=cfg.attn_bias)
-        elif self.fused:
+        else:
             self.qkv = nn.Linear(d, d_q + 2 * d_kv, bias=cfg.attn_bias)
-        else:  # qkv_layout "split": a checkpoint's separate q, k, v tensors, used as stored
-            self.q, self.k, self.v = (nn.Linear(d, n, bias=cfg.attn_bias) for n in self.split)
         self.out = nn.Linear(d_q, d, bias=cfg.attn_out_bias)
         if cfg.qk_norm:
             self.q_norm = make_norm(cfg, cfg.d_head)
@@ -123,9 +123,18 @@ class Attention(nn.Module):
             return self.qkv(x).split(self.split, dim=-1)
         return self.q(x), self.k(x), self.v(x)
 
+    def project_kv(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Cross-attention's k and v [B, S, Hkv·d] from the encoder's output memory [B, S, D]."""
+        if self.fused:
+            return self.kv(memory).split(self.split[1:], dim=-1)
+        return self.k(memory), self.v(memory)
+
     def qkv_weights(self) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor | None, ...]]:
-        """Self-attention's projection weights (W_Q [H·d, D], W_K and W_V [Hkv·d, D]) and biases (None without),
-        whichever the layout (fused: views of the one weight)."""
+        """The projection weights (W_Q [H·d, D], W_K and W_V [Hkv·d, D]) and biases (None without), whichever the
+        layout (fused: views of the one weight; cross-attention's k and v read the encoder's output)."""
+        if self.fused and self.cross:
+            kb = (None, None) if self.kv.bias is None else self.kv.bias.split(self.split[1:])
+            return (self.q.weight, *self.kv.weight.split(self.split[1:])), (self.q.bias, *kb)
         if self.fused:
             b = (None,) * 3 if self.qkv.bias is None else self.qkv.bias.split(self.split)
             return self.qkv.weight.split(self.split), b
@@ -141,7 +150,7 @@ class Attention(nn.Module):
             q = self._heads(self.q(x))
             cached = ctx.cache.cross.get(self.site) if ctx.cache is not None else None
             if cached is None:
-                k, v = self.kv(ctx.memory).split(self.split[1:], dim=-1)
+                k, v = self.project_kv(ctx.memory)
                 k, v = self.k_norm(self._heads(k)), self._heads(v)
                 if ctx.cache is not None:
                     ctx.cache.cross[self.site] = (k, v)  # computed once per source

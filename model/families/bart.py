@@ -62,7 +62,7 @@ def bart_config(hf: dict) -> ModelConfig:
         max_len=hf["max_position_embeddings"], positional="learned", pos_offset=2 if family == "bart" else 0,
         norm="post", mlp=ACTS[act], bias=True, tie_embeddings=bool(hf.get("tie_word_embeddings", True)),
         output_head="lm", embed_norm=family == "bart", norm_eps=1e-5, lm_head_bias=True,
-        embed_scale=math.sqrt(d) if hf.get("scale_embedding", family == "marian") else 1.0,
+        embed_scale=math.sqrt(d) if hf.get("scale_embedding", family == "marian") else 1.0, qkv_layout="split",
     )
 
 
@@ -106,13 +106,13 @@ def convert_bart(hf_state: State, cfg: ModelConfig, family: str = "bart") -> Sta
         for i in range(n):
             h, b = f"{stack}.layers.{i}.", f"{stack}.blocks.{i}."
             a = h + "self_attn."
-            m.fused_qkv([a + f"{x}_proj" for x in "qkv"], [D, D, D], b + "attn.qkv", D)  # rows q | k | v
+            m.qkv([a + f"{x}_proj" for x in "qkv"], [D, D, D], b + "attn", D, cfg, bias=True)  # split: as stored
             m.linear(a + "out_proj", b + "attn.out", (D, D))
             m.norm(h + "self_attn_layer_norm", b + "ln_attn_out", D)
             if stack == "decoder":
                 c = h + "encoder_attn."
                 m.linear(c + "q_proj", b + "cross_attn.q", (D, D))
-                m.fused_qkv([c + "k_proj", c + "v_proj"], [D, D], b + "cross_attn.kv", D)  # rows k | v
+                m.qkv([c + "k_proj", c + "v_proj"], [D, D], b + "cross_attn", D, cfg, parts="kv", bias=True)
                 m.linear(c + "out_proj", b + "cross_attn.out", (D, D))
                 m.norm(h + "encoder_attn_layer_norm", b + "ln_cross_out", D)
             width = (cfg.dec_d_mlp or H) if stack == "decoder" else H  # decoder_ffn_dim may differ

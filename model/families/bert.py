@@ -39,7 +39,7 @@ def bert_config(hf: dict, names: Collection[str] | None = None) -> ModelConfig:
         n_layers=hf["num_hidden_layers"], d_mlp=hf["intermediate_size"], max_len=hf["max_position_embeddings"],
         positional="learned", norm="post", mlp=activation(hf.get("hidden_act", "gelu"), "bert"), bias=True,
         tie_embeddings=True, output_head="mlm" if mlm else "none", type_vocab_size=int(hf.get("type_vocab_size", 2)),
-        embed_norm=True, norm_eps=float(hf.get("layer_norm_eps", 1e-12)),
+        embed_norm=True, norm_eps=float(hf.get("layer_norm_eps", 1e-12)), qkv_layout="split",
     )
 
 
@@ -65,7 +65,7 @@ def convert_bert(hf_state: State, cfg: ModelConfig) -> State:
     for i in range(cfg.n_layers):
         h, b = f"encoder.layer.{i}.", f"blocks.{i}."
         qkv = [h + f"attention.self.{n}" for n in ("query", "key", "value")]
-        m.fused_qkv(qkv, [D, D, D], b + "attn.qkv", D)  # rows [0:D] q, [D:2D] k, [2D:3D] v
+        m.qkv(qkv, [D, D, D], b + "attn", D, cfg, bias=True)  # split: as stored
         m.linear(h + "attention.output.dense", b + "attn.out", (D, D))
         m.norm(h + "attention.output.LayerNorm", b + "ln_attn_out", D)
         m.linear(h + "intermediate.dense", b + "mlp.up", (H, D))

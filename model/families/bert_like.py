@@ -65,7 +65,7 @@ def encoder_config(hf: dict, family: str, mlm: bool) -> ModelConfig:
             arch="encoder", vocab_size=hf["vocab_size"], d_model=hf["dim"], n_heads=hf["n_heads"],
             n_layers=hf["n_layers"], d_mlp=hf["hidden_dim"], max_len=hf["max_position_embeddings"],
             positional="learned", norm="post", mlp=activation(hf.get("activation", "gelu"), family),  # head: the same
-            output_head="mlm" if mlm else "none", embed_norm=True, norm_eps=1e-12)
+            output_head="mlm" if mlm else "none", embed_norm=True, norm_eps=1e-12, qkv_layout="split")
     require(hf, family, "vocab_size", "hidden_size", "num_attention_heads", "num_hidden_layers",
              "intermediate_size", "max_position_embeddings")
     refuse(hf, family, position_embedding_type=("absolute", "absolute"), is_decoder=(False, False),
@@ -89,7 +89,7 @@ def encoder_config(hf: dict, family: str, mlm: bool) -> ModelConfig:
         max_len=hf["max_position_embeddings"] - offset, pos_offset=offset, d_embed=d_embed, positional="learned",
         norm="post", mlp=_mlm_act(act, family, exact_head), output_head="mlm" if mlm else "none",
         type_vocab_size=int(hf.get("type_vocab_size", 2)), embed_norm=True,
-        norm_eps=float(hf.get("layer_norm_eps", 1e-12)))
+        norm_eps=float(hf.get("layer_norm_eps", 1e-12)), qkv_layout="split")
 
 
 def _mlm_act(name: str, family: str, exact_head: bool) -> str:
@@ -134,7 +134,7 @@ def _bert_layer(m: Mapper, i: int, cfg: ModelConfig) -> None:
     D, H = cfg.d_model, cfg.hidden
     h, b = f"encoder.layer.{i}.", f"blocks.{i}."
     qkv = [h + f"attention.self.{n}" for n in ("query", "key", "value")]
-    m.fused_qkv(qkv, [D, D, D], b + "attn.qkv", D)  # rows [0:D] q, [D:2D] k, [2D:3D] v
+    m.qkv(qkv, [D, D, D], b + "attn", D, cfg, bias=True)  # split: as stored
     m.linear(h + "attention.output.dense", b + "attn.out", (D, D))
     m.norm(h + "attention.output.LayerNorm", b + "ln_attn_out", D)
     m.linear(h + "intermediate.dense", b + "mlp.up", (H, D))
@@ -145,7 +145,7 @@ def _bert_layer(m: Mapper, i: int, cfg: ModelConfig) -> None:
 def _distil_layer(m: Mapper, i: int, cfg: ModelConfig) -> None:
     D, H = cfg.d_model, cfg.hidden
     h, b = f"transformer.layer.{i}.", f"blocks.{i}."
-    m.fused_qkv([h + f"attention.{n}_lin" for n in "qkv"], [D, D, D], b + "attn.qkv", D)
+    m.qkv([h + f"attention.{n}_lin" for n in "qkv"], [D, D, D], b + "attn", D, cfg, bias=True)
     m.linear(h + "attention.out_lin", b + "attn.out", (D, D))
     m.norm(h + "sa_layer_norm", b + "ln_attn_out", D)
     m.linear(h + "ffn.lin1", b + "mlp.up", (H, D))
@@ -169,8 +169,8 @@ def _albert_layer(m: Mapper, i: int, cfg: ModelConfig) -> None:
     def linear(src: str, dst: str, shape: tuple[int, int]) -> None:
         m.out[b + dst + ".weight"], m.out[b + dst + ".bias"] = get(src + ".weight", shape), get(src + ".bias", shape[:1])
 
-    m.out[b + "attn.qkv.weight"] = torch.cat([get(f"attention.{n}.weight", (D, D)) for n in ("query", "key", "value")])
-    m.out[b + "attn.qkv.bias"] = torch.cat([get(f"attention.{n}.bias", (D,)) for n in ("query", "key", "value")])
+    for n, part in zip(("query", "key", "value"), "qkv"):  # split: the shared tensors as stored
+        linear(f"attention.{n}", f"attn.{part}", (D, D))
     linear("attention.dense", "attn.out", (D, D))
     linear("attention.LayerNorm", "ln_attn_out", (D,))
     linear("ffn", "mlp.up", (H, D))

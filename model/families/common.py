@@ -109,15 +109,18 @@ class Mapper:
         if bias:
             self.out[dst + ".bias"] = torch.cat([self.pop(n + ".bias", (r,)) for n, r in zip(srcs, rows)])  # [Σr]
 
-    def qkv(self, srcs: list[str], rows: list[int], dst: str, d: int, cfg: ModelConfig) -> None:
-        """Separate q, k, v Linear layers → our self-attention `dst` ("blocks.{i}.attn") as cfg.qkv_layout says:
-        split, each tensor as stored (dst.q, dst.k, dst.v; no copy); fused, stacked into dst.qkv."""
+    def qkv(self, srcs: list[str], rows: list[int], dst: str, d: int, cfg: ModelConfig, parts: str = "qkv",
+            bias: bool | None = None) -> None:
+        """Separate q, k, v (or a cross-attention's k, v: `parts` "kv") Linear layers → our attention `dst`
+        ("blocks.{i}.attn") as cfg.qkv_layout says: split, each tensor as stored (dst.q, dst.k, dst.v; no copy);
+        fused, stacked into dst.qkv (dst.kv). `bias` defaults to cfg.attn_bias."""
+        bias = cfg.attn_bias if bias is None else bias
         if cfg.qkv_layout == "fused":
-            self.fused_qkv(srcs, rows, dst + ".qkv", d, bias=cfg.attn_bias)
+            self.fused_qkv(srcs, rows, f"{dst}.{parts}", d, bias=bias)
             return
-        for src, r, part in zip(srcs, rows, "qkv"):
+        for src, r, part in zip(srcs, rows, parts, strict=True):
             self.take(src + ".weight", f"{dst}.{part}.weight", (r, d))
-            if cfg.attn_bias:
+            if bias:
                 self.take(src + ".bias", f"{dst}.{part}.bias", (r,))
 
     def norm(self, src: str, dst: str, d: int) -> None:

@@ -27,7 +27,8 @@ def opt_config(hf: dict, names=None) -> ModelConfig:
         n_layers=hf["num_hidden_layers"], d_mlp=hf["ffn_dim"], max_len=hf["max_position_embeddings"],
         positional="learned", norm="pre" if hf.get("do_layer_norm_before", True) else "post",
         mlp=activation(hf.get("activation_function", "relu"), "opt"), bias=True,
-        tie_embeddings=bool(hf.get("tie_word_embeddings", True)), output_head="lm", norm_eps=1e-5)
+        tie_embeddings=bool(hf.get("tie_word_embeddings", True)), output_head="lm", norm_eps=1e-5,
+        qkv_layout="split")
 
 
 def convert_opt(hf_state: State, cfg: ModelConfig) -> State:
@@ -42,7 +43,7 @@ def convert_opt(hf_state: State, cfg: ModelConfig) -> State:
     for i in range(cfg.n_layers):
         h, b = f"{e}layers.{i}.", f"blocks.{i}."
         a = h + "self_attn."
-        m.fused_qkv([a + n for n in ("q_proj", "k_proj", "v_proj")], [D, D, D], b + "attn.qkv", D)
+        m.qkv([a + n for n in ("q_proj", "k_proj", "v_proj")], [D, D, D], b + "attn", D, cfg, bias=True)
         m.linear(a + "out_proj", b + "attn.out", (D, D))
         m.norm(h + "self_attn_layer_norm", b + ("ln_attn_out" if post else "ln_attn"), D)
         m.linear(h + "fc1", b + "mlp.up", (H, D))

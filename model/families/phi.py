@@ -22,7 +22,7 @@ def phi_config(hf: dict, names=None) -> ModelConfig:
         **rope_fields(hf, "phi", d // n_heads), norm="parallel", norm_type="layernorm", bias=True,
         mlp=activation(hf.get("hidden_act", "gelu_new"), "phi"), qk_norm=bool(hf.get("qk_layernorm", False)),
         tie_embeddings=bool(hf.get("tie_word_embeddings", False)), output_head="lm", lm_head_bias=True,
-        norm_eps=float(hf.get("layer_norm_eps", 1e-5)))
+        norm_eps=float(hf.get("layer_norm_eps", 1e-5)), qkv_layout="split")
 
 
 def convert_phi(hf_state: State, cfg: ModelConfig) -> State:
@@ -36,7 +36,7 @@ def convert_phi(hf_state: State, cfg: ModelConfig) -> State:
         w, bias = m.pop(h + "input_layernorm.weight", (D,)), m.pop(h + "input_layernorm.bias", (D,))
         for dst in ("ln_attn", "ln_mlp"):  # one norm feeds both branches
             m.out[b + dst + ".weight"], m.out[b + dst + ".bias"] = w.clone(), bias.clone()
-        m.fused_qkv([a + n for n in ("q_proj", "k_proj", "v_proj")], [D, d_kv, d_kv], b + "attn.qkv", D)
+        m.qkv([a + n for n in ("q_proj", "k_proj", "v_proj")], [D, d_kv, d_kv], b + "attn", D, cfg, bias=True)
         m.linear(a + "dense", b + "attn.out", (D, D))
         if cfg.qk_norm:
             m.norm(a + "q_layernorm", b + "attn.q_norm", cfg.d_head)

@@ -49,6 +49,7 @@ def t5_config(hf: dict) -> ModelConfig:
         rel_max_distance=int(hf.get("relative_attention_max_distance", 128)), attn_scale=1.0, norm="pre",
         norm_type="rmsnorm", mlp=MLPS[proj], bias=False, tie_embeddings=False, output_head="lm",
         norm_eps=float(hf.get("layer_norm_epsilon", 1e-6)), logit_scale=d ** -0.5 if scales_output(hf) else 1.0,
+        qkv_layout="split",
     )
 
 
@@ -74,13 +75,14 @@ def convert_t5(hf_state: State, cfg: ModelConfig) -> State:
                f"{stack}.rel_bias.weight", (cfg.rel_buckets, cfg.n_heads))
         for i in range(n):
             h, b = f"{stack}.block.{i}.layer.", f"{stack}.blocks.{i}."
-            _attention(m, h + "0.SelfAttention.", b + "attn.qkv", b + "attn.out", D, A)
+            m.qkv([h + f"0.SelfAttention.{n}" for n in "qkv"], [A, A, A], b + "attn", D, cfg, bias=False)  # as stored
+            m.take(h + "0.SelfAttention.o.weight", b + "attn.out.weight", (D, A))
             m.take(h + "0.layer_norm.weight", b + "ln_attn.weight", (D,))
             ff = 1
             if stack == "decoder":
                 a = h + "1.EncDecAttention."
                 m.take(a + "q.weight", b + "cross_attn.q.weight", (A, D))
-                m.out[b + "cross_attn.kv.weight"] = torch.cat([m.pop(a + "k.weight", (A, D)), m.pop(a + "v.weight", (A, D))])
+                m.qkv([a + "k", a + "v"], [A, A], b + "cross_attn", D, cfg, parts="kv", bias=False)
                 m.take(a + "o.weight", b + "cross_attn.out.weight", (D, A))
                 m.take(h + "1.layer_norm.weight", b + "ln_cross.weight", (D,))
                 m.ignore(a + "relative_attention_bias.weight")  # old checkpoints: never used by cross-attention
@@ -96,11 +98,6 @@ def convert_t5(hf_state: State, cfg: ModelConfig) -> State:
         m.take(f"{stack}.final_layer_norm.weight", f"{stack}.ln_f.weight", (D,))
     m.out["decoder.lm_head.weight"] = m.pop("lm_head.weight", (V, D)) if "lm_head.weight" in m.rest else shared
     return m.done()
-
-
-def _attention(m: Mapper, a: str, qkv: str, out: str, D: int, A: int) -> None:
-    m.out[qkv + ".weight"] = torch.cat([m.pop(a + f"{n}.weight", (A, D)) for n in "qkv"])  # rows q | k | v
-    m.take(a + "o.weight", out + ".weight", (D, A))
 
 
 FAMILY = Family("t5", "T5, T5 v1.1, Flan-T5 and other T5ForConditionalGeneration checkpoints",

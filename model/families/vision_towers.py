@@ -65,7 +65,8 @@ def vision_config(hf: dict, family: str, heads: str = "none") -> ModelConfig:
     common = dict(arch="vit", d_model=v["hidden_size"], n_heads=v["num_attention_heads"],
                   n_layers=v["num_hidden_layers"], d_mlp=v["intermediate_size"],
                   image_size=_side(v["image_size"], "image_size"), patch_size=_side(v["patch_size"], "patch_size"),
-                  n_channels=int(v.get("num_channels", 3)), positional="learned", norm="pre", bias=True)
+                  n_channels=int(v.get("num_channels", 3)), positional="learned", norm="pre", bias=True,
+                  qkv_layout="split")
     if family == "deit":
         n = (len(v.get("id2label") or {}) or int(v.get("num_labels", 2))) if heads != "none" else 0
         return build(**common, n_classes=n, mlp=_act(v.get("hidden_act", "gelu"), family),
@@ -111,7 +112,7 @@ def convert_clip_vision(hf_state: State, cfg: ModelConfig) -> State:
     for i in range(cfg.n_layers):
         h, b = f"encoder.layers.{i}.", f"blocks.{i}."
         a = h + "self_attn."
-        m.fused_qkv([a + f"{x}_proj" for x in "qkv"], [D, D, D], b + "attn.qkv", D)  # rows q | k | v
+        m.qkv([a + f"{x}_proj" for x in "qkv"], [D, D, D], b + "attn", D, cfg)  # split: as stored
         m.linear(a + "out_proj", b + "attn.out", (D, D))
         m.norm(h + "layer_norm1", b + "ln_attn", D)
         m.linear(h + "mlp.fc1", b + "mlp.up", (H, D))

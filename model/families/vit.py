@@ -42,6 +42,7 @@ def vit_config(hf: dict, names=None) -> ModelConfig:
         patch_size=_side(hf["patch_size"], "patch_size"), n_channels=int(hf.get("num_channels", 3)),
         n_classes=n_classes, positional="learned", norm="pre", mlp=activation(hf.get("hidden_act", "gelu"), "vit"),
         bias=True, qkv_bias=bool(hf.get("qkv_bias", True)), norm_eps=float(hf.get("layer_norm_eps", 1e-12)),
+        qkv_layout="split",
     )
 
 
@@ -57,7 +58,7 @@ def map_vit_encoder(m, cfg: ModelConfig) -> None:
     for i in range(cfg.n_layers):
         h, b = f"encoder.layer.{i}.", f"blocks.{i}."
         qkv = [h + f"attention.attention.{n}" for n in ("query", "key", "value")]
-        m.fused_qkv(qkv, [D, D, D], b + "attn.qkv", D, bias=cfg.attn_bias)  # rows [0:D] q, [D:2D] k, [2D:3D] v
+        m.qkv(qkv, [D, D, D], b + "attn", D, cfg)  # split: as stored
         m.linear(h + "attention.output.dense", b + "attn.out", (D, D))
         m.norm(h + "layernorm_before", b + "ln_attn", D)
         m.linear(h + "intermediate.dense", b + "mlp.up", (H, D))

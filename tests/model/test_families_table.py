@@ -4,6 +4,7 @@ tensor (a stray one is refused by name) into a model that loads strictly; the re
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -41,6 +42,28 @@ def test_row_consumes_every_tensor(folders, model_type):
         row.convert({**state, stray: torch.zeros(2)}, cfg)
     lm = load_hf_folder(folders[model_type])
     assert lm.family == model_type and lm.reads_image == row.reads_image
+
+
+@pytest.mark.parametrize("model_type", list(G.TINY))
+def test_separate_qkv_are_used_as_stored(folders, model_type):
+    """A checkpoint that stores q, k and v apart keeps them apart (cfg.qkv_layout "split"): every attention
+    projection of ours is the file's own tensor (its storage, no copy into a fused weight). One that stores them
+    fused stays fused (GPT-2's transposed Conv1D, GPT-NeoX's per-head rows need their copy) or is split into
+    views of the stored tensor (Phi-3)."""
+    row = FAMILIES[model_type]
+    state = read_weights(folders[model_type])
+    cfg = row.config(read_config(folders[model_type]), list(state))
+    ours = row.convert(state, cfg)
+    spans = [(t.data_ptr(), t.data_ptr() + t.nbytes) for t in state.values()]
+    apart = [k for k in ours if re.search(r"attn\.[qkv]\.weight$", k)]
+    fused = [k for k in ours if k.endswith(("attn.qkv.weight", "attn.kv.weight"))]
+    if any(re.search(r"(q_proj|query|q_lin|Attention\.q)\.weight$", k) for k in state):
+        assert cfg.qkv_layout == "split" and not fused and len(apart) >= 3 * cfg.n_layers, (fused, len(apart))
+        assert all(ours[k].data_ptr() in {a for a, _ in spans} for k in apart)
+    elif cfg.qkv_layout == "split":
+        assert not fused and all(any(a <= ours[k].data_ptr() < b for a, b in spans) for k in apart)
+    else:
+        assert fused and not apart
 
 
 @pytest.mark.parametrize("model_type", list(G.TINY))

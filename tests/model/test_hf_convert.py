@@ -165,10 +165,10 @@ def test_bert_mlm_converted_equals_transformers(bert_mlm):
     ours_state = convert_bert(state, cfg)
     model = _ours(cfg, ours_state)
     assert set(model.state_dict()) - set(ours_state) == {"mlm.decoder.weight"}  # tied to embed.tok
-    D = cfg.d_model
-    qkv = ours_state["blocks.1.attn.qkv.weight"]
-    for j, n in enumerate(("query", "key", "value")):
-        assert torch.equal(qkv[j * D:(j + 1) * D], state[f"bert.encoder.layer.1.attention.self.{n}.weight"])
+    assert cfg.qkv_layout == "split" and "blocks.1.attn.qkv.weight" not in ours_state
+    for part, n in zip("qkv", ("query", "key", "value")):  # the file's own tensors: the same storage, no copy
+        src = state[f"bert.encoder.layer.1.attention.self.{n}.weight"]
+        assert ours_state[f"blocks.1.attn.{part}.weight"].data_ptr() == src.data_ptr()
     ids, tt = _ids(), torch.tensor([[0] * 5 + [1] * 4])
     with torch.no_grad():
         ref = bert_mlm(ids, token_type_ids=tt, output_hidden_states=True)

@@ -106,8 +106,10 @@ def test_albert_layer_is_shared_by_every_block():
     hf = _hf("AlbertConfig", "AlbertModel", kw)
     cfg = encoder_config(hf.config.to_dict(), "albert", mlm=False)
     state = convert_encoder(saved_state(hf), cfg, "albert")
+    assert cfg.qkv_layout == "split" and "blocks.0.attn.qkv.weight" not in state
     for i in range(1, cfg.n_layers):
-        assert torch.equal(state[f"blocks.{i}.attn.qkv.weight"], state["blocks.0.attn.qkv.weight"])
+        for part in "qkv":
+            assert torch.equal(state[f"blocks.{i}.attn.{part}.weight"], state[f"blocks.0.attn.{part}.weight"])
     with pytest.raises(CheckpointError, match="num_hidden_groups=2"):
         encoder_config({**hf.config.to_dict(), "num_hidden_groups": 2}, "albert", mlm=False)
 
