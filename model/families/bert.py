@@ -43,6 +43,30 @@ def bert_config(hf: dict, names: Collection[str] | None = None) -> ModelConfig:
     )
 
 
+# transformers' names in one post-LN encoder layer: its prefix; q, k, v; the attention's output and LayerNorm; the
+# MLP's up, down and LayerNorm
+LAYER_NAMES = {
+    "bert": ("encoder.layer.{i}.", ("attention.self.query", "attention.self.key", "attention.self.value"),
+             "attention.output.dense", "attention.output.LayerNorm", "intermediate.dense", "output.dense",
+             "output.LayerNorm"),
+    "distilbert": ("transformer.layer.{i}.", ("attention.q_lin", "attention.k_lin", "attention.v_lin"),
+                   "attention.out_lin", "sa_layer_norm", "ffn.lin1", "ffn.lin2", "output_layer_norm"),
+}
+
+
+def map_post_ln_layer(m: Mapper, i: int, cfg: ModelConfig, layout: str = "bert") -> None:
+    """Encoder layer i in `layout`'s names (LAYER_NAMES) → our block i; q, k, v as stored."""
+    prefix, qkv, out, ln_attn, up, down, ln_mlp = LAYER_NAMES[layout]
+    D, H = cfg.d_model, cfg.hidden
+    h, b = prefix.format(i=i), f"blocks.{i}."
+    m.qkv([h + n for n in qkv], [D, D, D], b + "attn", D, cfg, bias=True)
+    m.linear(h + out, b + "attn.out", (D, D))
+    m.norm(h + ln_attn, b + "ln_attn_out", D)
+    m.linear(h + up, b + "mlp.up", (H, D))
+    m.linear(h + down, b + "mlp.down", (D, H))
+    m.norm(h + ln_mlp, b + "ln_mlp_out", D)
+
+
 def has_mlm_head(names: Collection[str]) -> bool:
     """True when the tensor names hold BERT's masked-LM head."""
     return any(k.startswith("cls.predictions.transform.") for k in names)
@@ -54,7 +78,7 @@ def convert_bert(hf_state: State, cfg: ModelConfig) -> State:
     Pooler and next-sentence head are ignored; the MLM head is converted when cfg.output_head_kind == "mlm".
     """
     s = strip(rename_gamma_beta(hf_state), "bert.", "embeddings.word_embeddings.weight")
-    D, H, V = cfg.d_model, cfg.hidden, cfg.vocab_size
+    D, V = cfg.d_model, cfg.vocab_size
     m = Mapper(s, "bert")
     e = "embeddings."
     m.take(e + "word_embeddings.weight", "embed.tok.weight", (V, D))
@@ -63,14 +87,7 @@ def convert_bert(hf_state: State, cfg: ModelConfig) -> State:
     m.norm(e + "LayerNorm", "embed.norm", D)
     m.ignore(e + "position_ids", e + "token_type_ids")  # index buffers
     for i in range(cfg.n_layers):
-        h, b = f"encoder.layer.{i}.", f"blocks.{i}."
-        qkv = [h + f"attention.self.{n}" for n in ("query", "key", "value")]
-        m.qkv(qkv, [D, D, D], b + "attn", D, cfg, bias=True)  # split: as stored
-        m.linear(h + "attention.output.dense", b + "attn.out", (D, D))
-        m.norm(h + "attention.output.LayerNorm", b + "ln_attn_out", D)
-        m.linear(h + "intermediate.dense", b + "mlp.up", (H, D))
-        m.linear(h + "output.dense", b + "mlp.down", (D, H))
-        m.norm(h + "output.LayerNorm", b + "ln_mlp_out", D)
+        map_post_ln_layer(m, i, cfg)
     m.ignore_prefix("pooler.", "cls.seq_relationship.")  # sentence-level heads: not part of our model
     p = "cls.predictions."
     if cfg.output_head_kind == "mlm":

@@ -19,6 +19,7 @@ from collections.abc import Collection
 import torch
 from attnlab.model.checkpoint import CheckpointError
 from attnlab.model.config import ModelConfig
+from attnlab.model.families.bert import map_post_ln_layer
 from attnlab.model.families.common import (
     Mapper,
     State,
@@ -106,9 +107,11 @@ def convert_encoder(hf_state: State, cfg: ModelConfig, family: str) -> State:
     s = strip(rename_gamma_beta(hf_state), PREFIXES[family], probe)
     m = Mapper(s, family)
     _embeddings(m, cfg, family)
-    take_layer = {"distilbert": _distil_layer, "albert": _albert_layer}.get(family, _bert_layer)
     for i in range(cfg.n_layers):
-        take_layer(m, i, cfg)
+        if family == "albert":
+            _albert_layer(m, i, cfg)
+        else:
+            map_post_ln_layer(m, i, cfg, "distilbert" if family == "distilbert" else "bert")
     if family == "albert":
         m.ignore_prefix("encoder.albert_layer_groups.0.")  # copied into every block above
     m.ignore_prefix("pooler.", "discriminator_predictions.", "pre_classifier.", "classifier.", "sop_classifier.")
@@ -128,29 +131,6 @@ def _embeddings(m: Mapper, cfg: ModelConfig, family: str) -> None:
     if cfg.d_embed:
         proj = "embeddings_project" if family == "electra" else "encoder.embedding_hidden_mapping_in"
         m.linear(proj, "embed.project", (cfg.d_model, E))
-
-
-def _bert_layer(m: Mapper, i: int, cfg: ModelConfig) -> None:
-    D, H = cfg.d_model, cfg.hidden
-    h, b = f"encoder.layer.{i}.", f"blocks.{i}."
-    qkv = [h + f"attention.self.{n}" for n in ("query", "key", "value")]
-    m.qkv(qkv, [D, D, D], b + "attn", D, cfg, bias=True)  # split: as stored
-    m.linear(h + "attention.output.dense", b + "attn.out", (D, D))
-    m.norm(h + "attention.output.LayerNorm", b + "ln_attn_out", D)
-    m.linear(h + "intermediate.dense", b + "mlp.up", (H, D))
-    m.linear(h + "output.dense", b + "mlp.down", (D, H))
-    m.norm(h + "output.LayerNorm", b + "ln_mlp_out", D)
-
-
-def _distil_layer(m: Mapper, i: int, cfg: ModelConfig) -> None:
-    D, H = cfg.d_model, cfg.hidden
-    h, b = f"transformer.layer.{i}.", f"blocks.{i}."
-    m.qkv([h + f"attention.{n}_lin" for n in "qkv"], [D, D, D], b + "attn", D, cfg, bias=True)
-    m.linear(h + "attention.out_lin", b + "attn.out", (D, D))
-    m.norm(h + "sa_layer_norm", b + "ln_attn_out", D)
-    m.linear(h + "ffn.lin1", b + "mlp.up", (H, D))
-    m.linear(h + "ffn.lin2", b + "mlp.down", (D, H))
-    m.norm(h + "output_layer_norm", b + "ln_mlp_out", D)
 
 
 def _albert_layer(m: Mapper, i: int, cfg: ModelConfig) -> None:
