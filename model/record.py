@@ -85,8 +85,19 @@ class OnHost:
         obj.__dict__[self.slot] = value
 
 
+class PicklesOnHost:
+    """A dataclass of OnHost fields pickled as numpy (every field read first): torch-free when unpickled."""
+
+    def __getstate__(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def __setstate__(self, state: dict) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+
+
 @dataclass
-class AttentionRecord:
+class AttentionRecord(PicklesOnHost):
     site: str  # hook prefix, e.g. "blocks.0.attn" or "decoder.blocks.1.cross_attn"
     stack: str  # "decoder", "encoder" (or "" for a plain decoder/encoder model: see `name`)
     layer: int
@@ -102,13 +113,6 @@ class AttentionRecord:
     scores_full: np.ndarray | None = OnHost(None)  # float32 [batch, head, q, k] (only when an intervention changed them)
     pattern_full: np.ndarray | None = OnHost(None)  # float32 [batch, head, q, k] (eager only)
     softcap: float | None = None  # Gemma 2: scaled scores → softcap·tanh(scores/softcap), before the bias
-
-    def __getstate__(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}  # numpy only: torch-free when unpickled
-
-    def __setstate__(self, state: dict) -> None:
-        for name, value in state.items():
-            setattr(self, name, value)
 
     # -- shape -----------------------------------------------------------------------------------
     @property

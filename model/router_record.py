@@ -6,15 +6,15 @@ The router's raw logits, the experts each token was sent to and the weights thei
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
-from attnlab.model.record import OnHost
+from attnlab.model.record import OnHost, PicklesOnHost
 from attnlab.model.softmax import masked_softmax
 
 
 @dataclass
-class RouterRecord:
+class RouterRecord(PicklesOnHost):
     site: str  # hook prefix, e.g. "blocks.0.mlp"
     stack: str
     layer: int
@@ -23,13 +23,6 @@ class RouterRecord:
     choice: np.ndarray = OnHost()  # int64 [batch, T, top_k] (hook_expert_choice), best first unless forced
     weights: np.ndarray = OnHost()  # float32 [batch, T, top_k] mixing weights of the chosen experts, summing to 1
     q_offset: int = 0  # absolute position of the first token (a cached step)
-
-    def __getstate__(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}  # numpy only: torch-free when unpickled
-
-    def __setstate__(self, state: dict) -> None:
-        for name, value in state.items():
-            setattr(self, name, value)
 
     @property
     def n_experts(self) -> int:

@@ -21,7 +21,7 @@ from attnlab.analysis.faithfulness import benchmark as faithfulness_
 from attnlab.analysis.faithfulness.cases import Case, make_cases
 from attnlab.model.registry import BUNDLED_DIR
 
-VERSION = 1  # bump when the report's meaning changes
+VERSION = 2  # bump when the report's meaning changes (2: integrated gradients by the adaptive rule, probes/ig_rule.py)
 SHIPPED = {"n": 40, "seed": 0, "methods": faithfulness_.METHODS, "ablation": False}  # the Rollout page's default
 
 

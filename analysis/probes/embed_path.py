@@ -229,11 +229,11 @@ def _shared_pass(lm, jobs, short, pos, rows, grad, interventions, out) -> None:
     for k, (i, _) in enumerate(rows):
         ids[k, :short[i].ids.shape[1]] = short[i].ids[0]
 
-    def same(x):  # every job of the pass has the same one (_shape_key)
-        return None if x is None else x[:1].expand(len(rows), *x.shape[1:])
+    def own(field: str):  # [R, ...]: each row its own input's source, token types or pixels (one shape: _shape_key)
+        xs = [getattr(short[i], field) for i, _ in rows]
+        return None if xs[0] is None else torch.cat(xs)
 
-    batch = type(first)(ids, [], same(first.src_ids), first.src_tokens, same(first.type_ids),
-                        pixels=same(first.pixels))
+    batch = type(first)(ids, [], own("src_ids"), first.src_tokens, own("type_ids"), pixels=own("pixels"))
     alphas = torch.tensor([float(jobs[i].alphas[r]) for i, r in rows], dtype=torch.float64)
     mods, leaves, diffs = lm.embed_modules(), {}, {}
     owners = {i: [k for k, (j, _) in enumerate(rows) if j == i] for i in dict.fromkeys(i for i, _ in rows)}

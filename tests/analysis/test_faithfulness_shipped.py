@@ -26,12 +26,16 @@ def test_every_bundled_text_model_ships_its_report_for_its_weights(name):
     assert len(list(path.parent.glob("faithfulness-*.json"))) == 1  # no stale report beside it
 
 
-@pytest.mark.parametrize("name", ["lecture-decoder", "lecture-encoder"])
+@pytest.mark.parametrize("name", ["lecture-decoder", "lecture-encoder", "lecture-encdec"])
 def test_shipped_report_equals_a_fresh_score(name):
+    """Integrated gradients too on lecture-decoder and lecture-encdec (a report written under an older rule, or with
+    another example's source in a shared pass, fails here)."""
     lm = load(name)
     shipped = store.read_report(store.report_path(lm, 40, 0))
-    fresh = json.loads(json.dumps(faithfulness_.faithfulness(lm, 40, 0, methods=FAST, ablation=False)))
-    for m in FAST:
+    methods = FAST if name == "lecture-encoder" else faithfulness_.METHODS
+    fresh = json.loads(json.dumps(faithfulness_.faithfulness(lm, 40, 0, methods=methods, ablation=False)))
+    assert set(fresh["methods"]) <= set(shipped["methods"])  # the methods this model can run (no flow: encdec)
+    for m in fresh["methods"]:
         assert shipped["methods"][m] == fresh["methods"][m], m  # top-1 counts over the same 40 examples
     assert (shipped["accuracy"], shipped["chance"]) == (fresh["accuracy"], fresh["chance"])
     assert shipped["p_answer"] == pytest.approx(fresh["p_answer"], rel=1e-6)  # a float mean: last bits may differ

@@ -1,6 +1,6 @@
 """Integrated gradients of many inputs in shared passes (attributions.integrated_gradients_many,
 embed_path.along_paths) against one call each, the definition: the same steps, logits and rows to 1e-5, complete;
-inputs of different lengths (a decoder's padded, other models' grouped); and `attnlab faithfulness --methods`."""
+inputs of different lengths (a decoder's padded, other models' grouped), each row its own source; and `attnlab faithfulness --methods`."""
 
 import numpy as np
 import pytest
@@ -30,7 +30,8 @@ def _same(many, one, atol=1e-5):
 @pytest.mark.parametrize("arch", ["decoder", "encoder", "encdec"])
 def test_batched_equals_one_call_each(arch):
     lm = tiny(arch, 2)
-    inputs = [lm.encode(t, "xyz" if len(t) % 2 else "uvw st") if arch == "encdec" else lm.encode(t) for t in TEXTS]
+    sources = ["xyz", "abc", "uvw st", "pq", "zyx"]  # the two "the cat sat": sources of one length, not one text
+    inputs = [lm.encode(t, src) if arch == "encdec" else lm.encode(t) for t, src in zip(TEXTS, sources)]
     jobs = [(inp, -1 if arch == "decoder" else 1, None if k % 2 else 7) for k, inp in enumerate(inputs)]
     many = integrated_gradients_many(lm, jobs)
     one = [integrated_gradients(lm, inp, pos, tid) for inp, pos, tid in jobs]
