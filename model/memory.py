@@ -18,7 +18,7 @@ estimate_bytes(cfg, T, dtype) adds up, in bytes (GB below means 10⁹ bytes):
 T counts the tokens of the longest text (an encoder–decoder: source and target both taken as T, an upper
 bound). Loading reads the weights straight into `dtype`, tensor by tensor (model/weights.py), with no float32
 copy: `load_peak` = LOAD_SLACK · P · b bounds what loading touches (the weights, plus the tensors a
-converter derives, such as a fused qkv, for a moment; measured 1.03× on a bf16 Llama, tests/model/
+converter derives, such as GPT-2's transposed weights, for a moment; measured 1.03× on a bf16 Llama, tests/model/
 test_load_memory.py).
 
 check_fits refuses (model.inputs.InputError, one line) when total > FIT_SHARE × the memory available now.

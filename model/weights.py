@@ -4,7 +4,8 @@ Each tensor is memory-mapped on its own (`mapped_tensors`: safetensors checks th
 once, each tensor maps its own bytes): a tensor kept in the file's dtype stays a view of the file (its pages
 are read when first used, as transformers does), a tensor cast to another dtype is converted alone and its
 mapping dropped, and a tensor a converter derives (a fused qkv, a transpose) releases its source's pages once
-the converter returns; Llama-layout models keep q, k, v apart (ModelConfig.qkv_layout "split") and derive none.
+the converter returns; a checkpoint storing q, k, v apart keeps them apart (ModelConfig.qkv_layout "split"), so
+only GPT-2's transposed Conv1D weights and GPT-NeoX's per-head qkv rows are derived.
 The module is built with its parameters on the meta device and takes the tensors themselves
 (`load_state_dict(assign=True)`), so loading touches at most the weights in the target dtype plus the tensors a
 converter derives.

@@ -8,8 +8,8 @@ All five are BERT's post-LN encoder with a different layout:
 - ELECTRA: embeddings of width embedding_size projected to hidden_size (`d_embed`); ElectraForMaskedLM's
   generator head is our MLM head; ElectraForPreTraining's discriminator head (one real/replaced score per
   token) is knowingly left out, like BERT's pooler.
-- ALBERT: factorised embeddings and ONE layer shared by all num_hidden_layers: its tensors are copied into
-  every block, so each layer keeps its own hook points and records.
+- ALBERT: factorised embeddings and ONE layer shared by all num_hidden_layers: its tensors fill every block (the
+  same tensors, no copy), so each layer keeps its own hook points and records.
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def convert_encoder(hf_state: State, cfg: ModelConfig, family: str) -> State:
         else:
             map_post_ln_layer(m, i, cfg, "distilbert" if family == "distilbert" else "bert")
     if family == "albert":
-        m.ignore_prefix("encoder.albert_layer_groups.0.")  # copied into every block above
+        m.ignore_prefix("encoder.albert_layer_groups.0.")  # taken by every block above
     m.ignore_prefix("pooler.", "discriminator_predictions.", "pre_classifier.", "classifier.", "sop_classifier.")
     _mlm_head(m, cfg, family)
     return m.done()
@@ -134,7 +134,7 @@ def _embeddings(m: Mapper, cfg: ModelConfig, family: str) -> None:
 
 
 def _albert_layer(m: Mapper, i: int, cfg: ModelConfig) -> None:
-    """The shared layer, copied (not moved) into block i."""
+    """The shared layer's tensors (not moved: every block takes the same ones) into block i."""
     D, H = cfg.d_model, cfg.hidden
     h, b = "encoder.albert_layer_groups.0.albert_layers.0.", f"blocks.{i}."
 
