@@ -12,6 +12,7 @@ from attnlab.analysis.circuit.scores import alphas
 from attnlab.analysis.faithfulness.cases import make_cases
 from attnlab.analysis.probes.ablation import ablate_head, head_sweep
 from attnlab.analysis.probes.attributions import integrated_gradients, integrated_gradients_many
+from attnlab.analysis.probes.patching import _Setup, activation_patching
 from attnlab.analysis.probes.routing import lecture_classes, specialisation
 from attnlab.model.config import ModelConfig
 from attnlab.model.inputs import InputError
@@ -153,3 +154,36 @@ def test_specialisation_of_padded_batches_equals_one_text_each(arch):
     alone = specialisation(lm, texts, lecture_classes(), batch=1)
     np.testing.assert_array_equal(batched["share"], alone["share"])
     np.testing.assert_array_equal(batched["overall"], alone["overall"])
+
+
+# -- activation patching: every cell of the staircases against one plain hooked run ---------------------------------
+@pytest.mark.parametrize("kw", [dict(mlp="moe", n_experts=4, top_k=2), dict(positional="alibi", sliding_window=3),
+                                dict(positional="rope", n_kv_heads=1)])
+def test_patching_staircases_equal_one_plain_run_per_cell(kw):
+    lm = tiny("decoder", **kw)
+    clean, corrupt = "the cat sat", "the dog sat"
+    got = activation_patching(lm, clean, corrupt, "a", "b", backend="eager")
+    s = _Setup(lm, clean, corrupt, "a", "b", "eager")
+    a, b, inp = lm.single_token_id("a"), lm.single_token_id("b"), lm.encode(corrupt)
+
+    def restored(hook, p, h=None):  # positions p (of head h's output; h None: the stream) from the clean run
+        def put(x, name):
+            x, c = x.clone(), (s.resid if "resid" in name else s.z)["clean"][int(name.split(".")[1])]
+            if h is None:
+                x[:, p] = c[:, p]  # [1, T, D]
+            else:
+                x[:, p, h] = c[:, p, h]  # [1, T, H, d]
+            return x
+
+        logits = lm.forward(inp, interventions={hook: put}, records=False).logits[0, -1]
+        return (float(logits[a] - logits[b]) - s.ld["corrupt"]) / s.gap
+
+    L, T, H = got.resid.shape[0], got.resid.shape[1], got.heads.shape[1]
+    want = [[restored(f"blocks.{i}.hook_resid_pre", p) for p in range(T)] for i in range(L)]
+    np.testing.assert_allclose(got.resid, want, atol=1e-9, rtol=0)
+    want = [[restored(f"blocks.{i}.attn.hook_z", slice(None), h) for h in range(H)] for i in range(L)]
+    np.testing.assert_allclose(got.heads, want, atol=1e-9, rtol=0)
+    for i, grid in got.head_pos.items():
+        want = [[restored(f"blocks.{i}.attn.hook_z", p, h) for p in range(T)] for h in range(H)]
+        np.testing.assert_allclose(grid, want, atol=1e-9, rtol=0)
+    assert sorted(got.head_pos) == list(range(L)) and np.abs(got.heads).max() > 0.01
