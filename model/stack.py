@@ -136,11 +136,14 @@ class Stack(nn.Module):
         final = [] if isinstance(self.ln_f, nn.Identity) else [hooks.point(self.site, self.FINAL_HOOK)]
         return [*self.embed.hook_names(), *(n for blk in self.blocks for n in blk.hook_names()), *final]
 
-    def blocks_ctx(self, T: int, backend: str | None = None, device=None) -> list[AttnCtx]:
-        """Each block's self-attention context in a plain run over T tokens (own mask, no cache, any batch): what
-        the blocks read when they run one at a time (activation patching starts runs at a chosen block)."""
+    def blocks_ctx(self, T: int, backend: str | None = None, device=None,
+                   attention_mask: torch.Tensor | None = None) -> list[AttnCtx]:
+        """Each block's self-attention context in a plain run over T tokens (own mask, no cache, any batch; with
+        `attention_mask` bool [B, T], each row's real tokens): what the blocks read when they run one at a time
+        (activation patching starts runs at a chosen block)."""
         pos = torch.arange(T, device=device)
-        return self.layer_ctxs(True, self.default_mask, T, 0, None, _backend(backend or self.cfg.backend), None, pos)
+        return self.layer_ctxs(True, self.default_mask, T, 0, attention_mask, _backend(backend or self.cfg.backend),
+                               None, pos)
 
 
 def hook_names(root: nn.Module) -> list[str]:

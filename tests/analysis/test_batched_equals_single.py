@@ -80,6 +80,25 @@ def test_run_from_with_sources_of_two_lengths_padded():
         lm.readout().run_from(1, xa)
 
 
+def test_run_from_with_texts_of_two_lengths_padded():
+    lm = tiny("encoder")
+    ro = lm.readout()
+    runs = [lm.forward(lm.encode(t), names=[ro.resid_names[0], ro.resid_names[-1]], records=False).capture.tensor
+            for t in ("the cat sat", "a dog")]  # 13 and 7 tokens
+    x = torch.zeros(2, 13, 16, dtype=torch.float64)  # [2, T, D]: the second text padded
+    real = torch.zeros(2, 13, dtype=torch.bool)
+    for b, t in enumerate(runs):
+        n = t(ro.resid_names[0]).shape[1]
+        x[b, :n], real[b, :n] = t(ro.resid_names[0])[0], True
+    with torch.no_grad():
+        both = ro.run_from(0, x, attention_mask=real)
+        unmasked = ro.run_from(0, x)  # the padding read as tokens
+    assert (unmasked[1, :7] - both[1, :7]).abs().max() > 0.01
+    for b, t in enumerate(runs):
+        n = int(real[b].sum())
+        np.testing.assert_allclose(both[b, :n].numpy(), t(ro.resid_names[-1])[0].numpy(), atol=1e-10, rtol=0)
+
+
 # -- head ablation: one batched forward against one head zeroed at a time ----------------------------------------
 @pytest.mark.parametrize("kind", ["decoder", "moe", "encoder", "encdec"])
 @pytest.mark.parametrize("backend", ["eager", "sdpa"])
