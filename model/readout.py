@@ -5,6 +5,7 @@ scale, the logits of a stream, and running a stream onward from any block; and t
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import NamedTuple
 
 import torch
@@ -62,27 +63,31 @@ class Readout(NamedTuple):
         raise InputError("direct logit attribution needs a final LayerNorm or RMSNorm (a pre-norm model)")
 
     # -- running onward ---------------------------------------------------------------------------------
-    def contexts(self, T: int, backend: str = "eager", device=None) -> list:
-        """Each block's attention context in a plain run over T tokens (any batch): pass to run_from."""
-        return self.stack.blocks_ctx(T, backend, device=device)
+    def contexts(self, T: int, backend: str = "eager", device=None, attention_mask: torch.Tensor | None = None) -> list:
+        """Each block's attention context in a plain run over T tokens (any batch; `attention_mask` bool [N, T]: each
+        row's real tokens, for texts padded to one length): pass to run_from."""
+        return self.stack.blocks_ctx(T, backend, device=device, attention_mask=attention_mask)
 
     def run_from(self, layer: int, x: torch.Tensor, stop: int | None = None, *, backend: str = "eager",
-                 contexts: list | None = None, interventions: dict | None = None) -> torch.Tensor:
+                 contexts: list | None = None, interventions: dict | None = None, memory: torch.Tensor | None = None,
+                 memory_mask: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """The residual stream x [N, T, D] entering block `layer`, run through blocks layer … stop − 1 (default:
         to the last): the stream after them, [N, T, D] (before the final norm). `contexts` from contexts() saves
-        rebuilding them per call; `interventions` {hook name: fn(x, name)} act on hooks inside these blocks."""
+        rebuilding them per call (else they are built here, with `attention_mask` bool [N, T]: each row's real
+        tokens); `interventions` {hook name: fn(x, name)} act on hooks inside these blocks. An encoder–decoder's
+        decoder reads `memory` [N, S, D], the encoder's output of each row's own source (`memory_mask` bool [N, S]:
+        its real tokens, for sources padded to one length)."""
         blocks = self.stack.blocks
         stop = len(blocks) if stop is None else stop
         if not 0 <= layer <= stop <= len(blocks):
             raise InputError(f"blocks {layer}–{stop - 1} are out of range: this model has blocks 0–{len(blocks) - 1}")
-        ctxs = contexts if contexts is not None else self.contexts(x.shape[1], backend, x.device)
-        if not interventions:
+        if memory is None and any(blocks[i].has_cross for i in range(layer, stop)):
+            raise InputError("these blocks read an encoder's output through cross-attention: pass memory=")
+        ctxs = contexts if contexts is not None else self.contexts(x.shape[1], backend, x.device, attention_mask)
+        cross = self.stack.cross_ctx(x.shape[1], memory, memory_mask, backend, x.device)
+        with hooks.intervene(interventions) if interventions else nullcontext():
             for i in range(layer, stop):
-                x = blocks[i](x, ctxs[i])
-            return x
-        with hooks.intervene(interventions):
-            for i in range(layer, stop):
-                x = blocks[i](x, ctxs[i])
+                x = blocks[i](x, ctxs[i], cross)
         return x
 
 

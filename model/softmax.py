@@ -50,4 +50,6 @@ def masked_softmax_torch(scores: torch.Tensor, mask: torch.Tensor | None = None,
     if dead_rows is False:
         return p
     dead = ~mask.any(-1, keepdim=True)  # rows with no visible key: a softmax of all −inf is NaN
-    return p.masked_fill_(dead, 0.0) if dead_rows or bool(dead.any()) else p
+    if not (dead_rows or bool(dead.any())):
+        return p
+    return p.masked_fill(dead, 0.0) if p.requires_grad else p.masked_fill_(dead, 0.0)  # softmax's backward reads p

@@ -75,18 +75,24 @@ class Stack(nn.Module):
         pos = torch.arange(offset, offset + T, device=device)
         x = self.embed(tokens, pos, token_type_ids)
         ctxs = self.layer_ctxs(mask is None, spec, T, offset, attention_mask, backend, cache, pos)
-        cross_ctx = None
-        if memory is not None or (cache is not None and cache.cross):
-            S = memory.shape[1] if memory is not None else next(iter(cache.cross.values()))[0].shape[2]
-            cmask = build_mask(BIDIRECTIONAL, T, S, 0, memory_mask, device)
-            cross_ctx = AttnCtx(backend, cmask, q_offset=offset, cache=cache, memory=memory,
-                                dead_rows=memory_mask is not None)
+        cross_ctx = self.cross_ctx(T, memory, memory_mask, backend, device, cache, offset)
         for i, (blk, c) in enumerate(zip(self.blocks, ctxs)):
             x = blk(x, c, cross_ctx)
             hooks.step_done(i + 1, len(self.blocks))
         if cache is not None:
             cache.advance(T)
         return self.final_norm(x)
+
+    def cross_ctx(self, T: int, memory, memory_mask, backend: str, device=None, cache=None,
+                  offset: int = 0) -> AttnCtx | None:
+        """The cross-attention context of T queries reading the encoder's output `memory` [B, S, D] (each batch row
+        its own; `memory_mask` bool [B, S], True = a real source token), or the cache's source keys; None without
+        either."""
+        if memory is None and not (cache is not None and cache.cross):
+            return None
+        S = memory.shape[1] if memory is not None else next(iter(cache.cross.values()))[0].shape[2]
+        cmask = build_mask(BIDIRECTIONAL, T, S, 0, memory_mask, device)
+        return AttnCtx(backend, cmask, q_offset=offset, cache=cache, memory=memory, dead_rows=memory_mask is not None)
 
     def final_norm(self, x: torch.Tensor) -> torch.Tensor:
         """The final norm, with its hook (ln_final.hook_normalized) when the stack has one."""
@@ -130,11 +136,14 @@ class Stack(nn.Module):
         final = [] if isinstance(self.ln_f, nn.Identity) else [hooks.point(self.site, self.FINAL_HOOK)]
         return [*self.embed.hook_names(), *(n for blk in self.blocks for n in blk.hook_names()), *final]
 
-    def blocks_ctx(self, T: int, backend: str | None = None, device=None) -> list[AttnCtx]:
-        """Each block's self-attention context in a plain run over T tokens (own mask, no cache, any batch): what
-        the blocks read when they run one at a time (activation patching starts runs at a chosen block)."""
+    def blocks_ctx(self, T: int, backend: str | None = None, device=None,
+                   attention_mask: torch.Tensor | None = None) -> list[AttnCtx]:
+        """Each block's self-attention context in a plain run over T tokens (own mask, no cache, any batch; with
+        `attention_mask` bool [B, T], each row's real tokens): what the blocks read when they run one at a time
+        (activation patching starts runs at a chosen block)."""
         pos = torch.arange(T, device=device)
-        return self.layer_ctxs(True, self.default_mask, T, 0, None, _backend(backend or self.cfg.backend), None, pos)
+        return self.layer_ctxs(True, self.default_mask, T, 0, attention_mask, _backend(backend or self.cfg.backend),
+                               None, pos)
 
 
 def hook_names(root: nn.Module) -> list[str]:

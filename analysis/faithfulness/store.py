@@ -2,9 +2,10 @@
 
 The report (analysis.faithfulness.benchmark.faithfulness) depends on the weights and the held-out examples, not on any
 text a page shows; the Rollout page asks for it on every first visit. A report is kept as JSON under
-`cache_dir()` (ATTNLAB_CACHE_DIR, else ~/.cache/attnlab) in faithfulness/, named by a SHA-256 over the
-weights' bytes, the scored cases (ids, query, answer, sources), the device and dtype, the methods and the
-options: retrained weights or a changed corpus give another name, never a stale report. A bundled model's
+`cache_dir()` (ATTNLAB_CACHE_DIR, else ~/.cache/attnlab) in faithfulness/, named by a SHA-256 over the model's
+name and configuration, the weights' bytes, the scored cases (ids, query, answer, sources), the device and dtype, the
+methods and the options: retrained weights, a changed configuration (an activation, a position scheme, a norm's eps:
+choices without weights of their own) or a changed corpus give another name, never a stale report. A bundled model's
 default report (SHIPPED) also ships beside its checkpoint (`attnlab faithfulness --ship`), read before the cache.
 """
 
@@ -52,8 +53,8 @@ def cases_hash(cases: list[Case]) -> str:
 
 def report_key(lm, cases, methods, ablation: bool) -> str:
     """The file name (without .json) of the report of `lm` over `cases`."""
-    parts = [str(VERSION), weights_hash(lm.model), cases_hash(cases), lm.device, str(lm.dtype), ",".join(methods),
-             str(bool(ablation))]
+    parts = [str(VERSION), lm.name, repr(lm.cfg), weights_hash(lm.model), cases_hash(cases), lm.device, str(lm.dtype),
+             ",".join(methods), str(bool(ablation))]
     return hashlib.sha256("/".join(parts).encode()).hexdigest()[:32]
 
 

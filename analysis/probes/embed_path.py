@@ -229,11 +229,13 @@ def _shared_pass(lm, jobs, short, pos, rows, grad, interventions, out) -> None:
     for k, (i, _) in enumerate(rows):
         ids[k, :short[i].ids.shape[1]] = short[i].ids[0]
 
-    def own(field: str):  # [R, ...]: each row its own input's source, token types or pixels (one shape: _shape_key)
+    def own(field: str, default=torch.zeros_like):  # [R, ...]: each row its own input's (one shape: _shape_key)
         xs = [getattr(short[i], field) for i, _ in rows]
-        return None if xs[0] is None else torch.cat(xs)
+        like = next((x for x in xs if x is not None), None)  # a row without one reads the model's default
+        return None if like is None else torch.cat([default(like) if x is None else x for x in xs])
 
-    batch = type(first)(ids, [], own("src_ids"), first.src_tokens, own("type_ids"), pixels=own("pixels"))
+    batch = type(first)(ids, [], own("src_ids"), first.src_tokens, own("type_ids"), own("src_mask", torch.ones_like),
+                        own("attention_mask", torch.ones_like), own("pixels"))
     alphas = torch.tensor([float(jobs[i].alphas[r]) for i, r in rows], dtype=torch.float64)
     mods, leaves, diffs = lm.embed_modules(), {}, {}
     owners = {i: [k for k, (j, _) in enumerate(rows) if j == i] for i in dict.fromkeys(i for i, _ in rows)}

@@ -112,7 +112,8 @@ def specialisation(lm, texts: list[list[str]], classes: dict[str, set[str]], bat
         rows = texts[i:i + batch]
         T = max(len(r) for r in rows)
         ids = torch.tensor([[vocab[t] for t in r] + [0] * (T - len(r)) for r in rows])  # [B, T] right-padded
-        cap = lm.forward(Inputs(ids, []), records=True).capture
+        real = torch.tensor([[True] * len(r) + [False] * (T - len(r)) for r in rows])  # [B, T]: no key on padding
+        cap = lm.forward(Inputs(ids, [], attention_mask=real), records=True).capture
         member = np.zeros((len(rows), T, len(names) + 1), dtype=bool)
         for b, r in enumerate(rows):
             for t, tok in enumerate(r):

@@ -13,7 +13,9 @@ from attnlab.analysis.faithfulness.store import (
     report_path,
     weights_hash,
 )
+from attnlab.model.loaded import LoadedModel
 from attnlab.model.registry import load
+from attnlab.model.transformer import build_model
 
 
 def test_kept_report_equals_fresh_and_is_read_back(tmp_path):
@@ -73,3 +75,19 @@ def test_two_kept_halves_join_into_the_full_report(tmp_path):
     assert list(both["methods"]) == list(full["methods"]) and both == full
     with pytest.raises(ValueError, match="different examples"):
         joined(first, kept_faithfulness(lm, 6, 0, methods=ig, folder=tmp_path))
+
+
+def test_the_same_weights_under_another_configuration_are_scored_again(tmp_path):
+    """A choice without weights of its own (here the MLP's activation) changes every number: the kept report of
+    the same weights under the other configuration is not read back."""
+    lm = load("random-decoder")
+    gelu = kept_faithfulness(lm, 5, 0, folder=tmp_path, methods=("last_layer", "rollout"))
+    cfg = lm.cfg.replace(mlp="relu")
+    relu = LoadedModel(lm.name, build_model(cfg).eval(), lm.tokenizer, cfg, lm.source)
+    relu.model.load_state_dict(lm.model.state_dict())
+    assert weights_hash(relu.model) == weights_hash(lm.model)
+    kept = kept_faithfulness(relu, 5, 0, folder=tmp_path, methods=("last_layer", "rollout"))
+    fresh = json.loads(json.dumps(faithfulness_.faithfulness(relu, 5, 0, methods=("last_layer", "rollout"),
+                                                             ablation=False)))
+    assert kept == fresh and kept["p_answer"] != gelu["p_answer"]
+    assert len(list(tmp_path.glob("*.json"))) == 2
