@@ -148,7 +148,8 @@ class ViewModel(ModelKind, ModelIO):
         if text is None or not text.strip():
             raise InputError("the text is empty; type or choose some text")
         enc = self._encode(validate_text(text), "text", pair)
-        return Inputs(torch.tensor([enc.ids]), enc.labels)
+        tt = torch.tensor([enc.type_ids]) if enc.type_ids is not None and self.cfg.type_vocab_size else None
+        return Inputs(torch.tensor([enc.ids]), enc.labels, type_ids=tt)
 
     def _encode(self, text: str, what: str, pair: str | None = None):
         enc = self.tokenizer.encode(text, pair=pair) if pair is not None else self.tokenizer.encode(text)
@@ -189,12 +190,20 @@ class ViewModel(ModelKind, ModelIO):
         kw = dict(output_attentions=True, output_hidden_states=True, return_dict=True)
         with torch.set_grad_enabled(grad):
             if self.arch == "encdec":
+                if inputs.src_mask is not None:
+                    kw["attention_mask"] = inputs.src_mask.long()  # [B, S]: the source's padding
+                if inputs.attention_mask is not None:
+                    kw["decoder_attention_mask"] = inputs.attention_mask.long()  # [B, T]
                 out = self.model(input_ids=inputs.src_ids, decoder_input_ids=inputs.ids, use_cache=False, **kw)
                 attn = {"encoder": out.encoder_attentions, "decoder": out.decoder_attentions,
                         "cross": out.cross_attentions}
                 hidden = out.decoder_hidden_states[-1]
             else:
                 extra = {"use_cache": False} if self.arch == "decoder" else {}
+                if inputs.attention_mask is not None:
+                    extra["attention_mask"] = inputs.attention_mask.long()  # [B, T]: padding
+                if inputs.type_ids is not None:
+                    extra["token_type_ids"] = inputs.type_ids  # [B, T]: a sentence pair's segments
                 out = self.model(input_ids=inputs.ids, **extra, **kw)
                 attn, hidden = {"self": out.attentions}, out.hidden_states[-1]
         logits = getattr(out, "logits", None)

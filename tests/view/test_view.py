@@ -176,3 +176,40 @@ def test_relevance_of_an_unconverted_encoder_decoder(folders):
     rel = gradient_relevance(lm, lm.encode("the cat", SRC), -1)
     n_src = len(lm.encode("the cat", SRC).src_tokens)
     assert rel.source_row.shape == (n_src,) and rel.source_row.sum() > 0 and rel.matrix.shape == (3, 3)
+
+
+def test_a_sentence_pair_and_padding_reach_transformers(folders):
+    """A view reads a pair's token types and a padded batch's mask as transformers does (before: types dropped,
+    padding attended)."""
+    import transformers
+
+    folder = folders["mobilebert"]
+    lm = model.load(str(folder))
+    inp = lm.encode(TEXT, pair=SRC)
+    tok = transformers.AutoTokenizer.from_pretrained(str(folder))  # the other side tokenizes for itself
+    enc = tok(TEXT, SRC, return_tensors="pt")
+    assert inp.ids.tolist() == enc["input_ids"].tolist() and inp.type_ids.tolist() == enc["token_type_ids"].tolist()
+    assert 0 < int(inp.type_ids.sum()) < inp.ids.shape[1]  # both segments present
+    ref = transformers.MobileBertForMaskedLM.from_pretrained(str(folder), attn_implementation="eager").eval()
+    with torch.no_grad():
+        want = ref(**enc, output_attentions=True)
+    got = lm.forward(inp)
+    torch.testing.assert_close(got.logits, want.logits, atol=1e-5, rtol=0)
+    from dataclasses import replace
+
+    untyped = lm.forward(replace(inp, type_ids=None))  # the same ids read as one segment: other logits
+    assert (untyped.logits - want.logits).abs().max() > 1e-3
+
+    short = lm.encode("the cat sat")
+    n, T = short.ids.shape[1], inp.ids.shape[1]
+    ids = torch.full((2, T), tok.pad_token_id)  # [2, T]: the pair, then the short text padded on the right
+    ids[0], ids[1, :n] = inp.ids[0], short.ids[0]
+    mask = ids != tok.pad_token_id
+    mask[0] = True
+    types = torch.zeros_like(ids)
+    types[0] = inp.type_ids[0]
+    batch = type(inp)(ids, inp.tokens, type_ids=types, attention_mask=mask)
+    out = lm.forward(batch)
+    one = lm.forward(short)
+    torch.testing.assert_close(out.logits[1, :n], one.logits[0], atol=1e-5, rtol=0)
+    torch.testing.assert_close(out.logits[0], want.logits[0], atol=1e-5, rtol=0)
