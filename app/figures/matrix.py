@@ -92,7 +92,7 @@ PNG_CACHE = 128  # a few pages' worth of heads at T = 512 (each image ~10–60 k
 def png_of(z: np.ndarray, scale: str, zmin: float, zmax: float) -> str:
     """The PNG data URI of z [q, k] coloured by `scale` over [zmin, zmax], encoded once: a query-token or
     matrix-kind change rebuilds the head matrix with the same heads (~25 ms each to colour and encode at T=512)."""
-    key = (hashlib.blake2b(np.ascontiguousarray(z).tobytes(), digest_size=16).digest(), z.shape, scale, zmin, zmax)
+    key = (hashlib.blake2b(np.ascontiguousarray(z).tobytes(), digest_size=16).digest(), z.shape, z.dtype.str, scale, zmin, zmax)
     with _PNG_LOCK:
         if key in _PNGS:
             _PNGS.move_to_end(key)

@@ -150,6 +150,9 @@ def test_pngs_are_encoded_once_per_matrix_and_colour_range():
     z2 = z.copy()
     z2[5, 5] += 0.25
     assert png_of(z2, "Blues", 0.0, 1.0) != uri  # one cell differs: a new image
+    w = np.linspace(0, 1, 16, dtype=np.float32).reshape(4, 4)  # [q, k]
+    as_int = w.view(np.int32)  # the same bytes read as other numbers: another image
+    assert png_of(as_int, "Blues", 0.0, 1.0) != png_of(w, "Blues", 0.0, 1.0)
     import base64
     import io
 
