@@ -144,7 +144,8 @@ def as_inputs(lm, x) -> Inputs:
         rows = [lm.encode(t) for t in x]
         if len({r.ids.shape[1] for r in rows}) != 1:
             raise InputError(f"a batch of texts needs one length; these are {[r.ids.shape[1] for r in rows]} tokens")
-        return Inputs(torch.cat([r.ids for r in rows]), rows[0].tokens)  # [B, T]
+        types = None if rows[0].type_ids is None else torch.cat([r.type_ids for r in rows])  # [B, T]
+        return Inputs(torch.cat([r.ids for r in rows]), rows[0].tokens, type_ids=types)  # [B, T]
     raise InputError("run_with_cache and run_with_hooks take a text, a list of texts, Inputs or token ids")
 
 

@@ -115,3 +115,20 @@ def test_batches_of_texts_and_token_ids():
     assert torch.equal(lm.run_with_cache(ids[1])[0], logits[1:])
     with pytest.raises(InputError, match="a batch of texts needs one length; these are"):
         lm.run_with_cache(["hello", "hello world"])
+
+
+def test_a_batch_of_texts_keeps_each_texts_token_types():
+    """minilm (BERT: token types) on two texts of one length: each row as its own run, types included."""
+    from attnlab.model.activation_cache import as_inputs
+
+    lm = load("minilm")
+    texts = ["the cat sat on the mat", "a dog ran in the park"]
+    batch = as_inputs(lm, texts)
+    rows = [lm.encode(t) for t in texts]
+    assert batch.type_ids is not None and batch.type_ids.shape == batch.ids.shape == (2, rows[0].ids.shape[1])
+    assert batch.type_ids.tolist() == [r.type_ids[0].tolist() for r in rows]
+    name = "blocks.5.hook_resid_post"
+    _, cache = lm.run_with_cache(texts, names=name)
+    for i, r in enumerate(rows):
+        _, one = lm.run_with_cache(r, names=name)
+        torch.testing.assert_close(cache[name][i], one[name][0], atol=1e-5, rtol=0)  # [T, D]
