@@ -148,8 +148,15 @@ class ViewModel(ModelKind, ModelIO):
         if text is None or not text.strip():
             raise InputError("the text is empty; type or choose some text")
         enc = self._encode(validate_text(text), "text", pair)
-        tt = torch.tensor([enc.type_ids]) if enc.type_ids is not None and self.cfg.type_vocab_size else None
+        typed = enc.type_ids is not None and self.cfg.type_vocab_size and self._takes("token_type_ids")
+        tt = torch.tensor([enc.type_ids]) if typed else None
         return Inputs(torch.tensor([enc.ids]), enc.labels, type_ids=tt)
+
+    def _takes(self, argument: str) -> bool:
+        """True when the transformers model's forward has this argument."""
+        import inspect
+
+        return argument in inspect.signature(self.model.forward).parameters
 
     def _encode(self, text: str, what: str, pair: str | None = None):
         enc = self.tokenizer.encode(text, pair=pair) if pair is not None else self.tokenizer.encode(text)
