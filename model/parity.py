@@ -44,7 +44,9 @@ def load_transformers(lm):
     """The same checkpoint through `transformers` (eager attention, fp32, local files only)."""
     folder = lm.card.get("folder")
     if folder is not None and not lm.converted:  # a transformers view: transformers itself runs it
-        raise InputError(f"{lm.name} runs as a transformers view (model_type {lm.family!r} has no converter): "
+        why = (f"{', '.join(lm.card['architectures'])} is a task model" if lm.family in FAMILIES
+               else f"model_type {lm.family!r} has no converter")
+        raise InputError(f"{lm.name} runs as a transformers view ({why}): "
                          "transformers itself computes its attention, so there is nothing to compare")
     if folder is None or lm.family not in FAMILIES:
         raise InputError(f"{lm.name} is not a Hugging Face checkpoint ({', '.join(FAMILIES)} family); "

@@ -30,7 +30,7 @@ from attnlab.model.families.common import (
     require,
     strip,
 )
-from attnlab.model.families.family import Family
+from attnlab.model.families.family import TASK_HEAD_WEIGHTS, Family
 
 FAMILIES = ("roberta", "xlm-roberta", "distilbert", "electra", "albert")
 # family → (base class, MLM class) in transformers, for parity
@@ -114,7 +114,7 @@ def convert_encoder(hf_state: State, cfg: ModelConfig, family: str) -> State:
             map_post_ln_layer(m, i, cfg, "distilbert" if family == "distilbert" else "bert")
     if family == "albert":
         m.ignore_prefix("encoder.albert_layer_groups.0.")  # copied into every block above
-    m.ignore_prefix("pooler.", "discriminator_predictions.", "pre_classifier.", "classifier.", "sop_classifier.")
+    m.ignore_prefix("pooler.", "discriminator_predictions.", "sop_classifier.", *TASK_HEAD_WEIGHTS)
     _mlm_head(m, cfg, family)
     return m.done()
 
@@ -200,4 +200,5 @@ def row(family: str, summary: str) -> Family:
 
     base, mlm_class = CLASSES[family]
     return Family(family, summary, config, lambda state, cfg: convert_encoder(state, cfg, family),
-                  lambda cfg: mlm_class if cfg.output_head_kind == "mlm" else base, SPECIALS[family])
+                  lambda cfg: mlm_class if cfg.output_head_kind == "mlm" else base, SPECIALS[family],
+                  encoder_of_task_models=True)

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from attnlab.model.families import FAMILIES
+from attnlab.model.families.family import names_task_model
 
 PREFIX = "models--"
 MAX_HEADER = 100 * 2**20  # bytes of safetensors header read at most (real headers are kilobytes)
@@ -54,9 +55,12 @@ class CachedModel:
 
 
 def has_converter(cfg: dict) -> bool:
-    """True when config.json's model_type is a family converted into our model (model/families FAMILIES);
-    any other runs as a transformers view (model/view). The one place that decides."""
-    return cfg.get("model_type") in FAMILIES
+    """True when config.json's model_type is a family converted into our model (model/families FAMILIES) and
+    it is no task model (…ForSequenceClassification and the like) of a family without an encoder's reading of
+    one (model/families/family.py); any other runs as a transformers view (model/view). The one place that
+    decides."""
+    row = FAMILIES.get(cfg.get("model_type"))
+    return row is not None and (row.encoder_of_task_models or not names_task_model(cfg))
 
 
 def cache_root() -> Path:
