@@ -24,8 +24,9 @@ DEFAULT_TEXT = "The cat sat on the mat because the mat was warm."
 def compare_hf(folder_or_name: str, text: str | None = None, *, pair: str | None = None,
                backend: str = "eager", greedy_tokens: int = GREEDY_TOKENS) -> dict:
     """Load `folder_or_name` both ways and compare. Raises InputError for a model that is not a
-    Hugging Face checkpoint, CheckpointError for a bad folder."""
-    lm = load(folder_or_name)
+    Hugging Face checkpoint, CheckpointError for a bad folder. Both sides in float32, whatever the checkpoint
+    stores (a bfloat16 folder too)."""
+    lm = load(folder_or_name, dtype=torch.float32)
     hf = load_transformers(lm)
     if lm.reads_image:
         image = probe_image(PROBE_SIZE)  # not square, not the model's size: the resize and crop matter
