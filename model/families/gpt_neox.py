@@ -7,12 +7,14 @@ from __future__ import annotations
 from attnlab.model.checkpoint import CheckpointError
 from attnlab.model.config import ModelConfig
 from attnlab.model.families.common import Mapper, State, activation, build, lm_head, require, strip
+from attnlab.model.families.defaults import with_defaults
 from attnlab.model.families.family import Family, fixed
 from attnlab.model.families.rope_params import rope_fields
 
 
 def gpt_neox_config(hf: dict, names=None) -> ModelConfig:
     """A GPT-NeoX config.json dict → ModelConfig."""
+    hf = with_defaults(hf, "gpt_neox")
     require(hf, "gpt_neox", "vocab_size", "hidden_size", "num_attention_heads", "num_hidden_layers",
             "intermediate_size", "max_position_embeddings")
     if not hf.get("attention_bias", True):

@@ -17,6 +17,7 @@ from __future__ import annotations
 from attnlab.model.checkpoint import CheckpointError
 from attnlab.model.config import ModelConfig
 from attnlab.model.families.common import Mapper, State, build, lm_head, require, strip
+from attnlab.model.families.defaults import with_defaults
 from attnlab.model.families.family import Family, fixed
 from attnlab.model.families.mixtral_experts import mixtral_fields, take_experts
 from attnlab.model.families.rope_params import rope_fields
@@ -64,6 +65,7 @@ def llama_config(hf: dict, names=None) -> ModelConfig:
     family = hf.get("model_type")
     if family not in FAMILIES:
         raise CheckpointError(f"model_type {family!r} is not one of {', '.join(FAMILIES)}")
+    hf = with_defaults(hf, family)
     fields = decoder_fields(hf, family)
     if family in ("mistral", "mixtral"):
         fields["sliding_window"] = hf.get("sliding_window")
