@@ -14,6 +14,7 @@ DEFAULTS: dict[str, dict] = {
     "gemma2": {"attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0, "sliding_window": 4096,
                "query_pre_attn_scalar": 256},
     "marian": {"scale_embedding": False},
+    "t5": {"d_kv": 64},  # not d_model / num_heads
 }
 
 

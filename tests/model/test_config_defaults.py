@@ -1,7 +1,7 @@
 """A config.json that leaves a key out (older checkpoints omit what their transformers version did not write) means
 transformers' default for it, family by family (model/families/defaults.py): Mixtral's rope_theta 1e6 and
 rms_norm_eps 1e-5, Phi's half rotary, GPT-NeoX's quarter rotary, Phi-3's rms_norm_eps 1e-5, Gemma 2's soft-caps
-50 / 30 and window 4096, Mistral's window 4096, Marian's unscaled embeddings. Ours used the shared readers'
+50 / 30 and window 4096, Mistral's window 4096, Marian's unscaled embeddings, T5's d_kv 64. Ours used the shared readers'
 defaults instead: logits off by 0.31 (Mixtral rope_theta), 0.24 (GPT-NeoX), 0.21 (Phi), 0.74 (Marian), 4e-3
 (Gemma 2), 1e-3 (Phi-3), 9e-4 (Mixtral eps), or a refusal (Gemma 2 without sliding_window)."""
 
@@ -29,7 +29,8 @@ def _transformers_value(config, key):
 @pytest.mark.parametrize("family, key", CASES)
 def test_a_key_left_out_reads_transformers_default(tmp_path, family, key):
     cls, conf = G.TINY[family]
-    folder = G.make(tmp_path / family, family, cls, **dict(conf, sliding_window=4) if family == "mistral" else conf)
+    conf = dict(conf, **{"mistral": dict(sliding_window=4), "t5": dict(d_kv=64)}.get(family, {}))
+    folder = G.make(tmp_path / family, family, cls, **conf)
     stored = json.loads((folder / "config.json").read_text())
     stored.pop("rope_parameters" if key in ROPE else key)
     (folder / "config.json").write_text(json.dumps(stored))
