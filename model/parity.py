@@ -57,9 +57,14 @@ def load_transformers(lm):
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
-    cls = getattr(transformers, FAMILIES[lm.family].transformers_class(lm.cfg))
-    model = cls.from_pretrained(folder, attn_implementation="eager", local_files_only=True, use_safetensors=True,
-                                dtype=torch.float32)
+    name = FAMILIES[lm.family].transformers_class(lm.cfg)
+    try:
+        model = getattr(transformers, name).from_pretrained(folder, attn_implementation="eager", local_files_only=True,
+                                                            use_safetensors=True, dtype=torch.float32)
+    except Exception as e:  # noqa: BLE001 — transformers' own refusal, in its first line
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise InputError(f"transformers cannot load {folder} as {name} ({type(e).__name__}: {first}), so there is "
+                         "nothing to compare with") from None
     return model.eval()
 
 
