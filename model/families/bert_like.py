@@ -88,6 +88,7 @@ def encoder_config(hf: dict, family: str, mlm: bool) -> ModelConfig:
         arch="encoder", vocab_size=hf["vocab_size"], d_model=hf["hidden_size"], n_heads=hf["num_attention_heads"],
         n_layers=hf["num_hidden_layers"], d_mlp=hf["intermediate_size"],
         max_len=hf["max_position_embeddings"] - offset, pos_offset=offset, d_embed=d_embed, positional="learned",
+        pad_position_id=offset - 1 if offset else None,
         norm="post", mlp=_mlm_act(act, family, exact_head), output_head="mlm" if mlm else "none",
         type_vocab_size=int(hf.get("type_vocab_size", 2)), embed_norm=True,
         norm_eps=float(hf.get("layer_norm_eps", 1e-12)), qkv_layout="split")
