@@ -117,3 +117,20 @@ def test_a_processor_size_the_model_cannot_read_is_refused_at_load(tmp_path):
     transformers.ViTImageProcessor(size={"height": 16, "width": 16}, do_resize=False).save_pretrained(folder)
     lm = load(str(folder))  # no resize: images of the model's own size are read as they come
     assert lm.encode_image(probe_image((16, 16))).pixels.shape == (1, 3, 16, 16)
+
+
+def test_compare_hf_without_a_preprocessor_config(tmp_path, capfd):
+    """No preprocessor_config.json: transformers has no image processor to compare pixels with; compare-hf said
+    so with AutoImageProcessor's traceback, now one line in its report, the model itself still compared."""
+    from attnlab.cli.main import main
+
+    folder = make_vit(tmp_path / "vit", True)
+    (folder / "preprocessor_config.json").unlink()
+    r = compare_hf(str(folder))
+    assert r["max_abs_pixels"] is None and "no preprocessor_config.json" in r["pixels_note"]
+    assert r["max_abs_logits"] <= TOL_LOGITS and r["max_abs_attention"] <= TOL_ATTENTION
+    capfd.readouterr()
+    assert main(["compare-hf", "--model", str(folder)]) == 0
+    out, err = capfd.readouterr()
+    assert "pixels            not compared (the folder has no preprocessor_config.json" in out
+    assert "Traceback" not in out + err
