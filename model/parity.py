@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from attnlab.model.families import FAMILIES
+from attnlab.model.families.family import names_task_model
 from attnlab.model.inputs import InputError, Inputs
 from attnlab.model.parity_inputs import TOL_PIXELS, pixel_report, token_report
 from attnlab.model.registry import load
@@ -45,8 +46,10 @@ def load_transformers(lm):
     """The same checkpoint through `transformers` (eager attention, fp32, local files only)."""
     folder = lm.card.get("folder")
     if folder is not None and not lm.converted:  # a transformers view: transformers itself runs it
-        why = (f"{', '.join(lm.card['architectures'])} is a task model" if lm.family in FAMILIES
-               else f"model_type {lm.family!r} has no converter")
+        archs = ", ".join(lm.card["architectures"]) or lm.family
+        why = (f"model_type {lm.family!r} has no converter" if lm.family not in FAMILIES
+               else f"{archs} is a task model" if names_task_model(lm.card)
+               else f"{archs} is not what the {lm.family} converter reads")
         raise InputError(f"{lm.name} runs as a transformers view ({why}): "
                          "transformers itself computes its attention, so there is nothing to compare")
     if folder is None or lm.family not in FAMILIES:

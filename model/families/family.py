@@ -36,6 +36,8 @@ class Family:
     # an encoder reads a task model (TASK_CLASSES) as its encoder, the head's tensors (TASK_HEAD_WEIGHTS) dropped:
     # every attention is the encoder's. A decoder or encoder–decoder would lose its LM head: transformers runs it
     encoder_of_task_models: bool = False
+    # a config of this model_type the family does not convert, run as a transformers view instead (T5EncoderModel)
+    runs_in_transformers: Callable[[dict], bool] | None = None
 
     @property
     def reads_image(self) -> bool:

@@ -102,4 +102,5 @@ def convert_t5(hf_state: State, cfg: ModelConfig) -> State:
 
 
 FAMILY = Family("t5", "T5, T5 v1.1, Flan-T5 and other T5ForConditionalGeneration checkpoints",
-                lambda hf, names=None: t5_config(hf), convert_t5, fixed("T5ForConditionalGeneration"), SPECIALS["t5"])
+                lambda hf, names=None: t5_config(hf), convert_t5, fixed("T5ForConditionalGeneration"), SPECIALS["t5"],
+                runs_in_transformers=lambda hf: hf.get("is_encoder_decoder", True) is False)  # T5EncoderModel

@@ -57,10 +57,12 @@ class CachedModel:
 def has_converter(cfg: dict) -> bool:
     """True when config.json's model_type is a family converted into our model (model/families FAMILIES) and
     it is no task model (…ForSequenceClassification and the like) of a family without an encoder's reading of
-    one (model/families/family.py); any other runs as a transformers view (model/view). The one place that
-    decides."""
+    one, nor a config its row sends to transformers (T5EncoderModel; model/families/family.py); any other runs
+    as a transformers view (model/view). The one place that decides."""
     row = FAMILIES.get(cfg.get("model_type"))
-    return row is not None and (row.encoder_of_task_models or not names_task_model(cfg))
+    if row is None or (row.runs_in_transformers is not None and row.runs_in_transformers(cfg)):
+        return False
+    return row.encoder_of_task_models or not names_task_model(cfg)
 
 
 def cache_root() -> Path:

@@ -2,7 +2,7 @@
 read them: an encoder family's loads its encoder, the task head's tensors dropped, at parity with transformers;
 a decoder's (its score head instead of the LM head) runs as a transformers view, and compare-hf says so in one
 line. Both used to stop after reading every weight with "unexpected weights classifier.weight … (more layers
-than the config says)" or "no lm_head.weight"."""
+than the config says)" or "no lm_head.weight". T5's encoder alone (T5EncoderModel) runs as a view too."""
 
 from __future__ import annotations
 
@@ -79,3 +79,24 @@ def test_compare_hf_says_task_model_in_one_line(folders, capfd):
         f"attnlab: error: {folders['llama-sequence']} runs as a transformers view (LlamaForSequenceClassification "
         "is a task model): transformers itself computes its attention, so there is nothing to compare"]
     assert "Traceback" not in out + err and "Loading weights" not in out + err
+
+
+def test_t5s_encoder_alone_runs_in_transformers(tmp_path, capfd):
+    """T5EncoderModel (is_encoder_decoder false: the text encoders of many pipelines) was refused after reading
+    its weights ("is_encoder_decoder=False is not supported"); it runs as a view, its patterns transformers'."""
+    import transformers
+
+    folder = G.make(tmp_path / "t5enc", "t5", "T5EncoderModel", **dict(G.TINY["t5"][1], is_encoder_decoder=False))
+    lm = load_hf_folder(folder)
+    assert not lm.converted and lm.arch == "encoder"
+    inputs = lm.encode(G.TEXT)
+    run = lm.capture(inputs)
+    hf = transformers.T5EncoderModel.from_pretrained(str(folder), attn_implementation="eager").eval()
+    with torch.no_grad():
+        want = hf(inputs.ids, output_attentions=True).attentions
+    assert len(want) == 2
+    for i, a in enumerate(want):
+        np.testing.assert_allclose(run[f"blocks.{i}.attn"].pattern(), a[0].numpy(), atol=1e-6)
+    capfd.readouterr()
+    assert main(["compare-hf", "--model", str(folder)]) == 2
+    assert "runs as a transformers view (T5EncoderModel is not what the t5 converter reads)" in capfd.readouterr().err
