@@ -20,6 +20,14 @@ def names_task_model(hf: dict) -> bool:
     return any(isinstance(a, str) and a.endswith(TASK_CLASSES) for a in hf.get("architectures") or [])
 
 
+def bare_untied(hf: dict) -> bool:
+    """A decoder saved as its bare base model (LlamaModel, MistralModel: architectures names no head) with untied
+    embeddings (tie_word_embeddings false or left out, these families' default): it has no LM head to convert."""
+    archs = [a for a in hf.get("architectures") or [] if isinstance(a, str)]
+    bare = bool(archs) and all(a.endswith("Model") and not a.endswith("LMHeadModel") for a in archs)
+    return bare and not hf.get("tie_word_embeddings", False)
+
+
 @dataclass(frozen=True)
 class Family:
     """One Hugging Face model_type."""

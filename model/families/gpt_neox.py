@@ -8,7 +8,7 @@ from attnlab.model.checkpoint import CheckpointError
 from attnlab.model.config import ModelConfig
 from attnlab.model.families.common import Mapper, State, activation, build, lm_head, require, strip
 from attnlab.model.families.defaults import with_defaults
-from attnlab.model.families.family import Family, fixed
+from attnlab.model.families.family import Family, bare_untied, fixed
 from attnlab.model.families.rope_params import rope_fields
 
 
@@ -56,4 +56,5 @@ def convert_gpt_neox(hf_state: State, cfg: ModelConfig) -> State:
 
 
 FAMILY = Family("gpt_neox", "GPT-NeoX, Pythia and other GPTNeoXForCausalLM checkpoints", gpt_neox_config,
-                convert_gpt_neox, fixed("GPTNeoXForCausalLM"), {"bos": "<|endoftext|>", "eos": "<|endoftext|>"})
+                convert_gpt_neox, fixed("GPTNeoXForCausalLM"), {"bos": "<|endoftext|>", "eos": "<|endoftext|>"},
+                runs_in_transformers=bare_untied)

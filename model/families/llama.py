@@ -18,7 +18,7 @@ from attnlab.model.checkpoint import CheckpointError
 from attnlab.model.config import ModelConfig
 from attnlab.model.families.common import Mapper, State, build, lm_head, require, strip
 from attnlab.model.families.defaults import with_defaults
-from attnlab.model.families.family import Family, fixed
+from attnlab.model.families.family import Family, bare_untied, fixed
 from attnlab.model.families.mixtral_experts import mixtral_fields, take_experts
 from attnlab.model.families.rope_params import rope_fields
 
@@ -135,4 +135,4 @@ def convert_llama(hf_state: State, cfg: ModelConfig, family: str = "llama") -> S
 
 
 FAMILY = Family("llama", "Llama, TinyLlama, SmolLM and other LlamaForCausalLM checkpoints", llama_config, convert_llama,
-                fixed("LlamaForCausalLM"), {"bos": "<s>", "eos": "</s>"})
+                fixed("LlamaForCausalLM"), {"bos": "<s>", "eos": "</s>"}, runs_in_transformers=bare_untied)

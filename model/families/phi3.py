@@ -7,7 +7,7 @@ from __future__ import annotations
 from attnlab.model.config import ModelConfig
 from attnlab.model.families.common import State, build, shaped, strip
 from attnlab.model.families.defaults import with_defaults
-from attnlab.model.families.family import Family, fixed
+from attnlab.model.families.family import Family, bare_untied, fixed
 from attnlab.model.families.llama import convert_llama, decoder_fields
 
 
@@ -39,4 +39,4 @@ def unfuse(hf_state: State, cfg: ModelConfig) -> State:
 
 FAMILY = Family("phi3", "Phi-3 and Phi-3.5 mini (Phi3ForCausalLM checkpoints, the longrope 128k ones too)",
                 phi3_config, lambda state, cfg: convert_llama(unfuse(state, cfg), cfg, "phi3"),
-                fixed("Phi3ForCausalLM"), {"bos": "<s>", "eos": "<|endoftext|>"})
+                fixed("Phi3ForCausalLM"), {"bos": "<s>", "eos": "<|endoftext|>"}, runs_in_transformers=bare_untied)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from attnlab.model.config import ModelConfig
 from attnlab.model.families.common import build
-from attnlab.model.families.family import Family, fixed
+from attnlab.model.families.family import Family, bare_untied, fixed
 from attnlab.model.families.llama import convert_llama, decoder_fields, qwen_windows
 
 
@@ -16,4 +16,4 @@ def qwen3_config(hf: dict, names=None) -> ModelConfig:
 
 FAMILY = Family("qwen3", "Qwen3 dense models (Qwen3ForCausalLM checkpoints)", qwen3_config,
                 lambda state, cfg: convert_llama(state, cfg, "qwen3"), fixed("Qwen3ForCausalLM"),
-                {"eos": "<|endoftext|>"})
+                {"eos": "<|endoftext|>"}, runs_in_transformers=bare_untied)

@@ -59,7 +59,7 @@ def test_a_decoders_task_model_runs_in_transformers(folders, name):
     mt, cls, _ = DECODERS[name]
     lm = load_hf_folder(folders[name])
     assert not lm.converted and not has_converter({"model_type": mt, "architectures": [cls]})
-    assert has_converter({"model_type": mt, "architectures": [cls.replace("ForSequenceClassification", "Model")]})
+    assert has_converter({"model_type": mt, "architectures": [cls.replace("ForSequenceClassification", "ForCausalLM")]})
     ids = lm.encode(G.TEXT).ids
     run = lm.capture(lm.encode(G.TEXT))
     hf = getattr(transformers, cls).from_pretrained(str(folders[name]), attn_implementation="eager").eval()
@@ -100,3 +100,27 @@ def test_t5s_encoder_alone_runs_in_transformers(tmp_path, capfd):
     capfd.readouterr()
     assert main(["compare-hf", "--model", str(folder)]) == 2
     assert "runs as a transformers view (T5EncoderModel is not what the t5 converter reads)" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("family, cls, tied", [("llama", "LlamaModel", False), ("mistral", "MistralModel", False),
+                                               ("qwen3", "Qwen3Model", True)])
+def test_a_bare_decoder_without_its_lm_head_runs_in_transformers(tmp_path, family, cls, tied):
+    """LlamaModel / MistralModel (embedding models are often saved so) have no lm_head and untied embeddings: they
+    were refused after reading every weight ("no lm_head.weight") and run as views now; a tied one (Qwen3Model
+    with tie_word_embeddings) still converts, its head the embeddings, at parity with the LM class."""
+    import transformers
+
+    conf = dict(G.TINY[family][1], tie_word_embeddings=tied)
+    folder = G.make(tmp_path / cls, family, cls, **conf)
+    lm = load_hf_folder(folder)
+    assert lm.converted == tied
+    if tied:
+        assert G.assert_parity(G.parity(folder, backends=("eager",)))["max_abs_logits"] <= 1e-5
+        return
+    inputs = lm.encode(G.TEXT)
+    run = lm.capture(inputs)
+    hf = getattr(transformers, cls).from_pretrained(str(folder), attn_implementation="eager").eval()
+    with torch.no_grad():
+        want = hf(inputs.ids, output_attentions=True).attentions
+    for i, a in enumerate(want):
+        np.testing.assert_allclose(run[f"blocks.{i}.attn"].pattern(), a[0].numpy(), atol=1e-6)
