@@ -10,6 +10,7 @@ from pathlib import Path
 from attnlab.model.checkpoint import CheckpointError
 from attnlab.model.config import ModelConfig
 from attnlab.model.families import FAMILIES, supported_families
+from attnlab.model.parity_inputs import transformers_tokenizer
 from attnlab.model.tokenizer import HFTokenizer
 
 
@@ -71,8 +72,6 @@ def _names_class(folder: Path) -> bool:
 def _transformers_backend(folder: Path, required: bool):
     """transformers' tokenizer for the folder (model/parity_inputs.py decides which), as its Rust backend; a
     failure is a CheckpointError when `required`, else None (tokenizer.json is read instead)."""
-    from attnlab.model.parity_inputs import transformers_tokenizer
-
     try:
         from transformers.utils import logging as hf_logging
 
