@@ -89,6 +89,9 @@ class ModelConfig:
     # encoder, encoder–decoder and vision families: learned positions read row position + pos_offset of a table
     # of max_len + pos_offset rows (RoBERTa: padding_idx + 1; BART: 2)
     pos_offset: int = 0
+    # RoBERTa, XLM-R: a token of this id (padding_idx = pos_offset − 1) reads the padding row, and the positions
+    # after it do not count it (transformers' create_position_ids_from_input_ids)
+    pad_position_id: int | None = None
     d_embed: int | None = None  # factorised embeddings (ALBERT, ELECTRA): this width, then Linear(d_embed, d_model)
     rel_buckets: int = 0  # positional="relative" (T5): buckets of the learned per-head bias (model/relative_bias.py)
     rel_max_distance: int = 128  # T5: distances beyond this share the last bucket
@@ -150,6 +153,8 @@ class ModelConfig:
     def _check_families(self) -> None:
         if self.pos_offset < 0 or (self.d_embed is not None and self.d_embed < 1):
             raise ValueError("pos_offset must be ≥ 0 and d_embed ≥ 1")
+        if self.pad_position_id is not None and (self.positional != "learned" or self.pos_offset < 1):
+            raise ValueError("pad_position_id needs learned positions with a padding row (pos_offset ≥ 1)")
         if (self.positional == "relative") != (self.rel_buckets > 0):
             raise ValueError("positional='relative' needs rel_buckets ≥ 1 (and rel_buckets needs it)")
         if self.rel_max_distance < 1:

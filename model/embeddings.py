@@ -29,6 +29,7 @@ class Embeddings(nn.Module):
         self.norm = nn.LayerNorm(e, eps=cfg.norm_eps) if cfg.embed_norm else nn.Identity()
         self.project = nn.Linear(e, cfg.d_model) if cfg.d_embed else nn.Identity()
         self.positional, self.offset, self.scale = cfg.positional, cfg.pos_offset, cfg.embed_scale  # scale: Gemma √d
+        self.pad_id = cfg.pad_position_id
         self.site = ""  # the stack's name, set by name_sites()
 
     @property
@@ -46,13 +47,26 @@ class Embeddings(nn.Module):
         if cap is not None:
             x = cap.hook(hooks.point(self.site, "hook_embed"), x)
         if self.positional in ("learned", "sinusoidal"):
+            positions = self.skip_padding(tokens, positions)
             p = self.pos(positions + self.offset) if self.positional == "learned" else \
-                self.sin_table[positions + self.offset]  # [T, E]
+                self.sin_table[positions + self.offset]  # [T, E] ([B, T, E] when a padding token is skipped)
             x = x + (p if cap is None else cap.hook(hooks.point(self.site, "hook_pos_embed"), p))
         if self.types is not None:
             tt = token_type_ids if token_type_ids is not None else torch.zeros_like(tokens)
             x = x + self.types(tt)
         return self.project(self.norm(x))  # [B, T, E] -> [B, T, D]
+
+
+    def skip_padding(self, tokens, positions):
+        """positions [T]; RoBERTa's when the tokens hold its padding id: [B, T], that token at −1 (the padding
+        row) and each other at the count of non-padding tokens before it."""
+        if self.pad_id is None:
+            return positions
+        keep = tokens != self.pad_id  # [B, T]
+        if bool(keep.all()):
+            return positions
+        counted = torch.cumsum(keep, dim=1) - 1 + positions[0]  # [B, T]
+        return torch.where(keep, counted, torch.full_like(counted, -1))
 
 
 class MLMHead(nn.Module):

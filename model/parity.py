@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from attnlab.model.families import FAMILIES
+from attnlab.model.families.family import names_task_model
 from attnlab.model.inputs import InputError, Inputs
 from attnlab.model.parity_inputs import TOL_PIXELS, pixel_report, token_report
 from attnlab.model.registry import load
@@ -24,8 +25,9 @@ DEFAULT_TEXT = "The cat sat on the mat because the mat was warm."
 def compare_hf(folder_or_name: str, text: str | None = None, *, pair: str | None = None,
                backend: str = "eager", greedy_tokens: int = GREEDY_TOKENS) -> dict:
     """Load `folder_or_name` both ways and compare. Raises InputError for a model that is not a
-    Hugging Face checkpoint, CheckpointError for a bad folder."""
-    lm = load(folder_or_name)
+    Hugging Face checkpoint, CheckpointError for a bad folder. Both sides in float32, whatever the checkpoint
+    stores (a bfloat16 folder too)."""
+    lm = load(folder_or_name, dtype=torch.float32)
     hf = load_transformers(lm)
     if lm.reads_image:
         image = probe_image(PROBE_SIZE)  # not square, not the model's size: the resize and crop matter
@@ -44,7 +46,11 @@ def load_transformers(lm):
     """The same checkpoint through `transformers` (eager attention, fp32, local files only)."""
     folder = lm.card.get("folder")
     if folder is not None and not lm.converted:  # a transformers view: transformers itself runs it
-        raise InputError(f"{lm.name} runs as a transformers view (model_type {lm.family!r} has no converter): "
+        archs = ", ".join(lm.card["architectures"]) or lm.family
+        why = (f"model_type {lm.family!r} has no converter" if lm.family not in FAMILIES
+               else f"{archs} is a task model" if names_task_model(lm.card)
+               else f"{archs} is not what the {lm.family} converter reads")
+        raise InputError(f"{lm.name} runs as a transformers view ({why}): "
                          "transformers itself computes its attention, so there is nothing to compare")
     if folder is None or lm.family not in FAMILIES:
         raise InputError(f"{lm.name} is not a Hugging Face checkpoint ({', '.join(FAMILIES)} family); "
@@ -54,9 +60,14 @@ def load_transformers(lm):
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
-    cls = getattr(transformers, FAMILIES[lm.family].transformers_class(lm.cfg))
-    model = cls.from_pretrained(folder, attn_implementation="eager", local_files_only=True, use_safetensors=True,
-                                dtype=torch.float32)
+    name = FAMILIES[lm.family].transformers_class(lm.cfg)
+    try:
+        model = getattr(transformers, name).from_pretrained(folder, attn_implementation="eager", local_files_only=True,
+                                                            use_safetensors=True, dtype=torch.float32)
+    except Exception as e:  # noqa: BLE001 — transformers' own refusal, in its first line
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise InputError(f"transformers cannot load {folder} as {name} ({type(e).__name__}: {first}), so there is "
+                         "nothing to compare with") from None
     return model.eval()
 
 

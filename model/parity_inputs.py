@@ -65,10 +65,18 @@ def first_difference(ours: list[int], theirs: list[int]) -> dict | None:
 def pixel_report(ours: np.ndarray, folder: str | Path, image: np.ndarray) -> dict:
     """{"max_abs_pixels"}: our float32 [1, C, H, W] pixels against the checkpoint's own image processor
     (AutoImageProcessor on preprocessor_config.json) for the same uint8 [H, W, 3] image; inf when the shapes
-    differ."""
+    differ; None with `pixels_note` when transformers has no image processor for the folder (no
+    preprocessor_config.json: ours then resizes to the model's size with ViTImageProcessor's defaults)."""
     import transformers
 
-    processor = transformers.AutoImageProcessor.from_pretrained(str(folder), local_files_only=True)
+    if not (Path(folder) / "preprocessor_config.json").is_file():
+        return {"max_abs_pixels": None, "pixels_note": "the folder has no preprocessor_config.json, so transformers "
+                                                       "has no image processor for it"}
+    try:
+        processor = transformers.AutoImageProcessor.from_pretrained(str(folder), local_files_only=True)
+    except Exception as e:  # noqa: BLE001 — its first line is the reason
+        return {"max_abs_pixels": None, "pixels_note": "transformers has no image processor for this folder: "
+                                                       f"{(str(e).splitlines() or [type(e).__name__])[0]}"}
     theirs = np.asarray(processor(images=image, return_tensors="np")["pixel_values"], dtype=np.float32)
     if theirs.shape != tuple(ours.shape):
         return {"max_abs_pixels": float("inf"), "pixels_note": f"shapes differ: ours {tuple(ours.shape)}, "

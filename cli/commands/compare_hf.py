@@ -41,6 +41,8 @@ def run(args) -> int:
         if report.get("max_abs_pixels") is not None:
             print(f"max |Δ pixels|    {fmt(report['max_abs_pixels']):>10}  (tol {TOL_PIXELS}; ours vs the "
                   "checkpoint's image processor)")
+        elif report.get("pixels_note"):
+            print(f"pixels            not compared ({report['pixels_note']})")
         print(f"max |Δ logits|    {fmt(report['max_abs_logits']):>10}  (tol {TOL_LOGITS})")
         print(f"max |Δ hidden|    {fmt(report['max_abs_hidden']):>10}  (tol {TOL_HIDDEN})")
         print(f"max |Δ attention| {fmt(report['max_abs_attention']):>10}  (tol {TOL_ATTENTION})")

@@ -19,6 +19,7 @@ import torch
 from attnlab.model.checkpoint import CheckpointError
 from attnlab.model.config import ModelConfig
 from attnlab.model.families.common import Mapper, State, build, refuse, require, strip
+from attnlab.model.families.defaults import with_defaults
 from attnlab.model.families.family import Family, fixed
 
 FAMILIES = ("bart", "marian")
@@ -41,6 +42,7 @@ def bart_config(hf: dict) -> ModelConfig:
     family = hf.get("model_type")
     if family not in FAMILIES:
         raise CheckpointError(f"model_type {family!r} is not one of {', '.join(FAMILIES)}")
+    hf = with_defaults(hf, family)
     require(hf, family, "vocab_size", "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
              "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "max_position_embeddings")
     refuse(hf, family, normalize_before=(False, False), add_final_layer_norm=(False, False),
@@ -62,7 +64,7 @@ def bart_config(hf: dict) -> ModelConfig:
         max_len=hf["max_position_embeddings"], positional="learned", pos_offset=2 if family == "bart" else 0,
         norm="post", mlp=ACTS[act], bias=True, tie_embeddings=bool(hf.get("tie_word_embeddings", True)),
         output_head="lm", embed_norm=family == "bart", norm_eps=1e-5, lm_head_bias=True,
-        embed_scale=math.sqrt(d) if hf.get("scale_embedding", family == "marian") else 1.0, qkv_layout="split",
+        embed_scale=math.sqrt(d) if hf.get("scale_embedding") else 1.0, qkv_layout="split",
     )
 
 

@@ -17,7 +17,7 @@ from attnlab.model.families.common import (
     require,
     strip,
 )
-from attnlab.model.families.family import Family
+from attnlab.model.families.family import TASK_HEAD_WEIGHTS, Family
 
 
 def bert_config(hf: dict, names: Collection[str] | None = None) -> ModelConfig:
@@ -88,7 +88,7 @@ def convert_bert(hf_state: State, cfg: ModelConfig) -> State:
     m.ignore(e + "position_ids", e + "token_type_ids")  # index buffers
     for i in range(cfg.n_layers):
         map_post_ln_layer(m, i, cfg)
-    m.ignore_prefix("pooler.", "cls.seq_relationship.")  # sentence-level heads: not part of our model
+    m.ignore_prefix("pooler.", "cls.seq_relationship.", *TASK_HEAD_WEIGHTS)  # sentence/task heads: not our model
     p = "cls.predictions."
     if cfg.output_head_kind == "mlm":
         m.linear(p + "transform.dense", "mlm.dense", (D, D))
@@ -108,4 +108,5 @@ def convert_bert(hf_state: State, cfg: ModelConfig) -> State:
 
 FAMILY = Family(
     "bert", "BERT, MiniLM and other BertModel/BertForMaskedLM checkpoints", bert_config, convert_bert,
-    lambda cfg: "BertForMaskedLM" if cfg.output_head_kind == "mlm" else "BertModel", {"pad": "[PAD]", "mask": "[MASK]"})
+    lambda cfg: "BertForMaskedLM" if cfg.output_head_kind == "mlm" else "BertModel", {"pad": "[PAD]", "mask": "[MASK]"},
+    encoder_of_task_models=True)

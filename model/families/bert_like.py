@@ -30,7 +30,7 @@ from attnlab.model.families.common import (
     require,
     strip,
 )
-from attnlab.model.families.family import Family
+from attnlab.model.families.family import TASK_HEAD_WEIGHTS, Family
 
 FAMILIES = ("roberta", "xlm-roberta", "distilbert", "electra", "albert")
 # family → (base class, MLM class) in transformers, for parity
@@ -88,6 +88,7 @@ def encoder_config(hf: dict, family: str, mlm: bool) -> ModelConfig:
         arch="encoder", vocab_size=hf["vocab_size"], d_model=hf["hidden_size"], n_heads=hf["num_attention_heads"],
         n_layers=hf["num_hidden_layers"], d_mlp=hf["intermediate_size"],
         max_len=hf["max_position_embeddings"] - offset, pos_offset=offset, d_embed=d_embed, positional="learned",
+        pad_position_id=offset - 1 if offset else None,
         norm="post", mlp=_mlm_act(act, family, exact_head), output_head="mlm" if mlm else "none",
         type_vocab_size=int(hf.get("type_vocab_size", 2)), embed_norm=True,
         norm_eps=float(hf.get("layer_norm_eps", 1e-12)), qkv_layout="split")
@@ -114,7 +115,7 @@ def convert_encoder(hf_state: State, cfg: ModelConfig, family: str) -> State:
             map_post_ln_layer(m, i, cfg, "distilbert" if family == "distilbert" else "bert")
     if family == "albert":
         m.ignore_prefix("encoder.albert_layer_groups.0.")  # taken by every block above
-    m.ignore_prefix("pooler.", "discriminator_predictions.", "pre_classifier.", "classifier.", "sop_classifier.")
+    m.ignore_prefix("pooler.", "discriminator_predictions.", "sop_classifier.", *TASK_HEAD_WEIGHTS)
     _mlm_head(m, cfg, family)
     return m.done()
 
@@ -200,4 +201,5 @@ def row(family: str, summary: str) -> Family:
 
     base, mlm_class = CLASSES[family]
     return Family(family, summary, config, lambda state, cfg: convert_encoder(state, cfg, family),
-                  lambda cfg: mlm_class if cfg.output_head_kind == "mlm" else base, SPECIALS[family])
+                  lambda cfg: mlm_class if cfg.output_head_kind == "mlm" else base, SPECIALS[family],
+                  encoder_of_task_models=True)

@@ -11,7 +11,8 @@ from attnlab.model.checkpoint import CheckpointError
 from attnlab.model.config import ModelConfig
 
 # Hugging Face activation names → our MLP choice.
-ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
+ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu",
+               "gelu_fast": "gelu_tanh"}  # gelu_fast: the tanh form with √(2/π) rounded to 0.7978845608 (GPT-NeoX-20B)
 
 State = dict[str, torch.Tensor]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from attnlab.model.checkpoint import CheckpointError
 from attnlab.model.config import ModelConfig
 from attnlab.model.families.common import build
+from attnlab.model.families.defaults import with_defaults
 from attnlab.model.families.family import Family, fixed
 from attnlab.model.families.gemma import convert_gemma, gemma_fields
 
@@ -24,12 +25,13 @@ def sliding_layers(hf: dict) -> tuple[int, ...]:
 
 def gemma2_config(hf: dict, names=None) -> ModelConfig:
     """A Gemma 2 config.json dict → ModelConfig."""
+    hf = with_defaults(hf, "gemma2")
     fields = gemma_fields(hf, "gemma2")
     layers = sliding_layers(hf)
     window = hf.get("sliding_window") if layers else None
     if layers and window is None:
         raise CheckpointError("gemma2: layer_types names sliding-attention layers but sliding_window is null")
-    scalar = hf.get("query_pre_attn_scalar") or 256
+    scalar = hf["query_pre_attn_scalar"]
     return build(**{**fields, "norm": "peri"}, attn_scale=float(scalar) ** -0.5,
                  attn_softcap=hf.get("attn_logit_softcapping"), logit_softcap=hf.get("final_logit_softcapping"),
                  sliding_window=window, sliding_layers=layers if window else None)

@@ -17,7 +17,8 @@ from __future__ import annotations
 from attnlab.model.checkpoint import CheckpointError
 from attnlab.model.config import ModelConfig
 from attnlab.model.families.common import Mapper, State, build, lm_head, require, strip
-from attnlab.model.families.family import Family, fixed
+from attnlab.model.families.defaults import with_defaults
+from attnlab.model.families.family import Family, bare_untied, fixed
 from attnlab.model.families.mixtral_experts import mixtral_fields, take_experts
 from attnlab.model.families.rope_params import rope_fields
 
@@ -51,12 +52,25 @@ def decoder_fields(hf: dict, family: str, tied_default: bool = False, acts: tupl
         output_head="lm", norm_eps=float(hf.get("rms_norm_eps", 1e-6)), qkv_layout="split")
 
 
-def full_attention_only(hf: dict, family: str) -> None:
-    """Refuse a config whose layers use a sliding window (Qwen2/Qwen3's use_sliding_window, layer_types)."""
-    layer_types = hf.get("layer_types") or []
-    if hf.get("use_sliding_window", False) or any(t != "full_attention" for t in layer_types):
-        raise CheckpointError(f"{family}: use_sliding_window / sliding-attention layers are not supported "
-                              "(only full attention in every layer)")
+def qwen_windows(hf: dict, family: str) -> dict:
+    """Qwen2's / Qwen3's sliding window as transformers reads it: only with use_sliding_window, on the layers
+    layer_types names sliding_attention, else on those from max_window_layers on → {sliding_window,
+    sliding_layers}, or {} when no layer slides. Sliding layers without a window are refused (transformers
+    cannot run them either)."""
+    n = hf["num_hidden_layers"]
+    window = hf.get("sliding_window", 4096) if hf.get("use_sliding_window", False) else None
+    types = hf.get("layer_types") or ["sliding_attention" if window is not None and i >= hf.get("max_window_layers", 28)
+                                      else "full_attention" for i in range(n)]
+    if len(types) != n or any(t not in ("sliding_attention", "full_attention") for t in types):
+        raise CheckpointError(f"{family}: layer_types={types!r} must name full_attention or sliding_attention "
+                              f"for each of the {n} layers")
+    layers = tuple(i for i, t in enumerate(types) if t == "sliding_attention")
+    if layers and window is None:
+        raise CheckpointError(f"{family}: layer_types names sliding-attention layers but use_sliding_window is false "
+                              "(no window to slide)")
+    if not layers:
+        return {}
+    return {"sliding_window": int(window), "sliding_layers": None if len(layers) == n else layers}
 
 
 def llama_config(hf: dict, names=None) -> ModelConfig:
@@ -64,12 +78,12 @@ def llama_config(hf: dict, names=None) -> ModelConfig:
     family = hf.get("model_type")
     if family not in FAMILIES:
         raise CheckpointError(f"model_type {family!r} is not one of {', '.join(FAMILIES)}")
+    hf = with_defaults(hf, family)
     fields = decoder_fields(hf, family)
     if family in ("mistral", "mixtral"):
         fields["sliding_window"] = hf.get("sliding_window")
     elif family == "qwen2":
-        full_attention_only(hf, family)
-        fields["qkv_bias"] = True
+        fields.update(qwen_windows(hf, family), qkv_bias=True)
     if family == "mixtral":
         fields.update(mixtral_fields(hf))
     return build(**fields)
@@ -121,4 +135,4 @@ def convert_llama(hf_state: State, cfg: ModelConfig, family: str = "llama") -> S
 
 
 FAMILY = Family("llama", "Llama, TinyLlama, SmolLM and other LlamaForCausalLM checkpoints", llama_config, convert_llama,
-                fixed("LlamaForCausalLM"), {"bos": "<s>", "eos": "</s>"})
+                fixed("LlamaForCausalLM"), {"bos": "<s>", "eos": "</s>"}, runs_in_transformers=bare_untied)

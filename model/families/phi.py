@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from attnlab.model.config import ModelConfig
 from attnlab.model.families.common import Mapper, State, activation, build, lm_head, require, strip
-from attnlab.model.families.family import Family, fixed
+from attnlab.model.families.defaults import with_defaults
+from attnlab.model.families.family import Family, bare_untied, fixed
 from attnlab.model.families.rope_params import rope_fields
 
 
 def phi_config(hf: dict, names=None) -> ModelConfig:
     """A Phi config.json dict → ModelConfig."""
+    hf = with_defaults(hf, "phi")
     require(hf, "phi", "vocab_size", "hidden_size", "num_attention_heads", "num_hidden_layers",
             "intermediate_size", "max_position_embeddings")
     d, n_heads = hf["hidden_size"], hf["num_attention_heads"]
@@ -50,4 +52,5 @@ def convert_phi(hf_state: State, cfg: ModelConfig) -> State:
 
 
 FAMILY = Family("phi", "Phi-1, Phi-1.5 and Phi-2 (PhiForCausalLM checkpoints)", phi_config, convert_phi,
-                fixed("PhiForCausalLM"), {"bos": "<|endoftext|>", "eos": "<|endoftext|>"})
+                fixed("PhiForCausalLM"), {"bos": "<|endoftext|>", "eos": "<|endoftext|>"},
+                runs_in_transformers=bare_untied)

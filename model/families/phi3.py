@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from attnlab.model.config import ModelConfig
 from attnlab.model.families.common import State, build, shaped, strip
-from attnlab.model.families.family import Family, fixed
+from attnlab.model.families.defaults import with_defaults
+from attnlab.model.families.family import Family, bare_untied, fixed
 from attnlab.model.families.llama import convert_llama, decoder_fields
 
 
 def phi3_config(hf: dict, names=None) -> ModelConfig:
     """A Phi-3 config.json dict → ModelConfig."""
+    hf = with_defaults(hf, "phi3")
     return build(**decoder_fields(hf, "phi3"), sliding_window=hf.get("sliding_window"))
 
 
@@ -37,4 +39,4 @@ def unfuse(hf_state: State, cfg: ModelConfig) -> State:
 
 FAMILY = Family("phi3", "Phi-3 and Phi-3.5 mini (Phi3ForCausalLM checkpoints, the longrope 128k ones too)",
                 phi3_config, lambda state, cfg: convert_llama(unfuse(state, cfg), cfg, "phi3"),
-                fixed("Phi3ForCausalLM"), {"bos": "<s>", "eos": "<|endoftext|>"})
+                fixed("Phi3ForCausalLM"), {"bos": "<s>", "eos": "<|endoftext|>"}, runs_in_transformers=bare_untied)

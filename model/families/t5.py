@@ -18,6 +18,7 @@ import torch
 from attnlab.model.checkpoint import CheckpointError
 from attnlab.model.config import ModelConfig
 from attnlab.model.families.common import Mapper, State, build, refuse, require
+from attnlab.model.families.defaults import with_defaults
 from attnlab.model.families.family import Family, fixed
 
 FAMILIES = ("t5",)
@@ -37,7 +38,7 @@ def t5_config(hf: dict) -> ModelConfig:
     require(hf, "t5", "vocab_size", "d_model", "num_heads", "num_layers", "d_ff")
     refuse(hf, "t5", is_decoder=(False, False), is_encoder_decoder=(True, True))
     d, heads = hf["d_model"], hf["num_heads"]
-    d_kv = int(hf.get("d_kv", d // heads))  # Flan-T5 small, T5 v1.1: heads·d_kv ≠ d_model
+    d_kv = int(with_defaults(hf, "t5")["d_kv"])  # Flan-T5 small, T5 v1.1: heads·d_kv ≠ d_model
     proj = hf.get("feed_forward_proj", "relu")
     if proj not in MLPS:
         raise CheckpointError(f"t5: feed_forward_proj={proj!r} is not supported (supported: {', '.join(MLPS)})")
@@ -101,4 +102,5 @@ def convert_t5(hf_state: State, cfg: ModelConfig) -> State:
 
 
 FAMILY = Family("t5", "T5, T5 v1.1, Flan-T5 and other T5ForConditionalGeneration checkpoints",
-                lambda hf, names=None: t5_config(hf), convert_t5, fixed("T5ForConditionalGeneration"), SPECIALS["t5"])
+                lambda hf, names=None: t5_config(hf), convert_t5, fixed("T5ForConditionalGeneration"), SPECIALS["t5"],
+                runs_in_transformers=lambda hf: hf.get("is_encoder_decoder", True) is False)  # T5EncoderModel

@@ -20,7 +20,7 @@ from pathlib import Path
 from attnlab.model.checkpoint import CheckpointError
 from attnlab.model.config import ModelConfig
 from attnlab.model.families.common import Mapper, State, build, require, strip
-from attnlab.model.families.vit import _side, class_names, map_vit_encoder
+from attnlab.model.families.vit import _side, class_names, map_vit_encoder, require_rgb
 from attnlab.model.images import ImagePrep, hf_prep
 
 FAMILIES = ("deit", "clip", "clip_vision_model")
@@ -64,9 +64,9 @@ def vision_config(hf: dict, family: str, heads: str = "none") -> ModelConfig:
              "image_size", "patch_size")
     common = dict(arch="vit", d_model=v["hidden_size"], n_heads=v["num_attention_heads"],
                   n_layers=v["num_hidden_layers"], d_mlp=v["intermediate_size"],
-                  image_size=_side(v["image_size"], "image_size"), patch_size=_side(v["patch_size"], "patch_size"),
-                  n_channels=int(v.get("num_channels", 3)), positional="learned", norm="pre", bias=True,
-                  qkv_layout="split")
+                  image_size=_side(v["image_size"], "image_size", family),
+                  patch_size=_side(v["patch_size"], "patch_size", family), n_channels=int(v.get("num_channels", 3)),
+                  positional="learned", norm="pre", bias=True, qkv_layout="split")
     if family == "deit":
         n = (len(v.get("id2label") or {}) or int(v.get("num_labels", 2))) if heads != "none" else 0
         return build(**common, n_classes=n, mlp=_act(v.get("hidden_act", "gelu"), family),
@@ -127,8 +127,9 @@ def read_prep(folder: Path, hf: dict, cfg: ModelConfig) -> ImagePrep:
     rescale and normalise as the checkpoint's image processor does (the class its file names, else the family's;
     that class's defaults for a key it leaves out).
     No file: a resize straight to the model's image size."""
-    path = folder / "preprocessor_config.json"
     mt = hf.get("model_type", "")
+    require_rgb(cfg, mt)
+    path = folder / "preprocessor_config.json"
     pre, defaults = {}, None
     if path.is_file():
         try:

@@ -16,12 +16,20 @@ from attnlab.model.families.family import Family
 from attnlab.model.images import ImagePrep, hf_prep
 
 
-def _side(v, name: str) -> int:
+def _side(v, name: str, family: str = "vit") -> int:
     if isinstance(v, (list, tuple)):
         if len(v) != 2 or v[0] != v[1]:
-            raise CheckpointError(f"vit: {name}={v} is not square; only square images and patches are supported")
+            raise CheckpointError(f"{family}: {name}={v} is not square; only square images and patches are supported")
         v = v[0]
     return int(v)
+
+
+def require_rgb(cfg: ModelConfig, family: str) -> None:
+    """A folder's images are read as RGB (model/images.py, as transformers' image processors give them): a model
+    of another channel count (converted, at parity on its own pixels) is refused before any image reaches it."""
+    if cfg.n_channels != 3:
+        raise CheckpointError(f"{family}: num_channels={cfg.n_channels} is not supported (images are read as RGB, "
+                              "3 channels, as its image processor gives them)")
 
 
 def has_classifier(names) -> bool:
@@ -88,6 +96,7 @@ def convert_vit(hf_state: State, cfg: ModelConfig) -> State:
 def read_prep(folder: Path, hf: dict, cfg: ModelConfig) -> ImagePrep:
     """preprocessor_config.json's resize (and centre crop, when it asks for one), rescale and normalisation
     (ViTImageProcessor's defaults without one)."""
+    require_rgb(cfg, "vit")
     path = folder / "preprocessor_config.json"
     pre = {}
     if path.is_file():
@@ -99,8 +108,9 @@ def read_prep(folder: Path, hf: dict, cfg: ModelConfig) -> ImagePrep:
         prep = hf_prep(pre, cfg.image_size, class_names(hf, cfg.n_classes))
     except ValueError as e:
         raise CheckpointError(f"{path}: {e}") from None
-    if prep.size != (cfg.image_size, cfg.image_size) and not prep.do_resize:
-        raise CheckpointError(f"{path}: images of {prep.size} without resizing; the model reads {cfg.image_size}²")
+    if prep.size != (cfg.image_size, cfg.image_size) and prep.do_resize:  # no image could ever be read
+        raise CheckpointError(f"{path}: images of {prep.size[0]}×{prep.size[1]} after preprocessing; the model reads "
+                              f"{cfg.image_size}²")
     return prep
 
 

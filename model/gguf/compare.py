@@ -44,8 +44,9 @@ def load_transformers_gguf(lm):
 def compare_gguf(name_or_path: str, text: str | None = None, *, backend: str = "eager",
                  greedy_tokens: int | None = None) -> dict:
     """compare_models (model/parity.py) of our load of a GGUF file against transformers' load of it, and the text
-    tokenized on each side (ours; transformers' GGUF tokenizer)."""
-    lm = load(name_or_path)
+    tokenized on each side (ours; transformers' GGUF tokenizer). Both in float32 (transformers dequantises to it).
+    """
+    lm = load(name_or_path, dtype=torch.float32)
     hf = load_transformers_gguf(lm)
     text = text if text is not None else DEFAULT_TEXT
     inputs = lm.encode(text)

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from attnlab.model.families import FAMILIES
+from attnlab.model.families.family import names_task_model
 
 PREFIX = "models--"
 MAX_HEADER = 100 * 2**20  # bytes of safetensors header read at most (real headers are kilobytes)
@@ -54,9 +55,14 @@ class CachedModel:
 
 
 def has_converter(cfg: dict) -> bool:
-    """True when config.json's model_type is a family converted into our model (model/families FAMILIES);
-    any other runs as a transformers view (model/view). The one place that decides."""
-    return cfg.get("model_type") in FAMILIES
+    """True when config.json's model_type is a family converted into our model (model/families FAMILIES) and
+    it is no task model (…ForSequenceClassification and the like) of a family without an encoder's reading of
+    one, nor a config its row sends to transformers (T5EncoderModel; model/families/family.py); any other runs
+    as a transformers view (model/view). The one place that decides."""
+    row = FAMILIES.get(cfg.get("model_type"))
+    if row is None or (row.runs_in_transformers is not None and row.runs_in_transformers(cfg)):
+        return False
+    return row.encoder_of_task_models or not names_task_model(cfg)
 
 
 def cache_root() -> Path:

@@ -10,6 +10,7 @@ from pathlib import Path
 from attnlab.model.checkpoint import CheckpointError
 from attnlab.model.config import ModelConfig
 from attnlab.model.families import FAMILIES, supported_families
+from attnlab.model.parity_inputs import transformers_tokenizer
 from attnlab.model.tokenizer import HFTokenizer
 
 
@@ -28,15 +29,23 @@ def model_family(hf: dict, folder: Path) -> str:
 
 
 def read_tokenizer(folder: Path, family: str, cfg: ModelConfig) -> HFTokenizer:
-    """tokenizer.json via `tokenizers`; else vocab files through transformers' fast tokenizer, locally."""
+    """The tokenizer transformers gives this folder. A class named in tokenizer_config.json (LlamaTokenizer,
+    T5Tokenizer, …): transformers' own backend, which rebuilds that class's pipeline (normalizer, pre-tokenizer)
+    around tokenizer.json's vocabulary, so its ids can differ from the file's (Llama's " the": ▁the, not ▁ ▁the);
+    else tokenizer.json via `tokenizers` (what transformers reads then); else the vocabulary files through
+    transformers' fast tokenizer, locally."""
     specials = _specials(folder, family)
-    if (folder / "tokenizer.json").is_file():
+    has_json = (folder / "tokenizer.json").is_file()
+    backend = _transformers_backend(folder, required=not has_json) if _names_class(folder) else None
+    if backend is not None:
+        tok = HFTokenizer(backend, **specials)
+    elif has_json:
         try:
             tok = HFTokenizer.from_file(folder / "tokenizer.json", **specials)
         except Exception as e:  # noqa: BLE001 — the Rust error text is the useful part
             raise CheckpointError(f"{folder}/tokenizer.json cannot be read: {e}") from None
     elif any((folder / f).is_file() for f in ("vocab.txt", "vocab.json")):
-        tok = HFTokenizer(_backend_from_vocab(folder), **specials)
+        tok = HFTokenizer(_transformers_backend(folder, required=True), **specials)
     else:
         raise CheckpointError(f"{folder} has no tokenizer files (tokenizer.json, vocab.txt or vocab.json + merges.txt)")
     # Our encode rejects over-length input with a message; a saved truncation/padding would hide it.
@@ -48,15 +57,30 @@ def read_tokenizer(folder: Path, family: str, cfg: ModelConfig) -> HFTokenizer:
     return tok
 
 
-def _backend_from_vocab(folder: Path):
-    try:
-        from transformers import AutoTokenizer
+PLAIN_CLASSES = ("PreTrainedTokenizerFast", "TokenizersBackend")  # tokenizer.json read as it is
 
-        t = AutoTokenizer.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False)
-        backend = t.backend_tokenizer
+
+def _names_class(folder: Path) -> bool:
+    """True when tokenizer_config.json names a tokenizer class of its own (one transformers builds itself)."""
+    try:
+        named = json.loads((folder / "tokenizer_config.json").read_text()).get("tokenizer_class")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(named, str) and bool(named) and named not in PLAIN_CLASSES
+
+
+def _transformers_backend(folder: Path, required: bool):
+    """transformers' tokenizer for the folder (model/parity_inputs.py decides which), as its Rust backend; a
+    failure is a CheckpointError when `required`, else None (tokenizer.json is read instead)."""
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        return transformers_tokenizer(folder).backend_tokenizer
     except Exception as e:  # noqa: BLE001
+        if not required:
+            return None
         raise CheckpointError(f"{folder}: cannot build a tokenizer from its vocabulary files: {e}") from None
-    return backend
 
 
 def _specials(folder: Path, family: str) -> dict[str, str]:

@@ -167,3 +167,11 @@ def test_what_does_not_apply_is_one_line(lecture, tmp_path):
     encdec = load("lecture-encdec")
     with pytest.raises(InputError, match="is an encoder–decoder"):
         qk_attribution(encdec, encdec.encode("x", "the cat"), 0, 0)
+
+
+def test_roberta_with_a_padding_token_in_the_text(tmp_path):
+    """RoBERTa's positions skip a padding token in the text (model/embeddings.py): hook_pos_embed is then [B, T, D]
+    and the terms still sum to the score (it raised 'expand … the number of sizes provided (2)')."""
+    cls, conf = TINY["roberta"]
+    lm = load_hf_folder(make(tmp_path / "roberta", "roberta", cls, **conf))
+    assert check_every_head(lm, "the [PAD] cat sat on the mat", [(8, 2), (2, 5), (0, 0)]) == 3 * 2 * 3

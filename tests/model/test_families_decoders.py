@@ -1,6 +1,6 @@
 """The decoder families at parity with transformers on a grid of tiny random shapes each (GQA ratios, tied and
-untied heads, head_dim ≠ d_model/heads, windows, partial rotary, RoPE scaling, soft-capping), under every backend,
-greedy tokens identical; each family passes `attnlab check` (eager ≡ sdpa ≡ flash, cached ≡ uncached)."""
+untied heads, head_dim ≠ d_model/heads, windows (Qwen2's and Qwen3's on some layers too), partial rotary, RoPE
+scaling, soft-capping), under every backend, greedy tokens identical; each family passes `attnlab check` (eager ≡ sdpa ≡ flash, cached ≡ uncached)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,12 @@ GRID = {
     "qwen3-gqa2-headdim16": ("qwen3", "Qwen3ForCausalLM", dict(_D, head_dim=16)),
     "qwen3-mqa-tied": ("qwen3", "Qwen3ForCausalLM", dict(_D, num_key_value_heads=1, tie_word_embeddings=True,
                                                           rms_norm_eps=1e-5)),
+    "qwen2-window4-from-layer1": ("qwen2", "Qwen2ForCausalLM", dict(_D, use_sliding_window=True, sliding_window=4,
+                                                                     max_window_layers=1)),
+    "qwen3-window3-types": ("qwen3", "Qwen3ForCausalLM", dict(_D, head_dim=16, num_hidden_layers=3, use_sliding_window=True,
+                                                              sliding_window=3, layer_types=[
+                                                                  "sliding_attention", "full_attention",
+                                                                  "sliding_attention"])),
     "gemma-gqa2-headdim16": ("gemma", "GemmaForCausalLM", dict(_D, head_dim=16)),
     "gemma-mha-untied": ("gemma", "GemmaForCausalLM", dict(_D, num_key_value_heads=4, head_dim=8,
                                                             tie_word_embeddings=False)),
@@ -79,6 +85,8 @@ def test_the_grid_exercises_each_mechanism(folders):
     assert (g2.norm, g2.mlp, g2.sliding_layers, g2.attn_softcap, g2.logit_softcap) == ("peri", "geglu", (0, 2), 2.0, 3.0)
     assert g2.score_scale == 12 ** -0.5 and g2.embed_scale == 32 ** 0.5
     assert cfg["gemma2-types-uncapped-mqa"].sliding_layers == (1, 2)
+    q2, q3 = cfg["qwen2-window4-from-layer1"], cfg["qwen3-window3-types"]  # used to be refused
+    assert (q2.sliding_window, q2.sliding_layers, q3.sliding_window, q3.sliding_layers) == (4, (1,), 3, (0, 2))
     assert cfg["phi3-window5-partial-tied"].rotary_dim == 4 and cfg["phi3-window5-partial-tied"].sliding_window == 5
     assert cfg["phi-partial04-qknorm-gqa"].rotary_dim == 4 and cfg["phi-partial04-qknorm-gqa"].norm == "parallel"
     assert cfg["neox-parallel-rot025"].rotary_dim == 4 and cfg["neox-sequential-tied-full"].norm == "pre"
@@ -91,7 +99,9 @@ def test_what_each_mechanism_changes(folders):
 
     for name, change in [("llama-llama3-rope", dict(rope_scaling="none")), ("gemma2-alternating-capped",
                          dict(attn_softcap=None)), ("gemma2-alternating-capped", dict(sliding_layers=None)),
-                         ("phi-partial05", dict(rotary_dim=None)), ("opt-pre-ln", dict(mlp="gelu"))]:
+                         ("phi-partial05", dict(rotary_dim=None)), ("opt-pre-ln", dict(mlp="gelu")),
+                         ("qwen2-window4-from-layer1", dict(sliding_window=None, sliding_layers=None)),
+                         ("qwen3-window3-types", dict(sliding_layers=None))]:
         lm = load_hf_folder(folders[name])
         ids = lm.encode(G.TEXT).ids
         other = type(lm.model)(lm.cfg.replace(**change))
@@ -100,7 +110,7 @@ def test_what_each_mechanism_changes(folders):
             assert (other(ids).logits - lm.model(ids).logits).abs().max() > 1e-3, (name, change)
 
 
-@pytest.mark.parametrize("name", ["llama-llama3-rope", "qwen3-gqa2-headdim16", "gemma-gqa2-headdim16",
+@pytest.mark.parametrize("name", ["llama-llama3-rope", "qwen3-gqa2-headdim16", "qwen3-window3-types", "gemma-gqa2-headdim16",
                                   "gemma2-alternating-capped", "phi3-window5-partial-tied", "phi-partial04-qknorm-gqa",
                                   "neox-parallel-rot025", "opt-post-ln-untied"])
 def test_attnlab_check(folders, name):

@@ -1,7 +1,8 @@
 """Options that used to be refused, now converted, each at parity with transformers in float32 (logits ≤ 1e-5,
-attention ≤ 1e-6, every backend): llama attention_bias / mlp_bias, GPT-2's scale_attn_by_inverse_layer_idx and
-scale_attn_weights=False, DistilBERT with relu, BART with decoder_ffn_dim ≠ encoder_ffn_dim, yarn RoPE (llama) and
-longrope (Phi-3, short and long factors) — their captured scores equal transformers' q·kᵀ·scaling after its RoPE."""
+attention ≤ 1e-6, every backend): llama attention_bias / mlp_bias, GPT-NeoX attention_bias=false and gelu_fast,
+GPT-2's scale_attn_by_inverse_layer_idx and scale_attn_weights=False, DistilBERT with relu, BART with
+decoder_ffn_dim ≠ encoder_ffn_dim, yarn RoPE (llama) and longrope (Phi-3, short and long factors) — their captured
+scores equal transformers' q·kᵀ·scaling after its RoPE."""
 
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ GRID = {
     "gpt2-unscaled": ("gpt2", "GPT2LMHeadModel", dict(_GPT2, scale_attn_weights=False)),
     "gpt2-unscaled-inverse-layer-idx": ("gpt2", "GPT2LMHeadModel", dict(_GPT2, scale_attn_weights=False,
                                                                         scale_attn_by_inverse_layer_idx=True)),
+    "neox-no-attention-bias": ("gpt_neox", "GPTNeoXForCausalLM", dict(G.TINY["gpt_neox"][1], attention_bias=False,
+                                                                     hidden_act="gelu_new")),
+    "neox-gelu-fast": ("gpt_neox", "GPTNeoXForCausalLM", dict(G.TINY["gpt_neox"][1], hidden_act="gelu_fast")),
     "distilbert-relu": ("distilbert", "DistilBertForMaskedLM", dict(G.TINY["distilbert"][1], activation="relu")),
     "bart-ffn-40-56": ("bart", "BartForConditionalGeneration", dict(G.TINY["bart"][1], decoder_ffn_dim=56)),
     "llama-yarn": ("llama", "LlamaForCausalLM", dict(_D, rope_parameters=_YARN)),
@@ -66,6 +70,9 @@ def test_each_option_is_the_mechanism(folders):
         assert run[f"blocks.{i}.attn"].scale == pytest.approx(8 ** -0.5 / (i + 1), rel=1e-12)
     assert load_hf_folder(folders["gpt2-unscaled"]).run(G.TEXT)["blocks.2.attn"].scale == 1.0
     assert cfg["distilbert-relu"].mlp == "relu" and cfg["bart-ffn-40-56"].dec_d_mlp == 56
+    neox = cfg["neox-no-attention-bias"]  # was refused: "attention_bias=false is not supported"
+    assert not neox.attn_bias and not neox.attn_out_bias and neox.mlp_biases
+    assert cfg["neox-gelu-fast"].mlp == "gelu_tanh"  # was refused: "activation 'gelu_fast' is not supported"
     yarn = cfg["llama-yarn"]
     assert (yarn.rope_scaling, yarn.rope_factor, yarn.rope_original_len) == ("yarn", 4.0, 16)
     assert yarn.rope_attn_factor == pytest.approx(0.1 * math.log(4.0) + 1)

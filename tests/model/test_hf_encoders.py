@@ -129,3 +129,27 @@ def test_refusals_name_the_key():
         convert_encoder(state, cfg, "roberta")
     with pytest.raises(CheckpointError, match="position_embedding_type"):
         encoder_config({**hf.config.to_dict(), "position_embedding_type": "relative_key"}, "roberta", mlm=False)
+
+
+@pytest.mark.parametrize("family, cls", [("roberta", "RobertaForMaskedLM"), ("xlm-roberta", "XLMRobertaForMaskedLM")])
+def test_a_padding_token_in_the_text_takes_robertas_position(tmp_path, family, cls):
+    """RoBERTa gives a token equal to padding_idx the padding row and does not count it in the positions after
+    it (its create_position_ids_from_input_ids). A text holding the pad token ("[PAD]" here, "<pad>" in a real
+    vocabulary) used to be off by 1.76 in its logits (XLM-R 1.01), every position after it shifted by one."""
+    from attnlab.model.hf.load import load_hf_folder
+    from attnlab.model.parity import compare_hf
+
+    from tests import family_grid as G
+
+    folder = G.make(tmp_path / family, family, cls, **G.TINY[family][1])
+    lm = load_hf_folder(folder)
+    pad = lm.tokenizer.pad_id
+    assert lm.cfg.pad_position_id == pad == 0 and lm.cfg.pos_offset == 1
+    text = "the [PAD] cat sat on the [PAD] mat"
+    ids = lm.encode(text).ids
+    assert int((ids == pad).sum()) == 2
+    r = compare_hf(str(folder), text)
+    assert r["tokens_equal"] and r["max_abs_logits"] <= 1e-5 and r["max_abs_attention"] <= 1e-6, r
+    rows = lm.model.embed.skip_padding(ids, torch.arange(ids.shape[1]))[0].tolist()  # [CLS] the [PAD] cat …
+    assert rows == [0, 1, -1, 2, 3, 4, 5, -1, 6, 7]
+    assert compare_hf(str(folder), "the cat sat")["max_abs_logits"] <= 1e-5  # without one: positions as before

@@ -148,7 +148,10 @@ def test_config_mapping_old_and_new_rope_fields():
     (dict(rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.2}), "rotary_dim=1 must be even"),
     (dict(hidden_act="gelu"), "activation 'gelu'"),
     (dict(num_key_value_heads=3), "n_kv_heads=3 must be ≥ 1 and divide n_heads=4"),
-    (dict(model_type="qwen2", use_sliding_window=True, sliding_window=4), "qwen2: use_sliding_window"),
+    (dict(model_type="qwen2", use_sliding_window=True, sliding_window=4, layer_types=["sliding_attention"]),
+     "qwen2: layer_types=.* must name full_attention or sliding_attention for each of the 2 layers"),
+    (dict(model_type="qwen2", layer_types=["full_attention", "sliding_attention"]),
+     "qwen2: layer_types names sliding-attention layers but use_sliding_window is false"),
     (dict(intermediate_size=None), "lacks intermediate_size"),
 ])
 def test_config_refuses(bad, match):

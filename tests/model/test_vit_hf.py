@@ -86,3 +86,51 @@ def test_a_cached_vit_is_an_image_choice_only(tmp_path, monkeypatch):
     assert "acme/tiny-vit" not in registry.model_choices()
     lm = registry.load("acme/tiny-vit")
     assert lm.reads_image and lm.class_names == ["cat", "dog", "fish"] and lm.source == "cache:acme/tiny-vit"
+
+
+@pytest.mark.parametrize("kind", ["vit", "deit", "clip_vision_model"])
+def test_a_channel_count_other_than_rgb_is_refused_at_load(tmp_path, kind, capfd):
+    """A 1-channel ViT used to load and then stop every image with a traceback ("pixels must be [B, 1, 16, 16],
+    got (1, 3, 16, 16)"): its image processor gives RGB. One line at load now, for each vision family."""
+    from attnlab.cli.main import main
+
+    from tests import family_grid as G
+
+    cls = {"vit": "ViTModel", "deit": "DeiTModel", "clip_vision_model": "CLIPVisionModel"}[kind]
+    folder = G.make(tmp_path / kind, kind, cls, **dict(G.TINY["clip_vision_model"][1], num_channels=1))
+    capfd.readouterr()
+    assert main(["check", "--model", str(folder)]) == 2
+    out, err = capfd.readouterr()
+    assert err.strip().splitlines() == [f"attnlab: error: {kind}: num_channels=1 is not supported (images are "
+                                        "read as RGB, 3 channels, as its image processor gives them)"]
+
+
+def test_a_processor_size_the_model_cannot_read_is_refused_at_load(tmp_path):
+    """ViTImageProcessor resizing to 24² for a 16² model: transformers' ViT refuses every image it gives, and so
+    did ours, but only per image after loading; now the folder is refused once, before any image."""
+    import transformers
+
+    folder = make_vit(tmp_path / "vit", False)
+    transformers.ViTImageProcessor(size={"height": 24, "width": 24}).save_pretrained(folder)
+    with pytest.raises(CheckpointError, match="images of 24×24 after preprocessing; the model reads 16²"):
+        load(str(folder))
+    transformers.ViTImageProcessor(size={"height": 16, "width": 16}, do_resize=False).save_pretrained(folder)
+    lm = load(str(folder))  # no resize: images of the model's own size are read as they come
+    assert lm.encode_image(probe_image((16, 16))).pixels.shape == (1, 3, 16, 16)
+
+
+def test_compare_hf_without_a_preprocessor_config(tmp_path, capfd):
+    """No preprocessor_config.json: transformers has no image processor to compare pixels with; compare-hf said
+    so with AutoImageProcessor's traceback, now one line in its report, the model itself still compared."""
+    from attnlab.cli.main import main
+
+    folder = make_vit(tmp_path / "vit", True)
+    (folder / "preprocessor_config.json").unlink()
+    r = compare_hf(str(folder))
+    assert r["max_abs_pixels"] is None and "no preprocessor_config.json" in r["pixels_note"]
+    assert r["max_abs_logits"] <= TOL_LOGITS and r["max_abs_attention"] <= TOL_ATTENTION
+    capfd.readouterr()
+    assert main(["compare-hf", "--model", str(folder)]) == 0
+    out, err = capfd.readouterr()
+    assert "pixels            not compared (the folder has no preprocessor_config.json" in out
+    assert "Traceback" not in out + err
