@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from attnlab.model.gguf.dequant import permute
 from gguf import GGUFWriter, quants
-from gguf.constants import GGML_QUANT_SIZES
+from gguf.constants import GGML_QUANT_SIZES, GGUFValueType
 from gguf.constants import GGMLQuantizationType as Q
 
 from tests import hf_fixtures as F
@@ -23,6 +23,8 @@ GGUF_NAMES = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_n
               "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
               "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
 K_QUANTS = (Q.Q4_K, Q.Q5_K, Q.Q6_K)
+VALUE_TYPES = {bool: GGUFValueType.BOOL, int: GGUFValueType.UINT32, float: GGUFValueType.FLOAT32,
+               str: GGUFValueType.STRING}
 
 
 def gguf_name(hf: str) -> str:
@@ -104,11 +106,13 @@ def tokenizer_metadata(writer: GGUFWriter, tok, kind: str = "gpt2", extra: dict 
 
 
 def write_gguf(path: Path, family: str, types: dict[str, Q], seed: int = 0, tokenizer: str = "gpt2",
-               tokenizer_extra: dict | None = None, n_embeddings: int | None = None, **cfg):
+               tokenizer_extra: dict | None = None, n_embeddings: int | None = None, metadata: dict | None = None,
+               skip: tuple[str, ...] = (), **cfg):
     """A random `family` (llama, qwen2) model written as GGUF with tensor types by role ("embed", "attn",
     "mlp", "norm", "head") and a `tokenizer` as tokenizer_metadata writes it. Returns (path, the transformers
     model holding the dequantised weights, the byte-level tokenizer). `n_embeddings`: the model's vocabulary when
-    not the tokenizer's (written as {family}.vocab_size)."""
+    not the tokenizer's (written as {family}.vocab_size). `metadata`: keys set to other values (None: removed)
+    after the writer's own; `skip`: GGUF tensor names ending so are not written."""
     import transformers
 
     F.quiet_transformers()
@@ -146,7 +150,12 @@ def write_gguf(path: Path, family: str, types: dict[str, Q], seed: int = 0, toke
         ref[name] = torch.from_numpy(deq.copy())
         if family == "llama" and ("q_proj" in name or "k_proj" in name):  # what llama.cpp's converter does
             stored = permute(stored, H if "q_proj" in name else KV)
-        w.add_tensor(gguf_name(name), stored, raw_dtype=None if qtype == Q.F32 else qtype)
+        if not gguf_name(name).endswith(skip or ("\0",)):
+            w.add_tensor(gguf_name(name), stored, raw_dtype=None if qtype == Q.F32 else qtype)
+    for key, value in (metadata or {}).items():
+        w.kv_data[0].pop(key, None)
+        if value is not None:
+            w.add_key_value(key, value, VALUE_TYPES[type(value)])
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -102,7 +102,10 @@ def about_file(message: str, tmp: Path) -> str:
     """A refusal of the converted folder, told of the GGUF file: no temporary path, its metadata for config.json."""
     for where in (f"{tmp}/", f"{tmp}: ", str(tmp)):
         message = message.replace(where, "")
-    return message.replace("config.json", "its metadata").replace("tokenizer.json", "its tokenizer")
+    for ours, theirs in (("its config.json", "its metadata"), ("config.json", "its metadata"),
+                         ("its tokenizer.json", "its tokenizer"), ("tokenizer.json", "its tokenizer")):
+        message = message.replace(ours, theirs)
+    return message
 
 
 def write_folder(g: GGUFFile, cfg: dict, tok, tok_config: dict, digest: str, out: Path) -> None:

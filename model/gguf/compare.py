@@ -38,6 +38,10 @@ def load_transformers_gguf(lm):
                                         dtype=torch.float32, local_files_only=True)
     except ImportError as e:  # transformers' GGUF loader needs the `gguf` (and on some versions `accelerate`) package
         raise InputError(f"transformers cannot read GGUF files here: {e}") from None
+    except Exception as e:  # noqa: BLE001 — its loader raises many kinds (an architecture gguf-py lacks, a shape)
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise InputError(f"transformers' GGUF loader cannot load {path.name} ({type(e).__name__}: {first}); "
+                         "nothing to compare with") from None
     return model.eval()
 
 

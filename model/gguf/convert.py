@@ -47,6 +47,13 @@ def _int(g: GGUFFile, key: str, default: int | None = None) -> int:
     return int(v)
 
 
+def _float(g: GGUFFile, key: str, default: float) -> float:
+    v = g.metadata.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v <= 0:
+        raise GGUFError(f"{g.path.name}: {key}={v!r} is not one positive number")
+    return float(v)
+
+
 def hf_config(g: GGUFFile) -> dict:
     """The config.json a transformers checkpoint of this model would have."""
     mt, arch = model_type(g), g.architecture
@@ -57,33 +64,49 @@ def hf_config(g: GGUFFile) -> dict:
         raise GGUFError(f"{g.path.name}: {heads} heads do not split {d} features into {kv} k/v groups")
     head_dim = d // heads
     for key in ("attention.key_length", "attention.value_length", "rope.dimension_count"):
-        if g.metadata.get(p + key, head_dim) != head_dim:
+        if _int(g, p + key, head_dim) != head_dim:
             raise GGUFError(f"{g.path.name}: {p}{key}={g.metadata[p + key]} ≠ {head_dim} (features per head) is "
                             "not supported")
-    scaling = g.metadata.get(p + "rope.scaling.type", "none")
-    if scaling not in ("none", None) or "rope_freqs.weight" in g.tensors:
-        raise GGUFError(f"{g.path.name}: RoPE scaling ({scaling}) is not supported; only plain RoPE")
+    rope_scaling(g, p)
     tokens = g.metadata.get("tokenizer.ggml.tokens")
-    vocab = g.metadata.get(p + "vocab_size") or (len(tokens) if isinstance(tokens, list) else None)
     emb = g.tensors.get("token_embd.weight")
     if emb is None:
         raise GGUFError(f"{g.path.name}: no token_embd.weight tensor")
-    vocab = vocab or emb.shape[0]
+    vocab = _int(g, p + "vocab_size", len(tokens) if isinstance(tokens, list) and tokens else emb.shape[0])
     cfg = {
         "model_type": mt, "architectures": [CLASSES[mt]], "vocab_size": int(vocab), "hidden_size": d,
         "num_attention_heads": heads, "num_key_value_heads": kv, "num_hidden_layers": _int(g, p + "block_count"),
         "intermediate_size": _int(g, p + "feed_forward_length"),
         "max_position_embeddings": _int(g, p + "context_length"), "hidden_act": "silu",
-        "rms_norm_eps": float(g.metadata.get(p + "attention.layer_norm_rms_epsilon", 1e-6)),
-        "rope_theta": float(g.metadata.get(p + "rope.freq_base", 10000.0)),
+        "rms_norm_eps": _float(g, p + "attention.layer_norm_rms_epsilon", 1e-6),
+        "rope_theta": _float(g, p + "rope.freq_base", 10000.0),
         "tie_word_embeddings": "output.weight" not in g.tensors, "torch_dtype": "float32",
     }
     for ours, key in (("bos_token_id", "bos_token_id"), ("eos_token_id", "eos_token_id")):
-        if isinstance(g.metadata.get(f"tokenizer.ggml.{key}"), int):
+        if type(g.metadata.get(f"tokenizer.ggml.{key}")) is int:  # not a bool
             cfg[ours] = g.metadata[f"tokenizer.ggml.{key}"]
     if mt == "mistral":
         cfg["sliding_window"] = g.metadata.get(p + "attention.sliding_window")
     return cfg
+
+
+def rope_scaling(g: GGUFFile, p: str) -> None:
+    """Refuse (one line) RoPE that llama.cpp would scale: a rope.scaling.type other than "none", llama3's
+    rope_freqs tensor, or a scaling factor (rope.scaling.factor, the older rope.scale_linear) ≠ 1 without a type,
+    which llama.cpp applies as linear scaling (its default type)."""
+    scaling = g.metadata.get(p + "rope.scaling.type")
+    if scaling not in ("none", None) or "rope_freqs.weight" in g.tensors:
+        raise GGUFError(f"{g.path.name}: RoPE scaling ({scaling or 'rope_freqs.weight'}) is not supported; "
+                        "only plain RoPE")
+    for key in ("rope.scaling.factor", "rope.scale_linear"):
+        factor = g.metadata.get(p + key)
+        if scaling is not None or factor is None:
+            continue
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)):
+            raise GGUFError(f"{g.path.name}: {p}{key}={factor!r} is not a number")
+        if factor not in (0, 1):  # llama.cpp: 0 means no factor
+            raise GGUFError(f"{g.path.name}: {p}{key}={factor:g} scales RoPE linearly (llama.cpp's default "
+                            "rope.scaling.type), which is not supported; only plain RoPE")
 
 
 def hf_name(g: GGUFFile, name: str, n_layers: int) -> str:

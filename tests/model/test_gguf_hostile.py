@@ -10,6 +10,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+import torch  # noqa: E402
 from attnlab.cli.main import main  # noqa: E402
 from attnlab.model.checkpoint import CheckpointError  # noqa: E402
 from attnlab.model.gguf import read_gguf  # noqa: E402
@@ -174,3 +175,38 @@ def test_cli_one_line(tmp_path, cache_dir, capsys):
     assert main(["capture", "--model", str(tmp_path / "missing.gguf"), "--text", "hi",
                  "--out", str(tmp_path / "o.npz")]) == 2
     assert "missing.gguf does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("metadata,what", [
+    ({"llama.rope.scaling.factor": 4.0}, "llama.rope.scaling.factor=4 scales RoPE linearly"),  # llama.cpp: linear
+    ({"llama.rope.scale_linear": 2.0}, "llama.rope.scale_linear=2 scales RoPE linearly"),  # the older key
+    ({"llama.rope.scaling.type": "yarn"}, "RoPE scaling (yarn) is not supported"),
+    ({"llama.rope.freq_base": "ten thousand"}, "llama.rope.freq_base='ten thousand' is not one positive number"),
+    ({"llama.attention.layer_norm_rms_epsilon": "tiny"},
+     "llama.attention.layer_norm_rms_epsilon='tiny' is not one positive number"),
+    ({"llama.attention.key_length": "8"}, "llama.attention.key_length='8' is not one positive integer"),
+    ({"llama.vocab_size": "many"}, "llama.vocab_size='many' is not one positive integer"),
+])
+def test_metadata_we_would_read_differently(tmp_path, cache_dir, metadata, what):
+    """Values llama.cpp reads (or that are no value at all) that our plain-RoPE model would silently ignore."""
+    path = G.write_gguf(tmp_path / "meta.gguf", "llama", {}, metadata=metadata, **CONF)[0]
+    _refused(path, cache_dir, f"meta.gguf: {what}")
+
+
+def test_rope_factor_with_type_none_is_plain_rope(tmp_path, cache_dir):
+    """llama.cpp never scales when rope.scaling.type is "none", whatever the factor: the file loads, unscaled."""
+    path, ref, _ = G.write_gguf(tmp_path / "none.gguf", "llama", {}, **CONF, metadata={
+        "llama.rope.scaling.type": "none", "llama.rope.scaling.factor": 4.0})
+    lm = al.load(str(path))
+    inputs = lm.encode("the cat sat on the mat")
+    with torch.no_grad():
+        want = ref(inputs.ids).logits
+    assert torch.allclose(lm.forward(inputs).logits, want, atol=1e-5, rtol=0)
+
+
+def test_bias_refusal_speaks_of_the_file(tmp_path, cache_dir):
+    """q/k/v biases without o's: said of the file's metadata once ("its its metadata" before)."""
+    path = G.write_gguf(tmp_path / "bias.gguf", "llama", {}, attention_bias=True, skip=("attn_output.bias",),
+                        **CONF)[0]
+    msg = _refused(path, cache_dir, "bias.gguf: llama: the checkpoint has attention biases")
+    assert "but its metadata does not ask for them" in msg and "its its" not in msg

@@ -114,3 +114,13 @@ def test_a_tokenizer_transformers_cannot_build_is_a_note(tmp_path):
     (tmp_path / "tokenizer_config.json").write_text('{"tokenizer_class": "NoSuchTokenizer"}')
     report = token_report([1, 2], tmp_path, "the cat")
     assert report["tokens_equal"] is None and report["tokens_note"].startswith("transformers' tokenizer failed: ")
+
+
+def test_compare_hf_when_transformers_cannot_load_the_file(tmp_path, capsys):
+    """A "mistral" architecture file (ours loads it; gguf-py, so transformers, does not know it): one line, exit 2."""
+    path = G.write_gguf(tmp_path / "mis.gguf", "mistral", {}, **CONF)[0]
+    assert al.load(str(path)).family == "mistral"
+    assert main(["compare-hf", "--model", str(path), "--text", TEXT]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("attnlab: error: transformers' GGUF loader cannot load mis.gguf (NotImplementedError: ")
+    assert err.endswith("nothing to compare with") and "\n" not in err and "Traceback" not in err
