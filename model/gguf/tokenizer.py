@@ -4,8 +4,10 @@ The vocabulary, merges and token types are turned into a tokenizer by transforme
 (byte-level BPE for `tokenizer.ggml.model` "gpt2", sentencepiece-style BPE for "llama"). The pre-tokenizer
 follows llama.cpp's `tokenizer.ggml.pre` where transformers has none: "smollm" (and the other llama.cpp
 vocabularies with the same rule) splits every digit on its own before GPT-2's split, as llama.cpp does.
-BOS and EOS are added as transformers' GGUF tokenizer adds them (`tokenizer.ggml.add_bos_token` /
-`add_eos_token`; a sentencepiece vocabulary that says nothing adds BOS, as llama.cpp does). Tokens the
+BOS and EOS are added as the file's `tokenizer.ggml.add_bos_token` / `add_eos_token` say; a file that says
+nothing about BOS gets llama.cpp's default: a sentencepiece vocabulary adds it (transformers too), and so does a
+byte-level one whose `tokenizer.ggml.pre` llama.cpp adds it for (Llama 3's "llama-bpe", "tekken" …), which
+transformers' GGUF tokenizer leaves out — the model was trained with it, its attention leans on it. Tokens the
 conversion adds beyond the file's vocabulary (GPT-2's default `<|endoftext|>`) are dropped: the model has no
 embedding for them.
 """
@@ -23,6 +25,8 @@ TOKENIZER_KEYS = {  # tokenizer.ggml.KEY → transformers' tokenizer_dict key
     "unknown_token_id": "unk_token_id", "padding_token_id": "pad_token_id", "add_space_prefix": "add_prefix_space",
 }
 DIGITS_FIRST = ("smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva")  # llama.cpp: "\p{N}" first
+BOS_BY_DEFAULT = ("llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2",
+                  "jina-v5-nano", "tekken", "chameleon")  # llama-vocab.cpp: BPE pre types with add_bos = true
 SPECIALS = {"bos": "bos_token_id", "eos": "eos_token_id", "pad": "padding_token_id", "unk": "unknown_token_id"}
 
 
@@ -80,14 +84,16 @@ def build_tokenizer(g: GGUFFile):
 
 
 def add_special_flags(g: GGUFFile, tokenizer_type: str) -> tuple[bool | None, bool | None]:
-    """(add BOS, add EOS) as transformers reads them: the file's flags; a sentencepiece ("llama") vocabulary
-    without a BOS flag adds BOS. None: the file says nothing (the converted tokenizer's own rule stays)."""
+    """(add BOS, add EOS): the file's flags; without a BOS flag, llama.cpp's default (a sentencepiece ("llama")
+    vocabulary adds BOS; a byte-level one adds it for the pre types in BOS_BY_DEFAULT). None: the file says
+    nothing (the converted tokenizer's own rule stays)."""
     flags = [g.metadata.get(f"tokenizer.ggml.{k}") for k in ("add_bos_token", "add_eos_token")]
     for key, v in zip(("add_bos_token", "add_eos_token"), flags):
         if v is not None and not isinstance(v, bool):
             raise GGUFError(f"{g.path.name}: tokenizer.ggml.{key}={v!r} is not true or false")
     add_bos, add_eos = flags
-    if tokenizer_type == "llama" and add_bos is None:
+    pre = g.metadata.get("tokenizer.ggml.pre")
+    if add_bos is None and (tokenizer_type == "llama" or tokenizer_type == "gpt2" and pre in BOS_BY_DEFAULT):
         add_bos = True
     if add_bos is not None or add_eos is not None:
         add_bos, add_eos = bool(add_bos), bool(add_eos)

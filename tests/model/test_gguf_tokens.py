@@ -124,3 +124,17 @@ def test_compare_hf_when_transformers_cannot_load_the_file(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith("attnlab: error: transformers' GGUF loader cannot load mis.gguf (NotImplementedError: ")
     assert err.endswith("nothing to compare with") and "\n" not in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("pre,flag,bos", [("llama-bpe", None, True), ("tekken", None, True), ("llama-bpe", False, False),
+                                          ("qwen2", None, False), ("gpt2", None, False)])
+def test_byte_level_bos_default_is_llama_cpps(tmp_path, pre, flag, bos):
+    """No add_bos_token flag: llama.cpp adds BOS for Llama 3's "llama-bpe" (and the other pre types it lists), as
+    the model was trained; transformers' GGUF tokenizer does not, so there the two differ by that one token."""
+    extra = {} if flag is None else {"add_bos_token": flag}
+    path = G.write_gguf(tmp_path / "m.gguf", "llama", {}, tokenizer_extra=extra, metadata={"tokenizer.ggml.pre": pre},
+                        **CONF)[0]
+    ours, theirs = al.load(str(path)).encode(TEXT).ids[0].tolist(), _theirs(path)
+    eot = G.byte_level_tokens(G.F.bpe_tokenizer())[0].index(G.F.EOT)  # the fixture's BOS id
+    assert ours == ([eot] + theirs if bos else theirs)  # transformers adds no BOS here, with or without the flag
+    assert ours.count(eot) == int(bos) and theirs.count(eot) == 0
