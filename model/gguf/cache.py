@@ -28,7 +28,7 @@ from attnlab.model.hf.load import load_hf_folder
 from attnlab.model.loaded import LoadedModel
 from attnlab.model.weights import save_streamed
 
-FORMAT = 3  # bump when the converted folder's layout or contents change
+FORMAT = 4  # bump when the converted folder's layout or contents change
 CHUNK = 4 * 2**20
 
 

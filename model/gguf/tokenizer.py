@@ -7,9 +7,10 @@ vocabularies with the same rule) splits every digit on its own before GPT-2's sp
 BOS and EOS are added as the file's `tokenizer.ggml.add_bos_token` / `add_eos_token` say; a file that says
 nothing about BOS gets llama.cpp's default: a sentencepiece vocabulary adds it (transformers too), and so does a
 byte-level one whose `tokenizer.ggml.pre` llama.cpp adds it for (Llama 3's "llama-bpe", "tekken" …), which
-transformers' GGUF tokenizer leaves out — the model was trained with it, its attention leans on it. Tokens the
-conversion adds beyond the file's vocabulary (GPT-2's default `<|endoftext|>`) are dropped: the model has no
-embedding for them.
+transformers' GGUF tokenizer leaves out — the model was trained with it, its attention leans on it. A
+sentencepiece vocabulary with `tokenizer.ggml.add_space_prefix` false puts no "▁" before the text, as in llama.cpp
+(transformers ignores the key). Tokens the conversion adds beyond the file's vocabulary (GPT-2's default
+`<|endoftext|>`) are dropped: the model has no embedding for them.
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ def build_tokenizer(g: GGUFFile):
         tok.pre_tokenizer = pre_tokenizers.Sequence([
             pre_tokenizers.Digits(individual_digits=True),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    if d["tokenizer_type"] == "llama" and d.get("add_prefix_space") is False:
+        tok = _without_space_prefix(tok, g.path.name)
     tok = _within_vocabulary(tok, len(d["tokens"]))
     tok.no_truncation()
     tok.no_padding()
@@ -108,6 +111,21 @@ def bos_eos_template(bos: str | None, eos: str | None, tok):
     pair = f"{single}{(' ' + bos + ':1') if bos else ''} $B:1{(' ' + eos + ':1') if eos else ''}"
     specials = [(t, tok.token_to_id(t)) for t in (bos, eos) if t]
     return processors.TemplateProcessing(single=single, pair=pair, special_tokens=list(dict.fromkeys(specials)))
+
+
+def _without_space_prefix(tok, name: str):
+    """A sentencepiece tokenizer that puts no "▁" before the text (tokenizer.ggml.add_space_prefix false, which
+    llama.cpp honours and transformers' GGUF tokenizer ignores), and so strips none from the decoded text."""
+    data = json.loads(tok.to_str())
+    pre, dec = data.get("pre_tokenizer") or {}, data.get("decoder") or {}
+    if pre.get("type") != "Metaspace":
+        raise GGUFError(f"{name}: a {pre.get('type')} pre-tokenizer cannot honour tokenizer.ggml.add_space_prefix=false")
+    pre["prepend_scheme"] = "never"
+    if dec.get("type") == "Sequence":
+        dec["decoders"] = [x for x in dec["decoders"] if x.get("type") != "Strip"]
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_str(json.dumps(data))
 
 
 def _within_vocabulary(tok, n: int):

@@ -138,3 +138,18 @@ def test_byte_level_bos_default_is_llama_cpps(tmp_path, pre, flag, bos):
     eot = G.byte_level_tokens(G.F.bpe_tokenizer())[0].index(G.F.EOT)  # the fixture's BOS id
     assert ours == ([eot] + theirs if bos else theirs)  # transformers adds no BOS here, with or without the flag
     assert ours.count(eot) == int(bos) and theirs.count(eot) == 0
+
+
+@pytest.mark.parametrize("prefix", [False, True])
+def test_sentencepiece_space_prefix_as_llama_cpp(tmp_path, prefix):
+    """tokenizer.ggml.add_space_prefix false: no "▁" before the text, as llama.cpp reads it (transformers' GGUF
+    tokenizer ignores the key and always puts one there); true reads as both do."""
+    path = G.write_gguf(tmp_path / "m.gguf", "llama", {}, tokenizer="llama", tokenizer_extra={"add_space_prefix": prefix},
+                        **CONF)[0]
+    lm = al.load(str(path))
+    ids = lm.encode("the cat").ids[0].tolist()
+    vocab = G.sentencepiece_tokens()
+    want = ["<s>", "▁the", "▁cat"] if prefix else ["<s>", "t", "h", "e", "▁cat"]
+    assert ids == [vocab.index(t) for t in want]
+    assert _theirs(path, "the cat") == [vocab.index(t) for t in ("<s>", "▁the", "▁cat")]
+    assert lm.tokenizer.tok.decode(ids, skip_special_tokens=True) == "the cat"
