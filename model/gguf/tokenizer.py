@@ -44,6 +44,12 @@ def tokenizer_dict(g: GGUFFile) -> dict:
     for key in ("scores", "token_type"):
         if key in out and len(out[key]) != len(tokens):
             raise GGUFError(f"{g.path.name}: tokenizer.ggml.{key} has {len(out[key])} entries for {len(tokens)} tokens")
+    if out.get("tokenizer_type") == "gpt2" and "merges" not in out:  # llama.cpp refuses such a file too
+        raise GGUFError(f"{g.path.name}: no tokenizer.ggml.merges in its metadata; a byte-level ('gpt2') "
+                        "vocabulary needs them")
+    if out.get("tokenizer_type") == "llama" and "merges" not in out and "scores" not in out:
+        raise GGUFError(f"{g.path.name}: no tokenizer.ggml.scores (nor merges) in its metadata; a sentencepiece "
+                        "('llama') vocabulary needs them to order its merges")
     if "merges" in out and not all(isinstance(m, str) and m.count(" ") == 1 for m in out["merges"]):
         raise GGUFError(f"{g.path.name}: tokenizer.ggml.merges holds entries that are not 'a b' pairs")
     return out
@@ -71,6 +77,12 @@ def build_tokenizer(g: GGUFFile):
     tok.no_truncation()
     tok.no_padding()
     add_bos, add_eos = add_special_flags(g, d["tokenizer_type"])
+    for name in ("bos", "eos"):  # a token the file asks to add must be one of its tokens
+        i = g.metadata.get(f"tokenizer.ggml.{SPECIALS[name]}")
+        if g.metadata.get(f"tokenizer.ggml.add_{name}_token") is True and i is not None and not (
+                type(i) is int and 0 <= i < len(d["tokens"])):
+            raise GGUFError(f"{g.path.name}: tokenizer.ggml.add_{name}_token is true but tokenizer.ggml."
+                            f"{SPECIALS[name]}={i!r} is not one of its {len(d['tokens'])} tokens")
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False,
               "add_bos_token": bool(add_bos), "add_eos_token": bool(add_eos),
               "model_max_length": int(g.metadata.get(f"{g.architecture}.context_length", 2048))}

@@ -210,3 +210,16 @@ def test_bias_refusal_speaks_of_the_file(tmp_path, cache_dir):
                         **CONF)[0]
     msg = _refused(path, cache_dir, "bias.gguf: llama: the checkpoint has attention biases")
     assert "but its metadata does not ask for them" in msg and "its its" not in msg
+
+
+@pytest.mark.parametrize("kind,extra,metadata,what", [
+    ("gpt2", {}, {"tokenizer.ggml.merges": None}, "no tokenizer.ggml.merges in its metadata; a byte-level"),
+    ("llama", {}, {"tokenizer.ggml.scores": None}, "no tokenizer.ggml.scores (nor merges) in its metadata"),
+    ("gpt2", {"add_bos_token": True}, {"tokenizer.ggml.bos_token_id": 99999},
+     "tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id=99999 is not one of its 300 tokens"),
+])
+def test_tokenizer_metadata_refused_in_words(tmp_path, cache_dir, kind, extra, metadata, what):
+    """Was "cannot build its tokenizer ('scores')" (a KeyError's text), or a BOS asked for and silently left out."""
+    path = G.write_gguf(tmp_path / "tok.gguf", "llama", {}, tokenizer=kind, tokenizer_extra=extra, metadata=metadata,
+                        **CONF)[0]
+    _refused(path, cache_dir, f"tok.gguf: {what}")
