@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 from attnlab.model.checkpoint import CheckpointError
-from attnlab.model.gguf.convert import hf_config, hf_tensors, model_type
+from attnlab.model.gguf.convert import gguf_names, hf_config, hf_tensors, model_type
 from attnlab.model.gguf.dequant import check_types
 from attnlab.model.gguf.reader import GGUFError, GGUFFile, read_gguf
 from attnlab.model.gguf.tokenizer import build_tokenizer
@@ -102,8 +102,10 @@ def about_file(message: str, tmp: Path) -> str:
     """A refusal of the converted folder, told of the GGUF file: no temporary path, its metadata for config.json."""
     for where in (f"{tmp}/", f"{tmp}: ", str(tmp)):
         message = message.replace(where, "")
-    for ours, theirs in (("its config.json", "its metadata"), ("config.json", "its metadata"),
-                         ("its tokenizer.json", "its tokenizer"), ("tokenizer.json", "its tokenizer")):
+    message = gguf_names(message)
+    for ours, theirs in (("the checkpoint", "the file"), ("its config.json", "its metadata"),
+                         ("config.json", "its metadata"), ("its tokenizer.json", "its tokenizer"),
+                         ("tokenizer.json", "its tokenizer")):
         message = message.replace(ours, theirs)
     return message
 

@@ -28,6 +28,8 @@ LAYER_NAMES = {  # GGUF name inside blk.{i} → HF name inside model.layers.{i}
 }
 TOP_NAMES = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
              "output.weight": "lm_head.weight"}
+HF_LAYER = re.compile(r"(?<![\w.])(?:model\.)?layers\.(\d+)\.([\w.]+)\.(weight|bias)\b")
+HF_TOP = re.compile(r"(?<![\w.])(?:model\.)?(embed_tokens|norm)\.weight\b|(?<![\w.])lm_head\.weight\b")
 
 
 def model_type(g: GGUFFile) -> str:
@@ -73,9 +75,14 @@ def hf_config(g: GGUFFile) -> dict:
     if emb is None:
         raise GGUFError(f"{g.path.name}: no token_embd.weight tensor")
     vocab = _int(g, p + "vocab_size", len(tokens) if isinstance(tokens, list) and tokens else emb.shape[0])
+    n_layers = _int(g, p + "block_count")
+    blocks = {int(m[1]) for m in map(LAYER.fullmatch, g.tensors) if m}
+    if blocks != set(range(n_layers)):
+        raise GGUFError(f"{g.path.name}: {p}block_count={n_layers} but its tensors are for "
+                        f"{len(blocks)} blocks {_span(blocks)}")
     cfg = {
         "model_type": mt, "architectures": [CLASSES[mt]], "vocab_size": int(vocab), "hidden_size": d,
-        "num_attention_heads": heads, "num_key_value_heads": kv, "num_hidden_layers": _int(g, p + "block_count"),
+        "num_attention_heads": heads, "num_key_value_heads": kv, "num_hidden_layers": n_layers,
         "intermediate_size": _int(g, p + "feed_forward_length"),
         "max_position_embeddings": _int(g, p + "context_length"), "hidden_act": "silu",
         "rms_norm_eps": _float(g, p + "attention.layer_norm_rms_epsilon", 1e-6),
@@ -88,6 +95,15 @@ def hf_config(g: GGUFFile) -> dict:
     if mt == "mistral":
         cfg["sliding_window"] = g.metadata.get(p + "attention.sliding_window")
     return cfg
+
+
+def _span(blocks: set[int]) -> str:
+    """'(0–3)', or the numbers themselves when they are not one run from 0."""
+    if not blocks:
+        return "(none)"
+    if blocks == set(range(max(blocks) + 1)):
+        return f"(0–{max(blocks)})"
+    return f"({', '.join(map(str, sorted(blocks)[:6]))}{' …' if len(blocks) > 6 else ''})"
 
 
 def rope_scaling(g: GGUFFile, p: str) -> None:
@@ -119,6 +135,15 @@ def hf_name(g: GGUFFile, name: str, n_layers: int) -> str:
             raise GGUFError(f"{g.path.name}: tensor {name!r} (a bias there) is not supported")
         return f"model.layers.{m[1]}.{LAYER_NAMES[m[2]]}.{m[3]}"
     raise GGUFError(f"{g.path.name}: tensor {name!r} is not part of a {g.architecture} model we can load")
+
+
+def gguf_names(message: str) -> str:
+    """A message about the converted (HF-named) weights, told in the file's own tensor names and words."""
+    layer = {v: k for k, v in LAYER_NAMES.items()}
+    top = {"embed_tokens": "token_embd.weight", "norm": "output_norm.weight", None: "output.weight"}
+    message = HF_LAYER.sub(lambda m: f"blk.{m[1]}.{layer[m[2]]}.{m[3]}" if m[2] in layer else m[0], message)
+    message = HF_TOP.sub(lambda m: top[m[1]], message)
+    return message.replace("the weights do not match the config", "its tensors do not match its metadata")
 
 
 def hf_tensors(g: GGUFFile, cfg: dict) -> Iterator[tuple[str, np.ndarray]]:

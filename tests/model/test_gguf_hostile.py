@@ -208,7 +208,7 @@ def test_bias_refusal_speaks_of_the_file(tmp_path, cache_dir):
     """q/k/v biases without o's: said of the file's metadata once ("its its metadata" before)."""
     path = G.write_gguf(tmp_path / "bias.gguf", "llama", {}, attention_bias=True, skip=("attn_output.bias",),
                         **CONF)[0]
-    msg = _refused(path, cache_dir, "bias.gguf: llama: the checkpoint has attention biases")
+    msg = _refused(path, cache_dir, "bias.gguf: llama: the file has attention biases (blk.0.attn_q.bias …)")
     assert "but its metadata does not ask for them" in msg and "its its" not in msg
 
 
@@ -223,3 +223,16 @@ def test_tokenizer_metadata_refused_in_words(tmp_path, cache_dir, kind, extra, m
     path = G.write_gguf(tmp_path / "tok.gguf", "llama", {}, tokenizer=kind, tokenizer_extra=extra, metadata=metadata,
                         **CONF)[0]
     _refused(path, cache_dir, f"tok.gguf: {what}")
+
+
+@pytest.mark.parametrize("kw,what", [
+    (dict(metadata={"llama.block_count": 3}), "llama.block_count=3 but its tensors are for 1 blocks (0–0)"),
+    (dict(skip=("blk.0.ffn_down.weight",)), "the file lacks blk.0.ffn_down.weight (its tensors do not match its meta"),
+    (dict(skip=("output_norm.weight",)), "the file lacks output_norm.weight"),
+    (dict(n_embeddings=320, metadata={"llama.vocab_size": None}), "token_embd.weight has shape (320, 32), its metadata"),
+])
+def test_tensors_against_metadata_in_the_files_words(tmp_path, cache_dir, kw, what):
+    """Said in the file's tensor names (blk.0.ffn_down), not in the converted folder's (layers.0.mlp.down_proj)."""
+    path = G.write_gguf(tmp_path / "t.gguf", "llama", {}, **kw, **CONF)[0]
+    msg = _refused(path, cache_dir, "t.gguf: ", what)
+    assert "layers." not in msg and "config" not in msg and "checkpoint" not in msg
