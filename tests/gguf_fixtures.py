@@ -21,7 +21,9 @@ from tests import hf_fixtures as F
 
 GGUF_NAMES = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm", "self_attn.q_proj": "attn_q",
               "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
-              "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+              "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+              "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm"}
+CLASSES = F.LLAMA_CLASSES | {"qwen3": ("Qwen3Config", "Qwen3ForCausalLM")}
 K_QUANTS = (Q.Q4_K, Q.Q5_K, Q.Q6_K)
 VALUE_TYPES = {bool: GGUFValueType.BOOL, int: GGUFValueType.UINT32, float: GGUFValueType.FLOAT32,
                str: GGUFValueType.STRING}
@@ -108,7 +110,7 @@ def tokenizer_metadata(writer: GGUFWriter, tok, kind: str = "gpt2", extra: dict 
 def write_gguf(path: Path, family: str, types: dict[str, Q], seed: int = 0, tokenizer: str = "gpt2",
                tokenizer_extra: dict | None = None, n_embeddings: int | None = None, metadata: dict | None = None,
                skip: tuple[str, ...] = (), **cfg):
-    """A random `family` (llama, qwen2) model written as GGUF with tensor types by role ("embed", "attn",
+    """A random `family` (llama, qwen2, qwen3) model written as GGUF with tensor types by role ("embed", "attn",
     "mlp", "norm", "head") and a `tokenizer` as tokenizer_metadata writes it. Returns (path, the transformers
     model holding the dequantised weights, the byte-level tokenizer). `n_embeddings`: the model's vocabulary when
     not the tokenizer's (written as {family}.vocab_size). `metadata`: keys set to other values (None: removed)
@@ -119,7 +121,7 @@ def write_gguf(path: Path, family: str, types: dict[str, Q], seed: int = 0, toke
     tok = F.bpe_tokenizer()
     w = GGUFWriter(str(path), family)
     n_vocab = tokenizer_metadata(w, tok, tokenizer, tokenizer_extra)
-    conf_cls, model_cls = (getattr(transformers, n) for n in F.LLAMA_CLASSES[family])
+    conf_cls, model_cls = (getattr(transformers, n) for n in CLASSES[family])
     conf = conf_cls(vocab_size=n_embeddings or n_vocab, attn_implementation="eager", **cfg)
     if n_embeddings:
         w.add_vocab_size(n_embeddings)
@@ -137,7 +139,11 @@ def write_gguf(path: Path, family: str, types: dict[str, Q], seed: int = 0, toke
     w.add_rope_freq_base(float(conf.rope_parameters["rope_theta"]) if getattr(conf, "rope_parameters", None)
                          else float(conf.rope_theta))
     w.add_layer_norm_rms_eps(conf.rms_norm_eps)
-    w.add_rope_dimension_count(conf.hidden_size // H)
+    head_dim = getattr(conf, "head_dim", None) or conf.hidden_size // H
+    w.add_rope_dimension_count(head_dim)
+    if family == "qwen3":  # llama.cpp writes Qwen3's own head size
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
     ref = {}
     for name, t in model.state_dict().items():
         if name == "lm_head.weight" and conf.tie_word_embeddings:

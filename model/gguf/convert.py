@@ -1,8 +1,9 @@
-"""A GGUF file's metadata and tensors → a Hugging Face config dict and state dict (llama, qwen2, mistral).
+"""A GGUF file's metadata and tensors → a Hugging Face config dict and state dict (llama, qwen2, qwen3, mistral).
 
 The HF layout is what model/hf/load.py reads, so a GGUF model is built by the same converter as the
 safetensors checkpoint it was made from. Architectures are llama.cpp's `general.architecture`: "llama"
-(also Mistral and SmolLM files, which llama.cpp runs as Llama), "qwen2", "mistral". Anything the metadata
+(also Mistral and SmolLM files, which llama.cpp runs as Llama), "qwen2", "qwen3" (q/k RMSNorms, a head size of
+its own: attention.key_length), "mistral". Anything the metadata
 asks for that our model would compute differently (RoPE scaling, partial rotary, per-layer head counts) is
 refused with one line.
 """
@@ -16,15 +17,18 @@ import numpy as np
 from attnlab.model.gguf.dequant import dequantize, unpermute
 from attnlab.model.gguf.reader import GGUFError, GGUFFile
 
-ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "mistral": "mistral"}  # GGUF architecture → HF model_type
-PERMUTED = ("llama", "mistral")  # llama.cpp reorders q/k rows for these (qwen2 runs NEOX RoPE unpermuted)
-CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "mistral": "MistralForCausalLM"}
+ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "mistral": "mistral"}  # → HF model_type
+PERMUTED = ("llama", "mistral")  # llama.cpp reorders q/k rows for these (qwen2/qwen3 run NEOX RoPE unpermuted)
+CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+           "mistral": "MistralForCausalLM"}
+OWN_HEAD_DIM = ("qwen3",)  # head size from attention.key_length, not embedding_length / head_count
 LAYER = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
 LAYER_NAMES = {  # GGUF name inside blk.{i} → HF name inside model.layers.{i}
     "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
     "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
     "attn_output": "self_attn.o_proj",
     "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
+    "attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm",  # qwen3
 }
 TOP_NAMES = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
              "output.weight": "lm_head.weight"}
@@ -62,9 +66,10 @@ def hf_config(g: GGUFFile) -> dict:
     p = f"{arch}."
     d, heads = _int(g, p + "embedding_length"), _int(g, p + "attention.head_count")
     kv = _int(g, p + "attention.head_count_kv", heads)
-    if d % heads or heads % kv:
+    own = mt in OWN_HEAD_DIM
+    if (d % heads and not own) or heads % kv:
         raise GGUFError(f"{g.path.name}: {heads} heads do not split {d} features into {kv} k/v groups")
-    head_dim = d // heads
+    head_dim = _int(g, p + "attention.key_length", d // heads or None) if own else d // heads
     for key in ("attention.key_length", "attention.value_length", "rope.dimension_count"):
         if _int(g, p + key, head_dim) != head_dim:
             raise GGUFError(f"{g.path.name}: {p}{key}={g.metadata[p + key]} ≠ {head_dim} (features per head) is "
@@ -88,7 +93,7 @@ def hf_config(g: GGUFFile) -> dict:
         "rms_norm_eps": _float(g, p + "attention.layer_norm_rms_epsilon", 1e-6),
         "rope_theta": _float(g, p + "rope.freq_base", 10000.0),
         "tie_word_embeddings": "output.weight" not in g.tensors, "torch_dtype": "float32",
-    }
+    } | ({"head_dim": head_dim} if own else {})
     for ours, key in (("bos_token_id", "bos_token_id"), ("eos_token_id", "eos_token_id")):
         if type(g.metadata.get(f"tokenizer.ggml.{key}")) is int:  # not a bool
             cfg[ours] = g.metadata[f"tokenizer.ggml.{key}"]

@@ -1,4 +1,4 @@
-"""Tiny GGUF files (llama and qwen2, GQA, nine tensor types) → our model, equal to transformers holding the
+"""Tiny GGUF files (llama, qwen2, qwen3, GQA, nine tensor types) → our model, equal to transformers holding the
 dequantised weights; the converted folder is cached and reused; dequantisation checked against the formulas."""
 
 from __future__ import annotations
@@ -31,6 +31,15 @@ SHAPES = {
                            dict(hidden_size=256, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
                                 num_key_value_heads=2, max_position_embeddings=64, tie_word_embeddings=False,
                                 rms_norm_eps=1e-5)),
+    # Qwen3: q/k RMSNorms; a head size of its own (128 as every Qwen3: transformers' GGUF loader assumes it)
+    "qwen3-hd128-q8_0": ("qwen3", {"embed": Q.Q8_0, "attn": Q.Q8_0, "mlp": Q.Q4_0},
+                         dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=2,
+                              num_key_value_heads=1, head_dim=128, max_position_embeddings=64,
+                              tie_word_embeddings=True)),
+    "qwen3-hd16-untied": ("qwen3", {"attn": Q.F16},
+                          dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                               num_key_value_heads=2, head_dim=16, max_position_embeddings=64,
+                               tie_word_embeddings=False)),
 }
 
 
@@ -114,7 +123,7 @@ def test_q8_0_q4_0_q4_1_formulas():
         assert np.abs(deq - w).max() < (0.02 if qtype == Q.Q8_0 else 0.35)  # close to what was quantised
 
 
-@pytest.mark.parametrize("name", ["llama-gqa2-q4_0-q8_0", "qwen2-gqa2-kquants"])
+@pytest.mark.parametrize("name", ["llama-gqa2-q4_0-q8_0", "qwen2-gqa2-kquants", "qwen3-hd128-q8_0"])
 def test_equal_to_transformers_gguf_loader(files, name):
     """transformers reads the same file with its own GGUF loader (its own dequantisation and q/k un-permutation)."""
     from attnlab.model.gguf.compare import load_transformers_gguf
