@@ -153,3 +153,14 @@ def test_sentencepiece_space_prefix_as_llama_cpp(tmp_path, prefix):
     assert ids == [vocab.index(t) for t in want]
     assert _theirs(path, "the cat") == [vocab.index(t) for t in ("<s>", "▁the", "▁cat")]
     assert lm.tokenizer.tok.decode(ids, skip_special_tokens=True) == "the cat"
+
+
+def test_compare_hf_says_why_a_llama_bpe_file_differs_at_position_0(tmp_path, capsys):
+    path = G.write_gguf(tmp_path / "m.gguf", "llama", {}, metadata={"tokenizer.ggml.pre": "llama-bpe"}, **CONF)[0]
+    report = compare_gguf(str(path), TEXT, greedy_tokens=4)
+    assert report["tokens_equal"] is False and report["first_token_difference"]["position"] == 0
+    assert report["max_abs_logits"] == 0  # the model itself is read the same; only the ids differ
+    assert main(["compare-hf", "--model", str(path), "--text", TEXT]) == 1
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("tokens"))
+    assert line.endswith("ours starts with BOS, which llama.cpp adds for tokenizer.ggml.pre 'llama-bpe' when the "
+                         "file has no add_bos_token flag; transformers' GGUF tokenizer leaves it out")
