@@ -57,19 +57,25 @@ def compare_gguf(name_or_path: str, text: str | None = None, *, backend: str = "
     with contextlib.redirect_stderr(io.StringIO()):
         tokens = token_report(inputs.ids[0].tolist(), path.parent, text, gguf_file=path.name)
     return compare_models(lm, hf, inputs, backend=backend, greedy_tokens=greedy_tokens or GREEDY_TOKENS) | tokens \
-        | llama_cpp_bos_note(path, tokens)
+        | llama_cpp_note(path, tokens)
 
 
-def llama_cpp_bos_note(path: Path, tokens: dict) -> dict:
-    """{"tokens_note"} when the ids differ only from position 0 because ours starts with the BOS llama.cpp adds for
-    this file's tokenizer.ggml.pre (model/gguf/tokenizer.py) and transformers' GGUF tokenizer leaves out."""
+def llama_cpp_note(path: Path, tokens: dict) -> dict:
+    """{"tokens_note"} when the ids differ where ours follow llama.cpp and transformers' GGUF tokenizer does not
+    (model/gguf/tokenizer.py): the BOS llama.cpp adds for this file's tokenizer.ggml.pre without an add_bos_token
+    flag, or no "▁" before the text for a sentencepiece vocabulary with add_space_prefix false."""
     from attnlab.model.gguf.reader import read_gguf
     from attnlab.model.gguf.tokenizer import BOS_BY_DEFAULT
 
     d, meta = tokens.get("first_token_difference"), read_gguf(path).metadata
     pre = meta.get("tokenizer.ggml.pre")
-    if (d is None or d["position"] != 0 or d["ours"] != meta.get("tokenizer.ggml.bos_token_id")
-            or pre not in BOS_BY_DEFAULT or "tokenizer.ggml.add_bos_token" in meta):
+    if d is None:
         return {}
-    return {"tokens_note": f"ours starts with BOS, which llama.cpp adds for tokenizer.ggml.pre {pre!r} when the file "
-                           "has no add_bos_token flag; transformers' GGUF tokenizer leaves it out"}
+    if (d["position"] == 0 and d["ours"] == meta.get("tokenizer.ggml.bos_token_id") and pre in BOS_BY_DEFAULT
+            and "tokenizer.ggml.add_bos_token" not in meta):
+        return {"tokens_note": f"ours starts with BOS, which llama.cpp adds for tokenizer.ggml.pre {pre!r} when the "
+                               "file has no add_bos_token flag; transformers' GGUF tokenizer leaves it out"}
+    if meta.get("tokenizer.ggml.model") == "llama" and meta.get("tokenizer.ggml.add_space_prefix") is False:
+        return {"tokens_note": "ours puts no '▁' before the text, as llama.cpp does for tokenizer.ggml."
+                               "add_space_prefix=false; transformers' GGUF tokenizer ignores that key"}
+    return {}

@@ -153,6 +153,9 @@ def test_sentencepiece_space_prefix_as_llama_cpp(tmp_path, prefix):
     assert ids == [vocab.index(t) for t in want]
     assert _theirs(path, "the cat") == [vocab.index(t) for t in ("<s>", "▁the", "▁cat")]
     assert lm.tokenizer.tok.decode(ids, skip_special_tokens=True) == "the cat"
+    report = compare_gguf(str(path), "the cat", greedy_tokens=2)
+    assert report["tokens_equal"] is prefix and report["max_abs_logits"] == 0
+    assert ("add_space_prefix=false" in report.get("tokens_note", "")) is not prefix
 
 
 def test_compare_hf_says_why_a_llama_bpe_file_differs_at_position_0(tmp_path, capsys):
