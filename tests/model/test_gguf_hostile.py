@@ -14,7 +14,7 @@ import torch  # noqa: E402
 from attnlab.cli.main import main  # noqa: E402
 from attnlab.model.checkpoint import CheckpointError  # noqa: E402
 from attnlab.model.gguf import read_gguf  # noqa: E402
-from gguf import GGUFWriter, quants  # noqa: E402
+from gguf import GGUFWriter  # noqa: E402
 from gguf.constants import GGMLQuantizationType as Q  # noqa: E402
 
 import attnlab as al  # noqa: E402
@@ -93,8 +93,8 @@ def test_unknown_architecture(tmp_path, cache_dir):
 
 
 def test_unsupported_quant_type(good, tmp_path, cache_dir):
-    """A Q5_0 tensor (a real type we do not dequantise) named with its type."""
-    path = tmp_path / "q5.gguf"
+    """An IQ4_NL tensor (a real type we do not dequantise) named with its type."""
+    path = tmp_path / "iq4.gguf"
     g = read_gguf(good)
     w = GGUFWriter(str(path), "llama")
     for k, v in g.metadata.items():  # copy the metadata of the good file
@@ -105,14 +105,14 @@ def test_unsupported_quant_type(good, tmp_path, cache_dir):
     for name, info in g.tensors.items():
         a = dequantize(g, info)
         if name.endswith("ffn_up.weight"):
-            w.add_tensor(name, quants.quantize(a, Q.Q5_0), raw_dtype=Q.Q5_0)
+            w.add_tensor(name, np.zeros((a.shape[0], a.shape[1] // 32 * 18), np.uint8), raw_dtype=Q.IQ4_NL)
         else:
             w.add_tensor(name, a)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    _refused(path, cache_dir, "'blk.0.ffn_up.weight' is Q5_0", "Q4_K")
+    _refused(path, cache_dir, "'blk.0.ffn_up.weight' is IQ4_NL", "Q4_K")
 
 
 def _vtype(v):
