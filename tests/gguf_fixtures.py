@@ -24,7 +24,7 @@ GGUF_NAMES = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_n
               "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
               "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm"}
 CLASSES = F.LLAMA_CLASSES | {"qwen3": ("Qwen3Config", "Qwen3ForCausalLM")}
-K_QUANTS = (Q.Q2_K, Q.Q3_K, Q.Q4_K, Q.Q5_K, Q.Q6_K)
+K_QUANTS = (Q.Q2_K, Q.Q3_K, Q.Q4_K, Q.Q5_K, Q.Q6_K, Q.IQ4_NL, Q.IQ4_XS)  # no quantiser in gguf.quants: random blocks
 VALUE_TYPES = {bool: GGUFValueType.BOOL, int: GGUFValueType.UINT32, float: GGUFValueType.FLOAT32,
                str: GGUFValueType.STRING}
 
@@ -39,16 +39,17 @@ def gguf_name(hf: str) -> str:
 
 
 def random_k_blocks(shape: tuple[int, ...], qtype: Q, rng: np.random.Generator) -> np.ndarray:
-    """Random K-quant bytes uint8 [rows, row bytes] whose f16 scales are small and finite."""
+    """Random K-quant (and IQ4) bytes uint8 [rows, row bytes] whose f16 scales are small and finite."""
     block, size = GGML_QUANT_SIZES[qtype]
     rows, cols = shape
     raw = rng.integers(0, 256, (rows, cols // block, size), dtype=np.uint8)
-    scales = rng.uniform(0.002, 0.01, (rows, cols // block, 2)).astype(np.float16).view(np.uint8)  # [.., 2, 2 bytes]
+    low, high = (5e-5, 3e-4) if qtype == Q.IQ4_XS else (0.002, 0.01)  # IQ4_XS: d × 6-bit scale × level ≤ 127
+    scales = rng.uniform(low, high, (rows, cols // block, 2)).astype(np.float16).view(np.uint8)  # [.., 2, 2 bytes]
     if qtype in (Q.Q3_K, Q.Q6_K):  # d at the block's end
         raw[..., -2:] = scales[..., :2]
     elif qtype == Q.Q2_K:  # d, dmin at the block's end
         raw[..., -4:] = scales
-    else:  # d, dmin at the start
+    else:  # d (, dmin) at the start
         raw[..., :4] = scales
     return raw.reshape(rows, -1)  # [rows, row bytes]
 

@@ -93,8 +93,8 @@ def test_unknown_architecture(tmp_path, cache_dir):
 
 
 def test_unsupported_quant_type(good, tmp_path, cache_dir):
-    """An IQ4_NL tensor (a real type we do not dequantise) named with its type."""
-    path = tmp_path / "iq4.gguf"
+    """A Q8_1 tensor (a real type we do not dequantise: llama.cpp's activation type) named with its type."""
+    path = tmp_path / "q8_1.gguf"
     g = read_gguf(good)
     w = GGUFWriter(str(path), "llama")
     for k, v in g.metadata.items():  # copy the metadata of the good file
@@ -105,14 +105,14 @@ def test_unsupported_quant_type(good, tmp_path, cache_dir):
     for name, info in g.tensors.items():
         a = dequantize(g, info)
         if name.endswith("ffn_up.weight"):
-            w.add_tensor(name, np.zeros((a.shape[0], a.shape[1] // 32 * 18), np.uint8), raw_dtype=Q.IQ4_NL)
+            w.add_tensor(name, np.zeros((a.shape[0], a.shape[1] // 32 * 40), np.uint8), raw_dtype=Q.Q8_1)
         else:
             w.add_tensor(name, a)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    _refused(path, cache_dir, "'blk.0.ffn_up.weight' is IQ4_NL", "Q4_K")
+    _refused(path, cache_dir, "'blk.0.ffn_up.weight' is Q8_1", "Q4_K")
 
 
 def _vtype(v):
