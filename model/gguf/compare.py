@@ -9,7 +9,9 @@ from pathlib import Path
 
 import torch
 from attnlab.model.gguf.convert import CLASSES
+from attnlab.model.gguf.reader import read_gguf
 from attnlab.model.gguf.smollm2 import NAME as SMOLLM2
+from attnlab.model.gguf.tokenizer import BOS_BY_DEFAULT
 from attnlab.model.inputs import InputError
 from attnlab.model.parity import DEFAULT_TEXT, GREEDY_TOKENS, compare_models
 from attnlab.model.parity_inputs import token_report
@@ -64,9 +66,6 @@ def llama_cpp_note(path: Path, tokens: dict) -> dict:
     """{"tokens_note"} when the ids differ where ours follow llama.cpp and transformers' GGUF tokenizer does not
     (model/gguf/tokenizer.py): the BOS llama.cpp adds for this file's tokenizer.ggml.pre without an add_bos_token
     flag, or no "▁" before the text for a sentencepiece vocabulary with add_space_prefix false."""
-    from attnlab.model.gguf.reader import read_gguf
-    from attnlab.model.gguf.tokenizer import BOS_BY_DEFAULT
-
     d, meta = tokens.get("first_token_difference"), read_gguf(path).metadata
     pre = meta.get("tokenizer.ggml.pre")
     if d is None:
