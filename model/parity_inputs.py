@@ -85,9 +85,10 @@ def pixel_report(ours: np.ndarray, folder: str | Path, image: np.ndarray) -> dic
 
 
 def describe_difference(report: dict) -> str | None:
-    """One line for a failed token check: where the ids first differ."""
+    """One line for a failed token check: where the ids first differ (and why, when a note says)."""
     d = report.get("first_token_difference")
     if d is None:
         return report.get("tokens_note")
+    note = report.get("tokens_note")
     return (f"differ at position {d['position']}: ours {d['ours']}, transformers {d['transformers']} "
-            "(each side tokenized the text with its own tokenizer)")
+            "(each side tokenized the text with its own tokenizer)" + (f"; {note}" if note else ""))

@@ -14,15 +14,19 @@ import numpy as np
 import torch
 from attnlab.model.gguf.dequant import permute
 from gguf import GGUFWriter, quants
-from gguf.constants import GGML_QUANT_SIZES
+from gguf.constants import GGML_QUANT_SIZES, GGUFValueType
 from gguf.constants import GGMLQuantizationType as Q
 
 from tests import hf_fixtures as F
 
 GGUF_NAMES = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm", "self_attn.q_proj": "attn_q",
               "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
-              "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
-K_QUANTS = (Q.Q4_K, Q.Q5_K, Q.Q6_K)
+              "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+              "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm"}
+CLASSES = F.LLAMA_CLASSES | {"qwen3": ("Qwen3Config", "Qwen3ForCausalLM")}
+K_QUANTS = (Q.Q2_K, Q.Q3_K, Q.Q4_K, Q.Q5_K, Q.Q6_K, Q.IQ4_NL, Q.IQ4_XS)  # no quantiser in gguf.quants: random blocks
+VALUE_TYPES = {bool: GGUFValueType.BOOL, int: GGUFValueType.UINT32, float: GGUFValueType.FLOAT32,
+               str: GGUFValueType.STRING}
 
 
 def gguf_name(hf: str) -> str:
@@ -35,14 +39,17 @@ def gguf_name(hf: str) -> str:
 
 
 def random_k_blocks(shape: tuple[int, ...], qtype: Q, rng: np.random.Generator) -> np.ndarray:
-    """Random K-quant bytes uint8 [rows, row bytes] whose f16 scales are small and finite."""
+    """Random K-quant (and IQ4) bytes uint8 [rows, row bytes] whose f16 scales are small and finite."""
     block, size = GGML_QUANT_SIZES[qtype]
     rows, cols = shape
     raw = rng.integers(0, 256, (rows, cols // block, size), dtype=np.uint8)
-    scales = rng.uniform(0.002, 0.01, (rows, cols // block, 2)).astype(np.float16).view(np.uint8)  # [.., 2, 2 bytes]
-    if qtype == Q.Q6_K:  # d at the block's end
+    low, high = (5e-5, 3e-4) if qtype == Q.IQ4_XS else (0.002, 0.01)  # IQ4_XS: d × 6-bit scale × level ≤ 127
+    scales = rng.uniform(low, high, (rows, cols // block, 2)).astype(np.float16).view(np.uint8)  # [.., 2, 2 bytes]
+    if qtype in (Q.Q3_K, Q.Q6_K):  # d at the block's end
         raw[..., -2:] = scales[..., :2]
-    else:  # d, dmin at the start
+    elif qtype == Q.Q2_K:  # d, dmin at the block's end
+        raw[..., -4:] = scales
+    else:  # d (, dmin) at the start
         raw[..., :4] = scales
     return raw.reshape(rows, -1)  # [rows, row bytes]
 
@@ -104,18 +111,20 @@ def tokenizer_metadata(writer: GGUFWriter, tok, kind: str = "gpt2", extra: dict 
 
 
 def write_gguf(path: Path, family: str, types: dict[str, Q], seed: int = 0, tokenizer: str = "gpt2",
-               tokenizer_extra: dict | None = None, n_embeddings: int | None = None, **cfg):
-    """A random `family` (llama, qwen2) model written as GGUF with tensor types by role ("embed", "attn",
+               tokenizer_extra: dict | None = None, n_embeddings: int | None = None, metadata: dict | None = None,
+               skip: tuple[str, ...] = (), **cfg):
+    """A random `family` (llama, qwen2, qwen3) model written as GGUF with tensor types by role ("embed", "attn",
     "mlp", "norm", "head") and a `tokenizer` as tokenizer_metadata writes it. Returns (path, the transformers
     model holding the dequantised weights, the byte-level tokenizer). `n_embeddings`: the model's vocabulary when
-    not the tokenizer's (written as {family}.vocab_size)."""
+    not the tokenizer's (written as {family}.vocab_size). `metadata`: keys set to other values (None: removed)
+    after the writer's own; `skip`: GGUF tensor names ending so are not written."""
     import transformers
 
     F.quiet_transformers()
     tok = F.bpe_tokenizer()
     w = GGUFWriter(str(path), family)
     n_vocab = tokenizer_metadata(w, tok, tokenizer, tokenizer_extra)
-    conf_cls, model_cls = (getattr(transformers, n) for n in F.LLAMA_CLASSES[family])
+    conf_cls, model_cls = (getattr(transformers, n) for n in CLASSES[family])
     conf = conf_cls(vocab_size=n_embeddings or n_vocab, attn_implementation="eager", **cfg)
     if n_embeddings:
         w.add_vocab_size(n_embeddings)
@@ -133,7 +142,11 @@ def write_gguf(path: Path, family: str, types: dict[str, Q], seed: int = 0, toke
     w.add_rope_freq_base(float(conf.rope_parameters["rope_theta"]) if getattr(conf, "rope_parameters", None)
                          else float(conf.rope_theta))
     w.add_layer_norm_rms_eps(conf.rms_norm_eps)
-    w.add_rope_dimension_count(conf.hidden_size // H)
+    head_dim = getattr(conf, "head_dim", None) or conf.hidden_size // H
+    w.add_rope_dimension_count(head_dim)
+    if family == "qwen3":  # llama.cpp writes Qwen3's own head size
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
     ref = {}
     for name, t in model.state_dict().items():
         if name == "lm_head.weight" and conf.tie_word_embeddings:
@@ -146,7 +159,12 @@ def write_gguf(path: Path, family: str, types: dict[str, Q], seed: int = 0, toke
         ref[name] = torch.from_numpy(deq.copy())
         if family == "llama" and ("q_proj" in name or "k_proj" in name):  # what llama.cpp's converter does
             stored = permute(stored, H if "q_proj" in name else KV)
-        w.add_tensor(gguf_name(name), stored, raw_dtype=None if qtype == Q.F32 else qtype)
+        if not gguf_name(name).endswith(skip or ("\0",)):
+            w.add_tensor(gguf_name(name), stored, raw_dtype=None if qtype == Q.F32 else qtype)
+    for key, value in (metadata or {}).items():
+        w.kv_data[0].pop(key, None)
+        if value is not None:
+            w.add_key_value(key, value, VALUE_TYPES[type(value)])
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

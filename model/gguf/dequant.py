@@ -12,7 +12,9 @@ from attnlab.model.gguf.reader import GGUFError, GGUFFile, TensorInfo
 from gguf import quants
 from gguf.constants import GGMLQuantizationType as Q
 
-SUPPORTED = (Q.F32, Q.F16, Q.BF16, Q.Q8_0, Q.Q4_0, Q.Q4_1, Q.Q4_K, Q.Q5_K, Q.Q6_K)
+SUPPORTED = (Q.F32, Q.F16, Q.BF16, Q.Q8_0, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q2_K, Q.Q3_K, Q.Q4_K, Q.Q5_K,
+             Q.Q6_K, Q.IQ4_NL, Q.IQ4_XS)  # llama.cpp's standard mixes and their stand-ins where a row is not
+# 256 wide (Q4_K → Q5_0, Q5_K → Q5_1, Q2_K/Q3_K/IQ4_XS → IQ4_NL)
 
 
 def check_types(g: GGUFFile) -> None:

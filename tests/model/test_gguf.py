@@ -1,4 +1,4 @@
-"""Tiny GGUF files (llama and qwen2, GQA, nine tensor types) → our model, equal to transformers holding the
+"""Tiny GGUF files (llama, qwen2, qwen3, GQA, fifteen tensor types) → our model, equal to transformers holding the
 dequantised weights; the converted folder is cached and reused; dequantisation checked against the formulas."""
 
 from __future__ import annotations
@@ -31,6 +31,23 @@ SHAPES = {
                            dict(hidden_size=256, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
                                 num_key_value_heads=2, max_position_embeddings=64, tie_word_embeddings=False,
                                 rms_norm_eps=1e-5)),
+    # llama.cpp's other standard types; Q5_0/Q5_1 are what Q4_K_M/Q5_K_M files hold where rows are not 256 wide
+    "llama-q5_0-q5_1-q2_k-q3_k": ("llama", {"embed": Q.Q5_1, "attn": Q.Q5_0, "mlp": Q.Q3_K, "head": Q.Q2_K},
+                                  dict(hidden_size=256, intermediate_size=256, num_hidden_layers=2,
+                                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                       tie_word_embeddings=False)),
+    "qwen2-iq4_nl-iq4_xs": ("qwen2", {"embed": Q.IQ4_NL, "attn": Q.IQ4_XS, "mlp": Q.IQ4_NL, "head": Q.IQ4_XS},
+                            dict(hidden_size=256, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+                                 num_key_value_heads=2, max_position_embeddings=64, tie_word_embeddings=False)),
+    # Qwen3: q/k RMSNorms; a head size of its own (128 as every Qwen3: transformers' GGUF loader assumes it)
+    "qwen3-hd128-q8_0": ("qwen3", {"embed": Q.Q8_0, "attn": Q.Q8_0, "mlp": Q.Q4_0},
+                         dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=2,
+                              num_key_value_heads=1, head_dim=128, max_position_embeddings=64,
+                              tie_word_embeddings=True)),
+    "qwen3-hd16-untied": ("qwen3", {"attn": Q.F16},
+                          dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                               num_key_value_heads=2, head_dim=16, max_position_embeddings=64,
+                               tie_word_embeddings=False)),
 }
 
 
@@ -96,25 +113,38 @@ def test_converted_once_then_cached(files, tmp_path, monkeypatch):
     assert second.card["folder"] == str(folder)
 
 
-def test_q8_0_q4_0_q4_1_formulas():
-    """Two types against their definitions (ggml-quants.c), not against gguf.quants itself."""
+def test_q8_0_q4_0_q4_1_q5_0_q5_1_iq4_nl_formulas():
+    """Six types against their definitions (ggml-quants.c), not against gguf.quants itself."""
     rng = np.random.default_rng(1)
     w = rng.normal(size=(3, 64)).astype(np.float32)
-    for qtype in (Q.Q8_0, Q.Q4_0, Q.Q4_1):
+    for qtype in (Q.Q8_0, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1):
         raw, deq = G.encode(w, qtype, rng)
         blocks = raw.reshape(-1, G.GGML_QUANT_SIZES[qtype][1])  # [blocks, bytes]
         d = blocks[:, :2].copy().view(np.float16).astype(np.float32)  # [blocks, 1]
         if qtype == Q.Q8_0:
             want = d * blocks[:, 2:].view(np.int8).astype(np.float32)
+        elif qtype in (Q.Q5_0, Q.Q5_1):  # [d, (m,) qh: 32 high bits, qs: 16 bytes of low nibbles]
+            at = 4 if qtype == Q.Q5_1 else 2
+            qh = blocks[:, at:at + 4].copy().view(np.uint32)  # [blocks, 1]
+            qs = blocks[:, at + 4:]
+            high = (qh >> np.arange(32, dtype=np.uint32)) & 1  # [blocks, 32]: bit j is value j's fifth bit
+            q = (np.concatenate([qs & 15, qs >> 4], axis=1) | (high << 4)).astype(np.float32)  # [blocks, 32]
+            want = d * (q - 16) if qtype == Q.Q5_0 else d * q + blocks[:, 2:4].copy().view(np.float16)
         else:
             qs = blocks[:, 4 if qtype == Q.Q4_1 else 2:]
             nib = np.concatenate([qs & 15, qs >> 4], axis=1).astype(np.float32)  # [blocks, 32]: low nibbles first
             want = d * (nib - 8) if qtype == Q.Q4_0 else d * nib + blocks[:, 2:4].copy().view(np.float16)
         np.testing.assert_allclose(deq.reshape(-1, 32), want, rtol=0, atol=1e-6)
         assert np.abs(deq - w).max() < (0.02 if qtype == Q.Q8_0 else 0.35)  # close to what was quantised
+    raw, deq = G.encode(w, Q.IQ4_NL, rng)  # random blocks: [d, 16 bytes of nibbles indexing 16 fixed levels]
+    blocks = raw.reshape(-1, 18)  # [blocks, bytes]
+    levels = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.float32)
+    nib = np.concatenate([blocks[:, 2:] & 15, blocks[:, 2:] >> 4], axis=1)  # [blocks, 32]
+    np.testing.assert_allclose(deq.reshape(-1, 32), blocks[:, :2].copy().view(np.float16) * levels[nib], atol=1e-6)
 
 
-@pytest.mark.parametrize("name", ["llama-gqa2-q4_0-q8_0", "qwen2-gqa2-kquants"])
+@pytest.mark.parametrize("name", ["llama-gqa2-q4_0-q8_0", "qwen2-gqa2-kquants", "qwen3-hd128-q8_0",
+                                  "llama-q5_0-q5_1-q2_k-q3_k", "qwen2-iq4_nl-iq4_xs"])
 def test_equal_to_transformers_gguf_loader(files, name):
     """transformers reads the same file with its own GGUF loader (its own dequantisation and q/k un-permutation)."""
     from attnlab.model.gguf.compare import load_transformers_gguf

@@ -10,10 +10,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+import torch  # noqa: E402
 from attnlab.cli.main import main  # noqa: E402
 from attnlab.model.checkpoint import CheckpointError  # noqa: E402
 from attnlab.model.gguf import read_gguf  # noqa: E402
-from gguf import GGUFWriter, quants  # noqa: E402
+from gguf import GGUFWriter  # noqa: E402
 from gguf.constants import GGMLQuantizationType as Q  # noqa: E402
 
 import attnlab as al  # noqa: E402
@@ -92,8 +93,8 @@ def test_unknown_architecture(tmp_path, cache_dir):
 
 
 def test_unsupported_quant_type(good, tmp_path, cache_dir):
-    """A Q5_0 tensor (a real type we do not dequantise) named with its type."""
-    path = tmp_path / "q5.gguf"
+    """A Q8_1 tensor (a real type we do not dequantise: llama.cpp's activation type) named with its type."""
+    path = tmp_path / "q8_1.gguf"
     g = read_gguf(good)
     w = GGUFWriter(str(path), "llama")
     for k, v in g.metadata.items():  # copy the metadata of the good file
@@ -104,14 +105,14 @@ def test_unsupported_quant_type(good, tmp_path, cache_dir):
     for name, info in g.tensors.items():
         a = dequantize(g, info)
         if name.endswith("ffn_up.weight"):
-            w.add_tensor(name, quants.quantize(a, Q.Q5_0), raw_dtype=Q.Q5_0)
+            w.add_tensor(name, np.zeros((a.shape[0], a.shape[1] // 32 * 40), np.uint8), raw_dtype=Q.Q8_1)
         else:
             w.add_tensor(name, a)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    _refused(path, cache_dir, "'blk.0.ffn_up.weight' is Q5_0", "Q4_K")
+    _refused(path, cache_dir, "'blk.0.ffn_up.weight' is Q8_1", "Q4_K")
 
 
 def _vtype(v):
@@ -174,3 +175,64 @@ def test_cli_one_line(tmp_path, cache_dir, capsys):
     assert main(["capture", "--model", str(tmp_path / "missing.gguf"), "--text", "hi",
                  "--out", str(tmp_path / "o.npz")]) == 2
     assert "missing.gguf does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("metadata,what", [
+    ({"llama.rope.scaling.factor": 4.0}, "llama.rope.scaling.factor=4 scales RoPE linearly"),  # llama.cpp: linear
+    ({"llama.rope.scale_linear": 2.0}, "llama.rope.scale_linear=2 scales RoPE linearly"),  # the older key
+    ({"llama.rope.scaling.type": "yarn"}, "RoPE scaling (yarn) is not supported"),
+    ({"llama.rope.freq_base": "ten thousand"}, "llama.rope.freq_base='ten thousand' is not one positive number"),
+    ({"llama.attention.layer_norm_rms_epsilon": "tiny"},
+     "llama.attention.layer_norm_rms_epsilon='tiny' is not one positive number"),
+    ({"llama.attention.key_length": "8"}, "llama.attention.key_length='8' is not one positive integer"),
+    ({"llama.vocab_size": "many"}, "llama.vocab_size='many' is not one positive integer"),
+])
+def test_metadata_we_would_read_differently(tmp_path, cache_dir, metadata, what):
+    """Values llama.cpp reads (or that are no value at all) that our plain-RoPE model would silently ignore."""
+    path = G.write_gguf(tmp_path / "meta.gguf", "llama", {}, metadata=metadata, **CONF)[0]
+    _refused(path, cache_dir, f"meta.gguf: {what}")
+
+
+def test_rope_factor_with_type_none_is_plain_rope(tmp_path, cache_dir):
+    """llama.cpp never scales when rope.scaling.type is "none", whatever the factor: the file loads, unscaled."""
+    path, ref, _ = G.write_gguf(tmp_path / "none.gguf", "llama", {}, **CONF, metadata={
+        "llama.rope.scaling.type": "none", "llama.rope.scaling.factor": 4.0})
+    lm = al.load(str(path))
+    inputs = lm.encode("the cat sat on the mat")
+    with torch.no_grad():
+        want = ref(inputs.ids).logits
+    assert torch.allclose(lm.forward(inputs).logits, want, atol=1e-5, rtol=0)
+
+
+def test_bias_refusal_speaks_of_the_file(tmp_path, cache_dir):
+    """q/k/v biases without o's: said of the file's metadata once ("its its metadata" before)."""
+    path = G.write_gguf(tmp_path / "bias.gguf", "llama", {}, attention_bias=True, skip=("attn_output.bias",),
+                        **CONF)[0]
+    msg = _refused(path, cache_dir, "bias.gguf: llama: the file has attention biases (blk.0.attn_q.bias …)")
+    assert "but its metadata does not ask for them" in msg and "its its" not in msg
+
+
+@pytest.mark.parametrize("kind,extra,metadata,what", [
+    ("gpt2", {}, {"tokenizer.ggml.merges": None}, "no tokenizer.ggml.merges in its metadata; a byte-level"),
+    ("llama", {}, {"tokenizer.ggml.scores": None}, "no tokenizer.ggml.scores (nor merges) in its metadata"),
+    ("gpt2", {"add_bos_token": True}, {"tokenizer.ggml.bos_token_id": 99999},
+     "tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id=99999 is not one of its 300 tokens"),
+])
+def test_tokenizer_metadata_refused_in_words(tmp_path, cache_dir, kind, extra, metadata, what):
+    """Was "cannot build its tokenizer ('scores')" (a KeyError's text), or a BOS asked for and silently left out."""
+    path = G.write_gguf(tmp_path / "tok.gguf", "llama", {}, tokenizer=kind, tokenizer_extra=extra, metadata=metadata,
+                        **CONF)[0]
+    _refused(path, cache_dir, f"tok.gguf: {what}")
+
+
+@pytest.mark.parametrize("kw,what", [
+    (dict(metadata={"llama.block_count": 3}), "llama.block_count=3 but its tensors are for 1 blocks (0–0)"),
+    (dict(skip=("blk.0.ffn_down.weight",)), "the file lacks blk.0.ffn_down.weight (its tensors do not match its meta"),
+    (dict(skip=("output_norm.weight",)), "the file lacks output_norm.weight"),
+    (dict(n_embeddings=320, metadata={"llama.vocab_size": None}), "token_embd.weight has shape (320, 32), its metadata"),
+])
+def test_tensors_against_metadata_in_the_files_words(tmp_path, cache_dir, kw, what):
+    """Said in the file's tensor names (blk.0.ffn_down), not in the converted folder's (layers.0.mlp.down_proj)."""
+    path = G.write_gguf(tmp_path / "t.gguf", "llama", {}, **kw, **CONF)[0]
+    msg = _refused(path, cache_dir, "t.gguf: ", what)
+    assert "layers." not in msg and "config" not in msg and "checkpoint" not in msg

@@ -114,3 +114,56 @@ def test_a_tokenizer_transformers_cannot_build_is_a_note(tmp_path):
     (tmp_path / "tokenizer_config.json").write_text('{"tokenizer_class": "NoSuchTokenizer"}')
     report = token_report([1, 2], tmp_path, "the cat")
     assert report["tokens_equal"] is None and report["tokens_note"].startswith("transformers' tokenizer failed: ")
+
+
+def test_compare_hf_when_transformers_cannot_load_the_file(tmp_path, capsys):
+    """A "mistral" architecture file (ours loads it; gguf-py, so transformers, does not know it): one line, exit 2."""
+    path = G.write_gguf(tmp_path / "mis.gguf", "mistral", {}, **CONF)[0]
+    assert al.load(str(path)).family == "mistral"
+    assert main(["compare-hf", "--model", str(path), "--text", TEXT]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("attnlab: error: transformers' GGUF loader cannot load mis.gguf (NotImplementedError: ")
+    assert err.endswith("nothing to compare with") and "\n" not in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("pre,flag,bos", [("llama-bpe", None, True), ("tekken", None, True), ("llama-bpe", False, False),
+                                          ("qwen2", None, False), ("gpt2", None, False)])
+def test_byte_level_bos_default_is_llama_cpps(tmp_path, pre, flag, bos):
+    """No add_bos_token flag: llama.cpp adds BOS for Llama 3's "llama-bpe" (and the other pre types it lists), as
+    the model was trained; transformers' GGUF tokenizer does not, so there the two differ by that one token."""
+    extra = {} if flag is None else {"add_bos_token": flag}
+    path = G.write_gguf(tmp_path / "m.gguf", "llama", {}, tokenizer_extra=extra, metadata={"tokenizer.ggml.pre": pre},
+                        **CONF)[0]
+    ours, theirs = al.load(str(path)).encode(TEXT).ids[0].tolist(), _theirs(path)
+    eot = G.byte_level_tokens(G.F.bpe_tokenizer())[0].index(G.F.EOT)  # the fixture's BOS id
+    assert ours == ([eot] + theirs if bos else theirs)  # transformers adds no BOS here, with or without the flag
+    assert ours.count(eot) == int(bos) and theirs.count(eot) == 0
+
+
+@pytest.mark.parametrize("prefix", [False, True])
+def test_sentencepiece_space_prefix_as_llama_cpp(tmp_path, prefix):
+    """tokenizer.ggml.add_space_prefix false: no "▁" before the text, as llama.cpp reads it (transformers' GGUF
+    tokenizer ignores the key and always puts one there); true reads as both do."""
+    path = G.write_gguf(tmp_path / "m.gguf", "llama", {}, tokenizer="llama", tokenizer_extra={"add_space_prefix": prefix},
+                        **CONF)[0]
+    lm = al.load(str(path))
+    ids = lm.encode("the cat").ids[0].tolist()
+    vocab = G.sentencepiece_tokens()
+    want = ["<s>", "▁the", "▁cat"] if prefix else ["<s>", "t", "h", "e", "▁cat"]
+    assert ids == [vocab.index(t) for t in want]
+    assert _theirs(path, "the cat") == [vocab.index(t) for t in ("<s>", "▁the", "▁cat")]
+    assert lm.tokenizer.tok.decode(ids, skip_special_tokens=True) == "the cat"
+    report = compare_gguf(str(path), "the cat", greedy_tokens=2)
+    assert report["tokens_equal"] is prefix and report["max_abs_logits"] == 0
+    assert ("add_space_prefix=false" in report.get("tokens_note", "")) is not prefix
+
+
+def test_compare_hf_says_why_a_llama_bpe_file_differs_at_position_0(tmp_path, capsys):
+    path = G.write_gguf(tmp_path / "m.gguf", "llama", {}, metadata={"tokenizer.ggml.pre": "llama-bpe"}, **CONF)[0]
+    report = compare_gguf(str(path), TEXT, greedy_tokens=4)
+    assert report["tokens_equal"] is False and report["first_token_difference"]["position"] == 0
+    assert report["max_abs_logits"] == 0  # the model itself is read the same; only the ids differ
+    assert main(["compare-hf", "--model", str(path), "--text", TEXT]) == 1
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("tokens"))
+    assert line.endswith("ours starts with BOS, which llama.cpp adds for tokenizer.ggml.pre 'llama-bpe' when the "
+                         "file has no add_bos_token flag; transformers' GGUF tokenizer leaves it out")
