@@ -20,25 +20,15 @@ from attnlab.model.lecture import decoder_examples
 from attnlab.model.lecture.shapes import shape_images
 from attnlab.model.loaded import LoadedModel
 from attnlab.model.registry import load
-from attnlab.model.tokenizer import ByteTokenizer
 from attnlab.model.transformer import build_model
 
 from tests.analysis.interp_models import tiny_llama
+from tests.analysis.test_relevance import tiny as relevance_tiny
 
 
 def tiny(arch: str, **kw) -> LoadedModel:
     """A float64 model with large random weights (peaked patterns), byte tokens."""
-    cfg = ModelConfig(**{**dict(arch=arch, vocab_size=260, d_model=16, n_heads=2, n_layers=2, max_len=32,
-                                output_head="mlm" if arch == "encoder" else None), **kw})
-    torch.manual_seed(0)
-    model = build_model(cfg).double().eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() > 1:
-                p.normal_(0, 0.5)
-    src = ByteTokenizer(add_bos=False, add_eos=True) if arch == "encdec" else None
-    return LoadedModel(f"tiny-{arch}", model, ByteTokenizer(add_bos=True, add_eos=arch == "encoder"), cfg, "random",
-                       src_tokenizer=src)
+    return relevance_tiny(arch, 2, **{"vocab_size": 260, **kw})
 
 
 # -- Readout.run_from of an encoder–decoder's decoder ------------------------------------------------------------

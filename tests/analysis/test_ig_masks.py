@@ -12,10 +12,6 @@ from attnlab.analysis.probes.attributions import (
     integrated_gradients,
     integrated_gradients_many,
 )
-from attnlab.model.config import ModelConfig
-from attnlab.model.loaded import LoadedModel
-from attnlab.model.tokenizer import ByteTokenizer
-from attnlab.model.transformer import build_model
 
 from tests.analysis.test_relevance import tiny
 
@@ -53,15 +49,7 @@ def test_a_padding_mask_is_kept_alone_and_in_shared_passes(arch, field):
 
 
 def test_token_types_of_each_row_in_a_shared_pass():
-    cfg = ModelConfig(arch="encoder", d_model=16, n_heads=2, n_layers=2, max_len=32, output_head="mlm",
-                      type_vocab_size=2)
-    torch.manual_seed(0)
-    model = build_model(cfg).double().eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() > 1:
-                p.normal_(0, 0.5)
-    lm = LoadedModel("tiny-typed", model, ByteTokenizer(add_bos=True, add_eos=True), cfg, "random")
+    lm = tiny("encoder", 2, type_vocab_size=2)
     pair = replace(lm.encode("wxyz"), type_ids=torch.tensor([[0, 0, 0, 1, 1, 1]]))  # [1, 6]: a sentence pair
     single = lm.encode("abcd")  # no token types: type 0 everywhere
     for jobs in ([(single, 2, 5), (pair, 2, 5)], [(pair, 2, 5), (single, 2, 5)]):  # either one first in the pass

@@ -12,10 +12,11 @@ from attnlab.model.transformer import build_model
 TEXT = "abcabx"
 
 
-def tiny(arch="decoder", layers=1, seed=0) -> LoadedModel:
-    """A float64 model with large random weights, so patterns are peaked and gradients sizeable."""
-    cfg = ModelConfig(arch=arch, d_model=16, n_heads=2, n_layers=layers, max_len=32,
-                      output_head="mlm" if arch == "encoder" else None)
+def tiny(arch="decoder", layers=1, seed=0, **fields) -> LoadedModel:
+    """A float64 model with large random weights, so patterns are peaked and gradients sizeable; `fields` set
+    more of its ModelConfig."""
+    cfg = ModelConfig(**{**dict(arch=arch, d_model=16, n_heads=2, n_layers=layers, max_len=32,
+                                output_head="mlm" if arch == "encoder" else None), **fields})
     torch.manual_seed(seed)
     model = build_model(cfg).double().eval()
     with torch.no_grad():
