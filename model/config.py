@@ -93,6 +93,9 @@ class ModelConfig:
     # after it do not count it (transformers' create_position_ids_from_input_ids)
     pad_position_id: int | None = None
     d_embed: int | None = None  # factorised embeddings (ALBERT, ELECTRA): this width, then Linear(d_embed, d_model)
+    # OPT-350m (project_in / project_out): only the d_embed-wide token embeddings are projected (no bias) to d_model,
+    # before the d_model-wide positions are added, and a decoder's final hidden states back to d_embed for its head
+    project_tokens: bool = False
     rel_buckets: int = 0  # positional="relative" (T5): buckets of the learned per-head bias (model/relative_bias.py)
     rel_max_distance: int = 128  # T5: distances beyond this share the last bucket
     distill_token: bool = False  # vit: DeiT's distillation token after [CLS] (max_len = 2 + patches)
@@ -153,6 +156,9 @@ class ModelConfig:
     def _check_families(self) -> None:
         if self.pos_offset < 0 or (self.d_embed is not None and self.d_embed < 1):
             raise ValueError("pos_offset must be ≥ 0 and d_embed ≥ 1")
+        if self.project_tokens and (self.d_embed is None or self.arch != "decoder" or self.embed_norm
+                                    or self.type_vocab_size):
+            raise ValueError("project_tokens needs d_embed on a decoder without an embedding norm or token types")
         if self.pad_position_id is not None and (self.positional != "learned" or self.pos_offset < 1):
             raise ValueError("pad_position_id needs learned positions with a padding row (pos_offset ≥ 1)")
         if (self.positional == "relative") != (self.rel_buckets > 0):

@@ -12,22 +12,25 @@ from attnlab.model.positions import sinusoidal_table
 
 class Embeddings(nn.Module):
     """Token (× embed_scale) + position (+ token type) embeddings, optionally normalised (BERT), of width
-    d_embed projected to d_model when factorised (ALBERT, ELECTRA). Position p reads row p + pos_offset."""
+    d_embed projected to d_model when factorised (ALBERT, ELECTRA: the sum; OPT-350m, cfg.project_tokens: the
+    token embeddings alone, before the positions). Position p reads row p + pos_offset."""
 
-    HOOKS = ("hook_embed", "hook_pos_embed")  # [B, T, D] token embeddings; [T, D] positions (learned, sinusoidal)
+    HOOKS = ("hook_embed", "hook_pos_embed")  # [B, T, E] token embeddings; [T, E|D] positions (learned, sinusoidal)
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         e = cfg.d_embed or cfg.d_model
+        p = cfg.d_model if cfg.project_tokens else e  # the positions' width
         self.tok = nn.Embedding(cfg.vocab_size, e)
         n_pos = cfg.max_len + cfg.pos_offset
         if cfg.positional == "learned":
-            self.pos = nn.Embedding(n_pos, e)
+            self.pos = nn.Embedding(n_pos, p)
         elif cfg.positional == "sinusoidal":
-            self.register_buffer("sin_table", sinusoidal_table(n_pos, e), persistent=False)
+            self.register_buffer("sin_table", sinusoidal_table(n_pos, p), persistent=False)
         self.types = nn.Embedding(cfg.type_vocab_size, e) if cfg.type_vocab_size else None
         self.norm = nn.LayerNorm(e, eps=cfg.norm_eps) if cfg.embed_norm else nn.Identity()
-        self.project = nn.Linear(e, cfg.d_model) if cfg.d_embed else nn.Identity()
+        self.project = nn.Linear(e, cfg.d_model, bias=not cfg.project_tokens) if cfg.d_embed else nn.Identity()
+        self.project_tokens = cfg.project_tokens
         self.positional, self.offset, self.scale = cfg.positional, cfg.pos_offset, cfg.embed_scale  # scale: Gemma √d
         self.pad_id = cfg.pad_position_id
         self.site = ""  # the stack's name, set by name_sites()
@@ -46,6 +49,8 @@ class Embeddings(nn.Module):
             x = x * self.scale
         if cap is not None:
             x = cap.hook(hooks.point(self.site, "hook_embed"), x)
+        if self.project_tokens:
+            x = self.project(x)  # [B, T, E] -> [B, T, D]
         if self.positional in ("learned", "sinusoidal"):
             positions = self.skip_padding(tokens, positions)
             p = self.pos(positions + self.offset) if self.positional == "learned" else \
@@ -54,7 +59,7 @@ class Embeddings(nn.Module):
         if self.types is not None:
             tt = token_type_ids if token_type_ids is not None else torch.zeros_like(tokens)
             x = x + self.types(tt)
-        return self.project(self.norm(x))  # [B, T, E] -> [B, T, D]
+        return x if self.project_tokens else self.project(self.norm(x))  # [B, T, E] -> [B, T, D]
 
 
     def skip_padding(self, tokens, positions):

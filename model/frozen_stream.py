@@ -64,6 +64,11 @@ def embed_parts(embed: nn.Module, tok: torch.Tensor, pos: torch.Tensor | None, t
     """The stream entering block 0 of an `Embeddings` module: `embed` (token embeddings as hook_embed holds them,
     [T, E]), `pos_embed` (learned or sinusoidal, [T, E]) and `type_embed` (BERT's token types), then the embedding
     norm (frozen) and the projection to d_model (its bias a part) when the model has them."""
+    if getattr(embed, "project_tokens", False):  # OPT-350m: the tokens projected, then the d_model-wide positions
+        parts = {"embed": tok.double() @ embed.project.weight.detach().double().T}  # [T, E] @ [E, D] -> [T, D]
+        if pos is not None:
+            parts["pos_embed"] = pos.double().expand_as(parts["embed"])
+        return parts
     parts = {"embed": tok.double()}
     if pos is not None:
         parts["pos_embed"] = pos.double().expand_as(parts["embed"])

@@ -48,7 +48,7 @@ class Forward:
     """The torch outputs of one forward pass, and what its capture collected."""
 
     logits: torch.Tensor | None  # [B, T, V] (None for an encoder without an output head)
-    hidden: torch.Tensor  # [B, T, D]
+    hidden: torch.Tensor  # [B, T, D] (OPT-350m: projected back to the embeddings' width E)
     capture: hooks.Capture
 
 

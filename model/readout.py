@@ -45,10 +45,19 @@ class Readout(NamedTuple):
         """The logits [..., V] of residual vectors x [..., D] as the model computes them: final norm, the head
         (after T5's logit scale) and a logit soft cap."""
         h = self.norm(x)
+        out = getattr(self.stack, "project_out", None)  # OPT-350m: back to the token embeddings' width
+        h = h if out is None else out(h)
         scale = getattr(self.stack, "logit_scale", 1.0)
         logits = self.head(h * scale if scale != 1.0 else h)
         cap = getattr(self.stack, "logit_softcap", None)
         return logits if cap is None else torch.tanh(logits / cap) * cap
+
+    def direction(self, token: int) -> torch.Tensor:
+        """The residual-stream direction [D] the head reads `token`'s logit along (after the final norm): its
+        unembedding row, through OPT-350m's projection back to the embeddings' width."""
+        u = self.head.weight[token]  # [D] ([E] before project_out)
+        out = getattr(self.stack, "project_out", None)
+        return u if out is None else u @ out.weight  # [E] @ [E, D] -> [D]
 
     def final_scale(self, x: torch.Tensor) -> torch.Tensor:
         """The final norm's divisor for residual vectors x [..., D] (LayerNorm: the centred std, RMSNorm: the

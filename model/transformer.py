@@ -35,8 +35,11 @@ class Decoder(Stack):
         own = CAUSAL if cfg.sliding_window is None else MaskSpec("sliding_window", window=cfg.sliding_window)
         super().__init__(cfg, cfg.dec_layers if cross else cfg.n_layers, cross, own)
         self.lm_head = None
+        # OPT-350m: the final hidden states projected back to the token embeddings' width before the head
+        self.project_out = nn.Linear(cfg.d_model, cfg.d_embed, bias=False) if cfg.project_tokens else None
         if cfg.output_head_kind == "lm":
-            self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=cfg.lm_head_bias)
+            self.lm_head = nn.Linear(cfg.d_embed if cfg.project_tokens else cfg.d_model, cfg.vocab_size,
+                                     bias=cfg.lm_head_bias)
         self.logit_softcap = cfg.logit_softcap  # Gemma 2: logits → cap·tanh(logits/cap)
         self.logit_scale = cfg.logit_scale  # T5 (tied): the final hidden states × d_model^-0.5 before the LM head
         init_weights(self)
@@ -48,6 +51,8 @@ class Decoder(Stack):
                 token_type_ids=None, backend=None, memory=None, memory_mask=None) -> ModelOutput:
         h = self.run(tokens, mask=mask, attention_mask=attention_mask, token_type_ids=token_type_ids,
                      cache=cache, backend=backend, memory=memory, memory_mask=memory_mask)
+        if self.project_out is not None:
+            h = self.project_out(h)  # [B, T, D] -> [B, T, E]: the last hidden state, as transformers returns it
         logits = None
         if self.lm_head is not None:
             logits = self.unembed(h * self.logit_scale if self.logit_scale != 1.0 else h)  # [B, T, V]

@@ -11,6 +11,7 @@ default report (SHIPPED) also ships beside its checkpoint (`attnlab faithfulness
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -51,9 +52,17 @@ def cases_hash(cases: list[Case]) -> str:
     return h.hexdigest()
 
 
+def config_key(cfg) -> str:
+    """The configuration's fields set away from their defaults (a field added later, at its default, keeps the
+    key), or its repr when it is not a dataclass."""
+    if not dataclasses.is_dataclass(cfg):
+        return repr(cfg)
+    return repr({f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if getattr(cfg, f.name) != f.default})
+
+
 def report_key(lm, cases, methods, ablation: bool) -> str:
     """The file name (without .json) of the report of `lm` over `cases`."""
-    parts = [str(VERSION), lm.name, repr(lm.cfg), weights_hash(lm.model), cases_hash(cases), lm.device, str(lm.dtype),
+    parts = [str(VERSION), lm.name, config_key(lm.cfg), weights_hash(lm.model), cases_hash(cases), lm.device, str(lm.dtype),
              ",".join(methods), str(bool(ablation))]
     return hashlib.sha256("/".join(parts).encode()).hexdigest()[:32]
 

@@ -77,9 +77,9 @@ def direct_logit_attribution(lm, text: str, answer: str, wrong: str | None = Non
     fwd = lm.forward(inputs, backend=backend, names=names, records=False)
     t = fwd.capture.tensor
 
-    u = head.weight[a].double()  # [D] the unembedding direction
+    u = ro.direction(a).double()  # [D] the unembedding direction
     if b is not None:
-        u = u - head.weight[b].double()
+        u = u - ro.direction(b).double()
     ln = stack.ln_f
     x_final = t(ro.resid_names[-1])[0, pos].double()  # [D]
     sigma = ro.final_scale(x_final)  # [1]

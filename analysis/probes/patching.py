@@ -68,7 +68,7 @@ class _Setup:
         T = ci.ids.shape[1]
         self.lm, self.a, self.b, self.T, self.backend = lm, a, b, T, backend
         self.tokens = (list(ci.tokens), list(xi.tokens))
-        self.direction = head.weight[a] - head.weight[b]  # [D]
+        self.direction = ro.direction(a) - ro.direction(b)  # [D]
         self.bias = 0.0 if head.bias is None else float((head.bias[a] - head.bias[b]).detach())
         self.z_names = ro.block_hooks("attn.hook_z")
         self.resid, self.z, self.ld = {}, {}, {}

@@ -91,3 +91,16 @@ def test_the_same_weights_under_another_configuration_are_scored_again(tmp_path)
                                                              ablation=False)))
     assert kept == fresh and kept["p_answer"] != gelu["p_answer"]
     assert len(list(tmp_path.glob("*.json"))) == 2
+
+
+def test_the_key_reads_the_fields_set_away_from_their_defaults():
+    """A configuration field added later at its default (as OPT-350m's project_tokens was) keeps every kept and
+    shipped report's name; a field set away from it changes the key."""
+    from attnlab.analysis.faithfulness.store import config_key
+    from attnlab.model.config import ModelConfig
+
+    cfg = ModelConfig(arch="decoder", d_model=16, n_heads=2, n_layers=2)
+    key = config_key(cfg)
+    assert "project_tokens" not in key and "'d_model': 16" in key and "'arch'" not in key  # "decoder" is the default
+    assert config_key(cfg.replace(mlp="relu")) != key and config_key(cfg.replace(norm_eps=1e-6)) != key
+    assert config_key(cfg.replace(d_embed=8, project_tokens=True)) != key

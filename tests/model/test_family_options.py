@@ -1,6 +1,7 @@
 """Options that used to be refused, now converted, each at parity with transformers in float32 (logits ≤ 1e-5,
 attention ≤ 1e-6, every backend): llama attention_bias / mlp_bias, GPT-NeoX attention_bias=false and gelu_fast,
-GPT-2's scale_attn_by_inverse_layer_idx and scale_attn_weights=False, DistilBERT with relu, BART with
+GPT-2's scale_attn_by_inverse_layer_idx and scale_attn_weights=False, OPT-350m's projected embeddings
+(word_embed_proj_dim ≠ hidden_size, pre- and post-LN), DistilBERT with relu, BART with
 decoder_ffn_dim ≠ encoder_ffn_dim, yarn RoPE (llama) and longrope (Phi-3, short and long factors) — their captured
 scores equal transformers' q·kᵀ·scaling after its RoPE."""
 
@@ -35,6 +36,9 @@ GRID = {
     "neox-gelu-fast": ("gpt_neox", "GPTNeoXForCausalLM", dict(G.TINY["gpt_neox"][1], hidden_act="gelu_fast")),
     "distilbert-relu": ("distilbert", "DistilBertForMaskedLM", dict(G.TINY["distilbert"][1], activation="relu")),
     "bart-ffn-40-56": ("bart", "BartForConditionalGeneration", dict(G.TINY["bart"][1], decoder_ffn_dim=56)),
+    "opt-350m-projected": ("opt", "OPTForCausalLM", dict(G.TINY["opt"][1], word_embed_proj_dim=16,
+                                                        do_layer_norm_before=False)),  # OPT-350m's layout
+    "opt-projected-pre-ln": ("opt", "OPTForCausalLM", dict(G.TINY["opt"][1], word_embed_proj_dim=16)),
     "llama-yarn": ("llama", "LlamaForCausalLM", dict(_D, rope_parameters=_YARN)),
     "llama-yarn-mscale-beta": ("llama", "LlamaForCausalLM", dict(_D, rope_parameters=dict(
         _YARN, factor=8.0, mscale=0.7, mscale_all_dim=0.3, beta_fast=16, beta_slow=2, truncate=False))),
@@ -159,3 +163,36 @@ def test_what_stays_refused_says_why(tmp_path, model_type, cls, conf, words):
     folder = G.make(tmp_path / model_type, model_type, cls, **conf)
     with pytest.raises(CheckpointError, match=words.replace("(", r"\(")):
         load_hf_folder(folder)
+
+
+def test_projected_embeddings_read_through_every_probe(folders):
+    """OPT-350m's layout: hook_embed is the d_embed-wide token embedding, the readout goes through project_out —
+    the patching readout equals the model's own logit difference, integrated gradients is complete, direct logit
+    attribution (pre-LN) sums to the logit, QK attribution's parts sum to the captured score."""
+    from attnlab.analysis.probes.attributions import integrated_gradients
+    from attnlab.analysis.probes.dla import direct_logit_attribution
+    from attnlab.analysis.probes.patching import activation_patching
+    from attnlab.analysis.probes.qk_attribution import qk_attribution
+    from attnlab.analysis.probes.readout import answer_id
+
+    for name in ("opt-350m-projected", "opt-projected-pre-ln"):
+        lm = load_hf_folder(folders[name])
+        assert (lm.cfg.d_embed, lm.cfg.project_tokens, lm.cfg.d_model) == (16, True, 32)
+        assert lm.cfg.norm == ("post" if name == "opt-350m-projected" else "pre")
+        fwd = lm.forward(lm.encode(G.TEXT), names=["hook_embed", "hook_pos_embed"])
+        assert fwd.capture.tensor("hook_embed").shape[-1] == 16 and fwd.capture.tensor("hook_pos_embed").shape[-1] == 32
+        assert fwd.hidden.shape[-1] == 16  # projected back, as transformers' last hidden state
+        clean, corrupt = "the cat sat on the mat", "the mat sat on the cat"  # the same tokens, reordered
+        ids = lm.encode(clean).ids[0]
+        logits = lm.forward(lm.encode(clean)).logits[0, -1]
+        a, b = answer_id(lm, "cat"), answer_id(lm, "mat")
+        p = activation_patching(lm, clean, corrupt, "cat", "mat")
+        assert p.ld_clean == pytest.approx(float(logits[a] - logits[b]), abs=1e-4)
+        assert p.all_restored == pytest.approx(1.0, abs=1e-5)
+        assert p.ld_corrupt != pytest.approx(p.ld_clean, abs=1e-3)
+        ig = integrated_gradients(lm, lm.encode(clean), -1, a)  # along the d_embed-wide token embeddings
+        assert ig.completeness_error <= 0.01 and ig.logit == pytest.approx(float(logits[a]), abs=1e-4)
+        q = qk_attribution(lm, lm.encode(clean), layer=1, head=1, query=len(ids) - 1)
+        assert float(q.values.sum()) == pytest.approx(q.score, abs=1e-4)
+    dla = direct_logit_attribution(lm, clean, "cat")  # pre-LN: the stream is a sum
+    assert dla.total == pytest.approx(dla.logit, abs=1e-4)
