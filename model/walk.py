@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import torch
 from attnlab.model.masks import as_spec
+from attnlab.model.readout import Readout
 
 
 def _sublayer(rule: str, x, f, n_in, n_out):
@@ -55,7 +56,4 @@ def walk_stream(net, ids: torch.Tensor, keep: Callable[[int, str, torch.Tensor],
         keep(i, "residual after MLP" + (" (then normed)" if cfg.norm == "post" else ""), x)
     h = net.ln_f(x)
     keep(len(net.blocks), "final norm" if cfg.norm != "post" else "final stream (post-LN: no final norm)", h)
-    logits = net.lm_head(h)  # [1, T, V]
-    if net.logit_softcap is not None:  # Gemma 2
-        logits = torch.tanh(logits / net.logit_softcap) * net.logit_softcap
-    return logits
+    return Readout(net, net.lm_head).logits(x)  # [1, T, V]: the model's own readout (soft cap, OPT-350m's projection)

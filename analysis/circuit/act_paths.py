@@ -49,11 +49,7 @@ def _streams(runs: Runs) -> list[torch.Tensor]:
 
 def _metric(runs: Runs, x_last: torch.Tensor) -> torch.Tensor:
     """M [N] of final streams at the last position [N, D], as the model turns them into logits."""
-    model = runs.lm.model
-    h = model.final_norm(x_last)
-    logits = model.lm_head(h * model.logit_scale if model.logit_scale != 1.0 else h).float()  # [N, V]
-    if model.logit_softcap is not None:
-        logits = torch.tanh(logits / model.logit_softcap) * model.logit_softcap
+    logits = runs.lm.readout().logits(x_last).float()  # [N, V]
     return logits[:, runs.a] - logits[:, runs.b]
 
 

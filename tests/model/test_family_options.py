@@ -169,6 +169,7 @@ def test_projected_embeddings_read_through_every_probe(folders):
     """OPT-350m's layout: hook_embed is the d_embed-wide token embedding, the readout goes through project_out —
     the patching readout equals the model's own logit difference, integrated gradients is complete, direct logit
     attribution (pre-LN) sums to the logit, QK attribution's parts sum to the captured score."""
+    from attnlab.analysis.machinery.block_walk import block_walk
     from attnlab.analysis.probes.attributions import integrated_gradients
     from attnlab.analysis.probes.dla import direct_logit_attribution
     from attnlab.analysis.probes.patching import activation_patching
@@ -192,6 +193,7 @@ def test_projected_embeddings_read_through_every_probe(folders):
         assert p.ld_corrupt != pytest.approx(p.ld_clean, abs=1e-3)
         ig = integrated_gradients(lm, lm.encode(clean), -1, a)  # along the d_embed-wide token embeddings
         assert ig.completeness_error <= 0.01 and ig.logit == pytest.approx(float(logits[a]), abs=1e-4)
+        assert block_walk(lm, lm.encode(clean)).max_abs_vs_model <= 1e-5  # the walk reads through project_out
         q = qk_attribution(lm, lm.encode(clean), layer=1, head=1, query=len(ids) - 1)
         assert float(q.values.sum()) == pytest.approx(q.score, abs=1e-4)
     dla = direct_logit_attribution(lm, clean, "cat")  # pre-LN: the stream is a sum
