@@ -29,7 +29,10 @@ def walk_stream(net, ids: torch.Tensor, keep: Callable[[int, str, torch.Tensor],
     cfg = net.cfg
     T = ids.shape[1]
     pos = torch.arange(T, device=ids.device)
-    keep(-1, "token embedding", net.embed.tok(ids))
+    if cfg.project_tokens:  # OPT-350m: the d_embed-wide embedding is projected to d_model before the positions
+        keep(-1, "token embedding (projected)", net.embed.project(net.embed.tok(ids)))  # [1, T, E] -> [1, T, D]
+    else:
+        keep(-1, "token embedding", net.embed.tok(ids))
     x = net.embed(ids, pos)  # [1, T, D]
     keep(-1, "h₀ = embedding + position" if cfg.positional in ("learned", "sinusoidal") else "h₀ = embedding", x)
     ctxs = net.layer_ctxs(True, as_spec(None, net.default_mask), T, 0, None, "eager", None, pos)

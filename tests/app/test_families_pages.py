@@ -78,3 +78,21 @@ def test_notebook_views(tmp_path, model_type):
     rec = run.records[f"blocks.{lm.cfg.n_layers - 1}.attn"]
     z = np.asarray(show(run, "head", head=1).data[0].z, dtype=np.float64)
     np.testing.assert_allclose(np.nan_to_num(z), np.where(rec.mask_for(), rec.pattern(1), 0), atol=1e-6)
+
+
+def test_every_decoder_page_renders_opt_350m_layout(root, monkeypatch):
+    """OPT-350m's projected embeddings (d_embed 16 → d_model 32, post-LN): every decoder page, the logit lens and
+    the sinks page."""
+    from tests.model.test_family_options import GRID as OPTIONS
+
+    monkeypatch.setenv("ATTNLAB_MODEL_ROOTS", str(root))
+    mt, cls, conf = OPTIONS["opt-350m-projected"]
+    folder = str(G.make(root / "opt-350m-projected", mt, cls, **conf))
+    at = open_page(None, model=folder, text=G.TEXT)
+    ok(at)
+    failed = []
+    for page in (*DECODER_PAGES, "lens", "sinks"):
+        at.switch_page(f"../pages/{page}.py").run()
+        if at.exception or at.error or not specs(at):
+            failed.append((page, [e.message for e in at.exception][:1], [e.value for e in at.error][:1]))
+    assert not failed, failed
