@@ -109,15 +109,6 @@ class QKAttribution:
                                  "note": FROZEN}}
 
 
-def _position(i: int | None, n: int, what: str) -> int | None:
-    if i is None:
-        return None
-    j = i + n if i < 0 else i
-    if not 0 <= j < n:
-        raise InputError(f"{what} {i} is out of range: the text has positions 0–{n - 1}")
-    return j
-
-
 def refusal(lm) -> str | None:
     """One line saying why QK attribution does not apply to `lm` (a transformers view, an encoder–decoder, a vision
     model), or None when it does."""
@@ -146,8 +137,8 @@ def qk_attribution(lm, inputs, layer: int, head: int, query: int = -1, key: int 
     if not 0 <= head < cfg.n_heads:
         raise InputError(f"head {head} is out of range: this model has heads 0–{cfg.n_heads - 1}")
     T = inputs.ids.shape[1]
-    query = _position(query, T, "query")
-    key = _position(key, T, "key")
+    query = check_row(query, T, "query", has="the text has positions")
+    key = check_row(key, T, "key", has="the text has positions")
     blocks = stack.blocks
     names = ["hook_embed", "hook_pos_embed"] + [f"{b.attn.site}.hook_z" for b in blocks[:layer]] + \
         [f"{b.site}.hook_mlp_out" for b in blocks[:layer]]

@@ -14,13 +14,14 @@ def row_labels(n_blocks: int) -> list[str]:
     return ["embed", *(f"L{i}" for i in range(n_blocks))]
 
 
-def check_row(layer: int | None, n_rows: int, what: str = "layer") -> int | None:
-    """`layer` when 0 ≤ layer < n_rows (negative counts from the end), else one line saying the range."""
+def check_row(layer: int | None, n_rows: int, what: str = "layer", has: str | None = None) -> int | None:
+    """`layer` when 0 ≤ layer < n_rows (negative counts from the end), else one line saying the range (`has`: who
+    has the rows, default "this model has {what}s")."""
     if layer is None:
         return None
     i = layer + n_rows if layer < 0 else layer
     if not 0 <= i < n_rows:
-        raise InputError(f"{what} {layer} is out of range: this model has {what}s 0–{n_rows - 1}")
+        raise InputError(f"{what} {layer} is out of range: {has or f'this model has {what}s'} 0–{n_rows - 1}")
     return i
 
 

@@ -156,9 +156,11 @@ def test_what_does_not_apply_is_one_line(lecture, tmp_path):
     from tests.view.fixtures import make_view_model
 
     inputs = lecture.encode("alex has a cat")
+    T = inputs.ids.shape[1]
     for kw, msg in [(dict(layer=4, head=0), "layer 4 is out of range"), (dict(layer=0, head=4), "head 4 is out"),
-                    (dict(layer=0, head=0, query=9), "query 9 is out of range"),
-                    (dict(layer=0, head=0, query=1, key=-9), "key -9 is out of range")]:
+                    (dict(layer=0, head=0, query=9), f"query 9 is out of range: the text has positions 0–{T - 1}$"),
+                    (dict(layer=0, head=0, query=1, key=-9), "key -9 is out of range: the text has positions"),
+                    (dict(layer=-5, head=0), "layer -5 is out of range: this model has layers 0–3$")]:
         with pytest.raises(InputError, match=msg):
             qk_attribution(lecture, inputs, **kw)
     view = load(str(make_view_model("bloom", tmp_path / "bloom")))
