@@ -29,9 +29,9 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 from attnlab.analysis.machinery.bench_report import Top
-from attnlab.bench.classload import SETTLE_S, STEP_S, _children
+from attnlab.bench.classload import STEP_S, _children
 from attnlab.bench.readback import Run
-from attnlab.bench.wsclass import Tally, WsSession, ordinary, pct, sampler
+from attnlab.bench.wsclass import Tally, WsSession, ordinary, pct, run_sessions, sampler
 from attnlab.model.inputs import MAX_TEXT_CHARS
 
 HOSTILE = Top.HOSTILE  # the benchmark JSON's key: a list of runs, one per session count
@@ -179,13 +179,8 @@ def run_hostile(url: str, pid: int, sessions: int, seconds: float, budget_gb: fl
                + [threading.Thread(target=hostile, args=(h, seconds, hostile_t, counts, opened), daemon=True)
                   for h in hs]
                + [threading.Thread(target=sweeper, args=(sw, seconds, hostile_t, sweeps, opened), daemon=True)])
-    for t in threads:
-        t.start()
-    opened.wait()
-    t_act = time.perf_counter()
-    say(f"{n_ordinary} ordinary, {n_hostile} hostile sessions and a sweeper open after {t_act - t_start:.0f} s")
-    for t in threads:
-        t.join(seconds + 3 * SETTLE_S)
+    t_act = run_sessions(threads, opened, seconds, lambda t: say(
+        f"{n_ordinary} ordinary, {n_hostile} hostile sessions and a sweeper open after {t - t_start:.0f} s"))
     alive = Path(f"/proc/{pid}").exists() and healthy(url)
     stop.set()
     for s in ss + hs + [sw]:

@@ -179,6 +179,20 @@ def pct(xs, q):
     return round(float(np.percentile(xs, q)), 3) if xs else None
 
 
+def run_sessions(threads: list[threading.Thread], opened: threading.Barrier, seconds: float,
+                 on_open: Callable[[float], None]) -> float:
+    """Start the session threads, wait until each has opened its session (`opened`), call on_open(when), then join
+    each (at most seconds + 3·SETTLE_S): when they were all open (perf_counter)."""
+    for t in threads:
+        t.start()
+    opened.wait()
+    t_act = time.perf_counter()
+    on_open(t_act)
+    for t in threads:
+        t.join(seconds + 3 * SETTLE_S)
+    return t_act
+
+
 def sampler(pids: list[int], rss: list, t_start: float, stop: threading.Event, every_s: float = 5.0) -> threading.Thread:
     """A started thread appending [seconds since t_start, the servers' RSS in MB] to `rss` every `every_s`."""
     def sample():
@@ -206,13 +220,8 @@ def run_ws_class(url: str, sessions: int, seconds: float, pids: list[int] | None
     opened = threading.Barrier(sessions + 1)
     sampler(pids or [], rss, t_start, stop)
     threads = [threading.Thread(target=ordinary, args=(s, ss, seconds, tally, opened), daemon=True) for s in ss]
-    for t in threads:
-        t.start()
-    opened.wait()
-    t_act = time.perf_counter()
-    say(f"{sessions} websocket sessions open after {t_act - t_start:.0f} s; errors {len(tally.errors)}")
-    for t in threads:
-        t.join(seconds + 3 * SETTLE_S)
+    t_act = run_sessions(threads, opened, seconds, lambda t: say(
+        f"{sessions} websocket sessions open after {t - t_start:.0f} s; errors {len(tally.errors)}"))
     stop.set()
     for s in ss:
         s.close()
