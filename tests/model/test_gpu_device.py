@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 from attnlab.analysis.machinery.checks import run_checks
+from attnlab.model import hooks
 from attnlab.model.registry import load
 
 pytestmark = [
@@ -72,3 +73,25 @@ def test_lazy_rows_recomputed_on_the_gpu_equal_the_cpu():
     assert compute_device() == "cuda"
     gpu, cpu = pattern_rows(rec, [0, 3], 100, 164, device="cuda"), pattern_rows(rec, [0, 3], 100, 164, device="cpu")
     assert gpu.device.type == "cpu" and float((gpu - cpu).abs().max()) <= 1e-6
+
+
+@pytest.mark.parametrize("backend", ["eager", "sdpa", "flash"])
+@pytest.mark.parametrize("name", ["random-decoder", "random-encoder", "random-encdec"])
+def test_a_captured_forward_never_waits_on_cuda(name, backend):
+    """CUDA's own sync detector ("error": any synchronising call raises) around a capture and a padded batch."""
+    lm = load(name, dtype=torch.bfloat16, device="cuda")
+    inp = (lm.encode("", "the cat sat on the mat") if lm.arch == "encdec" else lm.encode("the cat sat on the mat"))
+    inp = inp.to("cuda")
+    ids = inp.ids.expand(2, -1)  # [2, T]
+    real = torch.ones_like(ids, dtype=torch.bool)
+    real[1, -2:] = False  # the second row's last two tokens are padding
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        with torch.no_grad(), hooks.capture() as cap:
+            lm.model.forward_inputs(inp, backend=backend)
+            if lm.arch != "encdec":
+                lm.model(ids, attention_mask=real, backend=backend)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert len(cap.records[cap.sites[0]]) == (1 if lm.arch == "encdec" else 2)
