@@ -74,11 +74,14 @@ def median(xs: list[float]) -> float:
 
 
 def paired(fa, fb, device: str, rounds: int = 25) -> tuple[list[float], list[float]]:
-    """Milliseconds of fa and fb in interleaved rounds (a, b, a, b, …) after one warm-up of each."""
+    """Milliseconds of fa and fb in interleaved rounds (a, b, a, b, …) after one warm-up of each; Python's garbage
+    collector runs before each timed call (not inside it), as for both alike."""
     fa(), fb()
     a, b = [], []
     for _ in range(rounds):
+        gc.collect()
         a.append(timed(fa, device, repeats=1))
+        gc.collect()
         b.append(timed(fb, device, repeats=1))
     return a, b
 

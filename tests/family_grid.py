@@ -47,6 +47,8 @@ TINY = {
     "phi": ("PhiForCausalLM", dict(_DEC, num_key_value_heads=4, partial_rotary_factor=0.5)),
     "gpt_neox": ("GPTNeoXForCausalLM", dict(hidden_size=32, intermediate_size=40, num_hidden_layers=2,
                                             num_attention_heads=4, max_position_embeddings=64)),
+    "gpt_neo": ("GPTNeoForCausalLM", dict(hidden_size=32, num_layers=3, num_heads=4, max_position_embeddings=64,
+                                          attention_types=[[["global", "local"], 1], [["local"], 1]], window_size=5)),
     "opt": ("OPTForCausalLM", dict(hidden_size=32, ffn_dim=40, num_hidden_layers=2, num_attention_heads=4,
                                    max_position_embeddings=64, word_embed_proj_dim=32)),
 }

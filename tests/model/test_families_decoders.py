@@ -1,6 +1,6 @@
 """The decoder families at parity with transformers on a grid of tiny random shapes each (GQA ratios, tied and
 untied heads, head_dim ≠ d_model/heads, windows (Qwen2's and Qwen3's on some layers too), partial rotary, RoPE
-scaling, soft-capping), under every backend, greedy tokens identical; each family passes `attnlab check` (eager ≡ sdpa ≡ flash, cached ≡ uncached)."""
+scaling, soft-capping, GPT-Neo's unscaled scores and local layers), under every backend, greedy tokens identical; each family passes `attnlab check` (eager ≡ sdpa ≡ flash, cached ≡ uncached)."""
 
 from __future__ import annotations
 
@@ -54,6 +54,12 @@ GRID = {
     "neox-sequential-tied-full": ("gpt_neox", "GPTNeoXForCausalLM", dict(
         hidden_size=32, intermediate_size=40, num_hidden_layers=2, num_attention_heads=2,
         max_position_embeddings=64, rotary_pct=1.0, use_parallel_residual=False, tie_word_embeddings=True)),
+    "neo-alternating-window4": ("gpt_neo", "GPTNeoForCausalLM", dict(
+        hidden_size=32, num_layers=4, num_heads=4, max_position_embeddings=64, window_size=4,
+        attention_types=[[["global", "local"], 2]])),
+    "neo-local-untied-relu": ("gpt_neo", "GPTNeoForCausalLM", dict(
+        hidden_size=24, num_layers=2, num_heads=3, max_position_embeddings=64, window_size=3, intermediate_size=40,
+        attention_types=[[["local"], 2]], activation_function="relu", tie_word_embeddings=False)),
     "opt-pre-ln": ("opt", "OPTForCausalLM", dict(hidden_size=32, ffn_dim=40, num_hidden_layers=2,
                                                  num_attention_heads=4, max_position_embeddings=64,
                                                  word_embed_proj_dim=32)),
@@ -91,6 +97,9 @@ def test_the_grid_exercises_each_mechanism(folders):
     assert cfg["phi-partial04-qknorm-gqa"].rotary_dim == 4 and cfg["phi-partial04-qknorm-gqa"].norm == "parallel"
     assert cfg["neox-parallel-rot025"].rotary_dim == 4 and cfg["neox-sequential-tied-full"].norm == "pre"
     assert cfg["opt-post-ln-untied"].norm == "post" and cfg["opt-pre-ln"].mlp == "relu"
+    neo, local = cfg["neo-alternating-window4"], cfg["neo-local-untied-relu"]
+    assert (neo.sliding_window, neo.sliding_layers, neo.score_scale, neo.mlp) == (4, (1, 3), 1.0, "gelu_tanh")
+    assert (local.sliding_layers, local.d_mlp, local.mlp, local.tie_embeddings) == ((0, 1), 40, "relu", False)
 
 
 def test_what_each_mechanism_changes(folders):
@@ -101,7 +110,9 @@ def test_what_each_mechanism_changes(folders):
                          dict(attn_softcap=None)), ("gemma2-alternating-capped", dict(sliding_layers=None)),
                          ("phi-partial05", dict(rotary_dim=None)), ("opt-pre-ln", dict(mlp="gelu")),
                          ("qwen2-window4-from-layer1", dict(sliding_window=None, sliding_layers=None)),
-                         ("qwen3-window3-types", dict(sliding_layers=None))]:
+                         ("qwen3-window3-types", dict(sliding_layers=None)),
+                         ("neo-alternating-window4", dict(sliding_layers=None, sliding_window=None)),
+                         ("neo-alternating-window4", dict(attn_scale=None))]:
         lm = load_hf_folder(folders[name])
         ids = lm.encode(G.TEXT).ids
         other = type(lm.model)(lm.cfg.replace(**change))
@@ -112,7 +123,7 @@ def test_what_each_mechanism_changes(folders):
 
 @pytest.mark.parametrize("name", ["llama-llama3-rope", "qwen3-gqa2-headdim16", "qwen3-window3-types", "gemma-gqa2-headdim16",
                                   "gemma2-alternating-capped", "phi3-window5-partial-tied", "phi-partial04-qknorm-gqa",
-                                  "neox-parallel-rot025", "opt-post-ln-untied"])
+                                  "neox-parallel-rot025", "opt-post-ln-untied", "neo-alternating-window4"])
 def test_attnlab_check(folders, name):
     lm = load_hf_folder(folders[name])
     report = run_checks(lm, lm.encode(G.TEXT))
