@@ -129,3 +129,22 @@ def test_attnlab_check(folders, name):
     report = run_checks(lm, lm.encode(G.TEXT))
     assert report["passed"], [c for c in report["checks"] if not c["passed"]]
     assert {c["name"] for c in report["checks"]} >= {"eager_vs_sdpa", "eager_vs_flash"}
+
+
+def test_gpt_neo_files_with_the_old_mask_buffers_convert(folders):
+    """EleutherAI's 2021 GPT-Neo files store each layer's causal/local mask (attn.attention.bias) and masked_bias:
+    read as buffers, not weights, the conversion is the same."""
+    import torch
+    from attnlab.model.checkpoint import read_config
+    from attnlab.model.families import FAMILIES
+    from attnlab.model.hf.load import read_weights
+
+    folder = folders["neo-alternating-window4"]
+    state, row = read_weights(folder), FAMILIES["gpt_neo"]
+    cfg = row.config(read_config(folder), list(state))
+    old = dict(state)
+    for i in range(cfg.n_layers):
+        old[f"transformer.h.{i}.attn.attention.bias"] = torch.tril(torch.ones(64, 64, dtype=torch.bool))[None, None]
+        old[f"transformer.h.{i}.attn.attention.masked_bias"] = torch.tensor(-1e9)
+    new, ours = row.convert(state, cfg), row.convert(old, cfg)
+    assert new.keys() == ours.keys() and all(torch.equal(new[k], ours[k]) for k in new)
