@@ -49,6 +49,7 @@ TINY = {
                                             num_attention_heads=4, max_position_embeddings=64)),
     "gpt_neo": ("GPTNeoForCausalLM", dict(hidden_size=32, num_layers=3, num_heads=4, max_position_embeddings=64,
                                           attention_types=[[["global", "local"], 1], [["local"], 1]], window_size=5)),
+    "bloom": ("BloomForCausalLM", dict(hidden_size=24, n_layer=2, n_head=3)),
     "opt": ("OPTForCausalLM", dict(hidden_size=32, ffn_dim=40, num_hidden_layers=2, num_attention_heads=4,
                                    max_position_embeddings=64, word_embed_proj_dim=32)),
 }

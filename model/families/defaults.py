@@ -11,6 +11,7 @@ DEFAULTS: dict[str, dict] = {
     "phi3": {"rms_norm_eps": 1e-5},
     "phi": {"partial_rotary_factor": 0.5},
     "gpt_neox": {"rotary_pct": 0.25},
+    "bloom": {"layer_norm_epsilon": 1e-5},
     "gpt_neo": {"window_size": 256, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5},  # read after partial_rotary_factor, as GPT-NeoX's older key
     "gemma2": {"attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0, "sliding_window": 4096,
                "query_pre_attn_scalar": 256},

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-VIEW_CONTEXT = 2048  # the context of a model whose config names none (ALiBi models such as BLOOM)
+VIEW_CONTEXT = 2048  # the context of a model whose config names none
 MAX_CELLS = 32_000_000  # attention weights one run may return (L·H·T² over every site): 128 MiB in float32
 LM_HEADS = ("ForCausalLM", "LMHeadModel", "ForMaskedLM", "ForConditionalGeneration", "ForSeq2SeqLM", "ForPreTraining")
 

@@ -163,7 +163,7 @@ def test_what_does_not_apply_is_one_line(lecture, tmp_path):
                     (dict(layer=-5, head=0), "layer -5 is out of range: this model has layers 0–3$")]:
         with pytest.raises(InputError, match=msg):
             qk_attribution(lecture, inputs, **kw)
-    view = load(str(make_view_model("bloom", tmp_path / "bloom")))
+    view = load(str(make_view_model("falcon", tmp_path / "falcon")))
     with pytest.raises(InputError, match="needs a converted model"):
         qk_attribution(view, view.encode("the cat"), 0, 0)
     encdec = load("lecture-encdec")

@@ -65,7 +65,7 @@ def test_tokens_are_escaped_and_a_masked_key_is_said():
 def test_a_view_model_says_what_it_lacks(tmp_path, monkeypatch):
     from tests.view.fixtures import make_view_model
 
-    folder = make_view_model("bloom", tmp_path / "bloom")
+    folder = make_view_model("falcon", tmp_path / "falcon")
     monkeypatch.setenv("ATTNLAB_MODEL_ROOTS", str(tmp_path))
     at = open_page("heads", model=str(folder), text="the cat sat")
     assert not at.exception

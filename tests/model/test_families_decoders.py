@@ -1,6 +1,6 @@
 """The decoder families at parity with transformers on a grid of tiny random shapes each (GQA ratios, tied and
 untied heads, head_dim ≠ d_model/heads, windows (Qwen2's and Qwen3's on some layers too), partial rotary, RoPE
-scaling, soft-capping, GPT-Neo's unscaled scores and local layers), under every backend, greedy tokens identical; each family passes `attnlab check` (eager ≡ sdpa ≡ flash, cached ≡ uncached)."""
+scaling, soft-capping, GPT-Neo's unscaled scores and local layers, BLOOM's ALiBi), under every backend, greedy tokens identical; each family passes `attnlab check` (eager ≡ sdpa ≡ flash, cached ≡ uncached)."""
 
 from __future__ import annotations
 
@@ -60,6 +60,9 @@ GRID = {
     "neo-local-untied-relu": ("gpt_neo", "GPTNeoForCausalLM", dict(
         hidden_size=24, num_layers=2, num_heads=3, max_position_embeddings=64, window_size=3, intermediate_size=40,
         attention_types=[[["local"], 2]], activation_function="relu", tie_word_embeddings=False)),
+    "bloom-4heads-untied": ("bloom", "BloomForCausalLM", dict(hidden_size=32, n_layer=2, n_head=4,
+                                                              tie_word_embeddings=False)),
+    "bloom-6heads": ("bloom", "BloomForCausalLM", dict(hidden_size=48, n_layer=3, n_head=6, layer_norm_epsilon=1e-6)),
     "opt-pre-ln": ("opt", "OPTForCausalLM", dict(hidden_size=32, ffn_dim=40, num_hidden_layers=2,
                                                  num_attention_heads=4, max_position_embeddings=64,
                                                  word_embed_proj_dim=32)),
@@ -97,6 +100,9 @@ def test_the_grid_exercises_each_mechanism(folders):
     assert cfg["phi-partial04-qknorm-gqa"].rotary_dim == 4 and cfg["phi-partial04-qknorm-gqa"].norm == "parallel"
     assert cfg["neox-parallel-rot025"].rotary_dim == 4 and cfg["neox-sequential-tied-full"].norm == "pre"
     assert cfg["opt-post-ln-untied"].norm == "post" and cfg["opt-pre-ln"].mlp == "relu"
+    b4, b6 = cfg["bloom-4heads-untied"], cfg["bloom-6heads"]
+    assert (b4.positional, b4.embed_norm, b4.mlp, b4.tie_embeddings, b6.n_heads, b6.norm_eps) == (
+        "alibi", True, "gelu_tanh", False, 6, 1e-6)
     neo, local = cfg["neo-alternating-window4"], cfg["neo-local-untied-relu"]
     assert (neo.sliding_window, neo.sliding_layers, neo.score_scale, neo.mlp) == (4, (1, 3), 1.0, "gelu_tanh")
     assert (local.sliding_layers, local.d_mlp, local.mlp, local.tie_embeddings) == ((0, 1), 40, "relu", False)
@@ -112,7 +118,8 @@ def test_what_each_mechanism_changes(folders):
                          ("qwen2-window4-from-layer1", dict(sliding_window=None, sliding_layers=None)),
                          ("qwen3-window3-types", dict(sliding_layers=None)),
                          ("neo-alternating-window4", dict(sliding_layers=None, sliding_window=None)),
-                         ("neo-alternating-window4", dict(attn_scale=None))]:
+                         ("neo-alternating-window4", dict(attn_scale=None)),
+                         ("bloom-6heads", dict(positional="none"))]:
         lm = load_hf_folder(folders[name])
         ids = lm.encode(G.TEXT).ids
         other = type(lm.model)(lm.cfg.replace(**change))
@@ -123,7 +130,8 @@ def test_what_each_mechanism_changes(folders):
 
 @pytest.mark.parametrize("name", ["llama-llama3-rope", "qwen3-gqa2-headdim16", "qwen3-window3-types", "gemma-gqa2-headdim16",
                                   "gemma2-alternating-capped", "phi3-window5-partial-tied", "phi-partial04-qknorm-gqa",
-                                  "neox-parallel-rot025", "opt-post-ln-untied", "neo-alternating-window4"])
+                                  "neox-parallel-rot025", "opt-post-ln-untied", "neo-alternating-window4",
+                                  "bloom-6heads"])
 def test_attnlab_check(folders, name):
     lm = load_hf_folder(folders[name])
     report = run_checks(lm, lm.encode(G.TEXT))
@@ -148,3 +156,23 @@ def test_gpt_neo_files_with_the_old_mask_buffers_convert(folders):
         old[f"transformer.h.{i}.attn.attention.masked_bias"] = torch.tensor(-1e9)
     new, ours = row.convert(state, cfg), row.convert(old, cfg)
     assert new.keys() == ours.keys() and all(torch.equal(new[k], ours[k]) for k in new)
+
+
+def test_bloom_padded_batch_equals_each_text_alone(folders):
+    """ALiBi with padding on the left: each row of a padded batch gives the logits of its text run alone, as
+    transformers' BLOOM does (it counts key positions over the real tokens; ours are distances, the same)."""
+    import torch
+    from attnlab.model.parity import load_transformers
+
+    lm = load_hf_folder(folders["bloom-6heads"])
+    hf = load_transformers(lm)
+    long, short = lm.encode(G.TEXT).ids[0, :9], lm.encode(G.TEXT).ids[0, 2:7]  # [9], [5]
+    ids = torch.stack([long, torch.cat([torch.zeros(4, dtype=torch.long), short])])  # [2, 9]: row 1 left-padded
+    real = torch.ones_like(ids, dtype=torch.bool)
+    real[1, :4] = False
+    with torch.no_grad():
+        ours = lm.model(ids, attention_mask=real, backend="sdpa").logits  # [2, 9, V]
+        alone = lm.model(short[None], backend="sdpa").logits[0]  # [5, V]
+        theirs = hf(input_ids=ids, attention_mask=real.long()).logits
+    assert (ours[1, 4:] - alone).abs().max() < 1e-5
+    assert (ours[:, 4:] - theirs[:, 4:]).abs().max() < 1e-5 and (ours[0] - theirs[0]).abs().max() < 1e-5

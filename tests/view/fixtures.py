@@ -1,4 +1,4 @@
-"""Tiny random checkpoints of families attnlab does not convert (GPT-J, BLOOM, MobileBERT, Pegasus), written
+"""Tiny random checkpoints of families attnlab does not convert (GPT-J, Falcon, GPTBigCode, MobileBERT, Pegasus), written
 with save_pretrained — no downloads."""
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ def _configs(tok_size: int, eot: int) -> dict:
     return {
         "gptj": (T.GPTJConfig(n_embd=32, n_head=4, n_layer=2, n_positions=64, rotary_dim=4, **small),
                  T.GPTJForCausalLM),
-        "bloom": (T.BloomConfig(hidden_size=24, n_head=3, n_layer=2, **small), T.BloomForCausalLM),
+        "falcon": (T.FalconConfig(hidden_size=24, num_attention_heads=3, num_hidden_layers=2, **small),
+                   T.FalconForCausalLM),
         "gpt_bigcode": (T.GPTBigCodeConfig(n_embd=24, n_head=2, n_layer=3, n_positions=48, **small),
                         T.GPTBigCodeForCausalLM),
         "mobilebert": (T.MobileBertConfig(vocab_size=tok_size, hidden_size=32, num_attention_heads=4,
@@ -32,7 +33,7 @@ def _configs(tok_size: int, eot: int) -> dict:
     }
 
 
-FAMILIES = ("gptj", "bloom", "gpt_bigcode", "mobilebert", "pegasus")
+FAMILIES = ("gptj", "falcon", "gpt_bigcode", "mobilebert", "pegasus")
 
 
 def make_view_model(family: str, folder: Path, seed: int = 0) -> Path:

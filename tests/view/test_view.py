@@ -83,7 +83,7 @@ def test_head_statistics_and_rollout_read_it(folders):
     from attnlab.analysis.attention.rollout import attention_rollout
     from attnlab.analysis.probes.head_table import head_table
 
-    lm = model.load(str(folders["bloom"]))
+    lm = model.load(str(folders["falcon"]))
     df, period = head_table(lm, lm.encode(TEXT))
     assert len(df) == lm.cfg.n_layers * lm.cfg.n_heads and df["induction"].notna().all()
     r = attention_rollout(lm.run(TEXT).matrices("self"), 0.5, "mean", 0.0)

@@ -58,7 +58,7 @@ def test_a_broken_weight_fails(folders, monkeypatch):
 
 
 def test_cli_check_on_a_view(folders, capsys):
-    assert main(["check", "--model", str(folders["bloom"])]) == 0
+    assert main(["check", "--model", str(folders["falcon"])]) == 0
     out, err = capsys.readouterr()
     lines = out.strip().splitlines()
     assert [ln.split()[0] for ln in lines] == ["PASS"] * 3 + ["SKIP"] * len(SKIPPED)

@@ -75,9 +75,9 @@ def test_no_progress_bar_on_a_refusal_after_loading(tmp_path, capfd):
 
 
 def test_compare_hf_on_a_view_says_view(tmp_path, capfd):
-    folder = make_view_model("bloom", tmp_path / "bloom")
+    folder = make_view_model("falcon", tmp_path / "falcon")
     capfd.readouterr()
     assert main(["compare-hf", "--model", str(folder)]) == 2
     err = capfd.readouterr().err.strip()
-    assert "runs as a transformers view (model_type 'bloom' has no converter)" in err and len(err.splitlines()) == 1
+    assert "runs as a transformers view (model_type 'falcon' has no converter)" in err and len(err.splitlines()) == 1
     shutil.rmtree(folder)
