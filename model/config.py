@@ -79,6 +79,7 @@ class ModelConfig:
     rope_truncate: bool = True  # yarn: the ramp's bounds rounded outwards to whole dims
     rope_short: tuple[float, ...] = ()  # longrope: each frequency ÷ this while positions stay ≤ rope_original_len
     rope_long: tuple[float, ...] = ()  # longrope: … ÷ this once a forward reaches past it
+    rope_local_base: float | None = None  # Gemma 3: RoPE's base on the sliding_layers (unscaled there); rope_base elsewhere
     attn_scale: float | None = None  # the score scale when not 1/√d_head (Gemma 2: query_pre_attn_scalar^-½)
     scale_by_layer: bool = False  # layer i's score scale ÷ (i + 1) (GPT-2's scale_attn_by_inverse_layer_idx)
     attn_softcap: float | None = None  # scaled scores → cap·tanh(score/cap) before the bias and mask (Gemma 2)
@@ -182,6 +183,9 @@ class ModelConfig:
             raise ValueError(f"rotary_dim={self.rotary_dim} must be even and in 1..d_head={self.d_head}")
         if (self.rope_scaling != "none" or self.rotary_dim is not None) and self.positional != "rope":
             raise ValueError("rope_scaling and rotary_dim need positional='rope'")
+        if self.rope_local_base is not None and not (self.positional == "rope" and self.sliding_window
+                                                     and self.rope_local_base > 0):
+            raise ValueError("rope_local_base needs positional='rope', a sliding_window and a base > 0")
         if self.rope_scaling != "none" and self.rope_factor <= 0:
             raise ValueError(f"rope_factor must be > 0, got {self.rope_factor}")
         if self.rope_scaling == "llama3" and not 0 < self.rope_low_freq < self.rope_high_freq:

@@ -50,10 +50,19 @@ def yarn_inv_freq(cfg: ModelConfig, device=None) -> torch.Tensor:
     return (1.0 / (cfg.rope_factor * pos_freqs)) * (1 - extrapolation) + (1.0 / pos_freqs) * extrapolation
 
 
-def rope_inv_freq(cfg: ModelConfig, device=None, n_positions: int = 0) -> torch.Tensor:
-    """The frequencies cfg's RoPE turns each pair of rotary dims by, per position: float32 [rotary dims / 2].
-    `n_positions` (the highest position of the forward + 1) picks longrope's long factors past the original length."""
+def local_rope(cfg: ModelConfig, layer: int | None) -> bool:
+    """True when `layer` turns q and k by the local RoPE (cfg.rope_local_base: Gemma 3's sliding layers)."""
+    return cfg.rope_local_base is not None and layer is not None and \
+        (cfg.sliding_layers is None or layer in cfg.sliding_layers)
+
+
+def rope_inv_freq(cfg: ModelConfig, device=None, n_positions: int = 0, layer: int | None = None) -> torch.Tensor:
+    """The frequencies cfg's RoPE turns each pair of rotary dims by, per position: float32 [rotary dims / 2], in
+    `layer` (the local base, unscaled, where local_rope says; None: the global RoPE). `n_positions` (the highest
+    position of the forward + 1) picks longrope's long factors past the original length."""
     rot = cfg.rotary_dim or cfg.d_head
+    if local_rope(cfg, layer):
+        return base_inv_freq(rot, cfg.rope_local_base, device)
     if cfg.rope_scaling == "yarn":
         return yarn_inv_freq(cfg, device)
     if cfg.rope_scaling == "longrope":
@@ -77,3 +86,11 @@ def rope_cos_sin(positions: torch.Tensor, inv_freq: torch.Tensor,
     if attn_factor == 1.0:
         return ang.cos(), ang.sin()
     return ang.cos() * attn_factor, ang.sin() * attn_factor
+
+
+def layer_cos_sin(cfg: ModelConfig, positions: torch.Tensor, layer: int | None = None,
+                  n_positions: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin [T, rot] of `layer`'s RoPE at `positions` (float32), the attention factor (yarn, longrope) on the
+    global RoPE only."""
+    factor = 1.0 if local_rope(cfg, layer) else cfg.rope_attn_factor
+    return rope_cos_sin(positions, rope_inv_freq(cfg, positions.device, n_positions, layer), factor)

@@ -17,7 +17,7 @@ from attnlab.model.moe import MoE
 from attnlab.model.norms import make_norm
 from attnlab.model.positions import alibi_bias, alibi_slopes
 from attnlab.model.relative_bias import RelativeBias
-from attnlab.model.rope import rope_cos_sin, rope_inv_freq
+from attnlab.model.rope import layer_cos_sin, local_rope
 
 
 class ContextLengthError(ValueError):
@@ -104,14 +104,20 @@ class Stack(nn.Module):
 
     def layer_ctxs(self, own: bool, spec, T, offset, attention_mask, backend, cache, pos) -> list[AttnCtx]:
         """Each block's self-attention context: `spec` in every layer, except that the model's own mask (`own`)
-        is causal in the layers cfg.sliding_layers leaves out (Gemma 2's global layers)."""
-        ctx = self._self_ctx(spec, T, offset, attention_mask, backend, cache, pos)
-        if not (own and self.full_layers):
-            return [ctx] * len(self.blocks)
-        full = self._self_ctx(CAUSAL, T, offset, attention_mask, backend, cache, pos)
-        return [full if i in self.full_layers else ctx for i in range(len(self.blocks))]
+        is causal in the layers cfg.sliding_layers leaves out (Gemma 2's global layers); each layer's RoPE (Gemma
+        3's local one on its sliding layers). Layers alike share one context."""
+        made: dict[tuple[bool, bool], AttnCtx] = {}
 
-    def _self_ctx(self, spec, T, offset, attention_mask, backend, cache, pos) -> AttnCtx:
+        def ctx(i: int) -> AttnCtx:
+            key = (own and i in self.full_layers, local_rope(self.cfg, i))
+            if key not in made:
+                made[key] = self._self_ctx(CAUSAL if key[0] else spec, T, offset, attention_mask, backend, cache, pos,
+                                           layer=i)
+            return made[key]
+
+        return [ctx(i) for i in range(len(self.blocks))]
+
+    def _self_ctx(self, spec, T, offset, attention_mask, backend, cache, pos, layer: int = 0) -> AttnCtx:
         k_len = offset + T
         device = pos.device
         mask = build_mask(spec, T, k_len, offset, attention_mask, device)
@@ -121,8 +127,7 @@ class Stack(nn.Module):
         elif self.cfg.positional == "relative":
             bias = self.rel_bias(pos, torch.arange(k_len, device=device))  # [H, T, k]
         elif self.cfg.positional == "rope":
-            inv = rope_inv_freq(self.cfg, pos.device, n_positions=k_len)  # k_len: the highest position + 1
-            rope = rope_cos_sin(pos, inv, self.cfg.rope_attn_factor)  # float32 whatever the weights
+            rope = layer_cos_sin(self.cfg, pos, layer, n_positions=k_len)  # k_len: the highest position + 1; float32
         square_causal = spec.kind == "causal" and offset == 0 and attention_mask is None
         is_causal = backend != "eager" and square_causal and bias is None and mask is not None and T > 1
         if is_causal:

@@ -56,7 +56,8 @@ def cache_position_interventions(cfg: ModelConfig, sites: list[str], window: int
         if T <= last_slot + 1 or sinks == 0:
             return scores
         rows = torch.arange(last_slot + 1, T, device=q.device)  # the queries whose window has slid past the sinks
-        cos, sin = rope_cos_sin(-(rows - last_slot), rope_inv_freq(cfg, q.device))  # [R, rot]: turn back by δ_i
+        layer = int(site.split(".")[1])  # a decoder's "blocks.{i}.attn"
+        cos, sin = rope_cos_sin(-(rows - last_slot), rope_inv_freq(cfg, q.device, layer=layer))  # [R, rot]: back by δ_i
         q_slot = apply_rope(q[:, :, rows], cos, sin)  # [B, H, R, d]: each query at the last cache slot
         k_sink = repeat_kv(k[:, :, :sinks], group)  # [B, Hkv, S, d] -> [B, H, S, d]
         out = scores.clone()

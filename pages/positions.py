@@ -157,8 +157,10 @@ with page("Positions", "Attention itself ignores order. How does the model know 
         if freqs:
             part = "" if d == freqs["d_head"] else f" (the first {d} of its {freqs['d_head']} dims; the rest carry no " \
                 "position)"
-            st.caption(f"{info['name']} uses RoPE with base {base:g} on {d} dims per head{part}: these are its angles"
-                       + (" before scaling." if freqs["scaling"]["kind"] != "none" else "."))
+            local = "" if freqs["local_base"] is None else f" (base {freqs['local_base']:g}, unscaled, on its " \
+                f"{len(freqs['local_layers'])} sliding-window layers)"
+            st.caption(f"{info['name']} uses RoPE with base {base:g}{local} on {d} dims per head{part}: these are its "
+                       "angles" + (" before scaling." if freqs["scaling"]["kind"] != "none" else "."))
             rope_scaling_section(freqs, info["name"], present)
             arrays |= {"theta_used": freqs["theta"], "theta_plain": freqs["theta_plain"]}
 

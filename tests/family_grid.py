@@ -43,6 +43,13 @@ TINY = {
     "gemma2": ("Gemma2ForCausalLM", dict(_DEC, head_dim=16, num_hidden_layers=3, sliding_window=4,
                                          query_pre_attn_scalar=12, attn_logit_softcapping=2.0,
                                          final_logit_softcapping=3.0)),
+    "gemma3_text": ("Gemma3ForCausalLM", dict(_DEC, head_dim=16, num_hidden_layers=3, sliding_window=4,
+                                              query_pre_attn_scalar=12, layer_types=[
+                                                  "sliding_attention", "sliding_attention", "full_attention"],
+                                              rope_parameters={"full_attention": {"rope_type": "linear", "factor": 2.0,
+                                                                                  "rope_theta": 500.0},
+                                                               "sliding_attention": {"rope_type": "default",
+                                                                                     "rope_theta": 50.0}})),
     "phi3": ("Phi3ForCausalLM", dict(_DEC, pad_token_id=None)),
     "phi": ("PhiForCausalLM", dict(_DEC, num_key_value_heads=4, partial_rotary_factor=0.5)),
     "gpt_neox": ("GPTNeoXForCausalLM", dict(hidden_size=32, intermediate_size=40, num_hidden_layers=2,

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from attnlab.model.config import ModelConfig
 from attnlab.model.positions import alibi_bias, alibi_slopes, apply_rope, rope_angles, sinusoidal_table
-from attnlab.model.rope import base_inv_freq, rope_inv_freq
+from attnlab.model.rope import base_inv_freq, local_rope, rope_inv_freq
 from attnlab.model.softmax import masked_softmax
 
 
@@ -81,7 +81,7 @@ def rope_frequencies(cfg: ModelConfig) -> dict:
     """A RoPE model's own frequencies per pair of rotary dims, as its layers use them: `theta` (after any scaling)
     beside `theta_plain` (base^(−2i/r) before it), their wavelengths 2π/θ in tokens and the ratio plain/used (1 where
     nothing changed, the factor where long wavelengths were stretched). Also the rotary dims r of d_head, the base
-    and the scaling's settings."""
+    and the scaling's settings, and a local RoPE's base and layers (Gemma 3's sliding layers; None without)."""
     if cfg.positional != "rope":
         raise ValueError(f"the model uses {cfg.positional!r} positions, not RoPE")
     rot = cfg.rotary_dim or cfg.d_head
@@ -95,6 +95,8 @@ def rope_frequencies(cfg: ModelConfig) -> dict:
                     "original_context": cfg.rope_original_len}
     return {"theta": used, "theta_plain": plain, "wavelength": 2 * np.pi / used, "wavelength_plain": 2 * np.pi / plain,
             "stretch": plain / used, "rotary_dims": rot, "d_head": cfg.d_head, "base": cfg.rope_base,
+            "local_base": cfg.rope_local_base, "local_layers": None if cfg.rope_local_base is None else tuple(
+                i for i in range(cfg.n_layers) if local_rope(cfg, i)),
             "scaling": scaling}
 
 

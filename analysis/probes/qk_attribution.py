@@ -28,7 +28,7 @@ from attnlab.analysis.probes.readout import check_row
 from attnlab.model.frozen_stream import FrozenNorm, attn_parts, block_parts, embed_parts
 from attnlab.model.inputs import InputError
 from attnlab.model.positions import apply_rope
-from attnlab.model.rope import rope_cos_sin, rope_inv_freq
+from attnlab.model.rope import layer_cos_sin
 
 FROZEN = ("the layer's input norm is taken with its scale frozen at the actual residual of each position (σ for "
           "LayerNorm, rms for RMSNorm), as direct logit attribution freezes the final norm; so are a per-head QK-norm "
@@ -194,6 +194,6 @@ def _side(lm, ln, attn, parts, pos: int, row: int, side: str) -> tuple[dict[str,
         if frozen_qk.bias is not None:
             out[f"{side}_norm_bias"] = frozen_qk.bias
     if lm.cfg.positional == "rope":
-        cos, sin = rope_cos_sin(torch.tensor([pos], device=lm.device), rope_inv_freq(lm.cfg, lm.device))  # [1, rot]
+        cos, sin = layer_cos_sin(lm.cfg, torch.tensor([pos], device=lm.device), attn.layer)  # [1, rot]
         out = {name: apply_rope(c[None], cos, sin)[0] for name, c in out.items()}  # [1, d] -> [d]
     return out, float(frozen.scale)

@@ -21,6 +21,7 @@ from attnlab.model.families import (
     electra,
     gemma,
     gemma2,
+    gemma3,
     gpt2,
     gpt_neo,
     gpt_neox,
@@ -43,8 +44,8 @@ from attnlab.model.families.family import Family, fixed
 __all__ = ["FAMILIES", "Family", "fixed", "supported_families"]
 
 ROWS = (gpt2.FAMILY, bert.FAMILY, llama.FAMILY, qwen2.FAMILY, mistral.FAMILY, mixtral.FAMILY, vit.FAMILY,
-        qwen3.FAMILY, gemma.FAMILY, gemma2.FAMILY, phi3.FAMILY, phi.FAMILY, gpt_neox.FAMILY, gpt_neo.FAMILY,
-        opt.FAMILY, bloom.FAMILY)
+        qwen3.FAMILY, gemma.FAMILY, gemma2.FAMILY, gemma3.FAMILY, phi3.FAMILY, phi.FAMILY, gpt_neox.FAMILY,
+        gpt_neo.FAMILY, opt.FAMILY, bloom.FAMILY)
 ROWS += (roberta.FAMILY, xlm_roberta.FAMILY, distilbert.FAMILY, electra.FAMILY, albert.FAMILY, t5.FAMILY,
          bart.FAMILY, marian.FAMILY, deit.FAMILY, clip.FAMILY, clip_vision_model.FAMILY)
 FAMILIES: dict[str, Family] = {f.model_type: f for f in ROWS}

@@ -15,6 +15,8 @@ DEFAULTS: dict[str, dict] = {
     "gpt_neo": {"window_size": 256, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5},  # read after partial_rotary_factor, as GPT-NeoX's older key
     "gemma2": {"attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0, "sliding_window": 4096,
                "query_pre_attn_scalar": 256},
+    "gemma3_text": {"sliding_window": 4096, "query_pre_attn_scalar": 256, "rope_theta": 1e6,
+                    "rope_local_base_freq": 10000.0, "sliding_window_pattern": 6},
     "marian": {"scale_embedding": False},
     "t5": {"d_kv": 64},  # not d_model / num_heads
 }

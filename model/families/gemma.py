@@ -14,7 +14,8 @@ from attnlab.model.families.common import State, build
 from attnlab.model.families.family import Family, fixed
 from attnlab.model.families.llama import convert_llama, decoder_fields
 
-NORMS = (".ln_attn.weight", ".ln_mlp.weight", ".ln_attn_out.weight", ".ln_mlp_out.weight", "ln_f.weight")
+NORMS = (".ln_attn.weight", ".ln_mlp.weight", ".ln_attn_out.weight", ".ln_mlp_out.weight", "ln_f.weight",
+         ".attn.q_norm.weight", ".attn.k_norm.weight")  # q_norm, k_norm: Gemma 3's
 ACTS = ("gelu_pytorch_tanh", "gelu")  # "gelu": old Gemma configs, meant as the tanh approximation (transformers too)
 
 
@@ -35,7 +36,8 @@ def unit_offset(ours: State) -> State:
 
 
 def convert_gemma(hf_state: State, cfg: ModelConfig, family: str = "gemma") -> State:
-    """GemmaForCausalLM / Gemma2ForCausalLM tensors → ours (the Llama converter, then the norms' 1 + w)."""
+    """GemmaForCausalLM / Gemma2ForCausalLM / Gemma3ForCausalLM tensors → ours (the Llama converter, then the
+    norms' 1 + w)."""
     return unit_offset(convert_llama(hf_state, cfg, family))
 
 

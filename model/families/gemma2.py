@@ -13,12 +13,13 @@ from attnlab.model.families.family import Family, fixed
 from attnlab.model.families.gemma import convert_gemma, gemma_fields
 
 
-def sliding_layers(hf: dict) -> tuple[int, ...]:
-    """The layers with the sliding window: layer_types' "sliding_attention" ones (else the even layers)."""
+def sliding_layers(hf: dict, family: str = "gemma2", pattern: int = 2) -> tuple[int, ...]:
+    """The layers with the sliding window: layer_types' "sliding_attention" ones (else every layer but each
+    `pattern`-th: Gemma 2's even layers, Gemma 3's five of six)."""
     n = hf["num_hidden_layers"]
-    types = hf.get("layer_types") or ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
+    types = hf.get("layer_types") or ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n)]
     if len(types) != n or any(t not in ("sliding_attention", "full_attention") for t in types):
-        raise CheckpointError(f"gemma2: layer_types={types!r} must name full_attention or sliding_attention "
+        raise CheckpointError(f"{family}: layer_types={types!r} must name full_attention or sliding_attention "
                               f"for each of the {n} layers")
     return tuple(i for i, t in enumerate(types) if t == "sliding_attention")
 

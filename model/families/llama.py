@@ -24,7 +24,7 @@ from attnlab.model.families.rope_params import rope_fields
 
 FAMILIES = ("llama", "qwen2", "mistral", "mixtral")  # the model_types this layout reads
 BIAS_KEYS = {"llama": ("attention_bias", "mlp_bias"), "qwen3": ("attention_bias",), "gemma": ("attention_bias",),
-             "gemma2": ("attention_bias",)}  # attention_bias: q, k, v and o; mlp_bias: gate, up, down
+             "gemma2": ("attention_bias",), "gemma3_text": ("attention_bias",)}  # attention_bias: q, k, v and o; mlp_bias: gate, up, down
 
 
 def decoder_fields(hf: dict, family: str, tied_default: bool = False, acts: tuple[str, ...] = ("silu",)) -> dict:

@@ -1,6 +1,6 @@
 """The decoder families at parity with transformers on a grid of tiny random shapes each (GQA ratios, tied and
 untied heads, head_dim ≠ d_model/heads, windows (Qwen2's and Qwen3's on some layers too), partial rotary, RoPE
-scaling, soft-capping, GPT-Neo's unscaled scores and local layers, BLOOM's ALiBi), under every backend, greedy tokens identical; each family passes `attnlab check` (eager ≡ sdpa ≡ flash, cached ≡ uncached)."""
+scaling, soft-capping, GPT-Neo's unscaled scores and local layers, BLOOM's ALiBi, Gemma 3's local and global RoPE), under every backend, greedy tokens identical; each family passes `attnlab check` (eager ≡ sdpa ≡ flash, cached ≡ uncached)."""
 
 from __future__ import annotations
 
@@ -41,6 +41,9 @@ GRID = {
         _D, head_dim=8, num_key_value_heads=1, num_hidden_layers=3, sliding_window=3, query_pre_attn_scalar=8,
         layer_types=["full_attention", "sliding_attention", "sliding_attention"], attn_logit_softcapping=None,
         final_logit_softcapping=None)),
+    "gemma3-pattern3-mqa": ("gemma3_text", "Gemma3ForCausalLM", dict(
+        _D, head_dim=8, num_key_value_heads=1, num_hidden_layers=4, sliding_window=3, query_pre_attn_scalar=8,
+        sliding_window_pattern=3, rope_theta=1000.0, rope_local_base_freq=30.0, final_logit_softcapping=2.5)),
     "phi3-gqa2": ("phi3", "Phi3ForCausalLM", dict(_D, pad_token_id=None)),
     "phi3-window5-partial-tied": ("phi3", "Phi3ForCausalLM", dict(
         _D, pad_token_id=None, sliding_window=5, tie_word_embeddings=True,
@@ -100,6 +103,9 @@ def test_the_grid_exercises_each_mechanism(folders):
     assert cfg["phi-partial04-qknorm-gqa"].rotary_dim == 4 and cfg["phi-partial04-qknorm-gqa"].norm == "parallel"
     assert cfg["neox-parallel-rot025"].rotary_dim == 4 and cfg["neox-sequential-tied-full"].norm == "pre"
     assert cfg["opt-post-ln-untied"].norm == "post" and cfg["opt-pre-ln"].mlp == "relu"
+    g3 = cfg["gemma3-pattern3-mqa"]
+    assert (g3.sliding_layers, g3.rope_base, g3.rope_local_base, g3.qk_norm, g3.logit_softcap, g3.attn_softcap) == (
+        (0, 1, 3), 1000.0, 30.0, True, 2.5, None)
     b4, b6 = cfg["bloom-4heads-untied"], cfg["bloom-6heads"]
     assert (b4.positional, b4.embed_norm, b4.mlp, b4.tie_embeddings, b6.n_heads, b6.norm_eps) == (
         "alibi", True, "gelu_tanh", False, 6, 1e-6)
@@ -119,7 +125,8 @@ def test_what_each_mechanism_changes(folders):
                          ("qwen3-window3-types", dict(sliding_layers=None)),
                          ("neo-alternating-window4", dict(sliding_layers=None, sliding_window=None)),
                          ("neo-alternating-window4", dict(attn_scale=None)),
-                         ("bloom-6heads", dict(positional="none"))]:
+                         ("bloom-6heads", dict(positional="none")),
+                         ("gemma3-pattern3-mqa", dict(rope_local_base=None))]:
         lm = load_hf_folder(folders[name])
         ids = lm.encode(G.TEXT).ids
         other = type(lm.model)(lm.cfg.replace(**change))
@@ -131,7 +138,7 @@ def test_what_each_mechanism_changes(folders):
 @pytest.mark.parametrize("name", ["llama-llama3-rope", "qwen3-gqa2-headdim16", "qwen3-window3-types", "gemma-gqa2-headdim16",
                                   "gemma2-alternating-capped", "phi3-window5-partial-tied", "phi-partial04-qknorm-gqa",
                                   "neox-parallel-rot025", "opt-post-ln-untied", "neo-alternating-window4",
-                                  "bloom-6heads"])
+                                  "bloom-6heads", "gemma3-pattern3-mqa"])
 def test_attnlab_check(folders, name):
     lm = load_hf_folder(folders[name])
     report = run_checks(lm, lm.encode(G.TEXT))
@@ -176,3 +183,38 @@ def test_bloom_padded_batch_equals_each_text_alone(folders):
         theirs = hf(input_ids=ids, attention_mask=real.long()).logits
     assert (ours[1, 4:] - alone).abs().max() < 1e-5
     assert (ours[:, 4:] - theirs[:, 4:]).abs().max() < 1e-5 and (ours[0] - theirs[0]).abs().max() < 1e-5
+
+
+def test_gemma3_files_of_older_transformers_read_the_same(folders, tmp_path):
+    """A Gemma 3 config.json as transformers 4.5x wrote it (rope_theta, rope_local_base_freq, rope_scaling and
+    sliding_window_pattern; no rope_parameters, no layer_types) reads as the same model, and transformers agrees."""
+    import json
+    import shutil
+
+    src = folders["gemma3-pattern3-mqa"]
+    old = tmp_path / "gemma3-old"
+    shutil.copytree(src, old)
+    conf = json.loads((old / "config.json").read_text())
+    ropes = conf.pop("rope_parameters")
+    conf.pop("layer_types")
+    conf |= {"rope_theta": ropes["full_attention"]["rope_theta"], "rope_scaling": None, "sliding_window_pattern": 3,
+             "rope_local_base_freq": ropes["sliding_attention"]["rope_theta"]}
+    (old / "config.json").write_text(json.dumps(conf))
+    assert load_hf_folder(old).cfg == load_hf_folder(src).cfg
+    G.assert_parity(G.parity(old, backends=("sdpa",)))
+
+
+def test_gemma3_rope_per_layer_reaches_every_reader(folders):
+    """The local RoPE is each sliding layer's everywhere a layer's RoPE is rebuilt: the positions page's
+    frequencies name it, QK attribution's parts sum to the captured score in a local and a global layer."""
+    from attnlab.analysis.machinery.positions import rope_frequencies
+    from attnlab.analysis.probes.qk_attribution import qk_attribution
+
+    lm = load_hf_folder(folders["gemma3-pattern3-mqa"])
+    f = rope_frequencies(lm.cfg)
+    assert (f["base"], f["local_base"], f["local_layers"]) == (1000.0, 30.0, (0, 1, 3))
+    inp = lm.encode(G.TEXT)
+    for layer in (1, 2):  # sliding (local RoPE), full (global)
+        a = qk_attribution(lm, inp, layer, 0, 7, 6)
+        want = lm.forward(inp, backend="eager").capture[f"blocks.{layer}.attn"].scores(0)[7, 6]
+        assert a.score == pytest.approx(float(want), abs=1e-5) and abs(a.total - a.score) < 1e-4, (layer, a)
