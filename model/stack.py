@@ -73,7 +73,7 @@ class Stack(nn.Module):
             raise ValueError(f"a KV cache needs a causal mask; got {spec.kind!r}")
         device = tokens.device
         pos = torch.arange(offset, offset + T, device=device)
-        x = self.embed(tokens, pos, token_type_ids)
+        x = self.embed(tokens, real_positions(pos, attention_mask), token_type_ids)
         ctxs = self.layer_ctxs(mask is None, spec, T, offset, attention_mask, backend, cache, pos)
         cross_ctx = self.cross_ctx(T, memory, memory_mask, backend, device, cache, offset)
         for i, (blk, c) in enumerate(zip(self.blocks, ctxs)):
@@ -150,6 +150,16 @@ def hook_names(root: nn.Module) -> list[str]:
     """Every hook point under `root`, stack by stack in forward order."""
     return [n for m in root.modules() if isinstance(m, Stack) for n in m.hook_names()]
 
+
+
+def real_positions(pos: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """The positions of T tokens `pos` [T]; with a padding mask [B, k] over every key so far (the last T are these
+    tokens), each row's count of real tokens before each one [B, T]: padding on the left does not move a row's
+    positions, as in a run of its own (padding's own positions are clamped to 0; nothing attends to them)."""
+    if attention_mask is None:
+        return pos
+    counted = attention_mask.to(device=pos.device, dtype=torch.long).cumsum(1) - 1  # [B, k]
+    return counted[:, -pos.shape[0]:].clamp(min=0)  # [B, T]
 
 def _backend(backend: str) -> str:
     if backend not in BACKENDS:
