@@ -30,6 +30,7 @@ from attnlab.model.inputs import (
 from attnlab.model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, pair_mask
 from attnlab.model.model_io import ImageIO, ModelIO
 from attnlab.model.readout import Reading
+from attnlab.model.stack import check_hook_names
 from attnlab.model.tokenizer import ByteTokenizer, Encoding, HFTokenizer
 from attnlab.model.transformer import Decoder, Encoder, EncoderDecoder, ViT
 
@@ -227,9 +228,12 @@ class LoadedModel(ModelKind, ModelIO, ImageIO, TransformerLensRuns, Reading):
         head's q, k and v input and each MLP's input its own hook (hooks.SPLIT_HOOKS; pre-norm decoders).
 
         Every check of BEFORE_FORWARD runs first: model.budget's refuses a pass that would need more memory than
-        this process may use, as an InputError saying what it needs and what would fit."""
+        this process may use, as an InputError saying what it needs and what would fit. An intervention on a name
+        that is no hook of this model is an InputError too (it would change nothing)."""
         for check in BEFORE_FORWARD:
             check(self, inputs, backend, grad=grad, patterns=records or "pattern" in str(names))
+        if interventions:
+            check_hook_names(self.model, interventions, split=split_inputs)
         inputs = inputs.to(self.device)
         with torch.set_grad_enabled(grad), hooks.capture(names=names, interventions=interventions,
                                                          records=records, detach=not grad,

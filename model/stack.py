@@ -11,6 +11,7 @@ from attnlab.model import hooks
 from attnlab.model.attention import Attention, AttnCtx
 from attnlab.model.config import BACKENDS, ModelConfig
 from attnlab.model.embeddings import Embeddings
+from attnlab.model.inputs import InputError
 from attnlab.model.layers import MLP, Block
 from attnlab.model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, as_spec, build_mask
 from attnlab.model.moe import MoE
@@ -149,6 +150,21 @@ class Stack(nn.Module):
 def hook_names(root: nn.Module) -> list[str]:
     """Every hook point under `root`, stack by stack in forward order."""
     return [n for m in root.modules() if isinstance(m, Stack) for n in m.hook_names()]
+
+
+def split_hook_names(root: nn.Module) -> list[str]:
+    """The hooks a run with split inputs adds under `root` (each block's Attention.SPLIT_HOOKS, Block.SPLIT_HOOKS)."""
+    return [f"{site}.{p}" for m in root.modules() if isinstance(m, Block)
+            for site, ps in ((m.attn.site, Attention.SPLIT_HOOKS), (m.site, Block.SPLIT_HOOKS)) for p in ps]
+
+
+def check_hook_names(root: nn.Module, names, split: bool = False) -> None:
+    """One-line InputError when a name in `names` is no hook point of `root` (an intervention on a misspelt or
+    absent hook would otherwise change nothing, silently)."""
+    known = set(hook_names(root)) | (set(split_hook_names(root)) if split else set())
+    for n in names:
+        if n not in known:
+            raise InputError(f"{n} is not a hook of this model (lm.model.hook_names() lists them)")
 
 
 

@@ -4,6 +4,7 @@ them and by full name, logits that keeping hooks never changes, and hook functio
 import pytest
 import torch
 from attnlab.model.activation_cache import get_act_name
+from attnlab.model.hooks import zero_head
 from attnlab.model.inputs import InputError
 from attnlab.model.registry import load
 
@@ -132,3 +133,20 @@ def test_a_batch_of_texts_keeps_each_texts_token_types():
     for i, r in enumerate(rows):
         _, one = lm.run_with_cache(r, names=name)
         torch.testing.assert_close(cache[name][i], one[name][0], atol=1e-5, rtol=0)  # [T, D]
+
+
+def test_an_intervention_on_a_name_that_is_no_hook_is_refused(lecture):
+    """A misspelt hook name (or a layer the model lacks) in forward's interventions is one line, not a run that
+    silently changes nothing; run_with_hooks says the same; split-input hooks count only in a split run."""
+    inputs = lecture.encode(TEXT)
+    plain = lecture.forward(inputs, records=False).logits
+    ablated = lecture.forward(inputs, interventions={"blocks.0.attn.hook_pattern": zero_head(1)}, records=False).logits
+    assert (ablated - plain).abs().max() > 1e-3  # the real name changes the logits
+    for name in ("blocks.0.attn.hook_patern", "blocks.9.attn.hook_pattern", "blocks.0.attn.hook_q_input"):
+        with pytest.raises(InputError, match=f"^{name} is not a hook of this model"):
+            lecture.forward(inputs, interventions={name: zero_head(1)}, records=False)
+    with pytest.raises(InputError, match="^blocks.0.attn.hook_patern is not a hook of this model"):
+        lecture.run_with_hooks(TEXT, fwd_hooks=[("blocks.0.attn.hook_patern", lambda x, hook: x)])
+    split = lecture.forward(inputs, interventions={"blocks.0.attn.hook_q_input": lambda x, n: x}, records=False,
+                            split_inputs=True).logits
+    torch.testing.assert_close(split, plain, atol=1e-5, rtol=0)
