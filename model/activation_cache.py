@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
-from attnlab.model.inputs import InputError, Inputs
+from attnlab.model.inputs import InputError, Inputs, check_tokens
 
 _ATTN = ("k", "v", "q", "z", "rot_k", "rot_q", "result", "pattern", "attn_scores")
 _MLP = ("pre", "post", "mid", "pre_linear")
@@ -129,6 +129,20 @@ def tl_interventions(fwd_hooks: list[tuple[str | Callable[[str], bool], TLHook]]
     return {n: run(fns) for n, fns in chain.items()}
 
 
+def _token_ids(lm, x: torch.Tensor) -> torch.Tensor:
+    """Token ids [B, T] (long) from a tensor [T] or [B, T] of integers, each a row of the vocabulary and at most the
+    model's context long; else one InputError."""
+    if x.dim() not in (1, 2) or x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
+        raise InputError(f"token ids are integers [batch, pos] or [pos], not {x.dtype} of shape {tuple(x.shape)}")
+    ids = (x[None] if x.dim() == 1 else x).long()  # [T] -> [1, T]
+    check_tokens(ids.shape[1], lm.context, "input")
+    low, high = int(ids.min()), int(ids.max())  # one read of the caller's tensor, before any forward
+    if low < 0 or high >= lm.cfg.vocab_size:
+        bad = low if low < 0 else high
+        raise InputError(f"token id {bad} is outside this model's vocabulary (0 to {lm.cfg.vocab_size - 1})")
+    return ids
+
+
 def as_inputs(lm, x) -> Inputs:
     """Inputs from a text, a list of texts of one length (a batch), ready Inputs, or token ids [B, T] / [T]."""
     if isinstance(x, Inputs):
@@ -136,8 +150,8 @@ def as_inputs(lm, x) -> Inputs:
     if isinstance(x, str):
         return lm.encode(x)
     if isinstance(x, torch.Tensor):
-        ids = x[None] if x.dim() == 1 else x  # [T] -> [1, T]
-        return Inputs(ids.long(), [lm.label(i) for i in ids[0].tolist()])
+        ids = _token_ids(lm, x)
+        return Inputs(ids, [lm.label(i) for i in ids[0].tolist()])
     if isinstance(x, (list, tuple)) and x and all(isinstance(t, str) for t in x):
         rows = [lm.encode(t) for t in x]
         if len({r.ids.shape[1] for r in rows}) != 1:

@@ -150,3 +150,22 @@ def test_an_intervention_on_a_name_that_is_no_hook_is_refused(lecture):
     split = lecture.forward(inputs, interventions={"blocks.0.attn.hook_q_input": lambda x, n: x}, records=False,
                             split_inputs=True).logits
     torch.testing.assert_close(split, plain, atol=1e-5, rtol=0)
+
+
+def test_token_ids_outside_the_vocabulary_or_context_are_one_line(lecture):
+    """Token ids are checked where they enter (a tensor given to run_with_cache, run_with_hooks or to_tokens): ids
+    past the vocabulary, negative ids, no tokens, floats and too many tokens each give one InputError; the last
+    vocabulary row and a context-long input run."""
+    V, C = lecture.cfg.vocab_size, lecture.context
+    cases = {"token id 322 is outside this model's vocabulary \\(0 to 321\\)$": torch.tensor([[1, 2, V]]),
+             "token id -2 is outside": torch.tensor([1, -2, 3]),
+             "the input gave no tokens": torch.zeros(1, 0, dtype=torch.long),
+             f"the input is {C + 1} tokens long; this model's context is {C} tokens": torch.ones(1, C + 1).long(),
+             "token ids are integers \\[batch, pos\\] or \\[pos\\], not torch.float32": torch.ones(1, 3),
+             "token ids are integers .* of shape \\(1, 1, 3\\)": torch.ones(1, 1, 3).long()}
+    assert V == 322
+    for message, ids in cases.items():
+        with pytest.raises(InputError, match="^" + message):
+            lecture.run_with_cache(ids)
+    logits, _ = lecture.run_with_cache(torch.full((2, C), V - 1), names="hook_embed")
+    assert logits.shape == (2, C, V) and torch.isfinite(logits).all()
