@@ -86,7 +86,7 @@ class Capture:
     def hook(self, name: str, x: torch.Tensor) -> torch.Tensor:
         fn = self.interventions.get(name)
         if fn is not None:
-            x = fn(x, name)
+            x = _checked(name, x, fn(x, name))
         if self._want(name):
             self.tensors.setdefault(name, []).append(x.detach() if self.detach else x)
         return x
@@ -120,6 +120,29 @@ class Capture:
         return iter(self.records)
 
 
+def _checked(name: str, x: torch.Tensor, out) -> torch.Tensor:
+    """An intervention's result on hook `name`'s value x: x itself when it returned None (it changed x in place, as a
+    TransformerLens hook may); one-line ValueError for anything but a tensor of x's shape, or of a shape x broadcasts
+    to (a batch of one made a batch of several, as integrated gradients' path does)."""
+    if out is None:
+        return x
+    if not isinstance(out, torch.Tensor):
+        raise ValueError(f"the intervention on {name} returned {type(out).__name__}; return a tensor of shape "
+                         f"{tuple(x.shape)} or None (after changing it in place)")
+    if out.shape != x.shape and not _broadcasts(x.shape, out.shape):
+        raise ValueError(f"the intervention on {name} returned shape {tuple(out.shape)}; the hook's value has shape "
+                         f"{tuple(x.shape)}")
+    return out
+
+
+def _broadcasts(shape: torch.Size, to: torch.Size) -> bool:
+    """True when a tensor of `shape` broadcasts to `to` with no new axis."""
+    try:
+        return len(shape) == len(to) and torch.broadcast_shapes(shape, to) == to
+    except RuntimeError:
+        return False
+
+
 def _name_filter(names) -> Callable[[str], bool]:
     if names is None:
         return lambda name: False
@@ -138,7 +161,8 @@ def capture(
 ) -> Iterator[Capture]:
     """Collect attention records (and hook tensors matching `names`, glob patterns) for the block.
 
-    `interventions` maps a full hook name (e.g. "blocks.0.attn.hook_pattern") to f(tensor, name).
+    `interventions` maps a full hook name (e.g. "blocks.0.attn.hook_pattern") to f(tensor, name), which returns the
+    new value (same shape) or None after changing the tensor in place.
     `split_inputs`: each head's q, k and v input and each MLP's input is a hook of its own (Attention.SPLIT_HOOKS,
     Block.SPLIT_HOOKS).
     """

@@ -169,3 +169,23 @@ def test_token_ids_outside_the_vocabulary_or_context_are_one_line(lecture):
             lecture.run_with_cache(ids)
     logits, _ = lecture.run_with_cache(torch.full((2, C), V - 1), names="hook_embed")
     assert logits.shape == (2, C, V) and torch.isfinite(logits).all()
+
+
+def test_an_intervention_may_change_its_tensor_in_place_and_return_none(lecture):
+    """forward(interventions=…) takes what run_with_hooks takes: a function that changes the value in place and
+    returns None equals one that returns the changed copy; a result of another shape or type is one line."""
+    inputs = lecture.encode(TEXT)
+
+    def in_place(z, name):
+        z[:, :, 1] = 0.0
+
+    got = lecture.forward(inputs, interventions={"blocks.1.attn.hook_z": in_place}, records=False).logits
+    want = lecture.forward(inputs, interventions={"blocks.1.attn.hook_z": zero_head(1)}, records=False).logits
+    plain = lecture.forward(inputs, records=False).logits
+    assert torch.equal(got, want) and (got - plain).abs().max() > 1e-3
+    T = inputs.ids.shape[1]
+    with pytest.raises(ValueError, match=fr"^the intervention on blocks.1.attn.hook_z returned shape \(1, 2, 4, 32\); "
+                                         fr"the hook's value has shape \(1, {T}, 4, 32\)$"):
+        lecture.forward(inputs, interventions={"blocks.1.attn.hook_z": lambda z, n: z[:, :2]})
+    with pytest.raises(ValueError, match="^the intervention on blocks.0.hook_resid_pre returned int; return a tensor"):
+        lecture.run_with_hooks(inputs, fwd_hooks=[("blocks.0.hook_resid_pre", lambda x, hook: 3)])
