@@ -168,19 +168,22 @@ class TransformerLensRuns:
         """Token ids [batch, pos] of a text or a list of texts of one length (TransformerLens's model.to_tokens)."""
         return as_inputs(self, text_or_texts).ids
 
-    def run_with_cache(self, text_or_inputs, names=None, *, backend: str = "eager"):
+    def run_with_cache(self, text_or_inputs, names=None, *, backend: str = "eager", grad: bool = False):
         """(logits [B, T, V], ActivationCache) of one forward; `names` (globs, a list, or a filter on full names)
-        chooses the hooks kept, default every one. Keeping a hook never changes the logits."""
+        chooses the hooks kept, default every one. Keeping a hook never changes the logits. `grad`: the logits and
+        the kept tensors carry gradients (torch.autograd.grad(metric, cache[name]))."""
         fwd = self.forward(as_inputs(self, text_or_inputs), backend=backend, names="*" if names is None else names,
-                           records=False)
+                           records=False, grad=grad)
         tensors = {n: ts[-1] for n, ts in fwd.capture.tensors.items()}
         return fwd.logits, ActivationCache(tensors, self.cfg.n_layers)
 
-    def run_with_hooks(self, text_or_inputs, fwd_hooks=(), *, backend: str = "eager", return_type: str = "logits"):
+    def run_with_hooks(self, text_or_inputs, fwd_hooks=(), *, backend: str = "eager", return_type: str = "logits",
+                       grad: bool = False):
         """The logits [B, T, V] of one forward with TransformerLens hook functions: fwd_hooks [(name, fn)], name a
         full or short name (get_act_name) or a filter on full names, fn(activation, hook) returning the new value
-        or None after changing it in place."""
+        or None after changing it in place. `grad`: the run carries gradients (the logits, and what a hook keeps)."""
         if return_type != "logits":
             raise InputError(f"return_type {return_type!r}: run_with_hooks returns logits here")
         iv = tl_interventions(list(fwd_hooks), self.model.hook_names())
-        return self.forward(as_inputs(self, text_or_inputs), backend=backend, interventions=iv, records=False).logits
+        return self.forward(as_inputs(self, text_or_inputs), backend=backend, interventions=iv, records=False,
+                            grad=grad).logits

@@ -189,3 +189,33 @@ def test_an_intervention_may_change_its_tensor_in_place_and_return_none(lecture)
         lecture.forward(inputs, interventions={"blocks.1.attn.hook_z": lambda z, n: z[:, :2]})
     with pytest.raises(ValueError, match="^the intervention on blocks.0.hook_resid_pre returned int; return a tensor"):
         lecture.run_with_hooks(inputs, fwd_hooks=[("blocks.0.hook_resid_pre", lambda x, hook: 3)])
+
+
+def test_gradients_through_run_with_cache_and_run_with_hooks(lecture):
+    """grad=True: the gradient of one logit w.r.t. a cached stream (autograd) equals its finite difference along a
+    direction, added through run_with_hooks; a hook function can keep its activation's gradient, and it equals
+    the cache's. Without grad the logits carry none."""
+    name, a = "blocks.2.hook_resid_pre", 7
+    logits, cache = lecture.run_with_cache(TEXT, names=name, grad=True)
+    (g,) = torch.autograd.grad(logits[0, -1, a], cache[name])  # [1, T, D]
+    assert g.shape == cache[name].shape and g[0, -1].abs().sum() > 0
+    v = torch.randn(g.shape, generator=torch.Generator().manual_seed(0)).double()
+    eps = 1e-3
+
+    def along(sign):
+        def add(x, hook):
+            return x + sign * eps * v.to(x)
+        return lecture.run_with_hooks(TEXT, fwd_hooks=[(name, add)])[0, -1, a].double()
+
+    fd = (along(1) - along(-1)) / (2 * eps)
+    assert abs(float((g.double() * v).sum()) - float(fd)) < 5e-3 * max(1.0, abs(float(fd)))
+    kept = {}
+
+    def keep(x, hook):
+        x.retain_grad()
+        kept["x"] = x
+
+    out = lecture.run_with_hooks(TEXT, fwd_hooks=[(name, keep)], grad=True)
+    out[0, -1, a].backward()
+    torch.testing.assert_close(kept["x"].grad, g, atol=1e-6, rtol=1e-5)
+    assert not lecture.run_with_hooks(TEXT).requires_grad
