@@ -59,7 +59,7 @@ class Capture:
         self.keep_records = records
         self.detach = detach
         self.split_inputs = split_inputs  # every receiver reads its own copy of the stream (*.SPLIT_HOOKS)
-        self._want = _name_filter(names)
+        self._want = name_filter(names)
         # records only: no hook kept or changed, so the blocks and MLPs take their plain path and an attention
         # site fires none of its hooks (a 32-layer capture paid ~90 µs a layer of Python for hooks that did nothing)
         self.records_only = names is None and not self.interventions and not split_inputs
@@ -143,7 +143,8 @@ def _broadcasts(shape: torch.Size, to: torch.Size) -> bool:
         return False
 
 
-def _name_filter(names) -> Callable[[str], bool]:
+def name_filter(names) -> Callable[[str], bool]:
+    """A test on full hook names from `names`: None (nothing), a glob, a list of globs, or a filter itself."""
     if names is None:
         return lambda name: False
     if callable(names):
