@@ -32,6 +32,23 @@ def resolve_device(choice: str | None = "auto") -> str:
     return choice
 
 
+def check_device(device: str | None) -> str | None:
+    """A device string a caller passes (the Python API: 'cpu', 'cuda', 'cuda:1', 'auto'), checked before any weight
+    moves: None stays None, 'auto' resolves, CUDA without a GPU or a name torch does not know is one InputError."""
+    if device is None:
+        return None
+    device = str(device).strip().lower()
+    if device == "auto":
+        return resolve_device("auto")
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, TypeError):
+        raise InputError(f"unknown device {device!r}; choose one of {', '.join(DEVICES)} (or cuda:N)") from None
+    if kind == "cuda" and not cuda_available():
+        raise InputError(NO_CUDA)
+    return device
+
+
 def resolve_dtype(choice: str | None, device: str) -> torch.dtype:
     """The torch dtype for a choice on `device` (a resolved 'cpu' or 'cuda'): auto is float32 on the CPU and
     bfloat16 on CUDA; an explicit choice is taken as is (PyTorch runs all three on both)."""

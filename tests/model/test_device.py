@@ -3,6 +3,7 @@ InputError, a bfloat16 model keeps a float32 reference, and its records are floa
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -28,6 +29,22 @@ def test_cuda_without_a_gpu_is_one_line():
         resolve_device("cuda")
     assert str(e.value) == NO_CUDA and "\n" not in NO_CUDA
     assert "torch.cuda.is_available() is False" in NO_CUDA
+
+
+@no_cuda
+def test_the_python_api_refuses_cuda_without_a_gpu_before_loading():
+    """al.load(..., device=...) and lm.to(device) check the device first (were 'AssertionError: Torch not compiled
+    with CUDA enabled' after reading every weight, and torch's RuntimeError for a name it does not know)."""
+    for device in ("cuda", "cuda:1", "CUDA"):
+        with pytest.raises(InputError, match="^" + re.escape(NO_CUDA) + "$"):
+            load("lecture-decoder", device=device)
+    with pytest.raises(InputError, match="^unknown device 'gpu'; choose one of auto, cpu, cuda \\(or cuda:N\\)$"):
+        load("lecture-decoder", device="gpu")
+    lm = load("lecture-decoder", device="auto")
+    assert lm.device == "cpu"
+    with pytest.raises(InputError, match="^cuda was asked for"):
+        lm.to("cuda")
+    assert lm.device == "cpu" and lm.run_with_hooks("garo is seven .").shape == (1, 5, lm.cfg.vocab_size)
 
 
 @pytest.mark.parametrize("choice, device, dtype", [
