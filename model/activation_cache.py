@@ -50,10 +50,20 @@ class ActivationCache:
         """The full hook name of `key` (a name, a short name, or a (name, layer[, layer_type]) tuple)."""
         if isinstance(key, str):
             return key if key in self.cache_dict else get_act_name(key)
+        if not isinstance(key, tuple) or not key or not isinstance(key[0], str):
+            raise KeyError(f"{key!r}: index the cache by a hook name or a (name, layer[, layer_type]) tuple")
         name, *rest = key
-        if rest and rest[0] is not None and rest[0] < 0:
-            rest[0] += self.n_layers
+        if rest and rest[0] is not None:
+            rest[0] = self.layer(rest[0])
         return get_act_name(name, *rest)
+
+    def layer(self, i: int) -> int:
+        """Block index `i`, a negative one counted from the end; KeyError naming the range when that is before the
+        first block (one past the last names a hook this cache does not hold)."""
+        if i < -self.n_layers:
+            raise KeyError(f"layer {i} is outside this model's {self.n_layers} layers "
+                           f"({-self.n_layers}..{self.n_layers - 1})")
+        return i + self.n_layers if i < 0 else i
 
     def __getitem__(self, key) -> torch.Tensor:
         name = self.name(key)
@@ -62,7 +72,10 @@ class ActivationCache:
         return self.cache_dict[name]
 
     def __contains__(self, key) -> bool:
-        return self.name(key) in self.cache_dict
+        try:
+            return self.name(key) in self.cache_dict
+        except KeyError:
+            return False
 
     def keys(self):
         return self.cache_dict.keys()
@@ -83,6 +96,9 @@ class ActivationCache:
         """Every head's output in the layers before `layer` (-1 or None: every layer), [layers·heads, batch, (pos,)
         d_model] in (layer, head) order, from the cached hook_result; labels 'L{l}H{h}' with return_labels."""
         n = self.n_layers if layer is None or layer == -1 else layer
+        if not 1 <= n <= self.n_layers:
+            raise ValueError(f"layer {layer}: the heads of the layers before it are stacked; choose 1..{self.n_layers}"
+                             " or -1 (every layer)")
         parts, labels = [], []
         for i in range(n):
             r = self[("result", i)]  # [B, T, H, D]

@@ -219,3 +219,22 @@ def test_gradients_through_run_with_cache_and_run_with_hooks(lecture):
     out[0, -1, a].backward()
     torch.testing.assert_close(kept["x"].grad, g, atol=1e-6, rtol=1e-5)
     assert not lecture.run_with_hooks(TEXT).requires_grad
+
+
+def test_cache_keys_and_stacked_layers_out_of_range_are_one_line(lecture):
+    """A layer the model lacks (also counted from the end), an int key and stack_head_results(layer=0) each say what
+    is wrong in one line (were 'blocks.-1.attn.hook_z is not in this cache', 'cannot unpack non-iterable int
+    object', 'torch.cat(): expected a non-empty list of Tensors'); in range they index as TransformerLens does."""
+    _, cache = lecture.run_with_cache(TEXT, names=["*hook_z", "*hook_result"])
+    assert torch.equal(cache["z", -1], cache["blocks.3.attn.hook_z"]) and torch.equal(cache["z", -4], cache["z", 0])
+    with pytest.raises(KeyError, match="layer -5 is outside this model's 4 layers \\(-4..3\\)"):
+        cache["z", -5]
+    assert ("z", -5) not in cache and ("z", -4) in cache
+    with pytest.raises(KeyError, match="index the cache by a hook name or a \\(name, layer"):
+        cache[3]
+    for layer in (0, -2, 5):
+        with pytest.raises(ValueError, match=f"^layer {layer}: the heads of the layers before it are stacked; "
+                                             "choose 1..4 or -1 \\(every layer\\)$"):
+            cache.stack_head_results(layer=layer)
+    two = cache.stack_head_results(layer=2, pos_slice=-1)  # [2·H, B, D]
+    assert two.shape == (8, 1, 128) and torch.equal(two[5], cache["result", 1][:, -1, 1])
