@@ -238,3 +238,29 @@ def test_cache_keys_and_stacked_layers_out_of_range_are_one_line(lecture):
             cache.stack_head_results(layer=layer)
     two = cache.stack_head_results(layer=2, pos_slice=-1)  # [2·H, B, D]
     assert two.shape == (8, 1, 128) and torch.equal(two[5], cache["result", 1][:, -1, 1])
+
+
+@pytest.mark.parametrize("norm", ["pre", "post", "peri", "parallel"])
+def test_sub_layer_outputs_and_the_stream_as_the_readme_says(norm):
+    """hook_attn_out is Σ heads' hook_result (+ the bias) on every block; the stream adds it as the block's norm rule
+    says: pre and parallel plainly, post through LN(pre + out), peri through pre + norm(out)."""
+    from attnlab.model.config import ModelConfig
+    from attnlab.model.loaded import LoadedModel
+    from attnlab.model.tokenizer import ByteTokenizer
+    from attnlab.model.transformer import build_model
+
+    cfg = ModelConfig(arch="decoder", vocab_size=260, d_model=32, n_heads=4, n_layers=2, max_len=32, norm=norm)
+    torch.manual_seed(0)
+    lm = LoadedModel(norm, build_model(cfg).eval(), ByteTokenizer(add_bos=True), cfg, "random")
+    _, c = lm.run_with_cache("hello world")
+    blk = lm.model.blocks[1]
+    pre, out, post = c["resid_pre", 1], c["blocks.1.hook_attn_out"], c["resid_post", 1]
+    torch.testing.assert_close(c["result", 1].sum(2) + blk.attn.out.bias, out, atol=1e-5, rtol=0)
+    mlp = c["blocks.1.hook_mlp_out"]
+    if norm == "parallel":
+        torch.testing.assert_close(pre + out + mlp, post, atol=1e-5, rtol=0)
+        return
+    mid = c["resid_mid", 1]
+    want = {"pre": pre + out, "post": blk.ln_attn_out(pre + out), "peri": pre + blk.ln_attn_out(out)}[norm]
+    torch.testing.assert_close(mid, want, atol=1e-5, rtol=0)
+    assert norm == "pre" or (mid - (pre + out)).abs().max() > 1e-3  # not a plain sum there
