@@ -114,6 +114,10 @@ class Capture:
         return self.records[site]
 
     def tensor(self, name: str, step: int = -1) -> torch.Tensor:
+        """The value hook `name` had (at forward `step`); KeyError in one line when this run did not keep it."""
+        if name not in self.tensors:
+            kept = f"{len(self.tensors)} hooks were kept" if self.tensors else "no hook tensor was kept"
+            raise KeyError(f"{name} was not kept in this run ({kept}): name it in names=, e.g. names={name!r}")
         return self.tensors[name][step]
 
     def __iter__(self) -> Iterator[str]:

@@ -264,3 +264,14 @@ def test_sub_layer_outputs_and_the_stream_as_the_readme_says(norm):
     want = {"pre": pre + out, "post": blk.ln_attn_out(pre + out), "peri": pre + blk.ln_attn_out(out)}[norm]
     torch.testing.assert_close(mid, want, atol=1e-5, rtol=0)
     assert norm == "pre" or (mid - (pre + out)).abs().max() > 1e-3  # not a plain sum there
+
+
+def test_reading_a_hook_the_run_did_not_keep_says_how_to_keep_it(lecture):
+    out = lecture.forward(lecture.encode(TEXT), names="blocks.0.attn.hook_z", records=False)
+    assert out.capture.tensor("blocks.0.attn.hook_z").shape[2:] == (4, 32)
+    with pytest.raises(KeyError, match="blocks.1.attn.hook_z was not kept in this run \\(1 hooks were kept\\): name "
+                                       "it in names=, e.g. names='blocks.1.attn.hook_z'"):
+        out.capture.tensor("blocks.1.attn.hook_z")
+    bare = lecture.forward(lecture.encode(TEXT), records=False)
+    with pytest.raises(KeyError, match="\\(no hook tensor was kept\\)"):
+        bare.capture.tensor("blocks.0.attn.hook_z")
