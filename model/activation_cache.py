@@ -163,6 +163,8 @@ def as_inputs(lm, x) -> Inputs:
     """Inputs from a text, a list of texts of one length (a batch), ready Inputs, or token ids [B, T] / [T]."""
     if isinstance(x, Inputs):
         return x
+    if isinstance(x, (str, list, tuple)) and lm.reads_source:
+        raise InputError(f"{lm.name} is an encoder–decoder: pass its inputs as lm.encode(target_text, src_text)")
     if isinstance(x, str):
         return lm.encode(x)
     if isinstance(x, torch.Tensor):

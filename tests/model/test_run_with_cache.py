@@ -275,3 +275,17 @@ def test_reading_a_hook_the_run_did_not_keep_says_how_to_keep_it(lecture):
     bare = lecture.forward(lecture.encode(TEXT), records=False)
     with pytest.raises(KeyError, match="\\(no hook tensor was kept\\)"):
         bare.capture.tensor("blocks.0.attn.hook_z")
+
+
+def test_an_encoder_decoder_takes_its_source_through_encode():
+    """A text alone is refused naming the call that reads a source (was the CLI's '(--src-text)'); encoded inputs
+    run, and a cross-attention hook changes the logits."""
+    lm = load("lecture-encdec")
+    with pytest.raises(InputError, match="^lecture-encdec is an encoder–decoder: pass its inputs as "
+                                         "lm.encode\\(target_text, src_text\\)$"):
+        lm.run_with_cache("garo is seven .")
+    inp = lm.encode("", "garo is seven .")
+    logits, cache = lm.run_with_cache(inp)
+    assert logits.shape == (1, 1, lm.cfg.vocab_size) and "decoder.blocks.0.cross_attn.hook_pattern" in cache
+    cut = lm.run_with_hooks(inp, fwd_hooks=[("decoder.blocks.0.cross_attn.hook_pattern", lambda p, hook: p * 0)])
+    assert (cut - logits).abs().max() > 0.1
