@@ -49,6 +49,20 @@ def check_device(device: str | None) -> str | None:
     return device
 
 
+def check_dtype(dtype, device: str | None = None) -> torch.dtype | None:
+    """A dtype a caller passes (the Python API): None stays None, a floating torch dtype is itself, a name
+    ('bfloat16', 'torch.float16', 'auto' for `device`) its torch dtype; anything else one InputError."""
+    if dtype is None or isinstance(dtype, torch.dtype) and dtype.is_floating_point:
+        return dtype
+    name = str(dtype).strip().lower().removeprefix("torch.")
+    if isinstance(dtype, str) and name == "float64":
+        return torch.float64
+    if isinstance(dtype, str) and name in DTYPES:
+        return resolve_dtype(name, "cuda" if str(device or "cpu").startswith("cuda") else "cpu")
+    raise InputError(f"dtype {dtype!r} is not a floating-point dtype; choose one of {', '.join(DTYPES[1:])} "
+                     "(a name or a torch dtype), or auto")
+
+
 def resolve_dtype(choice: str | None, device: str) -> torch.dtype:
     """The torch dtype for a choice on `device` (a resolved 'cpu' or 'cuda'): auto is float32 on the CPU and
     bfloat16 on CUDA; an explicit choice is taken as is (PyTorch runs all three on both)."""

@@ -15,7 +15,7 @@ from attnlab.model.cache import KVCache
 from attnlab.model.capabilities import ARCH_NAMES, Capabilities, ModelKind
 from attnlab.model.captured import MAX_STORED_CELLS, CapturedRun
 from attnlab.model.config import ModelConfig
-from attnlab.model.device import check_device, dtype_name, is_half
+from attnlab.model.device import check_device, check_dtype, dtype_name, is_half
 from attnlab.model.dispatch import dispatch
 from attnlab.model.generate import generate as _generate
 from attnlab.model.images import ImagePrep
@@ -73,6 +73,7 @@ class LoadedModel(ModelKind, ModelIO, ImageIO, TransformerLensRuns, Reading):
         """Move (and cast) the model in place; returns self. A 16-bit model cast to full precision takes its
         weights again from where they came (`reload`: the file, not the rounded ones) when it can."""
         device = check_device(device)
+        dtype = check_dtype(dtype, device or self.device)
         if dtype is not None and is_half(self.dtype) and not is_half(dtype) and self.reload is not None:
             device, self.model = device or self.device, self.reload(dtype)
         self.model.to(device=device, dtype=dtype)

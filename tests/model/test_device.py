@@ -47,6 +47,24 @@ def test_the_python_api_refuses_cuda_without_a_gpu_before_loading():
     assert lm.device == "cpu" and lm.run_with_hooks("garo is seven .").shape == (1, 5, lm.cfg.vocab_size)
 
 
+def test_the_python_api_takes_dtype_names_and_refuses_other_dtypes_in_one_line():
+    """al.load(..., dtype=) and lm.to(dtype=) take 'bfloat16' as transformers and TransformerLens do (was
+    "RuntimeError: Invalid device string: 'bfloat16'"); a dtype that is no float is one line (torch.int8 was a
+    state-dict copy error)."""
+    lm = load("lecture-decoder", dtype="bfloat16")
+    assert lm.dtype == torch.bfloat16 and lm.run_with_hooks("garo is seven .").dtype == torch.bfloat16
+    assert load("lecture-decoder", dtype="torch.float16").dtype == torch.float16
+    assert load("lecture-decoder", dtype="auto").dtype == torch.float32  # the CPU's
+    assert lm.to(dtype="float32").dtype == torch.float32
+    for bad in (torch.int8, "fp8", "int4"):
+        with pytest.raises(InputError, match=f"^dtype {re.escape(repr(bad))} is not a floating-point dtype; choose "
+                                             "one of float32, bfloat16, float16 \\(a name or a torch dtype\\), or auto$"):
+            load("lecture-decoder", dtype=bad)
+    with pytest.raises(InputError, match="is not a floating-point dtype"):
+        lm.to(dtype=torch.int64)
+    assert lm.dtype == torch.float32
+
+
 @pytest.mark.parametrize("choice, device, dtype", [
     ("auto", "cpu", torch.float32), ("auto", "cuda", torch.bfloat16), ("float32", "cuda", torch.float32),
     ("bfloat16", "cpu", torch.bfloat16), ("float16", "cuda", torch.float16), ("FLOAT16", "cpu", torch.float16),
