@@ -60,6 +60,7 @@ class Capture:
         self.detach = detach
         self.split_inputs = split_inputs  # every receiver reads its own copy of the stream (*.SPLIT_HOOKS)
         self._want = name_filter(names)
+        self._kept: set[int] = set()  # the memory of the kept tensors (data pointers of their storages)
         # records only: no hook kept or changed, so the blocks and MLPs take their plain path and an attention
         # site fires none of its hooks (a 32-layer capture paid ~90 µs a layer of Python for hooks that did nothing)
         self.records_only = names is None and not self.interventions and not split_inputs
@@ -86,9 +87,12 @@ class Capture:
     def hook(self, name: str, x: torch.Tensor) -> torch.Tensor:
         fn = self.interventions.get(name)
         if fn is not None:
-            x = _checked(name, x, fn(x, name))
+            if x.untyped_storage().data_ptr() in self._kept:
+                x = x.clone()  # a kept tensor shares this memory (resid_post i is resid_pre i+1): an in-place change
+            x = _checked(name, x, fn(x, name))  # must not rewrite what was kept
         if self._want(name):
             self.tensors.setdefault(name, []).append(x.detach() if self.detach else x)
+            self._kept.add(x.untyped_storage().data_ptr())
         return x
 
     def add(self, record: AttentionRecord) -> None:

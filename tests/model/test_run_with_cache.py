@@ -289,3 +289,21 @@ def test_an_encoder_decoder_takes_its_source_through_encode():
     assert logits.shape == (1, 1, lm.cfg.vocab_size) and "decoder.blocks.0.cross_attn.hook_pattern" in cache
     cut = lm.run_with_hooks(inp, fwd_hooks=[("decoder.blocks.0.cross_attn.hook_pattern", lambda p, hook: p * 0)])
     assert (cut - logits).abs().max() > 0.1
+
+
+def test_an_in_place_intervention_leaves_the_kept_tensors_as_they_were(lecture):
+    """blocks.0.hook_resid_post and blocks.1.hook_resid_pre are one tensor: zeroing the second in place zeroed the
+    kept first (|max| 0.0 instead of its clean value); the kept value is the clean run's exactly, and the
+    intervention still acts (the logits equal returning a zeroed copy)."""
+    inputs = lecture.encode(TEXT)
+    kept, hook = "blocks.0.hook_resid_post", "blocks.1.hook_resid_pre"
+    clean = lecture.forward(inputs, names=kept, records=False).capture.tensor(kept)
+
+    def zero(x, name):
+        x.zero_()
+
+    out = lecture.forward(inputs, names=[kept, hook], interventions={hook: zero}, records=False)
+    assert torch.equal(out.capture.tensor(kept), clean) and clean.abs().max() > 1
+    assert out.capture.tensor(hook).abs().max() == 0  # the hook's own kept value is the changed one
+    want = lecture.forward(inputs, interventions={hook: lambda x, n: torch.zeros_like(x)}, records=False).logits
+    assert torch.equal(out.logits, want)
