@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
-from attnlab.model.inputs import InputError, Inputs
+from attnlab.model.inputs import InputError, Inputs, check_tokens
 
 _ATTN = ("k", "v", "q", "z", "rot_k", "rot_q", "result", "pattern", "attn_scores")
 _MLP = ("pre", "post", "mid", "pre_linear")
@@ -50,10 +50,20 @@ class ActivationCache:
         """The full hook name of `key` (a name, a short name, or a (name, layer[, layer_type]) tuple)."""
         if isinstance(key, str):
             return key if key in self.cache_dict else get_act_name(key)
+        if not isinstance(key, tuple) or not key or not isinstance(key[0], str):
+            raise KeyError(f"{key!r}: index the cache by a hook name or a (name, layer[, layer_type]) tuple")
         name, *rest = key
-        if rest and rest[0] is not None and rest[0] < 0:
-            rest[0] += self.n_layers
+        if rest and rest[0] is not None:
+            rest[0] = self.layer(rest[0])
         return get_act_name(name, *rest)
+
+    def layer(self, i: int) -> int:
+        """Block index `i`, a negative one counted from the end; KeyError naming the range when that is before the
+        first block (one past the last names a hook this cache does not hold)."""
+        if i < -self.n_layers:
+            raise KeyError(f"layer {i} is outside this model's {self.n_layers} layers "
+                           f"({-self.n_layers}..{self.n_layers - 1})")
+        return i + self.n_layers if i < 0 else i
 
     def __getitem__(self, key) -> torch.Tensor:
         name = self.name(key)
@@ -62,7 +72,10 @@ class ActivationCache:
         return self.cache_dict[name]
 
     def __contains__(self, key) -> bool:
-        return self.name(key) in self.cache_dict
+        try:
+            return self.name(key) in self.cache_dict
+        except KeyError:
+            return False
 
     def keys(self):
         return self.cache_dict.keys()
@@ -83,6 +96,9 @@ class ActivationCache:
         """Every head's output in the layers before `layer` (-1 or None: every layer), [layers·heads, batch, (pos,)
         d_model] in (layer, head) order, from the cached hook_result; labels 'L{l}H{h}' with return_labels."""
         n = self.n_layers if layer is None or layer == -1 else layer
+        if not 1 <= n <= self.n_layers:
+            raise ValueError(f"layer {layer}: the heads of the layers before it are stacked; choose 1..{self.n_layers}"
+                             " or -1 (every layer)")
         parts, labels = [], []
         for i in range(n):
             r = self[("result", i)]  # [B, T, H, D]
@@ -115,9 +131,7 @@ def tl_interventions(fwd_hooks: list[tuple[str | Callable[[str], bool], TLHook]]
     chain: dict[str, list[TLHook]] = {}
     for key, fn in fwd_hooks:
         names = [n for n in hook_names if key(n)] if callable(key) else [get_act_name(key)]
-        for n in names:
-            if n not in hook_names:
-                raise InputError(f"{n} is not a hook of this model (lm.model.hook_names() lists them)")
+        for n in names:  # a name that is no hook: LoadedModel.forward refuses it
             chain.setdefault(n, []).append(fn)
 
     def run(fns):
@@ -131,15 +145,31 @@ def tl_interventions(fwd_hooks: list[tuple[str | Callable[[str], bool], TLHook]]
     return {n: run(fns) for n, fns in chain.items()}
 
 
+def _token_ids(lm, x: torch.Tensor) -> torch.Tensor:
+    """Token ids [B, T] (long) from a tensor [T] or [B, T] of integers, each a row of the vocabulary and at most the
+    model's context long; else one InputError."""
+    if x.dim() not in (1, 2) or x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
+        raise InputError(f"token ids are integers [batch, pos] or [pos], not {x.dtype} of shape {tuple(x.shape)}")
+    ids = (x[None] if x.dim() == 1 else x).long()  # [T] -> [1, T]
+    check_tokens(ids.shape[1], lm.context, "input")
+    low, high = int(ids.min()), int(ids.max())  # one read of the caller's tensor, before any forward
+    if low < 0 or high >= lm.cfg.vocab_size:
+        bad = low if low < 0 else high
+        raise InputError(f"token id {bad} is outside this model's vocabulary (0 to {lm.cfg.vocab_size - 1})")
+    return ids
+
+
 def as_inputs(lm, x) -> Inputs:
     """Inputs from a text, a list of texts of one length (a batch), ready Inputs, or token ids [B, T] / [T]."""
     if isinstance(x, Inputs):
         return x
+    if isinstance(x, (str, list, tuple)) and lm.reads_source:
+        raise InputError(f"{lm.name} is an encoder–decoder: pass its inputs as lm.encode(target_text, src_text)")
     if isinstance(x, str):
         return lm.encode(x)
     if isinstance(x, torch.Tensor):
-        ids = x[None] if x.dim() == 1 else x  # [T] -> [1, T]
-        return Inputs(ids.long(), [lm.label(i) for i in ids[0].tolist()])
+        ids = _token_ids(lm, x)
+        return Inputs(ids, [lm.label(i) for i in ids[0].tolist()])
     if isinstance(x, (list, tuple)) and x and all(isinstance(t, str) for t in x):
         rows = [lm.encode(t) for t in x]
         if len({r.ids.shape[1] for r in rows}) != 1:
@@ -156,19 +186,22 @@ class TransformerLensRuns:
         """Token ids [batch, pos] of a text or a list of texts of one length (TransformerLens's model.to_tokens)."""
         return as_inputs(self, text_or_texts).ids
 
-    def run_with_cache(self, text_or_inputs, names=None, *, backend: str = "eager"):
+    def run_with_cache(self, text_or_inputs, names=None, *, backend: str = "eager", grad: bool = False):
         """(logits [B, T, V], ActivationCache) of one forward; `names` (globs, a list, or a filter on full names)
-        chooses the hooks kept, default every one. Keeping a hook never changes the logits."""
+        chooses the hooks kept, default every one. Keeping a hook never changes the logits. `grad`: the logits and
+        the kept tensors carry gradients (torch.autograd.grad(metric, cache[name]))."""
         fwd = self.forward(as_inputs(self, text_or_inputs), backend=backend, names="*" if names is None else names,
-                           records=False)
+                           records=False, grad=grad)
         tensors = {n: ts[-1] for n, ts in fwd.capture.tensors.items()}
         return fwd.logits, ActivationCache(tensors, self.cfg.n_layers)
 
-    def run_with_hooks(self, text_or_inputs, fwd_hooks=(), *, backend: str = "eager", return_type: str = "logits"):
+    def run_with_hooks(self, text_or_inputs, fwd_hooks=(), *, backend: str = "eager", return_type: str = "logits",
+                       grad: bool = False):
         """The logits [B, T, V] of one forward with TransformerLens hook functions: fwd_hooks [(name, fn)], name a
         full or short name (get_act_name) or a filter on full names, fn(activation, hook) returning the new value
-        or None after changing it in place."""
+        or None after changing it in place. `grad`: the run carries gradients (the logits, and what a hook keeps)."""
         if return_type != "logits":
             raise InputError(f"return_type {return_type!r}: run_with_hooks returns logits here")
         iv = tl_interventions(list(fwd_hooks), self.model.hook_names())
-        return self.forward(as_inputs(self, text_or_inputs), backend=backend, interventions=iv, records=False).logits
+        return self.forward(as_inputs(self, text_or_inputs), backend=backend, interventions=iv, records=False,
+                            grad=grad).logits

@@ -32,6 +32,37 @@ def resolve_device(choice: str | None = "auto") -> str:
     return choice
 
 
+def check_device(device: str | None) -> str | None:
+    """A device string a caller passes (the Python API: 'cpu', 'cuda', 'cuda:1', 'auto'), checked before any weight
+    moves: None stays None, 'auto' resolves, CUDA without a GPU or a name torch does not know is one InputError."""
+    if device is None:
+        return None
+    device = str(device).strip().lower()
+    if device == "auto":
+        return resolve_device("auto")
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, TypeError):
+        raise InputError(f"unknown device {device!r}; choose one of {', '.join(DEVICES)} (or cuda:N)") from None
+    if kind == "cuda" and not cuda_available():
+        raise InputError(NO_CUDA)
+    return device
+
+
+def check_dtype(dtype, device: str | None = None) -> torch.dtype | None:
+    """A dtype a caller passes (the Python API): None stays None, a floating torch dtype is itself, a name
+    ('bfloat16', 'torch.float16', 'auto' for `device`) its torch dtype; anything else one InputError."""
+    if dtype is None or isinstance(dtype, torch.dtype) and dtype.is_floating_point:
+        return dtype
+    name = str(dtype).strip().lower().removeprefix("torch.")
+    if isinstance(dtype, str) and name == "float64":
+        return torch.float64
+    if isinstance(dtype, str) and name in DTYPES:
+        return resolve_dtype(name, "cuda" if str(device or "cpu").startswith("cuda") else "cpu")
+    raise InputError(f"dtype {dtype!r} is not a floating-point dtype; choose one of {', '.join(DTYPES[1:])} "
+                     "(a name or a torch dtype), or auto")
+
+
 def resolve_dtype(choice: str | None, device: str) -> torch.dtype:
     """The torch dtype for a choice on `device` (a resolved 'cpu' or 'cuda'): auto is float32 on the CPU and
     bfloat16 on CUDA; an explicit choice is taken as is (PyTorch runs all three on both)."""

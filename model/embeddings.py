@@ -54,7 +54,7 @@ class Embeddings(nn.Module):
         if self.positional in ("learned", "sinusoidal"):
             positions = self.skip_padding(tokens, positions)
             p = self.pos(positions + self.offset) if self.positional == "learned" else \
-                self.sin_table[positions + self.offset]  # [T, E] ([B, T, E] when a padding token is skipped)
+                self.sin_table[positions + self.offset]  # [T, E] ([B, T, E] in a padded batch or with a padding id)
             x = x + (p if cap is None else cap.hook(hooks.point(self.site, "hook_pos_embed"), p))
         if self.types is not None:
             tt = token_type_ids if token_type_ids is not None else torch.zeros_like(tokens)
@@ -63,12 +63,12 @@ class Embeddings(nn.Module):
 
 
     def skip_padding(self, tokens, positions):
-        """positions [T]; RoBERTa's [B, T]: its padding id at −1 (the padding row), every other token at the count
-        of non-padding tokens before it (= positions where there is no padding)."""
+        """positions [T] or [B, T] (a padded batch); RoBERTa's [B, T]: its padding id at −1 (the padding row), every
+        other token at the count of non-padding tokens before it (= positions where there is no padding)."""
         if self.pad_id is None:
             return positions
         keep = tokens != self.pad_id  # [B, T]; no check for "none": a forward never waits on its device
-        counted = torch.cumsum(keep, dim=1) - 1 + positions[0]  # [B, T]
+        counted = torch.cumsum(keep, dim=1) - 1 + positions[..., :1]  # [B, T]
         return torch.where(keep, counted, torch.full_like(counted, -1))
 
 

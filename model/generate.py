@@ -23,10 +23,15 @@ def sampling_probs(logits: torch.Tensor, temperature: float, top_k: int | None) 
 
 
 def next_token(logits: torch.Tensor, temperature: float, top_k: int | None, gen: torch.Generator | None) -> torch.Tensor:
-    """Pick ids [B] from last-position logits [B, V]: argmax at temperature 0, else a draw from sampling_probs."""
+    """Pick ids [B] from last-position logits [B, V]: argmax at temperature 0, else a draw from sampling_probs. A
+    seeded draw is made where its generator lives (the CPU: torch refuses a CPU generator for a CUDA tensor), so
+    one seed draws the same way on every device."""
     if temperature <= 0:
         return logits.argmax(dim=-1)
-    return torch.multinomial(sampling_probs(logits, temperature, top_k), 1, generator=gen)[:, 0]
+    probs = sampling_probs(logits, temperature, top_k)  # [B, V]
+    if gen is not None and probs.device != gen.device:
+        probs = probs.to(gen.device)  # [B, V] to the host: generation reads each step's token there anyway
+    return torch.multinomial(probs, 1, generator=gen)[:, 0].to(logits.device)
 
 
 def crosses_longrope(cfg, cached: int, total: int) -> bool:

@@ -59,7 +59,8 @@ class Capture:
         self.keep_records = records
         self.detach = detach
         self.split_inputs = split_inputs  # every receiver reads its own copy of the stream (*.SPLIT_HOOKS)
-        self._want = _name_filter(names)
+        self._want = name_filter(names)
+        self._kept: set[int] = set()  # the memory of the kept tensors (data pointers of their storages)
         # records only: no hook kept or changed, so the blocks and MLPs take their plain path and an attention
         # site fires none of its hooks (a 32-layer capture paid ~90 µs a layer of Python for hooks that did nothing)
         self.records_only = names is None and not self.interventions and not split_inputs
@@ -86,9 +87,12 @@ class Capture:
     def hook(self, name: str, x: torch.Tensor) -> torch.Tensor:
         fn = self.interventions.get(name)
         if fn is not None:
-            x = fn(x, name)
+            if x.untyped_storage().data_ptr() in self._kept:
+                x = x.clone()  # a kept tensor shares this memory (resid_post i is resid_pre i+1): an in-place change
+            x = _checked(name, x, fn(x, name))  # must not rewrite what was kept
         if self._want(name):
             self.tensors.setdefault(name, []).append(x.detach() if self.detach else x)
+            self._kept.add(x.untyped_storage().data_ptr())
         return x
 
     def add(self, record: AttentionRecord) -> None:
@@ -114,13 +118,41 @@ class Capture:
         return self.records[site]
 
     def tensor(self, name: str, step: int = -1) -> torch.Tensor:
+        """The value hook `name` had (at forward `step`); KeyError in one line when this run did not keep it."""
+        if name not in self.tensors:
+            kept = f"{len(self.tensors)} hooks were kept" if self.tensors else "no hook tensor was kept"
+            raise KeyError(f"{name} was not kept in this run ({kept}): name it in names=, e.g. names={name!r}")
         return self.tensors[name][step]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.records)
 
 
-def _name_filter(names) -> Callable[[str], bool]:
+def _checked(name: str, x: torch.Tensor, out) -> torch.Tensor:
+    """An intervention's result on hook `name`'s value x: x itself when it returned None (it changed x in place, as a
+    TransformerLens hook may); one-line ValueError for anything but a tensor of x's shape, or of a shape x broadcasts
+    to (a batch of one made a batch of several, as integrated gradients' path does)."""
+    if out is None:
+        return x
+    if not isinstance(out, torch.Tensor):
+        raise ValueError(f"the intervention on {name} returned {type(out).__name__}; return a tensor of shape "
+                         f"{tuple(x.shape)} or None (after changing it in place)")
+    if out.shape != x.shape and not _broadcasts(x.shape, out.shape):
+        raise ValueError(f"the intervention on {name} returned shape {tuple(out.shape)}; the hook's value has shape "
+                         f"{tuple(x.shape)}")
+    return out
+
+
+def _broadcasts(shape: torch.Size, to: torch.Size) -> bool:
+    """True when a tensor of `shape` broadcasts to `to` with no new axis."""
+    try:
+        return len(shape) == len(to) and torch.broadcast_shapes(shape, to) == to
+    except RuntimeError:
+        return False
+
+
+def name_filter(names) -> Callable[[str], bool]:
+    """A test on full hook names from `names`: None (nothing), a glob, a list of globs, or a filter itself."""
     if names is None:
         return lambda name: False
     if callable(names):
@@ -138,7 +170,8 @@ def capture(
 ) -> Iterator[Capture]:
     """Collect attention records (and hook tensors matching `names`, glob patterns) for the block.
 
-    `interventions` maps a full hook name (e.g. "blocks.0.attn.hook_pattern") to f(tensor, name).
+    `interventions` maps a full hook name (e.g. "blocks.0.attn.hook_pattern") to f(tensor, name), which returns the
+    new value (same shape) or None after changing the tensor in place.
     `split_inputs`: each head's q, k and v input and each MLP's input is a hook of its own (Attention.SPLIT_HOOKS,
     Block.SPLIT_HOOKS).
     """

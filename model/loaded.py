@@ -15,7 +15,7 @@ from attnlab.model.cache import KVCache
 from attnlab.model.capabilities import ARCH_NAMES, Capabilities, ModelKind
 from attnlab.model.captured import MAX_STORED_CELLS, CapturedRun
 from attnlab.model.config import ModelConfig
-from attnlab.model.device import dtype_name, is_half
+from attnlab.model.device import check_device, check_dtype, dtype_name, is_half
 from attnlab.model.dispatch import dispatch
 from attnlab.model.generate import generate as _generate
 from attnlab.model.images import ImagePrep
@@ -30,6 +30,7 @@ from attnlab.model.inputs import (
 from attnlab.model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, pair_mask
 from attnlab.model.model_io import ImageIO, ModelIO
 from attnlab.model.readout import Reading
+from attnlab.model.stack import check_hook_names
 from attnlab.model.tokenizer import ByteTokenizer, Encoding, HFTokenizer
 from attnlab.model.transformer import Decoder, Encoder, EncoderDecoder, ViT
 
@@ -71,6 +72,8 @@ class LoadedModel(ModelKind, ModelIO, ImageIO, TransformerLensRuns, Reading):
     def to(self, device: str | None = None, dtype: torch.dtype | None = None) -> LoadedModel:
         """Move (and cast) the model in place; returns self. A 16-bit model cast to full precision takes its
         weights again from where they came (`reload`: the file, not the rounded ones) when it can."""
+        device = check_device(device)
+        dtype = check_dtype(dtype, device or self.device)
         if dtype is not None and is_half(self.dtype) and not is_half(dtype) and self.reload is not None:
             device, self.model = device or self.device, self.reload(dtype)
         self.model.to(device=device, dtype=dtype)
@@ -227,9 +230,12 @@ class LoadedModel(ModelKind, ModelIO, ImageIO, TransformerLensRuns, Reading):
         head's q, k and v input and each MLP's input its own hook (hooks.SPLIT_HOOKS; pre-norm decoders).
 
         Every check of BEFORE_FORWARD runs first: model.budget's refuses a pass that would need more memory than
-        this process may use, as an InputError saying what it needs and what would fit."""
+        this process may use, as an InputError saying what it needs and what would fit. An intervention on a name
+        that is no hook of this model is an InputError too (it would change nothing)."""
         for check in BEFORE_FORWARD:
             check(self, inputs, backend, grad=grad, patterns=records or "pattern" in str(names))
+        if interventions:
+            check_hook_names(self.model, interventions, split=split_inputs)
         inputs = inputs.to(self.device)
         with torch.set_grad_enabled(grad), hooks.capture(names=names, interventions=interventions,
                                                          records=records, detach=not grad,

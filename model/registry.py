@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 from attnlab.model.checkpoint import CheckpointError, load_folder, read_config
 from attnlab.model.config import ModelConfig
+from attnlab.model.device import check_device, check_dtype
 from attnlab.model.dispatch import placement
 from attnlab.model.families import FAMILIES
 from attnlab.model.gguf.smollm2 import NAME as SMOLLM2
@@ -253,6 +254,8 @@ def load(name_or_path: str, dtype: torch.dtype | None = None, device: str | None
     ignored. With `roots` (the app on a shared server), a typed folder must lie inside one of them.
     """
     where_to = placement(device_map, max_memory, offload_folder)
+    device = check_device(device)  # before any weight is read
+    dtype = check_dtype(dtype, device)
     where, folder = resolve(name_or_path)
     if roots is not None and (where == "folder" or where == "gguf" and name_or_path != SMOLLM2):
         check_root(folder, roots)

@@ -11,6 +11,7 @@ from attnlab.model import hooks
 from attnlab.model.attention import Attention, AttnCtx
 from attnlab.model.config import BACKENDS, ModelConfig
 from attnlab.model.embeddings import Embeddings
+from attnlab.model.inputs import InputError
 from attnlab.model.layers import MLP, Block
 from attnlab.model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, as_spec, build_mask
 from attnlab.model.moe import MoE
@@ -73,7 +74,7 @@ class Stack(nn.Module):
             raise ValueError(f"a KV cache needs a causal mask; got {spec.kind!r}")
         device = tokens.device
         pos = torch.arange(offset, offset + T, device=device)
-        x = self.embed(tokens, pos, token_type_ids)
+        x = self.embed(tokens, real_positions(pos, attention_mask), token_type_ids)
         ctxs = self.layer_ctxs(mask is None, spec, T, offset, attention_mask, backend, cache, pos)
         cross_ctx = self.cross_ctx(T, memory, memory_mask, backend, device, cache, offset)
         for i, (blk, c) in enumerate(zip(self.blocks, ctxs)):
@@ -155,6 +156,31 @@ def hook_names(root: nn.Module) -> list[str]:
     """Every hook point under `root`, stack by stack in forward order."""
     return [n for m in root.modules() if isinstance(m, Stack) for n in m.hook_names()]
 
+
+def split_hook_names(root: nn.Module) -> list[str]:
+    """The hooks a run with split inputs adds under `root` (each block's Attention.SPLIT_HOOKS, Block.SPLIT_HOOKS)."""
+    return [f"{site}.{p}" for m in root.modules() if isinstance(m, Block)
+            for site, ps in ((m.attn.site, Attention.SPLIT_HOOKS), (m.site, Block.SPLIT_HOOKS)) for p in ps]
+
+
+def check_hook_names(root: nn.Module, names, split: bool = False) -> None:
+    """One-line InputError when a name in `names` is no hook point of `root` (an intervention on a misspelt or
+    absent hook would otherwise change nothing, silently)."""
+    known = set(hook_names(root)) | (set(split_hook_names(root)) if split else set())
+    for n in names:
+        if n not in known:
+            raise InputError(f"{n} is not a hook of this model (lm.model.hook_names() lists them)")
+
+
+
+def real_positions(pos: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """The positions of T tokens `pos` [T]; with a padding mask [B, k] over every key so far (the last T are these
+    tokens), each row's count of real tokens before each one [B, T]: padding on the left does not move a row's
+    positions, as in a run of its own (padding's own positions are clamped to 0; nothing attends to them)."""
+    if attention_mask is None:
+        return pos
+    counted = attention_mask.to(device=pos.device, dtype=torch.long).cumsum(1) - 1  # [B, k]
+    return counted[:, -pos.shape[0]:].clamp(min=0)  # [B, T]
 
 def _backend(backend: str) -> str:
     if backend not in BACKENDS:

@@ -1,7 +1,8 @@
 """Direct logit attribution: the answer's logit at one position split into what each head, each MLP, the
 embeddings and the biases write into the residual stream, read through the final norm with its scale frozen.
 
-The final stream of a pre-norm model is a sum, x = embed + Σ_layers (Σ_heads result_h + b_O + mlp_out); the
+The final stream of a pre-norm model is a sum, x = embed + Σ_layers (Σ_heads result_h + b_O + mlp_out) (a
+parallel block, GPT-NeoX's and Phi's, adds its attention and MLP outputs to the same x: the same sum); the
 final norm is linear once its divisor σ(x) is fixed (TransformerLens's convention, stated in every result), so
 logit = Σ_c (centre(c) / σ) · (w ⊙ W_U[answer]) + b_norm · W_U[answer] (+ the unembedding's bias) exactly.
 With a wrong answer the direction is W_U[answer] − W_U[wrong] and the total is the logit difference. A model that
@@ -62,9 +63,9 @@ def direct_logit_attribution(lm, text: str, answer: str, wrong: str | None = Non
     """Split the logit of `answer` (minus `wrong`'s) at `position` (default the last) into its direct parts."""
     ro = lm.readout(need_linear=True)
     stack, head = ro
-    if lm.cfg.norm != "pre" or isinstance(stack.ln_f, nn.Identity):
+    if lm.cfg.norm not in ("pre", "parallel") or isinstance(stack.ln_f, nn.Identity):
         raise InputError(f"{lm.name} is {lm.cfg.norm}-norm: its stream is not a sum of the heads' outputs; "
-                         "direct logit attribution needs a pre-norm model")
+                         "direct logit attribution needs a pre-norm or parallel model")
     a = answer_id(lm, answer)
     b = answer_id(lm, wrong, "wrong answer") if wrong is not None else None
     inputs = lm.encode(text, src_text)

@@ -12,11 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from attnlab.model.activation_cache import TransformerLensRuns, as_inputs
 from attnlab.model.capabilities import Capabilities, ModelKind
 from attnlab.model.captured import CapturedRun
 from attnlab.model.checkpoint import CheckpointError
 from attnlab.model.device import dtype_name
 from attnlab.model.hf.reading import read_tokenizer
+from attnlab.model.hooks import name_filter
 from attnlab.model.inputs import InputError, Inputs, check_tokens, validate_text
 from attnlab.model.model_io import ModelIO
 from attnlab.model.tokenizer import HFTokenizer
@@ -65,7 +67,7 @@ class ViewForward:
 
 
 @dataclass
-class ViewModel(ModelKind, ModelIO):
+class ViewModel(ModelKind, ModelIO, TransformerLensRuns):
     name: str
     model: torch.nn.Module  # the transformers model, eager attention, eval mode
     tokenizer: HFTokenizer
@@ -185,7 +187,8 @@ class ViewModel(ModelKind, ModelIO):
     def forward(self, inputs: Inputs, *, backend: str = "eager", mask=None, interventions=None, grad: bool = False,
                 names=None, **_) -> ViewForward:
         """One transformers forward with output_attentions: logits, the last hidden state and the records; with
-        `names` (any), the weights as tensors too ({site}.hook_pattern [1, H, q, k], with gradients if `grad`)."""
+        `names` (globs, a list or a filter, as model.hooks.capture takes them), the weights whose {site}.hook_pattern
+        they name as tensors too ([B, H, q, k], with gradients if `grad`): what run_with_cache keeps here."""
         if backend != "eager":
             raise InputError(f"{self.name} runs as a {MODE}: eager attention only ({NEEDS_CONVERTED} for "
                              f"backend {backend!r})")
@@ -218,8 +221,18 @@ class ViewModel(ModelKind, ModelIO):
         records = view_records(attn, self.arch, self.arch == "decoder")
         weights = [w for k in ("self", "encoder") if k in attn for w in attn[k]]
         weights += [w for pair in zip(attn.get("decoder", ()), attn.get("cross", ())) for w in pair]
-        tensors = {f"{s}.hook_pattern": [w] for s, w in zip(records, weights)} if names is not None else {}
+        keep = name_filter(names)
+        tensors = {f"{s}.hook_pattern": [w] for s, w in zip(records, weights) if keep(f"{s}.hook_pattern")}
         return ViewForward(logits, hidden, ViewCapture(records, tensors))
+
+    def run_with_hooks(self, text_or_inputs, fwd_hooks=(), *, backend: str = "eager", return_type: str = "logits",
+                       grad: bool = False):
+        """The logits [B, T, V] of one forward; hook functions need a converted family (one line)."""
+        if fwd_hooks:
+            raise InputError(f"{self.name} runs as a {MODE}: a hook function {NEEDS_CONVERTED}")
+        if return_type != "logits":
+            raise InputError(f"return_type {return_type!r}: run_with_hooks returns logits here")
+        return self.forward(as_inputs(self, text_or_inputs), backend=backend, grad=grad).logits
 
     def run(self, text: str | None = None, src_text: str | None = None, *, backend: str = "eager",
             mask: tuple = (), interventions: dict | None = None, names=None, inputs: Inputs | None = None,

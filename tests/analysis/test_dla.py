@@ -68,3 +68,19 @@ def test_bad_input_is_one_line(lecture):
     post = LoadedModel("post", build_model(cfg).eval(), ByteTokenizer(add_bos=True), cfg, "random")
     with pytest.raises(InputError, match="post-norm: its stream is not a sum"):
         direct_logit_attribution(post, "abc", "d")
+
+
+@pytest.mark.parametrize("kw", [dict(norm="parallel"), dict(norm="parallel", positional="rope", qkv_bias=True)])
+def test_parallel_blocks_sum_to_the_logit_difference(kw):
+    """GPT-NeoX's and Phi's parallel blocks write attention and MLP into the same stream, x + attn(ln(x)) + mlp(ln(x)):
+    it is a sum, and the parts add up to the logit difference (was refused: 'is parallel-norm: its stream is not a
+    sum of the heads' outputs')."""
+    cfg = ModelConfig(arch="decoder", vocab_size=260, d_model=32, n_heads=4, n_layers=3, max_len=32, **kw)
+    torch.manual_seed(0)
+    lm = LoadedModel("parallel", build_model(cfg).eval(), ByteTokenizer(add_bos=True), cfg, "random")
+    d = direct_logit_attribution(lm, "hello world", "o", "w")
+    logits = lm.forward(lm.encode("hello world")).logits[0, -1]
+    want = float(logits[lm.single_token_id("o")] - logits[lm.single_token_id("w")])
+    assert d.logit == pytest.approx(want, abs=1e-6) and abs(want) > 1e-3
+    assert d.total == pytest.approx(d.logit, abs=2e-5)
+    assert d.heads.shape == (3, 4) and np.abs(d.heads).max() > 1e-4 and np.abs(d.mlps).max() > 1e-4

@@ -3,6 +3,7 @@ InputError, a bfloat16 model keeps a float32 reference, and its records are floa
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -28,6 +29,40 @@ def test_cuda_without_a_gpu_is_one_line():
         resolve_device("cuda")
     assert str(e.value) == NO_CUDA and "\n" not in NO_CUDA
     assert "torch.cuda.is_available() is False" in NO_CUDA
+
+
+@no_cuda
+def test_the_python_api_refuses_cuda_without_a_gpu_before_loading():
+    """al.load(..., device=...) and lm.to(device) check the device first (were 'AssertionError: Torch not compiled
+    with CUDA enabled' after reading every weight, and torch's RuntimeError for a name it does not know)."""
+    for device in ("cuda", "cuda:1", "CUDA"):
+        with pytest.raises(InputError, match="^" + re.escape(NO_CUDA) + "$"):
+            load("lecture-decoder", device=device)
+    with pytest.raises(InputError, match="^unknown device 'gpu'; choose one of auto, cpu, cuda \\(or cuda:N\\)$"):
+        load("lecture-decoder", device="gpu")
+    lm = load("lecture-decoder", device="auto")
+    assert lm.device == "cpu"
+    with pytest.raises(InputError, match="^cuda was asked for"):
+        lm.to("cuda")
+    assert lm.device == "cpu" and lm.run_with_hooks("garo is seven .").shape == (1, 5, lm.cfg.vocab_size)
+
+
+def test_the_python_api_takes_dtype_names_and_refuses_other_dtypes_in_one_line():
+    """al.load(..., dtype=) and lm.to(dtype=) take 'bfloat16' as transformers and TransformerLens do (was
+    "RuntimeError: Invalid device string: 'bfloat16'"); a dtype that is no float is one line (torch.int8 was a
+    state-dict copy error)."""
+    lm = load("lecture-decoder", dtype="bfloat16")
+    assert lm.dtype == torch.bfloat16 and lm.run_with_hooks("garo is seven .").dtype == torch.bfloat16
+    assert load("lecture-decoder", dtype="torch.float16").dtype == torch.float16
+    assert load("lecture-decoder", dtype="auto").dtype == torch.float32  # the CPU's
+    assert lm.to(dtype="float32").dtype == torch.float32
+    for bad in (torch.int8, "fp8", "int4"):
+        with pytest.raises(InputError, match=f"^dtype {re.escape(repr(bad))} is not a floating-point dtype; choose "
+                                             "one of float32, bfloat16, float16 \\(a name or a torch dtype\\), or auto$"):
+            load("lecture-decoder", dtype=bad)
+    with pytest.raises(InputError, match="is not a floating-point dtype"):
+        lm.to(dtype=torch.int64)
+    assert lm.dtype == torch.float32
 
 
 @pytest.mark.parametrize("choice, device, dtype", [

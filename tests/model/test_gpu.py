@@ -55,3 +55,17 @@ def test_flash_backend_runs_where_cuda_flash_cannot(dtype):
             out = m(x, attention_mask=mask, backend="flash").hidden.float()
     assert (out - eager).abs().max() <= 16 * torch.finfo(dtype).eps * max(1.0, eager.abs().max())
     assert cap["blocks.0.attn"].kernel in ("mem_efficient [cuda]", "math [cuda]")
+
+
+def test_seeded_sampling_runs_on_cuda_and_draws_as_on_the_cpu():
+    """generate(seed=…, temperature>0) on a CUDA model: torch.multinomial refused the CPU generator for CUDA
+    probabilities ('Expected a 'cuda' device type for generator but found 'cpu''); the draw is made on the CPU, so
+    the same seed gives the same tokens as on the CPU (float32, logits within ~1e-6)."""
+    from attnlab.model.registry import load
+
+    text = "garo is seven . garo owns a rabbit ."
+    cpu = load("lecture-decoder")
+    want = cpu.generate(text, 12, temperature=1.5, top_k=20, seed=3, stop_at_eos=False)
+    gpu = load("lecture-decoder", device="cuda")
+    got = gpu.generate(text, 12, temperature=1.5, top_k=20, seed=3, stop_at_eos=False)
+    assert got == want and len(got[0]) == len(cpu.encode(text).tokens) + 12

@@ -4,6 +4,7 @@ them and by full name, logits that keeping hooks never changes, and hook functio
 import pytest
 import torch
 from attnlab.model.activation_cache import get_act_name
+from attnlab.model.hooks import zero_head
 from attnlab.model.inputs import InputError
 from attnlab.model.registry import load
 
@@ -132,3 +133,177 @@ def test_a_batch_of_texts_keeps_each_texts_token_types():
     for i, r in enumerate(rows):
         _, one = lm.run_with_cache(r, names=name)
         torch.testing.assert_close(cache[name][i], one[name][0], atol=1e-5, rtol=0)  # [T, D]
+
+
+def test_an_intervention_on_a_name_that_is_no_hook_is_refused(lecture):
+    """A misspelt hook name (or a layer the model lacks) in forward's interventions is one line, not a run that
+    silently changes nothing; run_with_hooks says the same; split-input hooks count only in a split run."""
+    inputs = lecture.encode(TEXT)
+    plain = lecture.forward(inputs, records=False).logits
+    ablated = lecture.forward(inputs, interventions={"blocks.0.attn.hook_pattern": zero_head(1)}, records=False).logits
+    assert (ablated - plain).abs().max() > 1e-3  # the real name changes the logits
+    for name in ("blocks.0.attn.hook_patern", "blocks.9.attn.hook_pattern", "blocks.0.attn.hook_q_input"):
+        with pytest.raises(InputError, match=f"^{name} is not a hook of this model"):
+            lecture.forward(inputs, interventions={name: zero_head(1)}, records=False)
+    with pytest.raises(InputError, match="^blocks.0.attn.hook_patern is not a hook of this model"):
+        lecture.run_with_hooks(TEXT, fwd_hooks=[("blocks.0.attn.hook_patern", lambda x, hook: x)])
+    split = lecture.forward(inputs, interventions={"blocks.0.attn.hook_q_input": lambda x, n: x}, records=False,
+                            split_inputs=True).logits
+    torch.testing.assert_close(split, plain, atol=1e-5, rtol=0)
+
+
+def test_token_ids_outside_the_vocabulary_or_context_are_one_line(lecture):
+    """Token ids are checked where they enter (a tensor given to run_with_cache, run_with_hooks or to_tokens): ids
+    past the vocabulary, negative ids, no tokens, floats and too many tokens each give one InputError; the last
+    vocabulary row and a context-long input run."""
+    V, C = lecture.cfg.vocab_size, lecture.context
+    cases = {"token id 322 is outside this model's vocabulary \\(0 to 321\\)$": torch.tensor([[1, 2, V]]),
+             "token id -2 is outside": torch.tensor([1, -2, 3]),
+             "the input gave no tokens": torch.zeros(1, 0, dtype=torch.long),
+             f"the input is {C + 1} tokens long; this model's context is {C} tokens": torch.ones(1, C + 1).long(),
+             "token ids are integers \\[batch, pos\\] or \\[pos\\], not torch.float32": torch.ones(1, 3),
+             "token ids are integers .* of shape \\(1, 1, 3\\)": torch.ones(1, 1, 3).long()}
+    assert V == 322
+    for message, ids in cases.items():
+        with pytest.raises(InputError, match="^" + message):
+            lecture.run_with_cache(ids)
+    logits, _ = lecture.run_with_cache(torch.full((2, C), V - 1), names="hook_embed")
+    assert logits.shape == (2, C, V) and torch.isfinite(logits).all()
+
+
+def test_an_intervention_may_change_its_tensor_in_place_and_return_none(lecture):
+    """forward(interventions=…) takes what run_with_hooks takes: a function that changes the value in place and
+    returns None equals one that returns the changed copy; a result of another shape or type is one line."""
+    inputs = lecture.encode(TEXT)
+
+    def in_place(z, name):
+        z[:, :, 1] = 0.0
+
+    got = lecture.forward(inputs, interventions={"blocks.1.attn.hook_z": in_place}, records=False).logits
+    want = lecture.forward(inputs, interventions={"blocks.1.attn.hook_z": zero_head(1)}, records=False).logits
+    plain = lecture.forward(inputs, records=False).logits
+    assert torch.equal(got, want) and (got - plain).abs().max() > 1e-3
+    T = inputs.ids.shape[1]
+    with pytest.raises(ValueError, match=fr"^the intervention on blocks.1.attn.hook_z returned shape \(1, 2, 4, 32\); "
+                                         fr"the hook's value has shape \(1, {T}, 4, 32\)$"):
+        lecture.forward(inputs, interventions={"blocks.1.attn.hook_z": lambda z, n: z[:, :2]})
+    with pytest.raises(ValueError, match="^the intervention on blocks.0.hook_resid_pre returned int; return a tensor"):
+        lecture.run_with_hooks(inputs, fwd_hooks=[("blocks.0.hook_resid_pre", lambda x, hook: 3)])
+
+
+def test_gradients_through_run_with_cache_and_run_with_hooks(lecture):
+    """grad=True: the gradient of one logit w.r.t. a cached stream (autograd) equals its finite difference along a
+    direction, added through run_with_hooks; a hook function can keep its activation's gradient, and it equals
+    the cache's. Without grad the logits carry none."""
+    name, a = "blocks.2.hook_resid_pre", 7
+    logits, cache = lecture.run_with_cache(TEXT, names=name, grad=True)
+    (g,) = torch.autograd.grad(logits[0, -1, a], cache[name])  # [1, T, D]
+    assert g.shape == cache[name].shape and g[0, -1].abs().sum() > 0
+    v = torch.randn(g.shape, generator=torch.Generator().manual_seed(0)).double()
+    eps = 1e-3
+
+    def along(sign):
+        def add(x, hook):
+            return x + sign * eps * v.to(x)
+        return lecture.run_with_hooks(TEXT, fwd_hooks=[(name, add)])[0, -1, a].double()
+
+    fd = (along(1) - along(-1)) / (2 * eps)
+    assert abs(float((g.double() * v).sum()) - float(fd)) < 5e-3 * max(1.0, abs(float(fd)))
+    kept = {}
+
+    def keep(x, hook):
+        x.retain_grad()
+        kept["x"] = x
+
+    out = lecture.run_with_hooks(TEXT, fwd_hooks=[(name, keep)], grad=True)
+    out[0, -1, a].backward()
+    torch.testing.assert_close(kept["x"].grad, g, atol=1e-6, rtol=1e-5)
+    assert not lecture.run_with_hooks(TEXT).requires_grad
+
+
+def test_cache_keys_and_stacked_layers_out_of_range_are_one_line(lecture):
+    """A layer the model lacks (also counted from the end), an int key and stack_head_results(layer=0) each say what
+    is wrong in one line (were 'blocks.-1.attn.hook_z is not in this cache', 'cannot unpack non-iterable int
+    object', 'torch.cat(): expected a non-empty list of Tensors'); in range they index as TransformerLens does."""
+    _, cache = lecture.run_with_cache(TEXT, names=["*hook_z", "*hook_result"])
+    assert torch.equal(cache["z", -1], cache["blocks.3.attn.hook_z"]) and torch.equal(cache["z", -4], cache["z", 0])
+    with pytest.raises(KeyError, match="layer -5 is outside this model's 4 layers \\(-4..3\\)"):
+        cache["z", -5]
+    assert ("z", -5) not in cache and ("z", -4) in cache
+    with pytest.raises(KeyError, match="index the cache by a hook name or a \\(name, layer"):
+        cache[3]
+    for layer in (0, -2, 5):
+        with pytest.raises(ValueError, match=f"^layer {layer}: the heads of the layers before it are stacked; "
+                                             "choose 1..4 or -1 \\(every layer\\)$"):
+            cache.stack_head_results(layer=layer)
+    two = cache.stack_head_results(layer=2, pos_slice=-1)  # [2·H, B, D]
+    assert two.shape == (8, 1, 128) and torch.equal(two[5], cache["result", 1][:, -1, 1])
+
+
+@pytest.mark.parametrize("norm", ["pre", "post", "peri", "parallel"])
+def test_sub_layer_outputs_and_the_stream_as_the_readme_says(norm):
+    """hook_attn_out is Σ heads' hook_result (+ the bias) on every block; the stream adds it as the block's norm rule
+    says: pre and parallel plainly, post through LN(pre + out), peri through pre + norm(out)."""
+    from attnlab.model.config import ModelConfig
+    from attnlab.model.loaded import LoadedModel
+    from attnlab.model.tokenizer import ByteTokenizer
+    from attnlab.model.transformer import build_model
+
+    cfg = ModelConfig(arch="decoder", vocab_size=260, d_model=32, n_heads=4, n_layers=2, max_len=32, norm=norm)
+    torch.manual_seed(0)
+    lm = LoadedModel(norm, build_model(cfg).eval(), ByteTokenizer(add_bos=True), cfg, "random")
+    _, c = lm.run_with_cache("hello world")
+    blk = lm.model.blocks[1]
+    pre, out, post = c["resid_pre", 1], c["blocks.1.hook_attn_out"], c["resid_post", 1]
+    torch.testing.assert_close(c["result", 1].sum(2) + blk.attn.out.bias, out, atol=1e-5, rtol=0)
+    mlp = c["blocks.1.hook_mlp_out"]
+    if norm == "parallel":
+        torch.testing.assert_close(pre + out + mlp, post, atol=1e-5, rtol=0)
+        return
+    mid = c["resid_mid", 1]
+    want = {"pre": pre + out, "post": blk.ln_attn_out(pre + out), "peri": pre + blk.ln_attn_out(out)}[norm]
+    torch.testing.assert_close(mid, want, atol=1e-5, rtol=0)
+    assert norm == "pre" or (mid - (pre + out)).abs().max() > 1e-3  # not a plain sum there
+
+
+def test_reading_a_hook_the_run_did_not_keep_says_how_to_keep_it(lecture):
+    out = lecture.forward(lecture.encode(TEXT), names="blocks.0.attn.hook_z", records=False)
+    assert out.capture.tensor("blocks.0.attn.hook_z").shape[2:] == (4, 32)
+    with pytest.raises(KeyError, match="blocks.1.attn.hook_z was not kept in this run \\(1 hooks were kept\\): name "
+                                       "it in names=, e.g. names='blocks.1.attn.hook_z'"):
+        out.capture.tensor("blocks.1.attn.hook_z")
+    bare = lecture.forward(lecture.encode(TEXT), records=False)
+    with pytest.raises(KeyError, match="\\(no hook tensor was kept\\)"):
+        bare.capture.tensor("blocks.0.attn.hook_z")
+
+
+def test_an_encoder_decoder_takes_its_source_through_encode():
+    """A text alone is refused naming the call that reads a source (was the CLI's '(--src-text)'); encoded inputs
+    run, and a cross-attention hook changes the logits."""
+    lm = load("lecture-encdec")
+    with pytest.raises(InputError, match="^lecture-encdec is an encoder–decoder: pass its inputs as "
+                                         "lm.encode\\(target_text, src_text\\)$"):
+        lm.run_with_cache("garo is seven .")
+    inp = lm.encode("", "garo is seven .")
+    logits, cache = lm.run_with_cache(inp)
+    assert logits.shape == (1, 1, lm.cfg.vocab_size) and "decoder.blocks.0.cross_attn.hook_pattern" in cache
+    cut = lm.run_with_hooks(inp, fwd_hooks=[("decoder.blocks.0.cross_attn.hook_pattern", lambda p, hook: p * 0)])
+    assert (cut - logits).abs().max() > 0.1
+
+
+def test_an_in_place_intervention_leaves_the_kept_tensors_as_they_were(lecture):
+    """blocks.0.hook_resid_post and blocks.1.hook_resid_pre are one tensor: zeroing the second in place zeroed the
+    kept first (|max| 0.0 instead of its clean value); the kept value is the clean run's exactly, and the
+    intervention still acts (the logits equal returning a zeroed copy)."""
+    inputs = lecture.encode(TEXT)
+    kept, hook = "blocks.0.hook_resid_post", "blocks.1.hook_resid_pre"
+    clean = lecture.forward(inputs, names=kept, records=False).capture.tensor(kept)
+
+    def zero(x, name):
+        x.zero_()
+
+    out = lecture.forward(inputs, names=[kept, hook], interventions={hook: zero}, records=False)
+    assert torch.equal(out.capture.tensor(kept), clean) and clean.abs().max() > 1
+    assert out.capture.tensor(hook).abs().max() == 0  # the hook's own kept value is the changed one
+    want = lecture.forward(inputs, interventions={hook: lambda x, n: torch.zeros_like(x)}, records=False).logits
+    assert torch.equal(out.logits, want)

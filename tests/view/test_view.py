@@ -213,3 +213,23 @@ def test_a_sentence_pair_and_padding_reach_transformers(folders):
     one = lm.forward(short)
     torch.testing.assert_close(out.logits[1, :n], one.logits[0], atol=1e-5, rtol=0)
     torch.testing.assert_close(out.logits[0], want.logits[0], atol=1e-5, rtol=0)
+
+
+def test_transformerlens_entry_points_on_a_view(folders):
+    """run_with_cache, run_with_hooks and to_tokens on a transformers view (they were AttributeErrors): the cache holds
+    the attention weights, transformers' own, and what `names` chooses; the logits are the plain forward's; a hook
+    function is one line."""
+    lm = model.load(str(folders["bloom"]))
+    ids = lm.to_tokens(TEXT)
+    assert ids.tolist() == lm.encode(TEXT).ids.tolist()
+    logits, cache = lm.run_with_cache(TEXT)
+    ref = hf_attentions(folders["bloom"], ids[0].tolist(), None)["self"]
+    assert sorted(cache.keys()) == [f"blocks.{i}.attn.hook_pattern" for i in range(len(ref))]
+    for i, want in enumerate(ref):
+        assert torch.equal(cache["pattern", i], want)  # [1, H, q, k]
+    assert torch.equal(logits, lm.forward(lm.encode(TEXT)).logits) and logits.shape[:2] == ids.shape
+    _, one = lm.run_with_cache(TEXT, names="blocks.1.attn.hook_pattern")
+    assert list(one.keys()) == ["blocks.1.attn.hook_pattern"]
+    assert torch.equal(lm.run_with_hooks(TEXT), logits)
+    with pytest.raises(InputError, match=f"^{lm.name} runs as a {MODE}: a hook function needs a converted family$"):
+        lm.run_with_hooks(TEXT, fwd_hooks=[("blocks.0.attn.hook_pattern", lambda x, hook: x)])
