@@ -219,11 +219,11 @@ def test_transformerlens_entry_points_on_a_view(folders):
     """run_with_cache, run_with_hooks and to_tokens on a transformers view (they were AttributeErrors): the cache holds
     the attention weights, transformers' own, and what `names` chooses; the logits are the plain forward's; a hook
     function is one line."""
-    lm = model.load(str(folders["bloom"]))
+    lm = model.load(str(folders["falcon"]))
     ids = lm.to_tokens(TEXT)
     assert ids.tolist() == lm.encode(TEXT).ids.tolist()
     logits, cache = lm.run_with_cache(TEXT)
-    ref = hf_attentions(folders["bloom"], ids[0].tolist(), None)["self"]
+    ref = hf_attentions(folders["falcon"], ids[0].tolist(), None)["self"]
     assert sorted(cache.keys()) == [f"blocks.{i}.attn.hook_pattern" for i in range(len(ref))]
     for i, want in enumerate(ref):
         assert torch.equal(cache["pattern", i], want)  # [1, H, q, k]
