@@ -212,7 +212,8 @@ def _span(ax) -> float:
 def fit_ticks(fig: go.Figure, width: int) -> go.Figure:
     """No two tick labels overlap when `fig` is drawn `width` px wide: an axis of array ticks whose labels do not
     fit side by side turns them upright (x) and keeps every k-th label (y: every k-th that fits the plot's
-    height); hover still names each cell. A figure with fixed margins gets the room upright labels need below;
+    height); hover still names each cell. A figure with fixed margins gets the room upright labels need below,
+    and one whose upright labels sit above the plot grows by their room (the plot keeps its height);
     text written in heatmap cells too narrow for it is dropped."""
     size = fig.layout.font.size or 13
     height = fig.layout.height or 450
@@ -244,10 +245,12 @@ def fit_ticks(fig: go.Figure, width: int) -> go.Figure:
         need = _labels_px(text, f) + f
         below = max(below, need)
         side = "t" if ax.side == "top" else "b"
-        if side == "t" and not fixed:  # labels above the plot: under the title, not over it (the plot gives way)
-            title = fig.layout.title.text or ""
+        if side == "t" and not fixed:  # labels above the plot: under the title, not over it; the figure grows
+            title = fig.layout.title.text or ""  # by the room they take, so the plot keeps its height
             room = (60 + title.count("<br>") * int(1.3 * (size + 3))) if title else 20  # the title's part (layout)
-            m.t = max(m.t if m.t is not None else 60, room + int(need))
+            top = m.t if m.t is not None else 60
+            m.t = max(top, room + int(need))
+            fig.layout.height = height = height + m.t - top
         elif fixed and (m[side] or 0) < need + 2 * size + 12:  # upright labels: their room above or below the plot
             grow = int(need + 2 * size + 12 - (m[side] or 0))
             m[side] = (m[side] or 0) + grow

@@ -81,3 +81,22 @@ def test_column_widths():
     assert column_px([3, 2], True, "medium") == [int((534 - 38) * 3 / 5), int((534 - 38) * 2 / 5)]
     assert column_px(2, True, min_width=440) == [534, 534]  # one under the other on a projector
     assert column_px(3, False, min_width=300) == [int((940 - 32) / 3)] * 3
+
+
+def test_upright_labels_above_the_plot_grow_the_figure_not_squeeze_the_plot():
+    """Backends' grid of max |Δ| (two rows, column labels on top): at its column's width (484 px at 1280 px, 455
+    px presenting) the labels turn upright and took 258–361 px of a 240–267 px figure, so the plot was -28 to
+    -104 px tall (a blank chart with a collapsed colour bar)."""
+    from attnlab.app.figures.grids import delta_grid
+
+    for present, width in ((False, column_px([3, 2], False, "medium")[0]), (True, 455), (False, 1400)):
+        fig = delta_grid([[1e-7, 2e-7], [3e-8, 1e-9]], ["blocks.0.attn", "blocks.1.attn"],
+                         ["sdpa vs eager: pattern", "flash vs eager: pattern"], 1e-5,
+                         title="Max |Δ pattern| per layer (tolerance 1e-05)", present=present)
+        fit_title(fig, width)
+        m = fig.layout.margin
+        plot_before = fig.layout.height - (m.t if m.t is not None else 60) - m.b
+        fit_width(fig, width)
+        upright = fig.layout.xaxis.tickangle == -90
+        assert upright == (width < 1400), width  # narrow: the labels turn upright above the plot
+        assert fig.layout.height - fig.layout.margin.t - fig.layout.margin.b == plot_before >= 2 * 40, width

@@ -1,0 +1,42 @@
+"""At 1280×720, the projector's most common window, with and without presentation mode, in Debian's chromium:
+the pages whose charts sit in columns draw every chart whole: no two tick labels overlap, no title is cut
+(tests/e2e/label_boxes.py), and Backends' grid of max |Δ| keeps a plot (with every number written in it, where the cells hold them)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.test_browser_mech import clean, open_page
+from tests.e2e.test_page_labels import drawn
+
+# Backends' grid: its plot area's height and the numbers written in its cells (page px)
+GRID_JS = """() => { const el = document.querySelector('.st-key-fig-be-grid .js-plotly-plot');
+  const plot = el.querySelector('.draglayer .nsewdrag').getBoundingClientRect();
+  return {plot_h: plot.height, rows: el._fullData[0].z.length, cols: el._fullData[0].z[0].length,
+          numbers: [...el.querySelectorAll('.heatmaplayer text')].filter(t => /e-\\d/.test(t.textContent)).length}; }"""
+
+
+@pytest.fixture(params=[False, True], ids=["plain", "presenting"])
+def hd_page(request, browser):
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    ctx.set_default_timeout(60_000)
+    page = ctx.new_page()
+    page.errors = []
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page.present = request.param
+    yield page
+    ctx.close()
+
+
+def visit(page, url: str, path: str) -> None:
+    open_page(page, f"{url}/{path}" + ("?present=1" if page.present else ""))
+    drawn(page, True)
+    clean(page)
+
+
+def test_backends_grid_keeps_its_plot_and_numbers_at_1280(st_app, hd_page):
+    visit(hd_page, st_app["url"], "backends")
+    g = hd_page.evaluate(GRID_JS)
+    assert g["plot_h"] >= 30 * g["rows"], g  # a row of numbers a row of cells (the plot was 0–2 px tall)
+    if not hd_page.present:  # presenting, the figure is fitted to the 1024 px projector, whose cells drop them
+        assert g["numbers"] == g["rows"] * g["cols"], g
