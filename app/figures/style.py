@@ -173,9 +173,10 @@ def log_floor(v) -> np.ndarray:
 CHAR_W, LINE_H = 0.62, 1.45  # a label character's width and a label's line pitch, over the font size (upright boxes)
 TEXT_W = 0.5  # a cell text character's width over its font size (digits, as measured)
 COLORBAR_PX = 90  # room a colour bar takes right of the plot
-# The main column's width in px (measured in chromium): at 1024×768 presenting (the sidebar open, its 19-px rem)
-# and at 1400 px without. Charts thin their tick labels to the width they get (app.frame.chart).
-MAIN_PX = {True: 534, False: 940}
+# The main column's width in px (measured in chromium) at the narrowest window each mode is made for: 1024×768
+# presenting (the sidebar open, its 19-px rem) and 1280×720 without (940 px at 1400, 1460 at 1920). Charts thin
+# their tick labels to the width they get (app.frame.chart): a wider window gives them more room, never less.
+MAIN_PX = {True: 534, False: 820}
 
 
 def _labels_px(texts, size: float) -> float:

@@ -6,7 +6,7 @@ page's columns get (app.columns.column_px). The browser half is tests/e2e/test_p
 from __future__ import annotations
 
 import numpy as np
-from attnlab.app.columns import column_px
+from attnlab.app.columns import GAP_PX, column_px
 from attnlab.app.figures.grids import grid_heatmap
 from attnlab.app.figures.matrix import matrix_heatmap
 from attnlab.app.figures.style import LINE_H, MAIN_PX, fit_title, fit_width, layout, tick_labels
@@ -72,15 +72,26 @@ def test_cell_text_is_dropped_only_where_cells_are_narrower_than_it():
     kept = fit_width(grid_heatmap(small, list("abcd"), cols[:4], present=True), 534)
     dropped = fit_width(grid_heatmap(big, list("abcd"), cols, present=True), 534)
     assert kept.data[0].texttemplate and not dropped.data[0].texttemplate
-    wide = fit_width(grid_heatmap(big[:, :8], list("abcd"), cols[:8], present=False), 940)
-    assert wide.data[0].texttemplate  # 8 columns in 940 px: the values stay
+    wide = fit_width(grid_heatmap(big[:, :8], list("abcd"), cols[:8], present=False), MAIN_PX[False])
+    assert wide.data[0].texttemplate  # 8 columns in 820 px: the values stay
 
 
 def test_column_widths():
-    assert column_px(3, False) == [int((940 - 2 * 16) / 3)] * 3
+    assert column_px(3, False) == [int((820 - 2 * 16) / 3)] * 3
     assert column_px([3, 2], True, "medium") == [int((534 - 38) * 3 / 5), int((534 - 38) * 2 / 5)]
-    assert column_px(2, True, min_width=440) == [534, 534]  # one under the other on a projector
-    assert column_px(3, False, min_width=300) == [int((940 - 32) / 3)] * 3
+    assert column_px(1, False, min_width=300) == [820]  # one column: the main column at 1280 px
+    assert column_px(2, False, min_width=300) == [int((820 - 16) / 2)] * 2  # both in a row from 1280 px on
+
+
+def test_a_wrapping_column_is_fitted_to_the_least_width_any_window_gives_it():
+    """Backends' three matrices (min 300 px) were fitted to 534 px, one a row at 1024×768 presenting, but at
+    1280×720 presenting two share a row at 387 px: 20 pairs of their tick labels overlapped. A wrapping column
+    never gets less than min_width, nor less than it gets at the narrowest window."""
+    presenting_1280 = int((790 - GAP_PX) / 2)  # main column 790 px: two a row
+    assert column_px(3, True, min_width=300) == [300] * 3 and 300 <= presenting_1280
+    assert column_px(2, True, min_width=440) == [440, 440]  # one a row at 1024 px, two at 1386 px and wider
+    plain = {1280: int((820 - GAP_PX) / 2), 1400: int((940 - 2 * GAP_PX) / 3)}  # 2 a row, 3 a row
+    assert column_px(3, False, min_width=300) == [300] * 3 and 300 <= min(plain.values())
 
 
 def test_upright_labels_above_the_plot_grow_the_figure_not_squeeze_the_plot():

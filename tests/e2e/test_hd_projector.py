@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.e2e.label_boxes import troubles
 from tests.e2e.test_browser_mech import clean, open_page
 from tests.e2e.test_page_labels import drawn
 
@@ -40,3 +41,15 @@ def test_backends_grid_keeps_its_plot_and_numbers_at_1280(st_app, hd_page):
     assert g["plot_h"] >= 30 * g["rows"], g  # a row of numbers a row of cells (the plot was 0–2 px tall)
     if not hd_page.present:  # presenting, the figure is fitted to the 1024 px projector, whose cells drop them
         assert g["numbers"] == g["rows"] * g["cols"], g
+
+
+def test_no_tick_labels_overlap_on_the_column_pages_at_1280(st_app, hd_page):
+    """Fitted to 940 px of main column (1400 px) the charts overlapped at 1280 px, where it is 820 px: Heatmaps'
+    head (476 px, 4+ pairs), Masks' panels and diff, Score scales' counterfactual; presenting, Backends' three
+    matrices fitted to 534 px got 387 px (20 pairs each)."""
+    found = {}
+    for path in ("heatmaps", "masks", "scores", "backends"):
+        visit(hd_page, st_app["url"], path)
+        if trouble := troubles(hd_page):
+            found[path] = trouble
+    assert found == {}
