@@ -234,10 +234,15 @@ def fit_ticks(fig: go.Figure, width: int) -> go.Figure:
         right = max(m.r or 0, COLORBAR_PX if bar else 20)
     plot_w = max(width - left - right, 4 * size)
     below = 2 * size
+    square = {a.scaleanchor: a for a in ys if a.scaleanchor}  # x name -> the y axis whose cells it keeps square
     for ax in xs:
         f = ax.tickfont.size or size
         text = _texts(ax)
         room = plot_w * _span(ax)
+        if (y := square.get(ax.plotly_name.replace("axis", ""))) is not None:  # square cells: no wider than the
+            tall = height - (m.t if m.t is not None else 60) - (m.b or 10)  # plot's height holds (labels below
+            tall -= 0 if fixed else _labels_px(text, f) + f  # a growing margin take from it)
+            room = min(room, max(tall, 4 * size) * _span(y) * extent[ax.plotly_name] / extent[y.plotly_name])
         flat = sum(len(html.unescape(t)) * CHAR_W * f + f for t in text)
         if ax.tickangle in (None, 0) and flat <= room:
             continue

@@ -111,3 +111,16 @@ def test_upright_labels_above_the_plot_grow_the_figure_not_squeeze_the_plot():
         upright = fig.layout.xaxis.tickangle == -90
         assert upright == (width < 1400), width  # narrow: the labels turn upright above the plot
         assert fig.layout.height - fig.layout.margin.t - fig.layout.margin.b == plot_before >= 2 * 40, width
+
+
+def test_a_square_matrix_thins_its_key_labels_to_the_plots_height():
+    """Square cells make the plot as wide as it is tall (480 px of a 820 px column): the key labels are thinned
+    to that width, not the column's (37 labels were kept 13 px apart, under their 16 px pitch)."""
+    toks = ["[BOS]"] + [f"w{i % 8}" for i in range(72)]
+    fig = fit_width(matrix_heatmap(np.zeros((73, 73), np.float32), toks, toks, present=False, title="rollout"),
+                    MAIN_PX[False])
+    m, x = fig.layout.margin, fig.layout.xaxis
+    assert fig.layout.yaxis.scaleanchor == "x"
+    side = fig.layout.height - m.t - m.b  # the square plot's side: its height (narrower than the column)
+    assert side < MAIN_PX[False] - m.l - m.r
+    assert 2 <= len(x.tickvals) <= side / (LINE_H * x.tickfont.size)

@@ -4,6 +4,8 @@ the pages whose charts sit in columns draw every chart whole: no two tick labels
 
 from __future__ import annotations
 
+import urllib.parse
+
 import pytest
 
 from tests.e2e.label_boxes import troubles
@@ -29,8 +31,9 @@ def hd_page(request, browser):
     ctx.close()
 
 
-def visit(page, url: str, path: str) -> None:
-    open_page(page, f"{url}/{path}" + ("?present=1" if page.present else ""))
+def visit(page, url: str, path: str, query: dict | None = None) -> None:
+    query = (query or {}) | ({"present": "1"} if page.present else {})
+    open_page(page, f"{url}/{path}" + (f"?{urllib.parse.urlencode(query)}" if query else ""))
     drawn(page, True)
     clean(page)
 
@@ -50,6 +53,18 @@ def test_no_tick_labels_overlap_on_the_column_pages_at_1280(st_app, hd_page):
     found = {}
     for path in ("heatmaps", "masks", "scores", "backends"):
         visit(hd_page, st_app["url"], path)
+        if trouble := troubles(hd_page):
+            found[path] = trouble
+    assert found == {}
+
+
+def test_square_matrices_of_a_long_text_keep_their_key_labels_apart_at_1280(st_app, hd_page):
+    """A 73-token text: the key axis of a square matrix is as wide as the plot's height, not the column: fitted to
+    the column (665 px) Rollout's matrix kept 37 key labels in its 480 px (13 px apart: they overlap)."""
+    text = " ".join(["alex has a best friend named mary ."] * 9)  # 72 words and [BOS]
+    found = {}
+    for path in ("rollout", "heatmaps", "masks"):
+        visit(hd_page, st_app["url"], path, {"text": text})
         if trouble := troubles(hd_page):
             found[path] = trouble
     assert found == {}
