@@ -68,3 +68,14 @@ def test_square_matrices_of_a_long_text_keep_their_key_labels_apart_at_1280(st_a
         if trouble := troubles(hd_page):
             found[path] = trouble
     assert found == {}
+
+
+def test_masks_shows_the_text_both_models_read_as_typed(st_app, page):
+    """The caption over the trained models quoted the text inside Markdown: `&amp;` showed as `&`, `**x**` bold,
+    `$5 … $6` as maths."""
+    text = "alex has **a** best friend &amp; $5 named <b>mary</b> $6 ."
+    open_page(page, f"{st_app['url']}/masks?{urllib.parse.urlencode({'text': text})}")
+    caption = page.get_by_text("here both read:")
+    assert text in caption.inner_text()
+    assert caption.locator("strong, b, .katex").count() == 0
+    clean(page)
