@@ -283,8 +283,29 @@ def fit_ticks(fig: go.Figure, width: int) -> go.Figure:
 
 def fit_width(fig: go.Figure, width: int) -> go.Figure:
     """`fig` as drawn `width` px wide: its title wrapped (fit_title), its tick labels and cell text fitted
-    (fit_ticks)."""
-    return fit_ticks(fit_title(fig, width), width)
+    (fit_ticks), its rows of buttons fitted (fit_menus)."""
+    return fit_menus(fit_ticks(fit_title(fig, width), width), width)
+
+
+BUTTON_PAD = 12  # px a Plotly button adds to its label (padding, border, the gap to the next; 57 px for "layer 0")
+
+
+def fit_menus(fig: go.Figure, width: int) -> go.Figure:
+    """A row of buttons wider than the room right of where it starts becomes a dropdown (Plotly neither wraps
+    nor scrolls a row: the buttons past the chart's edge could not be seen or pressed). Every button of a row is
+    as wide as its longest label."""
+    size = fig.layout.font.size or 13
+    for menu in fig.layout.updatemenus:
+        if menu.type != "buttons" or menu.direction not in (None, "left", "right") or not menu.buttons:
+            continue
+        f = menu.font.size or size
+        need = len(menu.buttons) * (max(len(html.unescape(b.label or "")) for b in menu.buttons) * CHAR_W * f
+                                    + BUTTON_PAD)
+        m = fig.layout.margin
+        start = (m.l or 0) + max(menu.x or 0, 0) * (width - (m.l or 0) - (m.r or 0))  # x: a fraction of the plot
+        if start + need > width:
+            menu.update(type="dropdown", direction="down")
+    return fig
 
 
 def _cell_text(fig: go.Figure, widths: dict, size: float) -> None:

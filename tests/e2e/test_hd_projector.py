@@ -7,6 +7,7 @@ from __future__ import annotations
 import urllib.parse
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.e2e.label_boxes import troubles
 from tests.e2e.test_browser_mech import clean, open_page
@@ -79,3 +80,30 @@ def test_masks_shows_the_text_both_models_read_as_typed(st_app, page):
     assert text in caption.inner_text()
     assert caption.locator("strong, b, .katex").count() == 0
     clean(page)
+
+# every Plotly menu of a chart: its drawn box's right edge and the chart's (page px)
+MENUS_JS = """key => { const el = document.querySelector(`.st-key-fig-${key} .js-plotly-plot`);
+  const right = el.querySelector('.main-svg').getBoundingClientRect().right;
+  return [...el.querySelectorAll('.updatemenu-container')].filter(m => m.getBoundingClientRect().width > 0)
+    .map(m => ({right: m.getBoundingClientRect().right, chart: right})); }"""
+
+
+def test_every_head_of_a_12_head_model_can_be_chosen_in_the_chart_at_1280(st_app, hd_page):
+    """minilm's row of 12 head buttons ran past Heatmaps' 476 px column (to 1163 px; the chart ends at 856 px):
+    heads 7–11 were not on screen. The row is a dropdown now, inside the chart."""
+    from attnlab.model.registry import model_choices
+
+    if "minilm" not in model_choices():
+        pytest.skip("minilm is not installed")
+    visit(hd_page, st_app["url"], "heatmaps", {"model": "minilm"})
+    menus = hd_page.evaluate(MENUS_JS, "head")
+    assert menus and all(m["right"] <= m["chart"] + 1 for m in menus), menus
+    chart = hd_page.locator(".st-key-fig-head .js-plotly-plot")
+    chart.scroll_into_view_if_needed()
+    chart.locator(".updatemenu-header", has_text="head 0").click()  # open the dropdown, scroll to the last head
+    first = chart.locator(".updatemenu-dropdown-button", has_text="head 1").first
+    expect(first).to_have_attribute("opacity", "1")
+    first.hover()
+    hd_page.mouse.wheel(0, 600)
+    chart.locator(".updatemenu-dropdown-button", has_text="head 11").click()
+    expect(chart.locator(".gtitle")).to_have_text("layer 5, head 11")
