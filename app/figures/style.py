@@ -283,8 +283,19 @@ def fit_ticks(fig: go.Figure, width: int) -> go.Figure:
 
 def fit_width(fig: go.Figure, width: int) -> go.Figure:
     """`fig` as drawn `width` px wide: its title wrapped (fit_title), its tick labels and cell text fitted
-    (fit_ticks), its rows of buttons fitted (fit_menus)."""
-    return fit_menus(fit_ticks(fit_title(fig, width), width), width)
+    (fit_ticks), its rows of buttons fitted (fit_menus), its colour bars next to the plot (fit_bars)."""
+    return fit_bars(fit_menus(fit_ticks(fit_title(fig, width), width), width))
+
+
+def fit_bars(fig: go.Figure) -> go.Figure:
+    """Colour bars placed where they were not: at the plot's right edge, Plotly's 10 px pad away, on a chart of
+    any width (its default x = 1.02 of the plot's width moves them right as a chart widens, and a bar's title
+    ran past a 1430 px chart's edge, which the margins sized for the bar did not hold)."""
+    for t in fig.data:
+        bar = getattr(t, "colorbar", None)
+        if bar is not None and bar.x is None:
+            bar.x = 1.0
+    return fig
 
 
 BUTTON_PAD = 12  # px a Plotly button adds to its label (padding, border, the gap to the next; 57 px for "layer 0")

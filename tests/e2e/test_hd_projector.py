@@ -107,3 +107,31 @@ def test_every_head_of_a_12_head_model_can_be_chosen_in_the_chart_at_1280(st_app
     hd_page.mouse.wheel(0, 600)
     chart.locator(".updatemenu-dropdown-button", has_text="head 11").click()
     expect(chart.locator(".gtitle")).to_have_text("layer 5, head 11")
+
+# every colour bar title of the page's charts: its right edge and its chart's (page px)
+BAR_TITLES_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(el => {
+  const right = el.querySelector('.main-svg').getBoundingClientRect().right;
+  return [...el.querySelectorAll('.cbtitle text')].filter(t => t.textContent.trim())
+    .map(t => ({text: t.textContent, over: Math.round(t.getBoundingClientRect().right - right)})); })"""
+
+
+def test_colour_bar_titles_stay_inside_wide_charts_at_1920_presenting(st_app, browser):
+    """At 1920×1080 presenting the head matrix is 1430 px wide: its colour bar sat 2 % of the plot's width right
+    of it and the bar's title 'weight' ran 7 px past the chart's edge (on Heatmaps and Rollout)."""
+    ctx = browser.new_context(viewport={"width": 1920, "height": 1080})
+    page = ctx.new_page()
+    page.errors = []
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    try:
+        text = " ".join(["alex has a best friend named mary ."] * 10)
+        over = {}
+        for path in ("heatmaps", "rollout"):
+            open_page(page, f"{st_app['url']}/{path}?{urllib.parse.urlencode({'text': text, 'present': '1'})}")
+            drawn(page, True)
+            titles = page.evaluate(BAR_TITLES_JS)
+            assert titles
+            over[path] = [t for t in titles if t["over"] > 0]
+        clean(page)
+    finally:
+        ctx.close()
+    assert over == {"heatmaps": [], "rollout": []}
