@@ -48,7 +48,9 @@ def fit(fig: go.Figure, present: bool) -> go.Figure:
     """The figure at the tour's height (it must fit the projector beside the narrative), its tick labels thinned
     to what the column's width holds, its colour bars next to the plot (as the page draws it, so the handout too)."""
     fig.update_layout(height=HEIGHT[present])
-    return fit_bars(fit_ticks(fig, WIDTH))
+    fit_bars(fit_ticks(fig, WIDTH))
+    fig.layout.height = HEIGHT[present]  # the projector's height wins over labels' room above: the plot gives way
+    return fig
 
 
 def box(fig: go.Figure, x0: float, x1: float, y0: float, y1: float, label: str = "", *, xref: str = "x",
