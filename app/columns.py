@@ -29,11 +29,13 @@ GAP_REM = {"small": 1, "medium": 2, "large": 4}  # st.columns' gaps
 
 def column_px(spec, present: bool, gap: str = "small", min_width: int = 0) -> list[int]:
     """The width in px of each column of st.columns(spec, gap=gap) (or of wrapping_columns(spec, …, min_width)
-    when `min_width`) in the main column, at the window presentation mode is made for (see MAIN_PX)."""
+    when `min_width`) in the main column, at the narrowest window of the mode (see MAIN_PX) or any wider one:
+    the least width a column gets there."""
     weights = [1] * spec if isinstance(spec, int) else list(spec)
     main, n = MAIN_PX[present], len(weights)
     if min_width:  # as many a row as get min_width, all the same width
         per_row = max(1, min(n, (main + GAP_PX) // (min_width + GAP_PX)))
-        return [int((main - (per_row - 1) * GAP_PX) / per_row)] * n
+        px = int((main - (per_row - 1) * GAP_PX) / per_row)
+        return [px if per_row == n else min(px, min_width)] * n  # a wider window fits one more a row, each min_width
     room = main - (n - 1) * GAP_REM[gap] * (19 if present else 16)
     return [int(room * w / sum(weights)) for w in weights]

@@ -50,10 +50,18 @@ def tokens_of(text: str) -> list[str]:
 
 
 def head_ticks(tokens: list[str]) -> list[str]:
-    """The head matrix's x tick labels for these tokens, as the browser shows them."""
-    from attnlab.app.figures.matrix import matrix_heatmap
+    """The head matrix's x tick labels for these tokens, as the browser shows them: fitted to the column
+    Heatmaps draws it in (pages/heatmaps.py), which thins a long axis."""
+    from attnlab.app.columns import column_px
+    from attnlab.app.figures.style import fit_width
+    from attnlab.app.figures.switcher import head_switcher, switch_layers
 
-    fig = matrix_heatmap(np.zeros((len(tokens), len(tokens))), tokens, tokens)
+    tokens_of("a")  # loads the model
+    cfg, n = _TOKENIZER[MODEL].model.cfg, len(tokens)
+    stack = np.zeros((cfg.n_layers, cfg.n_heads, n, n))  # [L, H, q, k]: the page's head 0.0 with its buttons
+    layers = switch_layers(cfg.n_layers, cfg.n_heads, n, n, 0)
+    fig = head_switcher(stack, tokens, tokens, 0, 0, layers or [0])
+    fit_width(fig, column_px([3, 2], False, "medium")[0])
     return [html.unescape(t) for t in fig.layout.xaxis.ticktext]
 
 

@@ -10,7 +10,7 @@ from attnlab.app.figures.bars import token_bars
 from attnlab.app.figures.grids import grid_heatmap
 from attnlab.app.figures.matrix import matrix_heatmap
 from attnlab.app.figures.panels import panel_grid, panel_layers, run_panels
-from attnlab.app.figures.style import head_names
+from attnlab.app.figures.style import head_names, md
 from attnlab.app.frame import chart, guard, options, page, presenting, switch_caption
 from attnlab.app.inputs import require
 from attnlab.app.presets import presets
@@ -104,7 +104,8 @@ with page("Masks", "What changes when the same text and weights run under a diff
     if "lecture-decoder" in bundled and "lecture-encoder" in bundled:
         st.subheader("Trained causal vs trained bidirectional attention")
         text = inp.text if inp.model in ("lecture-decoder", "lecture-encoder") else presets("lecture-decoder")[0].text
-        st.caption(f"The bundled decoder and encoder were trained on the same corpus; here both read: “{text}”.")
+        st.caption(f"The bundled decoder and encoder were trained on the same corpus; here both read: "
+                   f"{md(text, 600)}.")  # as typed: not Markdown (`&amp;`, `$5`, `**`)
         with guard():
             cols = wrapping_columns(2, "masks-trained", PAIR_PX)  # one under the other on a projector
             for col, name in zip(cols, ("lecture-decoder", "lecture-encoder")):

@@ -173,9 +173,10 @@ def log_floor(v) -> np.ndarray:
 CHAR_W, LINE_H = 0.62, 1.45  # a label character's width and a label's line pitch, over the font size (upright boxes)
 TEXT_W = 0.5  # a cell text character's width over its font size (digits, as measured)
 COLORBAR_PX = 90  # room a colour bar takes right of the plot
-# The main column's width in px (measured in chromium): at 1024×768 presenting (the sidebar open, its 19-px rem)
-# and at 1400 px without. Charts thin their tick labels to the width they get (app.frame.chart).
-MAIN_PX = {True: 534, False: 940}
+# The main column's width in px (measured in chromium) at the narrowest window each mode is made for: 1024×768
+# presenting (the sidebar open, its 19-px rem) and 1280×720 without (940 px at 1400, 1460 at 1920). Charts thin
+# their tick labels to the width they get (app.frame.chart): a wider window gives them more room, never less.
+MAIN_PX = {True: 534, False: 820}
 
 
 def _labels_px(texts, size: float) -> float:
@@ -212,7 +213,8 @@ def _span(ax) -> float:
 def fit_ticks(fig: go.Figure, width: int) -> go.Figure:
     """No two tick labels overlap when `fig` is drawn `width` px wide: an axis of array ticks whose labels do not
     fit side by side turns them upright (x) and keeps every k-th label (y: every k-th that fits the plot's
-    height); hover still names each cell. A figure with fixed margins gets the room upright labels need below;
+    height); hover still names each cell. A figure with fixed margins gets the room upright labels need below,
+    and one whose upright labels sit above the plot grows by their room (the plot keeps its height);
     text written in heatmap cells too narrow for it is dropped."""
     size = fig.layout.font.size or 13
     height = fig.layout.height or 450
@@ -232,10 +234,15 @@ def fit_ticks(fig: go.Figure, width: int) -> go.Figure:
         right = max(m.r or 0, COLORBAR_PX if bar else 20)
     plot_w = max(width - left - right, 4 * size)
     below = 2 * size
+    square = {a.scaleanchor: a for a in ys if a.scaleanchor}  # x name -> the y axis whose cells it keeps square
     for ax in xs:
         f = ax.tickfont.size or size
         text = _texts(ax)
         room = plot_w * _span(ax)
+        if (y := square.get(ax.plotly_name.replace("axis", ""))) is not None:  # square cells: no wider than the
+            tall = height - (m.t if m.t is not None else 60) - (m.b or 10)  # plot's height holds (labels below
+            tall -= 0 if fixed else _labels_px(text, f) + f  # a growing margin take from it)
+            room = min(room, max(tall, 4 * size) * _span(y) * extent[ax.plotly_name] / extent[y.plotly_name])
         flat = sum(len(html.unescape(t)) * CHAR_W * f + f for t in text)
         if ax.tickangle in (None, 0) and flat <= room:
             continue
@@ -244,10 +251,12 @@ def fit_ticks(fig: go.Figure, width: int) -> go.Figure:
         need = _labels_px(text, f) + f
         below = max(below, need)
         side = "t" if ax.side == "top" else "b"
-        if side == "t" and not fixed:  # labels above the plot: under the title, not over it (the plot gives way)
-            title = fig.layout.title.text or ""
+        if side == "t" and not fixed:  # labels above the plot: under the title, not over it; the figure grows
+            title = fig.layout.title.text or ""  # by the room they take, so the plot keeps its height
             room = (60 + title.count("<br>") * int(1.3 * (size + 3))) if title else 20  # the title's part (layout)
-            m.t = max(m.t if m.t is not None else 60, room + int(need))
+            top = m.t if m.t is not None else 60
+            m.t = max(top, room + int(need))
+            fig.layout.height = height = height + m.t - top
         elif fixed and (m[side] or 0) < need + 2 * size + 12:  # upright labels: their room above or below the plot
             grow = int(need + 2 * size + 12 - (m[side] or 0))
             m[side] = (m[side] or 0) + grow
@@ -274,8 +283,40 @@ def fit_ticks(fig: go.Figure, width: int) -> go.Figure:
 
 def fit_width(fig: go.Figure, width: int) -> go.Figure:
     """`fig` as drawn `width` px wide: its title wrapped (fit_title), its tick labels and cell text fitted
-    (fit_ticks)."""
-    return fit_ticks(fit_title(fig, width), width)
+    (fit_ticks), its rows of buttons fitted (fit_menus), its colour bars next to the plot (fit_bars)."""
+    return fit_bars(fit_menus(fit_ticks(fit_title(fig, width), width), width))
+
+
+def fit_bars(fig: go.Figure) -> go.Figure:
+    """Colour bars placed where they were not: at the plot's right edge, Plotly's 10 px pad away, on a chart of
+    any width (its default x = 1.02 of the plot's width moves them right as a chart widens, and a bar's title
+    ran past a 1430 px chart's edge, which the margins sized for the bar did not hold)."""
+    for t in fig.data:
+        bar = getattr(t, "colorbar", None)
+        if bar is not None and bar.x is None:
+            bar.x = 1.0
+    return fig
+
+
+BUTTON_PAD = 12  # px a Plotly button adds to its label (padding, border, the gap to the next; 57 px for "layer 0")
+
+
+def fit_menus(fig: go.Figure, width: int) -> go.Figure:
+    """A row of buttons wider than the room right of where it starts becomes a dropdown (Plotly neither wraps
+    nor scrolls a row: the buttons past the chart's edge could not be seen or pressed). Every button of a row is
+    as wide as its longest label."""
+    size = fig.layout.font.size or 13
+    for menu in fig.layout.updatemenus:
+        if menu.type != "buttons" or menu.direction not in (None, "left", "right") or not menu.buttons:
+            continue
+        f = menu.font.size or size
+        need = len(menu.buttons) * (max(len(html.unescape(b.label or "")) for b in menu.buttons) * CHAR_W * f
+                                    + BUTTON_PAD)
+        m = fig.layout.margin
+        start = (m.l or 0) + max(menu.x or 0, 0) * (width - (m.l or 0) - (m.r or 0))  # x: a fraction of the plot
+        if start + need > width:
+            menu.update(type="dropdown", direction="down")
+    return fig
 
 
 def _cell_text(fig: go.Figure, widths: dict, size: float) -> None:

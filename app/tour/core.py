@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 import plotly.graph_objects as go
-from attnlab.app.figures.style import esc, fit_ticks, md
+from attnlab.app.figures.style import esc, fit_bars, fit_ticks, md
 
 MARK = "#ff7f0e"  # the highlight: the same orange as the query-row outline on every page
 HEIGHT = {False: 400, True: 460}  # the figure fits a 1024×768 projector beside its narrative
@@ -46,9 +46,11 @@ class Step:
 
 def fit(fig: go.Figure, present: bool) -> go.Figure:
     """The figure at the tour's height (it must fit the projector beside the narrative), its tick labels thinned
-    to what the column's width holds."""
+    to what the column's width holds, its colour bars next to the plot (as the page draws it, so the handout too)."""
     fig.update_layout(height=HEIGHT[present])
-    return fit_ticks(fig, WIDTH)
+    fit_bars(fit_ticks(fig, WIDTH))
+    fig.layout.height = HEIGHT[present]  # the projector's height wins over labels' room above: the plot gives way
+    return fig
 
 
 def box(fig: go.Figure, x0: float, x1: float, y0: float, y1: float, label: str = "", *, xref: str = "x",

@@ -6,7 +6,7 @@ page's columns get (app.columns.column_px). The browser half is tests/e2e/test_p
 from __future__ import annotations
 
 import numpy as np
-from attnlab.app.columns import column_px
+from attnlab.app.columns import GAP_PX, column_px
 from attnlab.app.figures.grids import grid_heatmap
 from attnlab.app.figures.matrix import matrix_heatmap
 from attnlab.app.figures.style import LINE_H, MAIN_PX, fit_title, fit_width, layout, tick_labels
@@ -72,12 +72,55 @@ def test_cell_text_is_dropped_only_where_cells_are_narrower_than_it():
     kept = fit_width(grid_heatmap(small, list("abcd"), cols[:4], present=True), 534)
     dropped = fit_width(grid_heatmap(big, list("abcd"), cols, present=True), 534)
     assert kept.data[0].texttemplate and not dropped.data[0].texttemplate
-    wide = fit_width(grid_heatmap(big[:, :8], list("abcd"), cols[:8], present=False), 940)
-    assert wide.data[0].texttemplate  # 8 columns in 940 px: the values stay
+    wide = fit_width(grid_heatmap(big[:, :8], list("abcd"), cols[:8], present=False), MAIN_PX[False])
+    assert wide.data[0].texttemplate  # 8 columns in 820 px: the values stay
 
 
 def test_column_widths():
-    assert column_px(3, False) == [int((940 - 2 * 16) / 3)] * 3
+    assert column_px(3, False) == [int((820 - 2 * 16) / 3)] * 3
     assert column_px([3, 2], True, "medium") == [int((534 - 38) * 3 / 5), int((534 - 38) * 2 / 5)]
-    assert column_px(2, True, min_width=440) == [534, 534]  # one under the other on a projector
-    assert column_px(3, False, min_width=300) == [int((940 - 32) / 3)] * 3
+    assert column_px(1, False, min_width=300) == [820]  # one column: the main column at 1280 px
+    assert column_px(2, False, min_width=300) == [int((820 - 16) / 2)] * 2  # both in a row from 1280 px on
+
+
+def test_a_wrapping_column_is_fitted_to_the_least_width_any_window_gives_it():
+    """Backends' three matrices (min 300 px) were fitted to 534 px, one a row at 1024×768 presenting, but at
+    1280×720 presenting two share a row at 387 px: 20 pairs of their tick labels overlapped. A wrapping column
+    never gets less than min_width, nor less than it gets at the narrowest window."""
+    presenting_1280 = int((790 - GAP_PX) / 2)  # main column 790 px: two a row
+    assert column_px(3, True, min_width=300) == [300] * 3 and 300 <= presenting_1280
+    assert column_px(2, True, min_width=440) == [440, 440]  # one a row at 1024 px, two at 1386 px and wider
+    plain = {1280: int((820 - GAP_PX) / 2), 1400: int((940 - 2 * GAP_PX) / 3)}  # 2 a row, 3 a row
+    assert column_px(3, False, min_width=300) == [300] * 3 and 300 <= min(plain.values())
+
+
+def test_upright_labels_above_the_plot_grow_the_figure_not_squeeze_the_plot():
+    """Backends' grid of max |Δ| (two rows, column labels on top): at its column's width (484 px at 1280 px, 455
+    px presenting) the labels turn upright and took 258–361 px of a 240–267 px figure, so the plot was -28 to
+    -104 px tall (a blank chart with a collapsed colour bar)."""
+    from attnlab.app.figures.grids import delta_grid
+
+    for present, width in ((False, column_px([3, 2], False, "medium")[0]), (True, 455), (False, 1400)):
+        fig = delta_grid([[1e-7, 2e-7], [3e-8, 1e-9]], ["blocks.0.attn", "blocks.1.attn"],
+                         ["sdpa vs eager: pattern", "flash vs eager: pattern"], 1e-5,
+                         title="Max |Δ pattern| per layer (tolerance 1e-05)", present=present)
+        fit_title(fig, width)
+        m = fig.layout.margin
+        plot_before = fig.layout.height - (m.t if m.t is not None else 60) - m.b
+        fit_width(fig, width)
+        upright = fig.layout.xaxis.tickangle == -90
+        assert upright == (width < 1400), width  # narrow: the labels turn upright above the plot
+        assert fig.layout.height - fig.layout.margin.t - fig.layout.margin.b == plot_before >= 2 * 40, width
+
+
+def test_a_square_matrix_thins_its_key_labels_to_the_plots_height():
+    """Square cells make the plot as wide as it is tall (480 px of a 820 px column): the key labels are thinned
+    to that width, not the column's (37 labels were kept 13 px apart, under their 16 px pitch)."""
+    toks = ["[BOS]"] + [f"w{i % 8}" for i in range(72)]
+    fig = fit_width(matrix_heatmap(np.zeros((73, 73), np.float32), toks, toks, present=False, title="rollout"),
+                    MAIN_PX[False])
+    m, x = fig.layout.margin, fig.layout.xaxis
+    assert fig.layout.yaxis.scaleanchor == "x"
+    side = fig.layout.height - m.t - m.b  # the square plot's side: its height (narrower than the column)
+    assert side < MAIN_PX[False] - m.l - m.r
+    assert 2 <= len(x.tickvals) <= side / (LINE_H * x.tickfont.size)

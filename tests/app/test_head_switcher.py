@@ -163,3 +163,20 @@ def test_pngs_are_encoded_once_per_matrix_and_colour_range():
     for i in range(PNG_CACHE + 5):
         png_of(np.full((2, 2), i, np.float32), "Blues", 0.0, 1.0)
     assert len(matrix._PNGS) == PNG_CACHE
+
+
+def test_a_row_of_head_buttons_wider_than_its_chart_becomes_a_dropdown():
+    """minilm's 12 heads as buttons (57 px each) ran 690 px from the plot's left edge in Heatmaps' 476 px column
+    at 1280 px: heads 7–11 fell off the chart and could not be pressed. A row that fits stays a row."""
+    from attnlab.app.columns import column_px
+    from attnlab.app.figures.style import fit_width
+
+    toks = [f"t{i}" for i in range(10)]
+    width = column_px([3, 2], False, "medium")[0]
+    for heads, kind in ((12, "dropdown"), (9, "dropdown"), (4, "buttons")):
+        stack = np.random.default_rng(heads).random((6, heads, 10, 10)).astype(np.float32)  # [L, H, q, k]
+        fig = fit_width(head_switcher(stack, toks, toks, 5, 0, list(range(6)), present=False), width)
+        menus = {m.name: m for m in fig.layout.updatemenus}  # the last of each name: any layer's or head's
+        assert menus["head"].type == kind, heads
+        assert menus["layer"].type == "buttons" and len(menus["layer"].buttons) == 6  # 6 layers fit the row
+        assert [len(m.buttons) for m in fig.layout.updatemenus if m.name == "head"] == [heads] * 6

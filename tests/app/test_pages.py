@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import pytest
 from attnlab.model.registry import bundled_names
@@ -80,9 +82,12 @@ def test_heatmaps_single_head_ticks_hover_and_mask():
     t = len(MARKUP) + 1
     assert z.shape == (t, t)
     assert np.isnan(z[np.triu_indices(t, 1)]).all() and not np.isnan(np.diag(z)).any()
-    ticks = fig["layout"]["xaxis"]["ticktext"]
-    assert ticks[:4] == ["[BOS]", "&lt;", "b", "&gt;"]
-    assert ticks.count("b") == 2  # repeated tokens keep their own column (integer axis)
+    x = fig["layout"]["xaxis"]  # thinned to the column's square plot: each kept label names its own token
+    tokens = ["[BOS]"] + list(MARKUP)  # byte tokens
+    assert x["ticktext"] == [html.escape(tokens[v], quote=False) for v in x["tickvals"]]
+    assert "&gt;" in x["ticktext"] and "&amp;" in x["ticktext"]
+    keys = [c.split(" → ")[1] for c in trace["text"][t - 1]]  # the last query's hover: every key token
+    assert [k for k, c in enumerate(keys) if c == "b"] == [2, 7]  # repeated tokens keep their own column
     assert "query" in trace["hovertemplate"] and "%{z" in trace["hovertemplate"]
     assert trace["text"][1][2] == "&lt; → b"  # hover: query token → key token
 
