@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import torch
@@ -52,6 +53,10 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, temperature: f
     """
     if max_new_tokens < 0:
         raise ValueError("max_new_tokens must be ≥ 0")
+    if not (temperature >= 0 and math.isfinite(temperature)):  # NaN fails both: it would have meant greedy
+        raise ValueError(f"temperature must be a finite number ≥ 0 (0: greedy), got {temperature}")
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"top_k must be ≥ 1 (or none: every token), got {top_k}")
     gen = torch.Generator().manual_seed(seed) if seed is not None else None
     inputs = Inputs(prompt, [], src_ids=src, src_mask=src_mask)
     cache = KVCache() if use_cache else None

@@ -118,3 +118,13 @@ def test_cache_rejects_non_causal_masks_after_the_first_step():
     m(tokens(4), cache=cache)
     with pytest.raises(ValueError, match="causal"):
         m(tokens(1), cache=cache, mask="bidirectional")
+
+
+@pytest.mark.parametrize("kw, words", [(dict(temperature=float("nan")), "temperature must be a finite number"),
+                                       (dict(temperature=-1.0), "temperature must be a finite number"),
+                                       (dict(temperature=float("inf")), "temperature must be a finite number"),
+                                       (dict(temperature=1.0, top_k=0), "top_k must be ≥ 1")])
+def test_a_temperature_or_top_k_that_means_nothing_is_refused(kw, words):
+    """NaN or a negative temperature used to mean greedy without a word, top_k 0 a sampling over no token."""
+    with pytest.raises(ValueError, match=words):
+        generate(tiny(), tokens(3), 5, **kw)
