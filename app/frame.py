@@ -11,7 +11,8 @@ from contextlib import contextmanager
 
 import streamlit as st
 from attnlab.app import state
-from attnlab.app.figures.style import MAIN_PX, fit_width
+from attnlab.app.figures.fit import fit_width
+from attnlab.app.figures.style import MAIN_PX
 from attnlab.app.navigation import icon_of
 from attnlab.app.run_settings import RUN_DEVICE, RUN_DTYPE, can_switch_device, run_settings
 from attnlab.app.tour.editor import add_button

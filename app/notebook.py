@@ -34,13 +34,14 @@ from attnlab.analysis.probes.attributions import attribute
 from attnlab.analysis.probes.qk_attribution import qk_attribution
 from attnlab.analysis.probes.relevance import gradient_relevance
 from attnlab.analysis.probes.sinks import SINK_SHARE, measure_sinks
+from attnlab.app.figures.fit import fit_width
 from attnlab.app.figures.head_view import head_view, head_view_title
 from attnlab.app.figures.matrix import matrix_heatmap
 from attnlab.app.figures.mosaic import mosaic
 from attnlab.app.figures.qk import qk_terms, why_title
 from attnlab.app.figures.rows import method_rows
 from attnlab.app.figures.sinks import NORM_NAMES, norm_lines, ppl_bars, share_grid
-from attnlab.app.figures.style import esc, fit_width
+from attnlab.app.figures.style import esc
 from attnlab.app.figures.switcher import head_switcher, switch_layers
 from attnlab.app.presets import default_query
 from attnlab.model.captured import GROUP_LABELS, CapturedRun

@@ -53,7 +53,7 @@ def head_ticks(tokens: list[str]) -> list[str]:
     """The head matrix's x tick labels for these tokens, as the browser shows them: fitted to the column
     Heatmaps draws it in (pages/heatmaps.py), which thins a long axis."""
     from attnlab.app.columns import column_px
-    from attnlab.app.figures.style import fit_width
+    from attnlab.app.figures.fit import fit_width
     from attnlab.app.figures.switcher import head_switcher, switch_layers
 
     tokens_of("a")  # loads the model

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-from attnlab.app.figures.style import DIVERGING, LINE_H, THEME_SCALE, apply_layout, esc, font_size, wrap
+from attnlab.app.figures.fit import LINE_H
+from attnlab.app.figures.style import DIVERGING, THEME_SCALE, apply_layout, esc, font_size, wrap
 from plotly.subplots import make_subplots
 
 COLUMNS = (0.4, 0.07, 0.07, 0.4)  # share of the width: K (and q), score, α, V (and the output)

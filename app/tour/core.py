@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 import plotly.graph_objects as go
-from attnlab.app.figures.style import esc, fit_bars, fit_ticks, md
+from attnlab.app.figures.fit import fit_bars, fit_ticks
+from attnlab.app.figures.style import esc, md
 
 MARK = "#ff7f0e"  # the highlight: the same orange as the query-row outline on every page
 HEIGHT = {False: 400, True: 460}  # the figure fits a 1024×768 projector beside its narrative

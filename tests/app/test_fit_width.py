@@ -1,4 +1,4 @@
-"""A figure fitted to the width it is drawn at (app.figures.style.fit_width, which frame.chart applies): token
+"""A figure fitted to the width it is drawn at (app.figures.fit.fit_width, which frame.chart applies): token
 axes thinned and turned upright where their labels do not fit, every kept label still at its own position, long
 titles wrapped with the room they need, cell text dropped where cells are narrower than it; and the widths the
 page's columns get (app.columns.column_px). The browser half is tests/e2e/test_page_labels.py."""
@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 from attnlab.app.columns import GAP_PX, column_px
+from attnlab.app.figures.fit import LINE_H, fit_width
 from attnlab.app.figures.grids import grid_heatmap
 from attnlab.app.figures.matrix import matrix_heatmap
-from attnlab.app.figures.style import LINE_H, MAIN_PX, fit_title, fit_width, layout, tick_labels
+from attnlab.app.figures.style import MAIN_PX, fit_title, layout, tick_labels
 
 TOKENS = ["[BOS]"] + [f"tok{i % 7}" for i in range(63)]  # 64 tokens, repeated names at different positions
 

@@ -169,7 +169,7 @@ def test_a_row_of_head_buttons_wider_than_its_chart_becomes_a_dropdown():
     """minilm's 12 heads as buttons (57 px each) ran 690 px from the plot's left edge in Heatmaps' 476 px column
     at 1280 px: heads 7–11 fell off the chart and could not be pressed. A row that fits stays a row."""
     from attnlab.app.columns import column_px
-    from attnlab.app.figures.style import fit_width
+    from attnlab.app.figures.fit import fit_width
 
     toks = [f"t{i}" for i in range(10)]
     width = column_px([3, 2], False, "medium")[0]
