@@ -18,6 +18,8 @@ Methods (A_l [H, q, k] the self-attention of layer l; C_l the cross-attention; m
   head_mean   mean_{l,h} A_l[q]                    (encdec: mean_{l,h} C_l[q])
   rollout     analysis.attention.rollout.attention_rollout(A)[q]   (encdec: cross_rollout(...).source[q])
   flow        analysis.attention.flow.attention_flow(A, q), only where T ≤ 64; not defined for encdec
+  attention_norm, value_zeroing   analysis.probes.context_mixing: the last layer's row q (N_L[q], Z_L[q]);
+              not defined for encdec
   relevance   analysis.probes.relevance.gradient_relevance for the correct answer's logit (encdec: source_row)
   input_x_gradient, integrated_gradients, attention_x_gradient   analysis.probes.attributions for the same logit
               (encdec: source_row); the report's "integrated_gradients" gives the baseline, and each example's
@@ -48,13 +50,16 @@ from attnlab.analysis.probes.attributions import (
     integrated_gradients,
     integrated_gradients_many,
 )
+from attnlab.analysis.probes.context_mixing import METHODS as CONTEXT_MIXING
+from attnlab.analysis.probes.context_mixing import context_mixing
 from attnlab.analysis.probes.head_table import collect_patterns
 from attnlab.analysis.probes.relevance import attention_sites, gradient_relevance
 from attnlab.model.inputs import InputError
 from attnlab.model.lecture import Example
 
-METHODS = ("last_layer", "head_mean", "rollout", "flow", "relevance", "input_x_gradient", "integrated_gradients",
-           "attention_x_gradient")
+METHODS = ("last_layer", "head_mean", "rollout", "flow", "attention_norm", "value_zeroing", "relevance",
+           "input_x_gradient", "integrated_gradients", "attention_x_gradient")
+ONE_STACK = ("flow", *CONTEXT_MIXING)  # defined on one self-attention stack: not scored on an encoder–decoder
 GRADIENT_METHODS = {"input_x_gradient": input_x_gradient, "integrated_gradients": integrated_gradients,
                     "attention_x_gradient": attention_x_gradient}  # analysis.probes.attributions
 IG = "integrated_gradients"
@@ -107,6 +112,9 @@ def method_scores(lm, case: Case, methods=METHODS, interventions: Interventions 
             out["rollout"] = attention_rollout(a)[q]
         if "flow" in methods and a.shape[-1] <= MAX_TOKENS:
             out["flow"] = attention_flow(a, q)
+        for m in CONTEXT_MIXING:
+            if m in methods:
+                out[m] = context_mixing(lm, case.inputs, m, _for_case(interventions, case))[-1, q]  # last layer
     if "relevance" in methods:
         rel = gradient_relevance(lm, case.inputs, q, case.answer_id, interventions=_for_case(interventions, case))
         out["relevance"] = rel.source_row if lm.reads_source else rel.row
@@ -159,7 +167,7 @@ def faithfulness(lm, n: int = 100, seed: int = 0, *, examples: list[Example] | N
         cases = make_cases(lm, n, seed, examples)
     if not cases:
         raise InputError("no example has an answer whose source can be ranked")
-    methods = [m for m in methods if not (m == "flow" and lm.reads_source)]
+    methods = [m for m in methods if not (m in ONE_STACK and lm.reads_source)]
     hits = {m: [] for m in methods}
     tasks: dict[str, dict[str, list]] = {}
     jobs = head_jobs(lm)

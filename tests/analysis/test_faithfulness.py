@@ -8,6 +8,7 @@ import torch
 from attnlab.analysis.faithfulness.benchmark import (
     GRADIENT_METHODS,
     METHODS,
+    ONE_STACK,
     faithfulness,
     head_jobs,
     top1,
@@ -30,7 +31,7 @@ def models():
 
 def check_report(report, lm, n):
     assert set(report) >= {"methods", "ablation"}
-    want = [m for m in METHODS if not (m == "flow" and lm.arch == "encdec")]
+    want = [m for m in METHODS if not (m in ONE_STACK and lm.arch == "encdec")]
     assert list(report["methods"]) == want
     for m in report["methods"].values():
         assert set(m) == {"top1", "n"} and m["n"] == n and 0 <= m["top1"] <= 1
