@@ -31,6 +31,8 @@ from attnlab.analysis.attention.flow import attention_flow
 from attnlab.analysis.attention.rollout import attention_rollout, cross_rollout, fuse_heads
 from attnlab.analysis.machinery.window_ppl import window_test
 from attnlab.analysis.probes.attributions import attribute
+from attnlab.analysis.probes.context_mixing import context_mixing
+from attnlab.analysis.probes.context_mixing import refusal as mixing_refusal
 from attnlab.analysis.probes.qk_attribution import qk_attribution
 from attnlab.analysis.probes.relevance import gradient_relevance
 from attnlab.analysis.probes.sinks import SINK_SHARE, measure_sinks
@@ -187,6 +189,7 @@ def _tokens(run, group, layer, head, query=None, present=False, **_):
                        present=present, exclude=q if group != "cross" else None)
 
 
+MIXING_LABELS = {"attention_norm": "attention norm", "value_zeroing": "value zeroing"}  # as on pages/rollout.py
 GRADIENT_LABELS = {"input_x_gradient": "input × gradient", "integrated_gradients": "integrated gradients",
                    "attention_x_gradient": "attention × gradient"}  # as on pages/rollout.py
 
@@ -194,8 +197,9 @@ GRADIENT_LABELS = {"input_x_gradient": "input × gradient", "integrated_gradient
 def attributions(lm, text: str, query: int | None = None, src: str | None = None, target_id: int | None = None,
                  present: bool = False) -> go.Figure:
     """The Rollout page's "Which tokens matter" rows for `text` on `lm` (a LoadedModel with a prediction head), at
-    the page's defaults: last-layer attention, rollout, flow (T ≤ 64, one self-attention stack), gradient relevance
-    and the three gradient attributions (analysis.probes.attributions) for the logit of `target_id` (None: predicted)."""
+    the page's defaults: last-layer attention, rollout, flow (T ≤ 64, one self-attention stack), attention norm and
+    value zeroing (analysis.probes.context_mixing, where they apply), gradient relevance and the three gradient
+    attributions (analysis.probes.attributions) for the logit of `target_id` (None: predicted)."""
     inputs = lm.encode(text, src)
     run = lm.run(inputs=inputs)
     group = "decoder" if run.has_source else "self"
@@ -209,6 +213,9 @@ def attributions(lm, text: str, query: int | None = None, src: str | None = None
         rows["rollout"] = attention_rollout(dec)[q]
         if len(tokens) <= FLOW_MAX:
             rows["flow"] = attention_flow(dec.astype(np.float64), q)
+    for m, label in MIXING_LABELS.items():
+        if mixing_refusal(lm, len(tokens) if m == "value_zeroing" else None) is None:
+            rows[label] = context_mixing(lm, inputs, m)[-1, q]  # the last layer's row
     rows["gradient relevance"] = gradient_relevance(lm, inputs, q, target_id).row
     for m, label in GRADIENT_LABELS.items():
         rows[label] = attribute(lm, inputs, m, q, target_id).row

@@ -34,6 +34,7 @@ from attnlab.analysis.machinery import permutation
 from attnlab.analysis.machinery import window_ppl as window_ppl_
 from attnlab.analysis.probes import ablation
 from attnlab.analysis.probes import attributions as attributions_
+from attnlab.analysis.probes import context_mixing as mixing_
 from attnlab.analysis.probes import dla as dla_
 from attnlab.analysis.probes import head_table as head_runs
 from attnlab.analysis.probes import image_run as images_
@@ -193,6 +194,7 @@ capture = on_text(LoadedModel.capture, entries=48, backend_arg=0)
 relevance = on_text(gradient_relevance, entries=32, reads="grad")  # (name, text, src, position, target_id)
 # (name, text, src, method, position, target_id)
 attribution = on_text(attributions_.attribute, entries=48, reads="grad")
+context_mixing = on_text(mixing_.context_mixing, entries=32)  # (name, text, src, method) -> [L, T, T]
 head_table = on_text(head_runs.head_table)  # (name, text, src, backend) -> (DataFrame, period)
 ablate = on_text(ablation.ablate_head, entries=64)  # (name, text, src, site, head, position, target_id, backend)
 ablation_sweep = on_text(ablation.head_sweep)  # (name, text, src, position, target_id, backend)

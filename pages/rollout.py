@@ -1,4 +1,4 @@
-"""Rollout & attribution (/rollout): which input tokens matter for one output token, by seven methods."""
+"""Rollout & attribution (/rollout): which input tokens matter for one output token, by nine methods."""
 
 import numpy as np
 import pandas as pd
@@ -8,6 +8,8 @@ from attnlab.analysis.attention.rollout import attention_rollout, cross_rollout,
 from attnlab.analysis.faithfulness.why import explain
 from attnlab.analysis.probes.attributions import METHODS as GRADIENT_METHODS
 from attnlab.analysis.probes.attributions import ig_refusal
+from attnlab.analysis.probes.context_mixing import METHODS as MIXING
+from attnlab.analysis.probes.context_mixing import refusal as mixing_refusal
 from attnlab.analysis.probes.embed_path import has_embed_hook
 from attnlab.app import state
 from attnlab.app.downloads import downloads
@@ -32,6 +34,14 @@ ASSUMES = {
     "flow": "Attention flow (Abnar & Zuidema 2020): the maximum flow through the attention graph with the same "
             "capacities as rollout. Same assumptions, but a path's capacity is its weakest edge; exact, so only "
             f"for T ≤ {FLOW_MAX}.",
+    "attention_norm": "Attention norm (Kobayashi et al. 2020): the length of the vector each token adds to the "
+                      "output token through the last layer's attention, ‖Σ_h α_h · v_h W_O^h‖ — a weight on a value "
+                      "of length near 0 moves nothing. Assumes what attention writes is what matters; ignores the "
+                      "residual stream and the MLP.",
+    "value_zeroing": "Value zeroing (Mohebbi et al. 2023): each token's value vector zeroed in every head of the last "
+                     "layer, and how far (1 − cosine) the output token's representation after the whole block moves; "
+                     "rows sum to 1. Counts the residual stream, the norms and the MLP of that block; one layer, not "
+                     "the path below it.",
     "relevance": "Gradient-weighted relevance (Chefer, Gur & Wolf 2021): attention weighted by its gradient for "
                  "the chosen logit (positive part, head mean), accumulated over layers. Class-specific: it "
                  "explains this prediction, not attention in general.",
@@ -47,17 +57,19 @@ ASSUMES = {
                             "estimate of how much the logit falls when every edge into the token is cut. Signed, "
                             "with no rollout (unlike gradient relevance).",
 }
-LABELS = {"attention": "last-layer attention", "rollout": "rollout", "flow": "flow", "relevance": "gradient relevance",
+LABELS = {"attention": "last-layer attention", "rollout": "rollout", "flow": "flow", "attention_norm": "attention norm",
+          "value_zeroing": "value zeroing", "relevance": "gradient relevance",
           "input_x_gradient": "input × gradient", "integrated_gradients": "integrated gradients",
           "attention_x_gradient": "attention × gradient"}
 BENCH_LABELS = {"last_layer": "last-layer attention", "head_mean": "attention, mean of every layer and head",
-                "rollout": "rollout", "flow": "flow", "relevance": "gradient relevance",
+                "rollout": "rollout", "flow": "flow", "attention_norm": "attention norm (last layer)",
+                "value_zeroing": "value zeroing (last layer)", "relevance": "gradient relevance",
                 "input_x_gradient": "input × gradient", "integrated_gradients": "integrated gradients",
                 "attention_x_gradient": "attention × gradient"}  # `attnlab faithfulness`
 FAITH_SEED = 0
 
 with page("Rollout & attribution", "Which input tokens does the model use for this output? "
-          "Attention weights are not explanations — compare seven ways to trace them."):
+          "Attention weights are not explanations — compare nine ways to trace them."):
     inp = inputs()
     cap = inp.capture()
     present = presenting()
@@ -121,6 +133,15 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
                 rows["flow"] = state.flow(inp.model, inp.text, inp.src, inp.backend, tgt_group, q, residual)
         else:
             notes["flow"] = f"Flow needs T ≤ {FLOW_MAX} tokens (exact max-flow per token); this text has {t}."
+    for m in MIXING:
+        if refused := mixing_refusal(state.model(inp.model), t if m == "value_zeroing" else None):
+            if refused not in notes.values():  # an encoder–decoder or a view: said once for both
+                notes[m] = refused
+            continue
+        with guard():
+            layers = state.context_mixing(inp.model, inp.text, inp.src, m)  # [L, T, T]
+            rows[m] = layers[-1, q]
+            matrices[f"{LABELS[m]} (layer {len(layers) - 1})"] = (layers[-1], tokens, tokens)
     if info["has_logits"] and not lacks(inp.model, "relevance", "gradient relevance runs our model's backward pass"):
         with guard():
             rel = state.relevance(inp.model, inp.text, inp.src, q, answer_id if target == "answer" else None)

@@ -1,5 +1,5 @@
-"""`attnlab faithfulness`: do attention, rollout, flow, relevance and the gradient attributions point at the answer's
-source?"""
+"""`attnlab faithfulness`: do attention, rollout, flow, context mixing, relevance and the gradient attributions point at
+the answer's source?"""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ def add_parser(sub) -> None:
     p.add_argument("--no-ablation", action="store_true", help="skip the head ablation")
     p.add_argument("--methods", default=None, metavar="A,B,…",
                    help="score only these methods, comma-separated as the JSON's `methods` keys spell them "
-                        "(default all: last_layer, head_mean, rollout, flow, relevance, input_x_gradient, "
-                        "integrated_gradients, attention_x_gradient)")
+                        "(default all: last_layer, head_mean, rollout, flow, attention_norm, value_zeroing, relevance, "
+                        "input_x_gradient, integrated_gradients, attention_x_gradient)")
     p.add_argument("--image", default=None, metavar="FILE",
                    help="vision models: not scored here (a file has no known object outline); see the message")
     p.add_argument("--json", action="store_true", help="print JSON")

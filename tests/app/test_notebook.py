@@ -250,6 +250,6 @@ def test_attributions_are_the_rollout_pages_rows():
     ok(at)
     page = titled(at, "Which tokens matter for token")
     fig = attributions(lm, TEXT)
-    assert list(fig.data[0].y) == list(page["data"][0]["y"])[:len(fig.data[0].y)] and len(fig.data[0].y) == 7
+    assert list(fig.data[0].y) == list(page["data"][0]["y"])[:len(fig.data[0].y)] and len(fig.data[0].y) == 9
     np.testing.assert_allclose(np.asarray(fig.data[0].customdata, dtype=np.float64),
                                z_of({"z": page["data"][0]["customdata"]}), rtol=1e-4, atol=1e-6)

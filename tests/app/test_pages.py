@@ -6,7 +6,7 @@ import html
 
 import numpy as np
 import pytest
-from attnlab.model.registry import bundled_names
+from attnlab.model.registry import bundled_names, load
 
 from tests.app.conftest import ok, open_page, panel, specs, titled, widget, z_of
 
@@ -180,15 +180,35 @@ def test_scores_sqrt_dk_switch_and_temperature():
 
 
 # -- Rollout ----------------------------------------------------------------------------------------------
-def test_rollout_default_seven_methods():
+def test_rollout_default_nine_methods():
     at = open_page("rollout", timeout=600)  # the held-out table runs integrated gradients on 40 examples
     ok(at)
     fig = titled(at, "Which tokens matter")
-    assert fig["data"][0]["y"] == ["last-layer attention", "rollout", "flow", "gradient relevance",
-                                   "input × gradient", "integrated gradients", "attention × gradient"]
+    assert fig["data"][0]["y"] == ["last-layer attention", "rollout", "flow", "attention norm", "value zeroing",
+                                   "gradient relevance", "input × gradient", "integrated gradients",
+                                   "attention × gradient"]
     z = z_of(fig["data"][0])
-    assert z.shape[0] == 7 and np.nanmax(z) <= 1 + 1e-9
-    assert len(at.dataframe[0].value) == 7
+    assert z.shape[0] == 9 and np.nanmax(z) <= 1 + 1e-9
+    assert len(at.dataframe[0].value) == 9
+
+
+def test_rollout_context_mixing_rows_are_the_analysis():
+    from attnlab.analysis.probes.context_mixing import attention_norms, value_zeroing
+
+    text = "the cat sat on the mat and the cat ran"
+    at = open_page("rollout", model="random-decoder", text=text, query=4)
+    ok(at)
+    lm, q = load("random-decoder"), 4
+    inputs = lm.encode(text)
+    raw = z_of({"z": titled(at, "Which tokens matter")["data"][0]["customdata"]})  # [methods, T], unscaled
+    names = titled(at, "Which tokens matter")["data"][0]["y"]
+    for label, fn in (("attention norm", attention_norms), ("value zeroing", value_zeroing)):
+        np.testing.assert_allclose(raw[names.index(label)], fn(lm, inputs)[-1, q], atol=1e-9)
+    layer = lm.cfg.n_layers - 1
+    at.button_group(key="rollout_matrix").set_value(f"value zeroing (layer {layer})").run()
+    ok(at)
+    m = z_of(titled(at, f"value zeroing (layer {layer}): row = output")["data"][0])
+    assert np.triu(m, 1).max() == 0 and np.allclose(m.sum(-1), 1)  # causal: later tokens move nothing
 
 
 def test_rollout_options_change_the_rows():
@@ -212,6 +232,8 @@ def test_rollout_encoder_decoder_has_source_rows():
     ok(at)
     assert titled(at, "on the source side")["data"][0]["y"] == ["last-layer attention", "rollout",
                                                                  "gradient relevance", "input × gradient", "integrated gradients", "attention × gradient"]
+    said = [c.value for c in at.caption if "context mixing is measured here on one self-attention stack" in c.value]
+    assert len(said) == 1 and said[0].startswith("attention norm: random-encdec is an encoder–decoder")
 
 
 # -- Heads ------------------------------------------------------------------------------------------------
