@@ -6,6 +6,7 @@ token (analysis/probes/patch_maps.py):
   last_layer    mean_h A_L[CLS]                           (the last layer's attention from [CLS])
   head_mean     mean_{l,h} A_l[CLS]
   rollout       rollout_map(run, "mean", discard=0)
+  attention_norm, value_zeroing   analysis.probes.context_mixing: the last layer's [CLS] row over the patches
   grad_rollout  grad_rollout_map for the correct class
   relevance     relevance_map (Chefer et al. 2021) for the correct class
   input_x_gradient, integrated_gradients, attention_x_gradient   analysis.probes.attributions for the correct class's
@@ -22,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 from attnlab.analysis.faithfulness.benchmark import ig_report
 from attnlab.analysis.probes.attributions import attention_x_gradient, input_x_gradient, integrated_gradients
+from attnlab.analysis.probes.context_mixing import METHODS as CONTEXT_MIXING
+from attnlab.analysis.probes.context_mixing import context_mixing
 from attnlab.analysis.probes.patch_maps import (
     grad_rollout_map,
     patch_map_cls,
@@ -35,8 +38,8 @@ from attnlab.analysis.probes.patch_maps import (
 from attnlab.model.inputs import InputError
 from attnlab.model.lecture.shapes import CLASSES, shape_images
 
-METHODS = ("last_layer", "head_mean", "rollout", "grad_rollout", "relevance", "input_x_gradient",
-           "integrated_gradients", "attention_x_gradient")
+METHODS = ("last_layer", "head_mean", "rollout", "attention_norm", "value_zeroing", "grad_rollout", "relevance",
+           "input_x_gradient", "integrated_gradients", "attention_x_gradient")
 MAX_IMAGES = 2000
 
 
@@ -60,6 +63,8 @@ def image_faithfulness(lm, n: int = 100, seed: int = 0) -> dict:
                 "rollout": rollout_map(run), "grad_rollout": grad_rollout_map(lm, inp, ex.label),
                 "relevance": relevance_map(lm, inp, ex.label)}
         igs.append(integrated_gradients(lm, inp, 0, ex.label))
+        for m in CONTEXT_MIXING:
+            maps[m] = patch_scores(context_mixing(lm, inp, m)[-1, 0])  # [CLS]'s row of the last layer
         maps["input_x_gradient"] = patch_scores(input_x_gradient(lm, inp, 0, ex.label).row)
         maps["integrated_gradients"] = patch_scores(igs[-1].row)
         maps["attention_x_gradient"] = patch_scores(attention_x_gradient(lm, inp, 0, ex.label).row)

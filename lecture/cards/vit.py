@@ -29,6 +29,8 @@ from attnlab.model.registry import load_attnlab_folder
 METHOD_NAMES = {"last_layer": "last-layer [CLS] attention (mean over heads)",
                 "head_mean": "[CLS] attention, mean over all layers and heads",
                 "rollout": "attention rollout (mean fusion, no discard)",
+                "attention_norm": "attention norm, Kobayashi et al. 2020 (last layer, [CLS] row)",
+                "value_zeroing": "value zeroing, Mohebbi et al. 2023 (last layer, [CLS] row)",
                 "grad_rollout": "gradient-weighted rollout (correct class)",
                 "relevance": "gradient relevance, Chefer et al. 2021 (correct class)",
                 "input_x_gradient": "input × gradient (correct class)",
@@ -130,8 +132,8 @@ objects (each patch weighted by the share of its pixels inside). Chance: a rando
   distractors.
 - The last layer's [CLS] attention (mean over heads) puts {last:.0%} inside the objects (chance {c['mass']:.0%}); the
   heads that put the most there are in layer{'s' if len(layers) > 1 else ''} {', '.join(layers)}. The other maps
-  (head mean, rollout, gradient rollout, relevance, attributions) keep {keep:.0%}–{keep_max:.0%} on them. Compare
-  rollout and gradient-weighted rollout side by side.
+  (head mean, rollout, attention norm, value zeroing, gradient rollout, relevance, attributions) keep
+  {keep:.0%}–{keep_max:.0%} on them. Compare rollout and gradient-weighted rollout side by side.
 - Mean attention distance per head by layer, and the position-embedding similarity on the patch grid (the ViT
   paper's two pictures; numbers above).
 

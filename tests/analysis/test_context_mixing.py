@@ -185,3 +185,30 @@ def test_judged_on_known_sources(name):
     m = store.read_report(store.report_path(lm, 40, 0))["methods"]
     for method in cm.METHODS:
         assert m[method]["n"] == 40 and m[method]["top1"] >= max(0.85, m["last_layer"]["top1"]), method
+
+
+def test_vit_cls_maps_point_at_the_deciding_objects():
+    """lecture-vit, 20 held-out shape images: the last layer's [CLS] row of both measures touches the red or blue
+    object on every image and keeps more of its mass inside them than the last layer's attention (measured on 100:
+    71.5 % and 89.1 % against 59.7 %; the model card's table)."""
+    from attnlab.analysis.probes.patch_maps import (
+        patch_map_cls,
+        patch_region,
+        patch_scores,
+        pointing_hit,
+        region_share,
+    )
+    from attnlab.model.lecture.shapes import shape_images
+
+    lm = load("lecture-vit")
+    mass = {m: [] for m in (*cm.METHODS, "attention")}
+    for ex in shape_images(20, 0, "eval"):
+        inputs = lm.encode_image(ex.image)
+        region = patch_region(ex.mask, lm.patch_grid)
+        maps = {m: patch_scores(cm.context_mixing(lm, inputs, m)[-1, 0]) for m in cm.METHODS}
+        maps["attention"] = patch_map_cls(lm.capture(inputs), lm.cfg.n_layers - 1, None)
+        for m, map_ in maps.items():
+            assert m == "attention" or pointing_hit(map_, region), m
+            mass[m].append(region_share(map_, region))
+    for m in cm.METHODS:
+        assert np.mean(mass[m]) > np.mean(mass["attention"]) + 0.05, (m, np.mean(mass[m]), np.mean(mass["attention"]))

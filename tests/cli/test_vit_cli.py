@@ -29,8 +29,9 @@ def test_faithfulness_json_keys_and_chance(capsys):
     rc, out, _ = run_cli(capsys, "faithfulness", "--model", "lecture-vit", "--n", "6", "--seed", "2", "--json")
     r = json.loads(out)
     assert rc == 0 and r["arch"] == "vit" and r["n_examples"] == 6
-    assert set(r["methods"]) == {"last_layer", "head_mean", "rollout", "grad_rollout", "relevance", "input_x_gradient",
-                                 "integrated_gradients", "attention_x_gradient"}
+    assert list(r["methods"]) == ["last_layer", "head_mean", "rollout", "attention_norm", "value_zeroing",
+                                  "grad_rollout", "relevance", "input_x_gradient", "integrated_gradients",
+                                  "attention_x_gradient"]
     ig = r["integrated_gradients"]
     assert ig["baseline"] == "every patch's embedding zero" and len(ig["examples"]) == 6
     assert ig["max_error"] <= 0.01 and all(e["completeness_error"] <= 0.01 for e in ig["examples"])
