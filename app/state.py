@@ -309,6 +309,7 @@ expert_specialisation = on_model(routing_.lecture_specialisation, entries=4,
 image_capture = on_model(images_.image_capture, entries=32)  # (name, image uint8 [H, W, 3], backend) -> run
 image_view = on_model(images_.model_view, entries=32)  # (name, image) -> the image as the model reads it
 image_gradient_map = on_model(images_.gradient_map, entries=32)  # (name, image, kind, target, discard)
+image_mixing = on_model(images_.mixing_layers, entries=16)  # (name, image, kind) -> [L, T, T]
 position_similarity = on_model(vision_.position_similarity, entries=4)  # (name) -> [N, rows, cols]
 image_classes = on_model(images_.class_names, entries=8)  # (name) -> class names
 shape_samples = st.cache_data(max_entries=16, show_spinner=False)(shape_images)  # (n, seed, split) -> samples

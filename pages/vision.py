@@ -6,11 +6,14 @@ import pandas as pd
 import streamlit as st
 from attnlab.analysis.attention.qk_projection import qk_points, qk_table
 from attnlab.analysis.probes import patch_maps as vision
+from attnlab.analysis.probes.context_mixing import refusal as mixing_refusal
 from attnlab.analysis.probes.image_run import (
     ATTRIBUTIONS,
     FUSIONS,
     MAP_KINDS,
+    MIXING,
     head_maps,
+    mixing_map,
     prediction,
     region_report,
     run_map,
@@ -40,6 +43,10 @@ N_SAMPLES = 6  # generated images per seed: the sample picker's choices and the 
 SOURCES = {"sample": "a generated sample", "upload": "an upload"}
 MAP_HELP = {"attention": "one layer's attention from the chosen token (one head or the mean)",
             "rollout": "attention multiplied through the layers (heads fused; the lowest weights discarded)",
+            "attention norm": "the length of what each patch adds to the chosen token through the layer's attention, "
+                              "‖Σ_h α_h v_h W_O^h‖ (Kobayashi et al. 2020)",
+            "value zeroing": "how far the chosen token's output of the layer's block moves when a patch's value is "
+                             "zeroed in every head, 1 − cosine, the row summing to 1 (Mohebbi et al. 2023)",
             "gradient rollout": "rollout of each pattern weighted by its gradient for the class",
             "relevance": "Chefer et al.'s gradient relevance of each patch for the class",
             "input × gradient": "each patch's embedding times the class logit's gradient (signed)",
@@ -124,7 +131,8 @@ with page("Vision", "Where does a Vision Transformer look — and is it where th
     st.subheader("Where it looks")
     classes = state.image_classes(name)
     with options("Maps"):
-        kinds = MAP_KINDS if has_head else MAP_KINDS[:2]  # gradient maps need a class
+        mixes = mixing_refusal(state.model(name)) is None  # context mixing: a converted ViT
+        kinds = [k for k in (MAP_KINDS if has_head else MAP_KINDS[:4]) if mixes or k not in MIXING]
         kind = select("Map", kinds, "v_map", "attention", horizontal=True, help=" · ".join(
             f"{k}: {v}" for k, v in MAP_HELP.items()))
         c1, c2, c3 = st.columns(3)
@@ -143,6 +151,8 @@ with page("Vision", "Where does a Vision Transformer look — and is it where th
     maps = {"attention": run_map(run, "attention", layer=layer, head=None if head == "mean" else head, query=query,
                                  prefix=prefix),
             "rollout": run_map(run, "rollout", fusion=fusion, discard=discard, prefix=prefix)}
+    if mixes:
+        maps |= {k: mixing_map(state.image_mixing(name, view, k), layer, query, prefix) for k in MIXING}
     if has_head:
         maps |= {"gradient rollout": state.image_gradient_map(name, view, "gradient rollout", tid, discard),
                  "relevance": state.image_gradient_map(name, view, "relevance", tid, 0.0),
@@ -151,6 +161,7 @@ with page("Vision", "Where does a Vision Transformer look — and is it where th
                          f"{run.tokens[query]}", "rollout": f"rollout ({fusion} fusion, discard {discard:.2f})",
             "gradient rollout": f"gradient rollout (discard {discard:.2f}, class {target})",
             "relevance": f"relevance (class {target})",
+            **{k: f"{k}, layer {layer}, from {run.tokens[query]}" for k in MIXING},
             **{k: f"{k} (class {target})" for k in ATTRIBUTIONS}}[kind]
     chart(overlay_figure(view, maps[kind], present=present, outline=region, query=query - prefix if query >= prefix
                          and kind == "attention" else None, title=what), key="overlay", name="vision-map")

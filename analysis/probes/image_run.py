@@ -6,14 +6,16 @@ from __future__ import annotations
 import numpy as np
 from attnlab.analysis.probes import patch_maps as vision
 from attnlab.analysis.probes.attributions import attribute
+from attnlab.analysis.probes.context_mixing import context_mixing
 from attnlab.model.captured import CapturedRun
 from attnlab.model.images import RESAMPLE
 from attnlab.model.inputs import InputError
 from attnlab.model.patches import sinusoidal_2d
 from PIL import Image
 
-MAP_KINDS = ("attention", "rollout", "gradient rollout", "relevance", "input × gradient", "integrated gradients",
-             "attention × gradient")  # from a run: the first two
+MAP_KINDS = ("attention", "rollout", "attention norm", "value zeroing", "gradient rollout", "relevance",
+             "input × gradient", "integrated gradients", "attention × gradient")  # no class needed: the first four
+MIXING = {"attention norm": "attention_norm", "value zeroing": "value_zeroing"}  # analysis.probes.context_mixing
 ATTRIBUTIONS = {"input × gradient": "input_x_gradient", "integrated gradients": "integrated_gradients",
                 "attention × gradient": "attention_x_gradient"}  # map kind -> analysis.probes.attributions method
 FUSIONS = ("mean", "max", "min")
@@ -59,6 +61,19 @@ def run_map(run: CapturedRun, kind: str, *, layer: int = 0, head: int | None = N
             raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}")
         return vision.rollout_map(run, fusion, discard, prefix)
     raise ValueError(f"{kind!r} needs the model's gradients: use gradient_map")
+
+
+def mixing_layers(lm, image: np.ndarray, kind: str) -> np.ndarray:
+    """'attention norm' or 'value zeroing' of every layer over CLS + patches: [L, T, T] (one map per layer and
+    token: `mixing_map`)."""
+    if kind not in MIXING:
+        raise ValueError(f"unknown map kind {kind!r}; one of {', '.join(MIXING)}")
+    return context_mixing(lm, lm.encode_image(model_view(lm, image)), MIXING[kind])
+
+
+def mixing_map(layers: np.ndarray, layer: int, query: int = 0, prefix: int = 1) -> np.ndarray:
+    """What token `query` takes from each patch at `layer`, from mixing_layers' [L, T, T]: [rows, cols]."""
+    return vision.patch_scores(layers[layer, query], prefix)
 
 
 def gradient_map(lm, image: np.ndarray, kind: str, target: int | None = None, discard: float = 0.0) -> np.ndarray:

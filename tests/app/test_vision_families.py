@@ -60,7 +60,7 @@ def test_deit_page_maps_skip_both_prefix_tokens(folders):
     np.testing.assert_allclose(cls.sum(), 1 - row[0] - row[1], atol=1e-6)  # the CLS row's mass on the patches
     assert list(at.dataframe[0].value["class"]) == list(run.top_tokens[0])  # DeiT has a head: a prediction
     report = at.dataframe[1].value
-    assert len(report) == 7  # every map kind, gradient maps included
+    assert len(report) == 9  # every map kind, gradient maps included
     dist = titled(at, "Mean attention distance")
     np.testing.assert_allclose(arr(dist["data"][0]["y"]), vision.mean_attention_distance(run, (4, 4), 4, 2)[:, 0])
     z = z_of(titled(at, "Position embeddings")["data"][0])  # tile (r, c): patch r,c's similarities, NaN gutters
@@ -83,7 +83,7 @@ def test_clip_vision_tower_shows_attention_without_a_prediction(folders, mt):
     run = image_capture(lm, shape_images(6, 0, "eval", 16)[0].image)
     np.testing.assert_allclose(_overlay(at), vision.patch_map_cls(run, 0, None, 0), atol=1e-6)
     report = at.dataframe[0].value  # the only table: the region report, attention maps alone
-    assert list(report["map"]) == ["attention", "rollout"]
+    assert list(report["map"]) == ["attention", "rollout", "attention norm", "value zeroing"]  # no class needed
     assert report["share inside"].iloc[1] == pytest.approx(vision.region_share(
         vision.rollout_map(run), vision.patch_region(shape_images(6, 0, "eval", 16)[0].mask, (4, 4))))
     dist = titled(at, "Mean attention distance")

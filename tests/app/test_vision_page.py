@@ -58,8 +58,8 @@ def test_default_view_draws_the_sample_and_cls_attention(vit):
     assert list(pred["class"]) == list(run.top_tokens[0])
     np.testing.assert_allclose(pred["probability"], run.top_probs[0], rtol=1e-6)
     report = at.dataframe[1].value
-    assert list(report["map"]) == ["attention", "rollout", "gradient rollout", "relevance", "input × gradient",
-                                   "integrated gradients", "attention × gradient"]
+    assert list(report["map"]) == ["attention", "rollout", "attention norm", "value zeroing", "gradient rollout",
+                                   "relevance", "input × gradient", "integrated gradients", "attention × gradient"]
     region = vision.patch_region(s.mask, (8, 8))
     assert report["share inside"].iloc[1] == pytest.approx(vision.region_share(vision.rollout_map(run), region))
     assert report["chance"].iloc[0] == pytest.approx(region.mean())
@@ -134,7 +134,8 @@ def test_exports_hold_the_maps(vit, monkeypatch):
     got = calls["vision"]
     np.testing.assert_allclose(got["json_obj"]["maps"]["rollout"], want)
     assert got["json_obj"]["map"] == "rollout" and got["json_obj"]["prediction"][0][0] == run.top_tokens[0][0]
-    assert [r["map"] for r in got["json_obj"]["region_share"]] == ["attention", "rollout", "gradient rollout",
+    assert [r["map"] for r in got["json_obj"]["region_share"]] == ["attention", "rollout", "attention norm",
+                                                                     "value zeroing", "gradient rollout",
                                                                      "relevance", "input × gradient",
                                                                      "integrated gradients", "attention × gradient"]
     lines = got["csv"].splitlines()
@@ -215,3 +216,19 @@ def test_gradient_attribution_maps_and_their_region_rows(vit, kind, method):
     assert report.loc[kind, "top patch inside"] == vision.pointing_hit(want, region)
     if method == "integrated_gradients":
         assert a.completeness_error <= 0.01 and a.baseline == "every patch's embedding zero"
+
+
+@pytest.mark.parametrize("kind, method", [("attention norm", "attention_norm"), ("value zeroing", "value_zeroing")])
+def test_context_mixing_maps_follow_the_layer_and_token(vit, kind, method):
+    from attnlab.analysis.probes.context_mixing import context_mixing
+
+    at = open_page("vision", v_map=kind, v_layer=2, v_query=10)
+    ok(at)
+    s = _sample()
+    layers = context_mixing(vit, vit.encode_image(s.image), method)  # [L, 65, 65]
+    want = vision.patch_scores(layers[2, 10])
+    np.testing.assert_allclose(_overlay(at), want, atol=1e-6)
+    assert titled(at, f"{kind}, layer 2, from 1,1")
+    report = at.dataframe[1].value.set_index("map")
+    region = vision.patch_region(s.mask, (8, 8))
+    assert report.loc[kind, "share inside"] == pytest.approx(vision.region_share(want, region), abs=1e-6)
