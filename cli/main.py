@@ -11,7 +11,7 @@ from attnlab.cli.errors import UsageError
 
 MAX_ERROR = 2000  # characters of one error line (a refusal lists every supported family in full)
 COMMANDS = ("app_cmd", "bench", "capture", "check", "compare_hf", "eval", "faithfulness", "families", "handout",
-            "models", "pull", "train", "lens", "patch", "qk", "circuit", "sinks")
+            "models", "pull", "train", "lens", "patch", "qk", "circuit", "sinks", "mixing")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,0 +1,62 @@
+"""`attnlab mixing`: the JSON contract (the row is the analysis' last-layer row, the matrix its layer, the attention the
+layer's head mean), the table, a ViT's [CLS], and bad input as one line with exit 2."""
+
+import json
+
+import numpy as np
+import pytest
+from attnlab.analysis.probes.context_mixing import attention_norms, value_zeroing
+from attnlab.cli.main import main
+from attnlab.model.registry import load
+
+TEXT = "who is the best friend of alex ?"
+
+
+def run_cli(capsys, *argv):
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_mixing_json_is_the_analysis(capsys):
+    lm = load("lecture-decoder")
+    inputs = lm.encode(TEXT)
+    z = value_zeroing(lm, inputs)
+    rc, out, _ = run_cli(capsys, "mixing", "--model", "lecture-decoder", "--text", TEXT, "--json")
+    js = json.loads(out)
+    assert rc == 0 and js["method"] == "value_zeroing" and js["layer"] == 3 and js["query"] == 8
+    assert js["tokens"] == inputs.tokens and js["tokens"][8] == "?"
+    np.testing.assert_allclose(js["row"], z[3, 8], atol=1e-12)
+    np.testing.assert_allclose(js["matrix"], z[3], atol=1e-12)
+    att = lm.capture(inputs).matrices("self")[3, :, 8].mean(0)
+    np.testing.assert_allclose(js["attention"], att, atol=1e-7)
+    assert sum(js["attention"]) == pytest.approx(1, abs=1e-5) and sum(js["row"]) == pytest.approx(1, abs=1e-9)
+
+    rc, out, _ = run_cli(capsys, "mixing", "--model", "lecture-decoder", "--text", TEXT, "--method", "attention_norm",
+                         "--layer", "1", "--query", "5", "--json")
+    js = json.loads(out)
+    np.testing.assert_allclose(js["row"], attention_norms(lm, inputs)[1, 5], atol=1e-12)
+    assert np.triu(np.array(js["matrix"]), 1).max() == 0  # causal
+
+
+def test_mixing_table_and_vit(capsys):
+    rc, out, _ = run_cli(capsys, "mixing", "--model", "lecture-decoder", "--text", TEXT)
+    lines = out.splitlines()
+    assert rc == 0 and lines[0] == "lecture-decoder: value_zeroing of layer 3, query 8 '?' (top 9 of 9 tokens)"
+    first = lines[2].split()
+    assert len(lines) == 2 + 9 and first[:2] == ["2", "'is'"]  # the row's largest share first
+    rc, out, _ = run_cli(capsys, "mixing", "--model", "lecture-vit", "--method", "attention_norm", "--json")
+    js = json.loads(out)
+    assert rc == 0 and js["query"] == 0 and js["tokens"][0] == "CLS" and len(js["row"]) == 65
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["--model", "lecture-encdec", "--text", "x"], "lecture-encdec is an encoder–decoder; context mixing is measured"),
+    (["--model", "lecture-decoder", "--text", "a b", "--layer", "7"], "layer 7 is out of range: this model has layers 0–3"),
+    (["--model", "lecture-decoder", "--text", "a b", "--query", "-9"], "query -9 is out of range: the text has positions"),
+    (["--model", "lecture-decoder"], "--text is required: lecture-decoder reads text"),
+    (["--model", "lecture-decoder", "--text", "a", "--method", "alti"], "invalid choice: 'alti'"),
+])
+def test_bad_input_is_one_line(capsys, argv, msg):
+    rc, out, err = run_cli(capsys, "mixing", *argv)
+    assert rc == 2 and out == "" and msg in err and len(err.strip().splitlines()) == 1
