@@ -225,6 +225,12 @@ def patching_job(name: str, clean: str, corrupt: str, answer: str, wrong: str, a
     return job(patching_.activation_patching, name, clean, corrupt, answer, wrong, again=again)
 
 
+def mixing_job(name: str, text: str, src: str | None, method: str, again: bool = False, start: bool = True
+               ) -> Job | None:
+    """state.context_mixing as a job (value zeroing of a long text: slices of one layer's reruns)."""
+    return job(mixing_.of_text, name, text, src, method, again=again, start=start)
+
+
 def circuit_job(name: str, clean: str, corrupt: str, answer: str, wrong: str, method: str, share: float,
                 again: bool = False) -> Job:
     """state.circuit as a job: slices of one batch of path points or one batch of circuit runs."""

@@ -21,6 +21,7 @@ from attnlab.app.held_out import ask as ask_for_ig
 from attnlab.app.held_out import held_out
 from attnlab.app.held_out import table as held_out_table
 from attnlab.app.inputs import inputs, lacks
+from attnlab.app.mixing_view import mixing_layers
 from attnlab.app.presets import default_query, source_index
 from attnlab.app.token_strip import token_strip, unknown_note, unknown_positions
 from attnlab.app.url_state import select, slider, token_select
@@ -139,9 +140,10 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
                 notes[m] = refused
             continue
         with guard():
-            layers = state.context_mixing(inp.model, inp.text, inp.src, m)  # [L, T, T]
-            rows[m] = layers[-1, q]
-            matrices[f"{LABELS[m]} (layer {len(layers) - 1})"] = (layers[-1], tokens, tokens)
+            layers = mixing_layers(inp.model, inp.text, inp.src, m, t)  # [L, T, T], or None until asked
+            if layers is not None:
+                rows[m] = layers[-1, q]
+                matrices[f"{LABELS[m]} (layer {len(layers) - 1})"] = (layers[-1], tokens, tokens)
     if info["has_logits"] and not lacks(inp.model, "relevance", "gradient relevance runs our model's backward pass"):
         with guard():
             rel = state.relevance(inp.model, inp.text, inp.src, q, answer_id if target == "answer" else None)

@@ -145,6 +145,16 @@ def _applied(fn, v: torch.Tensor, name: str) -> torch.Tensor:
     return (v if out is None else out).clone()
 
 
+def of_text(lm, text: str, src: str | None, method: str, on_step: Callable[[int, int], None] | None = None
+            ) -> np.ndarray:
+    """context_mixing of `text` (and a source text `src`, refused for an encoder–decoder) as the model reads it;
+    on_step(done, total) after each layer of value zeroing (a job's slices)."""
+    inputs = lm.encode(text, src)
+    if method == "value_zeroing":
+        return value_zeroing(lm, inputs, on_step=on_step)
+    return context_mixing(lm, inputs, method)
+
+
 def context_mixing(lm, inputs, method: str, interventions: dict | None = None) -> np.ndarray:
     """The layers' matrices [L, T, T] of one of METHODS (the app's cached entry point)."""
     if method == "attention_norm":

@@ -129,3 +129,27 @@ def test_rollout_integrated_gradients_failing_is_one_line_and_the_table_stays(fr
     assert t.set_index("attnlab name")["top-1 agreement"].isna().sum() == 1  # the other methods' rows stay
     for fn in (state.faithfulness, state.faithfulness_path, state.ranking_reasons):
         fn.clear()
+
+
+def test_rollout_value_zeroing_of_a_long_text_runs_when_asked(fresh, monkeypatch):
+    """Past QUICK_FLOPS (here: every text) value zeroing waits for its button, then runs as a job; its row is then
+    the analysis' last-layer row."""
+    from attnlab.analysis.probes.context_mixing import value_zeroing
+    from attnlab.app import mixing_view
+
+    from tests.app.conftest import finish_jobs
+
+    monkeypatch.setattr(mixing_view, "QUICK_FLOPS", 0.0)
+    text = "the cat sat on the mat and the cat ran"
+    at = open_page("rollout", model="random-decoder", text=text, query=4)
+    ok(at)
+    assert "value zeroing" not in titled(at, "Which tokens matter")["data"][0]["y"]
+    assert "attention norm" in titled(at, "Which tokens matter")["data"][0]["y"]  # cheap: with the page
+    assert any(c.value.startswith("Value zeroing reruns every block once per token: these") for c in at.caption)
+    finish_jobs(at.button(key=mixing_view.ASK).click().run())
+    ok(at)
+    names = titled(at, "Which tokens matter")["data"][0]["y"]
+    raw = z_of({"z": titled(at, "Which tokens matter")["data"][0]["customdata"]})
+    lm = load("random-decoder")
+    np.testing.assert_allclose(raw[names.index("value zeroing")], value_zeroing(lm, lm.encode(text))[-1, 4], atol=1e-9)
+    assert not [b for b in at.button if b.key == mixing_view.ASK]

@@ -1,0 +1,30 @@
+"""Context mixing on a page: the layers' matrices of a method, at once when cheap, else as a job a button starts
+(value zeroing reruns every block once per token: seconds on the lecture models, a minute on SmolLM2 at 95 tokens)."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+from attnlab.analysis.probes.context_mixing import zeroing_flops
+from attnlab.app import state
+from attnlab.app.job_view import job_result
+
+QUICK_FLOPS = 5e10  # value zeroing below this runs with the page (about 2 s on one CPU core); above it, on request
+CPU_FLOPS = 2.5e10  # what one busy CPU core does per second here (measured on SmolLM2: 2.9e11 in 13 s)
+ASK = "mixing_ask"  # the button's key: True in the run its press starts
+
+
+def mixing_layers(name: str, text: str, src: str | None, method: str, t: int) -> np.ndarray | None:
+    """[L, T, T] of `method` on the text of `t` tokens; None while its job runs or until the button asks for it."""
+    lm = state.model(name)
+    if method != "value_zeroing" or lm.device != "cpu" or zeroing_flops(lm, t) <= QUICK_FLOPS:
+        return state.context_mixing(name, text, src, method)
+    if st.session_state.get(ASK):
+        state.mixing_job(name, text, src, method, again=True)  # the button restarts a cancelled or failed one
+    if state.mixing_job(name, text, src, method, start=False) is not None:
+        return job_result(lambda again: state.mixing_job(name, text, src, method, again=again),
+                          "Value zeroing", "mixing-job", stop=False)
+    st.caption(f"Value zeroing reruns every block once per token: these {t} tokens take about "
+               f"{zeroing_flops(lm, t) / CPU_FLOPS:.0f} s on this server's CPU, so it runs when asked (kept after).")
+    st.button("Compute value zeroing", key=ASK, icon=":material/functions:")
+    return None
