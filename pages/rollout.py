@@ -68,6 +68,7 @@ BENCH_LABELS = {"last_layer": "last-layer attention", "head_mean": "attention, m
                 "input_x_gradient": "input × gradient", "integrated_gradients": "integrated gradients",
                 "attention_x_gradient": "attention × gradient"}  # `attnlab faithfulness`
 FAITH_SEED = 0
+UNITS = {"attention_norm": "length", "value_zeroing": "share"}  # what a context-mixing matrix holds
 
 with page("Rollout & attribution", "Which input tokens does the model use for this output? "
           "Attention weights are not explanations — compare nine ways to trace them."):
@@ -237,8 +238,9 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
         st.subheader("As matrices")
         which = select("Matrix", list(matrices), "rollout_matrix", None, horizontal=True)
         m, qa, ka = matrices[which]
+        unit = next((v for k, v in UNITS.items() if which.startswith(LABELS[k])), None)  # else "weight"
         chart(matrix_heatmap(m, qa, ka, kind="pattern", title=f"{which}: row = output, column = input",
-                             present=present, mark=(q, src_idx if ka is tokens else None)),
+                             present=present, mark=(q, src_idx if ka is tokens else None), value_name=unit),
               key="matrix", name=which)
 
     downloads(f"rollout-q{q}", csv=pd.DataFrame({"index": range(t), "token": tokens,

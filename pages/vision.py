@@ -164,7 +164,9 @@ with page("Vision", "Where does a Vision Transformer look — and is it where th
             **{k: f"{k}, layer {layer}, from {run.tokens[query]}" for k in MIXING},
             **{k: f"{k} (class {target})" for k in ATTRIBUTIONS}}[kind]
     chart(overlay_figure(view, maps[kind], present=present, outline=region, query=query - prefix if query >= prefix
-                         and kind == "attention" else None, title=what), key="overlay", name="vision-map")
+                         and kind == "attention" else None, title=what,
+                         value_name={"attention": "weight", "rollout": "weight", "attention norm": "length",
+                                     "value zeroing": "share"}.get(kind, "score")), key="overlay", name="vision-map")
     if region is not None:
         report = region_report(maps, region)
         share = next(r for r in report if r["map"] == kind)
