@@ -53,13 +53,14 @@ def logit_at(lm, logits: torch.Tensor | None, pos: int) -> torch.Tensor:
 
 
 def baseline_ids(lm, inputs) -> dict[str, torch.Tensor | None]:
-    """Per hook, the token ids of the baseline [1, T]: every token that is not special (BOS, EOS, PAD, MASK)
-    replaced by [PAD]; None = the zero embedding (a ViT's patches, or a tokenizer without [PAD])."""
+    """Per hook, the token ids of the baseline [1, T]: every token that is not special (BOS, EOS, PAD, MASK, and
+    the tokenizer's own such as [CLS] and [SEP]: tokenizer.special_ids) replaced by [PAD]; None = the zero embedding
+    (a ViT's patches, or a tokenizer without [PAD])."""
     def base(ids, tok):
         if tok is None or tok.pad_id is None:
             return None
-        special = [i for i in (tok.bos_id, tok.eos_id, tok.pad_id, tok.mask_id) if i is not None]
-        return torch.where(torch.isin(ids, torch.tensor(special)), ids, torch.full_like(ids, tok.pad_id))
+        special = torch.tensor(sorted(tok.special_ids), dtype=ids.dtype)
+        return torch.where(torch.isin(ids, special), ids, torch.full_like(ids, tok.pad_id))
 
     if lm.reads_image:
         return {"hook_embed": None}
