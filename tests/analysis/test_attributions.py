@@ -158,3 +158,12 @@ def test_ig_baseline_keeps_cls_and_sep_of_a_bert_tokenizer():
     assert ids[0] == cls and ids[-1] == sep and ids[3] == tok.mask_id and unk in ids
     base = baseline_ids(lm, inputs)["hook_embed"][0].tolist()
     assert base == [cls, tok.pad_id, tok.pad_id, tok.mask_id, tok.pad_id, sep]
+
+
+@pytest.mark.parametrize("tid", [10**6, -1])
+def test_integrated_gradients_refuses_a_target_outside_the_vocabulary(tid):
+    """Input × gradient refused these in one line; integrated gradients raised IndexError (10**6) or silently
+    explained the vocabulary's last token (-1)."""
+    lm = load("lecture-decoder")
+    with pytest.raises(InputError, match=f"^target id {tid} is outside 0..{lm.cfg.vocab_size - 1}$"):
+        integrated_gradients(lm, lm.encode("fenna is twelve ."), target_id=tid)
