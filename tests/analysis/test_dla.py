@@ -59,7 +59,7 @@ def test_head_parts_are_hook_result_read_through_the_frozen_norm(lecture):
 def test_bad_input_is_one_line(lecture):
     with pytest.raises(InputError, match="2 tokens"):
         direct_logit_attribution(lecture, STORY, "rabbit", "a hen")
-    with pytest.raises(InputError, match="position 40 is out of range"):
+    with pytest.raises(InputError, match="^position 40 is out of range: the text has positions 0–33$"):  # not "this model"
         direct_logit_attribution(lecture, STORY, "rabbit", position=40)
     with pytest.raises(InputError, match="without a linear unembedding"):
         direct_logit_attribution(load("lecture-encoder"), "the [MASK] sat", "cat")
