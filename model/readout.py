@@ -54,10 +54,12 @@ class Readout(NamedTuple):
 
     def direction(self, token: int) -> torch.Tensor:
         """The residual-stream direction [D] the head reads `token`'s logit along (after the final norm): its
-        unembedding row, through OPT-350m's projection back to the embeddings' width."""
+        unembedding row, through OPT-350m's projection back to the embeddings' width, times T5's logit scale."""
         u = self.head.weight[token]  # [D] ([E] before project_out)
         out = getattr(self.stack, "project_out", None)
-        return u if out is None else u @ out.weight  # [E] @ [E, D] -> [D]
+        u = u if out is None else u @ out.weight  # [E] @ [E, D] -> [D]
+        scale = getattr(self.stack, "logit_scale", 1.0)
+        return u * scale if scale != 1.0 else u
 
     def final_scale(self, x: torch.Tensor) -> torch.Tensor:
         """The final norm's divisor for residual vectors x [..., D] (LayerNorm: the centred std, RMSNorm: the

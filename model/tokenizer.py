@@ -41,6 +41,7 @@ class ByteTokenizer:
 
     vocab_size = 260
     bos_id, eos_id, pad_id, mask_id = 256, 257, 258, 259
+    special_ids = frozenset({256, 257, 258, 259})  # BOS, EOS, PAD, MASK
     kind = "byte"
 
     def __init__(self, add_bos: bool = True, add_eos: bool = False):
@@ -131,6 +132,14 @@ class HFTokenizer:
     @property
     def _byte_level(self) -> bool:
         return "ByteLevel" in repr(self.tok.decoder)
+
+    @property
+    def special_ids(self) -> set[int]:
+        """The ids of the tokens that frame a text rather than carry it: BOS, EOS, PAD, MASK and the tokenizer's own
+        special tokens ([CLS], [SEP], <|im_start|> …), [UNK] excepted (it stands for a word of the text)."""
+        own = {i for i, t in self.tok.get_added_tokens_decoder().items() if t.special}
+        named = {i for i in (self.bos_id, self.eos_id, self.pad_id, self.mask_id) if i is not None}
+        return (own | named) - {self.unk_id}
 
     @property
     def _specials(self) -> set[str]:

@@ -95,4 +95,7 @@ def window_perplexity(lm, text: str, window: int = WINDOW, sinks: int = SINKS, b
 
 def window_test(lm, window: int | None = None) -> WindowPPL:
     """The window test on the model's own text (`window_text`), W = `window` or `default_window`."""
+    why = window_test_lacks(lm)
+    if why:  # before window_text: a vision model has no tokenizer to cut the text with
+        raise InputError(why)
     return window_perplexity(lm, window_text(lm), window or default_window(lm))

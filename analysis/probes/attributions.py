@@ -37,6 +37,7 @@ from attnlab.analysis.probes.embed_path import (
     along_paths,
     baseline_name,
     check_position,
+    check_target,
     logit_at,
     per_token,
     token_rows,
@@ -160,9 +161,7 @@ def attention_x_gradient(lm, inputs, position: int = -1, target_id: int | None =
     try:
         out = lm.forward(inputs, names="*.hook_pattern", interventions=interventions, records=False, grad=True)
         logits = logit_at(lm, out.logits, pos)[0]  # [V]
-        tid = int(logits.argmax()) if target_id is None else int(target_id)
-        if not 0 <= tid < logits.shape[-1]:
-            raise InputError(f"target id {tid} is outside 0..{logits.shape[-1] - 1}")
+        tid = check_target(int(logits.argmax()) if target_id is None else int(target_id), logits.shape[-1])
         pats = [out.capture.tensors[f"{m.site}.hook_pattern"][0] for m in sites]  # each [1, H, q, k]
         live = [i for i, a in enumerate(pats) if a.requires_grad]
         got = torch.autograd.grad(logits[tid], [pats[i] for i in live], allow_unused=True) if live else ()

@@ -70,7 +70,7 @@ def direct_logit_attribution(lm, text: str, answer: str, wrong: str | None = Non
     b = answer_id(lm, wrong, "wrong answer") if wrong is not None else None
     inputs = lm.encode(text, src_text)
     T = inputs.ids.shape[1]
-    pos = check_row(position, T, "position")
+    pos = check_row(position, T, "position", has="the text has positions")
     blocks = stack.blocks
     attns = [(blk.attn, blk.cross_attn if blk.has_cross else None) for blk in blocks]
     names = ro.resid_names + ro.block_hooks("hook_mlp_out") + [

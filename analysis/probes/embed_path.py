@@ -45,6 +45,13 @@ def check_position(lm, inputs, position: int) -> int:
     return pos
 
 
+def check_target(tid: int, n: int) -> int:
+    """`tid` when it is one of the n logits' ids, else one line."""
+    if not 0 <= tid < n:
+        raise InputError(f"target id {tid} is outside 0..{n - 1}")
+    return tid
+
+
 def logit_at(lm, logits: torch.Tensor | None, pos: int) -> torch.Tensor:
     """[R, V] logits at the output position (a ViT: [R, classes] read from [CLS])."""
     if logits is None:
@@ -53,13 +60,14 @@ def logit_at(lm, logits: torch.Tensor | None, pos: int) -> torch.Tensor:
 
 
 def baseline_ids(lm, inputs) -> dict[str, torch.Tensor | None]:
-    """Per hook, the token ids of the baseline [1, T]: every token that is not special (BOS, EOS, PAD, MASK)
-    replaced by [PAD]; None = the zero embedding (a ViT's patches, or a tokenizer without [PAD])."""
+    """Per hook, the token ids of the baseline [1, T]: every token that is not special (BOS, EOS, PAD, MASK, and
+    the tokenizer's own such as [CLS] and [SEP]: tokenizer.special_ids) replaced by [PAD]; None = the zero embedding
+    (a ViT's patches, or a tokenizer without [PAD])."""
     def base(ids, tok):
         if tok is None or tok.pad_id is None:
             return None
-        special = [i for i in (tok.bos_id, tok.eos_id, tok.pad_id, tok.mask_id) if i is not None]
-        return torch.where(torch.isin(ids, torch.tensor(special)), ids, torch.full_like(ids, tok.pad_id))
+        special = torch.tensor(sorted(tok.special_ids), dtype=ids.dtype)
+        return torch.where(torch.isin(ids, special), ids, torch.full_like(ids, tok.pad_id))
 
     if lm.reads_image:
         return {"hook_embed": None}
@@ -130,9 +138,7 @@ def _pass(lm, inputs, pos: int, target_id: int | None, alphas: torch.Tensor, int
         out = lm.forward(inputs.expand(len(alphas)), interventions={**(interventions or {}),
                          **{name: path for name in mods}}, records=False, grad=grad)
         logits = logit_at(lm, out.logits, pos)  # [R, V]
-        tid = int(logits[-1].argmax()) if target_id is None else int(target_id)
-        if not 0 <= tid < logits.shape[-1]:
-            raise InputError(f"target id {tid} is outside 0..{logits.shape[-1] - 1}")
+        tid = check_target(int(logits[-1].argmax()) if target_id is None else int(target_id), logits.shape[-1])
         y = logits[:, tid]  # [R]
         grads = None
         if grad:
@@ -261,7 +267,7 @@ def _shared_pass(lm, jobs, short, pos, rows, grad, interventions, out) -> None:
         fwd = lm.forward(batch, interventions={**(interventions or {}), **{name: path for name in mods}},
                          records=False, grad=grad)
         logits = fwd.logits if lm.reads_image else fwd.logits[torch.arange(len(rows)), [pos[i] for i, _ in rows]]
-        y = logits[torch.arange(len(rows)), [jobs[i].target_id for i, _ in rows]]  # [R]
+        y = logits[torch.arange(len(rows)), [check_target(jobs[i].target_id, logits.shape[-1]) for i, _ in rows]]  # [R]
         got = torch.autograd.grad(y.sum(), list(leaves.values()), allow_unused=True) if grad else ()
         y = y.detach().double().cpu()
     finally:

@@ -23,7 +23,7 @@ class HeadVectors:
     k: np.ndarray  # [n, d_head] the key vectors k_j
     v: np.ndarray  # [n, d_head] the value vectors v_j
     scale: float  # 1/√d_head (the model's own)
-    scores: np.ndarray  # [n] q·k_j · scale (+ the positional bias, if the model adds one)
+    scores: np.ndarray  # [n] q·k_j · scale (soft-capped, cap·tanh(·/cap), as Gemma 2 does) (+ the positional bias)
     weights: np.ndarray  # [n] softmax of the scores
     output: np.ndarray  # [d_head] Σ_j α_j v_j
     z: np.ndarray  # [d_head] the model's own output of this head at this row (hook_z)
@@ -48,6 +48,8 @@ def head_vectors(lm, inputs, site: str, head: int, query: int) -> HeadVectors:
     v = cap.tensor(f"{site}.hook_v")[0, :, kv].double().cpu().numpy()[keys]  # [B, S, Hkv, d] -> [n, d]
     z = cap.tensor(f"{site}.hook_z")[0, query, head].float().cpu().numpy()  # [B, T, H, d] -> [d]
     scores = rec.scale * (k @ q)  # [n]
+    if rec.softcap is not None:  # Gemma 2 caps the scaled scores before the bias
+        scores = np.tanh(scores / rec.softcap) * rec.softcap
     if rec.bias is not None:
         scores = scores + np.asarray(rec.bias[head], dtype=np.float64)[query, keys]  # ALiBi / T5 bias [T, S] -> [n]
     weights = masked_softmax(scores[None, :], np.ones((1, len(keys)), bool))[0]  # [1, n] -> [n]

@@ -54,7 +54,7 @@ def logit_lens(lm, text: str, answer: str | None = None, *, src_text: str | None
     a = answer_id(lm, answer) if answer is not None else None
     inputs = lm.encode(text, src_text)
     ro, resid, _ = rows_logits(lm, inputs, backend)
-    check_row(layer, len(resid))
+    check_row(layer, len(resid), has="the lens has rows")  # rows, not layers: 0 is the embeddings
     tops, probs, ap, ar = [], [], [], []
     for x in resid:  # one row at a time: [1, T, V] in memory, never [R, T, V]
         p = torch.softmax(ro.logits(x)[0].float(), dim=-1)  # [T, V]

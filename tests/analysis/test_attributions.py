@@ -145,3 +145,25 @@ def test_gradient_methods_judged_on_lecture_decoder_retrieval():
     assert all(e["steps"] >= 8 and e["logit"] > e["baseline_logit"] for e in ig["examples"])
     assert [e["rows"] for e in ig["examples"]] == [e["steps"] + 1 for e in ig["examples"]]  # each row run once
     assert ig["mean_rows"] == pytest.approx(np.mean([e["rows"] for e in ig["examples"]]))
+
+
+def test_ig_baseline_keeps_cls_and_sep_of_a_bert_tokenizer():
+    """MiniLM's tokenizer names no BOS/EOS: its [CLS] and [SEP] were replaced by [PAD] in the baseline (ids
+    [0, 0, 0, 103, 0, 0]) although the baseline keeps every special token; [UNK] stands for a word and goes."""
+    lm = load("minilm")
+    inputs = lm.encode("the cat [MASK] 🦜")  # 🦜 is [UNK]
+    tok = lm.tokenizer
+    cls, sep, unk = (tok.tok.token_to_id(t) for t in ("[CLS]", "[SEP]", "[UNK]"))
+    ids = inputs.ids[0].tolist()
+    assert ids[0] == cls and ids[-1] == sep and ids[3] == tok.mask_id and unk in ids
+    base = baseline_ids(lm, inputs)["hook_embed"][0].tolist()
+    assert base == [cls, tok.pad_id, tok.pad_id, tok.mask_id, tok.pad_id, sep]
+
+
+@pytest.mark.parametrize("tid", [10**6, -1])
+def test_integrated_gradients_refuses_a_target_outside_the_vocabulary(tid):
+    """Input × gradient refused these in one line; integrated gradients raised IndexError (10**6) or silently
+    explained the vocabulary's last token (-1)."""
+    lm = load("lecture-decoder")
+    with pytest.raises(InputError, match=f"^target id {tid} is outside 0..{lm.cfg.vocab_size - 1}$"):
+        integrated_gradients(lm, lm.encode("fenna is twelve ."), target_id=tid)

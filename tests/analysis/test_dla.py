@@ -59,7 +59,7 @@ def test_head_parts_are_hook_result_read_through_the_frozen_norm(lecture):
 def test_bad_input_is_one_line(lecture):
     with pytest.raises(InputError, match="2 tokens"):
         direct_logit_attribution(lecture, STORY, "rabbit", "a hen")
-    with pytest.raises(InputError, match="position 40 is out of range"):
+    with pytest.raises(InputError, match="^position 40 is out of range: the text has positions 0–33$"):  # not "this model"
         direct_logit_attribution(lecture, STORY, "rabbit", position=40)
     with pytest.raises(InputError, match="without a linear unembedding"):
         direct_logit_attribution(load("lecture-encoder"), "the [MASK] sat", "cat")
@@ -84,3 +84,18 @@ def test_parallel_blocks_sum_to_the_logit_difference(kw):
     assert d.logit == pytest.approx(want, abs=1e-6) and abs(want) > 1e-3
     assert d.total == pytest.approx(d.logit, abs=2e-5)
     assert d.heads.shape == (3, 4) and np.abs(d.heads).max() > 1e-4 and np.abs(d.mlps).max() > 1e-4
+
+
+def test_parts_sum_to_the_logit_with_t5_logit_scale():
+    """T5 with tied embeddings scales the decoder's output by d^-1/2 before the head: the parts include it (they
+    summed to logit·√d = logit / 0.177 before)."""
+    cfg = ModelConfig(arch="encdec", vocab_size=260, d_model=32, n_heads=4, n_layers=2, max_len=64,
+                      positional="relative", rel_buckets=8, norm_type="rmsnorm", bias=False, logit_scale=32 ** -0.5,
+                      tie_embeddings=True)
+    torch.manual_seed(0)
+    lm = LoadedModel("t5-ish", build_model(cfg).eval(), ByteTokenizer(add_bos=True), cfg, "random")
+    d = direct_logit_attribution(lm, "hello", "a", "b", src_text="world")
+    logits = lm.forward(lm.encode("hello", "world")).logits[0, -1]
+    want = float(logits[lm.single_token_id("a")] - logits[lm.single_token_id("b")])
+    assert d.logit == pytest.approx(want, abs=1e-6) and abs(want) > 1e-3
+    assert d.total == pytest.approx(d.logit, abs=2e-6)

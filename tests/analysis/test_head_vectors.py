@@ -42,3 +42,24 @@ def test_bias_and_shared_kv_heads(kw):
 def test_a_query_outside_the_text_is_refused_in_one_line(decoder):
     with pytest.raises(ValueError, match=r"^query 99 is outside the \d+ positions of blocks.0.attn$"):
         head_vectors(decoder, decoder.encode("a short text"), "blocks.0.attn", 0, 99)
+
+
+def test_soft_capped_scores_are_the_models():
+    """Gemma 2 caps the scaled scores (cap·tanh(s/cap)): the written-out row missed the cap (weights 0.38 off the
+    model's pattern row, Σ α v 1.6 off hook_z)."""
+    cfg = ModelConfig(arch="decoder", vocab_size=260, d_model=32, n_heads=4, n_layers=2, max_len=64, positional="rope",
+                      attn_softcap=2.0)
+    torch.manual_seed(0)
+    model = build_model(cfg).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(4)  # scores well past the cap
+    lm = LoadedModel("tiny", model, ByteTokenizer(add_bos=True), cfg, "random")
+    inp = lm.encode("hello world, hello")
+    hv = head_vectors(lm, inp, "blocks.1.attn", 2, 10)
+    raw = hv.scale * hv.k @ hv.q
+    assert np.abs(raw).max() > 2.0  # past the cap
+    np.testing.assert_allclose(hv.scores, 2.0 * np.tanh(raw / 2.0), atol=1e-12)
+    row = lm.capture(inp, backend="eager").records["blocks.1.attn"].pattern(2)[10]  # [T]
+    np.testing.assert_allclose(hv.weights, row[:11], atol=1e-6)
+    assert hv.max_abs_vs_model < 1e-5

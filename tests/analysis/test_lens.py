@@ -45,7 +45,8 @@ def test_answer_probability_per_row_on_the_retrieval_story(lecture):
 @pytest.mark.parametrize("kw, msg", [
     (dict(answer="rabbit turtle"), "is 2 tokens"),
     (dict(answer=""), "must be one token"),
-    (dict(layer=5), "layer 5 is out of range"),
+    # a 4-layer model: its rows, not its layers, are 0–4 (the message said "this model has layers 0–4")
+    (dict(layer=5), "^layer 5 is out of range: the lens has rows 0–4$"),
     (dict(layer=-6), "out of range"),
 ])
 def test_bad_input_is_one_line(lecture, kw, msg):

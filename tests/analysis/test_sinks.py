@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from attnlab.analysis.machinery.window_ppl import (
     default_window,
     token_nll,
+    window_test,
     window_perplexity,
     window_test_lacks,
     window_text,
@@ -91,6 +92,12 @@ def test_lecture_texts_and_refusals(encdec):
     with pytest.raises(InputError, match="encoder–decoder"):
         measure_sinks(encdec, TEXTS)
     assert "next token" in window_test_lacks(load("random-encoder"))
+
+
+def test_the_window_test_refuses_a_vision_model_in_one_line():
+    """window_test cut its text with the model's tokenizer first: a ViT (no tokenizer) raised AttributeError."""
+    with pytest.raises(InputError, match="^lecture-vit does not predict the next token"):
+        window_test(load("lecture-vit"))
 
 
 def test_a_view_measures_shares_and_says_what_it_lacks(tmp_path):
