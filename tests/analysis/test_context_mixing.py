@@ -1,5 +1,6 @@
 """Context mixing (analysis/probes/context_mixing.py) against transformers: the attention norms and value zeroing of
-GPT-2, Llama with grouped-query attention and BERT equal the same measures computed inside transformers' own modules
+GPT-2, Llama with grouped-query attention, Gemma 3 (q/k norms, local and global RoPE), Mistral (a sliding window) and
+BERT equal the same measures computed inside transformers' own modules
 (hooks on their value projections, their attentions and their blocks; each side tokenizes for itself); the causal
 zeros, row sums, batching, interventions and refusals."""
 
@@ -18,6 +19,8 @@ from tests.family_grid import TEXT, TINY, make
 HF_PARTS = {
     "gpt2": lambda m: [(b.attn.c_attn, b.attn.c_proj.weight.T, b) for b in m.transformer.h],
     "llama": lambda m: [(b.self_attn.v_proj, b.self_attn.o_proj.weight, b) for b in m.model.layers],
+    "gemma3_text": lambda m: [(b.self_attn.v_proj, b.self_attn.o_proj.weight, b) for b in m.model.layers],
+    "mistral": lambda m: [(b.self_attn.v_proj, b.self_attn.o_proj.weight, b) for b in m.model.layers],
     "bert": lambda m: [(b.attention.self.value, b.attention.output.dense.weight, b) for b in m.bert.encoder.layer],
 }
 
