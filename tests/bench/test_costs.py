@@ -52,5 +52,5 @@ def test_faithfulness_cost_runs_both_commands_alternately(monkeypatch):
     assert len(f["with_ig_times"]) == len(f["without_ig_cpu_times"]) == 2 and f["threads"] == "1"
     assert f["ratio"] == round(f["with_ig_s"] / f["without_ig_s"], 3) and min(f["with_ig_cpu_times"]) > 0
     assert 9 <= f["ig_rows"] <= f["ig_max_rows"] <= 513 and f["ig_max_error"] <= 0.01
-    assert f["command"].endswith("[--methods last_layer,head_mean,rollout,flow,relevance,input_x_gradient,"
-                                 "attention_x_gradient]")
+    assert f["command"].endswith("[--methods last_layer,head_mean,rollout,flow,attention_norm,value_zeroing,relevance,"
+                                 "input_x_gradient,attention_x_gradient]")
