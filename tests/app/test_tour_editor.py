@@ -37,11 +37,26 @@ def test_the_built_in_tour_is_a_tour_file():
     ('{"steps": [{"builtin": "nope", "page": "", "title": "x"}]}', "mine.json: step 1: unknown builtin 'nope'"),
     ('{"steps": [{"page": "", "title": "x", "state": {"a": [1]}}]}', "step 1: state must be an object"),
     ('{"steps": [{"page": "", "title": "x", "colour": "red"}]}', "step 1 has unknown field(s) colour"),
+    ('{"steps": [{"page": ["heatmaps"], "title": "x"}]}', "mine.json: step 1: unknown page \"['heatmaps']\""),
+    ('{"steps": [{"builtin": ["masks"], "page": "", "title": "x"}]}', "step 1: unknown builtin \"['masks']\""),
+    ("[" * 100_000 + "]" * 100_000, "mine.json is not a tour: its JSON nests too deeply"),
+    (json.dumps({"steps": [{"page": "", "title": "x", "state": {"text": "a" * 100_001}}]}),
+     "mine.json: step 1: state is longer than 100,000 characters"),
 ])
 def test_bad_tour_files_are_one_line(doc, line):
     with pytest.raises(TourFileError) as e:
         read_tour(doc, "mine.json")
     assert line in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_huge_tour_file_is_one_line_without_reading_it_all(tmp_path, capsys):
+    big = tmp_path / "mine.json"
+    big.write_text(json.dumps({"steps": [{"page": "", "title": "x", "text": "a" * 50_000_000}]}))
+    with pytest.raises(TourFileError) as e:
+        load_tour(big)
+    assert str(e.value) == "mine.json is larger than 1,000,000 bytes: not a tour file"
+    assert main(["handout", "--tour", str(big), "--out", str(tmp_path / "x.html")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"attnlab: error: {e.value}"]
 
 
 def tour_app(monkeypatch, tmp_path, doc=None) -> AppTest:
