@@ -28,7 +28,10 @@ def page_figures(page: str, state: dict, present: bool = False) -> list[dict]:
         raise ValueError(f"the page /{page} failed at this state: {at.exception[0].message.splitlines()[0][:200]}")
     if at.error:  # the page refused the state (an unknown model, a bad value): its own message
         raise ValueError(f"the page /{page} at this state says: {' '.join(at.error[0].value.split())[:200]}")
-    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+    figs = [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+    if not figs and (said := [*at.warning, *at.info]):  # it stopped before drawing (a model it cannot load…)
+        raise ValueError(f"the page /{page} at this state draws nothing: {' '.join(said[0].value.split())[:200]}")
+    return figs
 
 
 def lecturer_view(entry: dict, present: bool = False) -> View:

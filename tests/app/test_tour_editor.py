@@ -143,6 +143,17 @@ def test_a_view_whose_page_fails_is_one_line(tmp_path, capsys):
                    "is 96 tokens. Change the text or the model and try again.")
 
 
+def test_a_view_of_a_model_that_does_not_exist_is_one_line(monkeypatch, tmp_path, capsys):
+    """The page stops before drawing (it names what it cannot load): the handout says so, not an empty figure."""
+    monkeypatch.setenv("ATTNLAB_ALLOW_HUB", "0")
+    tour = tmp_path / "mine.json"
+    tour.write_text(json.dumps({"steps": [{"page": "heatmaps", "state": {"model": "nosuchmodel"}, "title": "x"}]}))
+    assert main(["handout", "--tour", str(tour), "--out", str(tmp_path / "x.html")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("attnlab: error: the page /heatmaps at this state draws nothing: This server does "
+                              "not download models") and not (tmp_path / "x.html").exists()
+
+
 def test_each_step_downloads_its_figure_when_kaleido_is_here(monkeypatch, tmp_path):
     from attnlab.app.tour.images import available
 
