@@ -75,6 +75,7 @@ def test_a_tour_file_opens_with_the_lecturers_words_and_link(monkeypatch, tmp_pa
     at.switch_page("../pages/tour.py").run()
     ok(at)
     assert at.subheader[0].value == "Step 1 of 2: Masks first"
+    assert "*My class: 2 steps, each a view with its settings and your words.*" in [m.value for m in at.markdown]
     text = "\n".join(m.value for m in at.markdown)
     assert "α₂,₂" in text and text.index("α₂,₂") < text.index("Ask the class first.")  # the model's words first
     at.button(key="tour_next").click().run()
@@ -91,6 +92,8 @@ def test_a_bad_tour_file_is_one_line_on_the_page_and_the_built_in_tour_runs(monk
     assert not at.exception
     assert [e.value for e in at.error] == ["mine.json is not a tour: expected {\"title\": …, \"steps\": [ … ]}"]
     assert at.subheader[0].value.startswith(f"Step 1 of {N}:")
+    assert f"*The lecture in {N} steps: each view with its model, its input and what to look at.*" in [
+        m.value for m in at.markdown]
 
 
 def test_add_this_view_then_edit_move_delete_and_save(monkeypatch, tmp_path):
