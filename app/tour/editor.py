@@ -104,7 +104,8 @@ def editor(k: int) -> None:
     ss = st.session_state
     entries = ss[KEY_ENTRIES]
     e, i = entries[k - 1], k - 1
-    with st.expander("Edit this tour", icon=":material/edit:"):
+    with st.expander("Edit this tour", icon=":material/edit:", key="tour_editor"):  # keyed: stays open when a
+        # delete or a move changes the view above it
         st.text_input("Tour title", value=ss[KEY_TITLE], key="tour_title_in", max_chars=200,
                       on_change=lambda: ss.update({KEY_TITLE: ss["tour_title_in"].strip() or ss[KEY_TITLE]}))
         st.text_input(f"Step {k} title", value=e["title"], key=f"tour_t_{k}_{len(entries)}", max_chars=200,
