@@ -6,14 +6,16 @@ from __future__ import annotations
 import json
 
 import plotly.graph_objects as go
+from attnlab.app.figures.fit import fit_width
 from attnlab.app.navigation import PAGES
-from attnlab.app.tour.core import View, fit
+from attnlab.app.tour.core import HEIGHT, WIDTH, View
 
 from attnlab.data import data_folder
 
 PAGE_PATHS = {u: f for f, _, u, _ in PAGES if u != "tour"}  # URL path -> pages/ file (a tour holds no tour)
 
 RUN_TIMEOUT_S = 180
+MAX_HEIGHT = 820  # px: a page's figure on a printed page under its step's heading (A4 and Letter hold ~960 px)
 
 
 def page_figures(page: str, state: dict, present: bool = False) -> list[dict]:
@@ -43,4 +45,6 @@ def lecturer_view(entry: dict, present: bool = False) -> View:
         fig = go.Figure().add_annotation(text="This view draws no chart: open it on its page.", showarrow=False,
                                          x=0.5, y=0.5, xref="paper", yref="paper")
         fig.update_xaxes(visible=False).update_yaxes(visible=False)
-    return View(fit(fig, present), entry.get("text", ""), {}, "", dict(entry.get("state", {})))
+    fit_width(fig, WIDTH)  # at the height the page built it for (fixed margins, rows of panels), not the tour's
+    fig.layout.height = min(fig.layout.height or HEIGHT[present], MAX_HEIGHT)  # 400 px: six Masks panels over titles
+    return View(fig, entry.get("text", ""), {}, "", dict(entry.get("state", {})))
