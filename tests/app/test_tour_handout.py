@@ -82,6 +82,15 @@ def test_the_handout_needs_no_network(built):
     assert len(re.findall(r"<script>", doc)) == N + 1  # plotly.js once, then one drawing script per step
 
 
+def test_a_step_file_name_keeps_its_accented_letters_as_plain_ones():
+    from attnlab.app.tour.core import Step
+
+    assert file_stem(2, Step(2, "Ünïcode & <i>title</i>: more", "", None)) == "step-02-unicode-i-title-i"
+    assert file_stem(12, Step(12, "Café — naïve Zoë", "", None)) == "step-12-cafe-naive-zoe"
+    assert file_stem(1, Step(1, "𝔘𝔫𝔦 👩‍🔬", "", None)) == "step-01-uni"
+    assert file_stem(3, Step(3, "👩‍🔬 <>", "", None)) == "step-03"
+
+
 def test_markdown_in_the_narrative_is_escaped():
     assert md_html("a `<script>` **b & c**") == "a <code>&lt;script&gt;</code> <b>b &amp; c</b>"
     assert md_html("`` a`b ``") == "<code>a`b</code>"
