@@ -173,3 +173,14 @@ def test_generate_encoder_decoder_cross_attention():
     fig = titled(at, "Each new token's attention")
     assert fig["layout"]["xaxis"]["title"]["text"] == "source token (key)"
     assert z_of(fig["data"][0]).shape[1] == len("the cat") + 1
+
+
+@pytest.mark.parametrize("model", ["lecture-decoder", "minilm"])
+def test_score_scales_says_what_dropping_the_scale_does_to_this_head(model):
+    """The caption's saturation claim is this head's measurement (minilm layer 0 head 0: 0 % → 19 % of rows over 0.9,
+    where the page said "nearly all weight on one key"), the same numbers as the metrics beside it."""
+    at = open_page("scores", model=model)
+    ok(at)
+    with_, without = (m.proto.body for m in at.get("metric"))
+    cap = next(c.value for c in at.caption if c.value.startswith("d_k = "))
+    assert f"from {with_} to {without} (mean row entropy " in cap and "nearly all weight" not in cap
