@@ -178,3 +178,19 @@ def test_a_tour_with_lecturers_views_is_built_apart_from_the_server(tmp_path):
     doc = handout_apart(MINE["title"], MINE["steps"])
     assert Runtime._instance is before  # this process's runtime untouched
     assert sorted(embedded_figures(doc)) == [1, 2] and "<h2>Step 2 of 2: Up close</h2>" in doc
+
+
+def test_a_tour_of_sixty_steps_takes_no_sixty_first(monkeypatch, tmp_path):
+    """A tour file holds at most 60 steps: "Add this view" on a full tour added a 61st, and the tour page then failed
+    to read its own tour."""
+    full = {"title": "Full", "steps": [{"builtin": "masks", "page": "step-by-step", "title": f"S{i}"} for i in range(60)]}
+    at = tour_app(monkeypatch, tmp_path, full)
+    at.switch_page("../pages/heatmaps.py").run()
+    at.button(key="tour_add").click().run()
+    ok(at)
+    assert len(at.session_state["tour_entries"]) == 60
+    assert [t.proto.body for t in at.toast] == ["The tour already has 60 steps, the most a tour file holds: delete "
+                                                "one on the Lecture tour page first."]
+    at.switch_page("../pages/tour.py").run()
+    ok(at)
+    assert at.subheader[0].value == "Step 1 of 60: S0"
