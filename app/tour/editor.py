@@ -8,7 +8,15 @@ import os
 
 import streamlit as st
 from attnlab.app.navigation import PAGES
-from attnlab.app.tour.tour_file import MAX_STEPS, Tour, TourFileError, load_tour, parse_tour, read_tour, tour_json
+from attnlab.app.tour.tour_file import (
+    MAX_STEPS,
+    Tour,
+    TourFileError,
+    load_tour,
+    parse_tour,
+    read_tour,
+    tour_json,
+)
 
 ENV = "ATTNLAB_TOUR"  # the tour file `attnlab app --tour FILE` opens with
 KEY_ENTRIES, KEY_TITLE, KEY_ERROR = "tour_entries", "tour_title", "tour_error"
