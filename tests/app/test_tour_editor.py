@@ -8,6 +8,7 @@ import json
 
 import pytest
 from attnlab.app.tour import BUILDERS, STEPS
+from attnlab.app.tour.custom import PAGE_PATHS
 from attnlab.app.tour.tour_file import TourFileError, load_tour, read_tour, tour_json
 from attnlab.cli.main import main
 from streamlit.testing.v1 import AppTest
@@ -134,6 +135,21 @@ def test_attnlab_app_tour_checks_the_file_and_passes_it_on(monkeypatch, tmp_path
     assert main(["app", "--device", "cpu", "--tour", str(tmp_path / "bad.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("attnlab: error: bad.json is not JSON") and len(err) == 1
+
+
+def test_attnlab_app_on_a_bad_tour_file_writes_one_line_to_stderr(tmp_path):
+    """In its own process (Streamlit's loggers write to the real stderr, which capsys does not hold): 51 lines."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "bad.json").write_text('{"steps": [{"page": ["heatmaps"], "title": "x"}]}')
+    done = subprocess.run([sys.executable, "-m", "attnlab.cli.main", "app", "--device", "cpu", "--tour",
+                           str(tmp_path / "bad.json")], capture_output=True, text=True, timeout=120,
+                          env=os.environ | {"OMP_NUM_THREADS": "1"}, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == ["attnlab: error: bad.json: step 1: unknown page \"['heatmaps']\"; pages are "
+                                        + ", ".join(repr(p) for p in PAGE_PATHS)]
 
 
 def test_a_view_whose_page_fails_is_one_line(tmp_path, capsys):
