@@ -20,12 +20,15 @@ MAX_HEIGHT = 820  # px: a page's figure on a printed page under its step's headi
 
 def page_figures(page: str, state: dict, present: bool = False) -> list[dict]:
     """The figures (Plotly JSON) pages/<file> draws when opened at `state` (its URL's query parameters)."""
+    import streamlit.logger
     from streamlit.testing.v1 import AppTest
 
+    level = streamlit.logger.get_logger(__name__).level  # AppTest re-reads Streamlit's config, log level included:
     at = AppTest.from_file(str(data_folder("pages") / PAGE_PATHS[page]), default_timeout=RUN_TIMEOUT_S)
     for k, v in (state | ({"present": "1"} if present else {})).items():
         at.query_params[k] = str(v)
     at.run()
+    streamlit.logger.set_log_level(level)  # the caller's again (`attnlab handout` keeps its stderr free of warnings)
     if at.exception:
         raise ValueError(f"the page /{page} failed at this state: {at.exception[0].message.splitlines()[0][:200]}")
     if at.error:  # the page refused the state (an unknown model, a bad value): its own message

@@ -28,15 +28,9 @@ def _folder(path: str, flag: str) -> Path:
 
 
 def run(args) -> int:
-    import logging
-
     import streamlit.logger
 
-    # The app's cached loaders warn once per call outside `streamlit run`; a lecturer's view runs its page in AppTest,
-    # which resets Streamlit's log level and warns "missing ScriptRunContext" once per page: filtered out.
-    streamlit.logger.set_log_level("error")
-    logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(
-        lambda r: r.levelno >= logging.ERROR)
+    streamlit.logger.set_log_level("error")  # the app's cached loaders warn once per call outside `streamlit run`
 
     from attnlab.app.tour.handout import handout_html, print_pdf, views
     from attnlab.app.tour.tour_file import TourFileError, load_tour

@@ -108,18 +108,21 @@ def test_the_command_writes_the_handout_without_a_warning(tmp_path):
 
 
 def test_a_tour_of_lecturers_views_writes_its_handout_without_a_warning(tmp_path):
-    """Each lecturer's view runs its page (AppTest, which re-reads Streamlit's config): still not one warning."""
+    """Each lecturer's view runs its page (AppTest, which re-reads Streamlit's config and its log level): still not one
+    warning, from the pages or from a built-in step after them ("No runtime found", "Session state does not
+    function")."""
     tour, out = tmp_path / "mine.json", tmp_path / "tour.html"
     tour.write_text(json.dumps({"title": "Mine", "steps": [
         {"page": "heatmaps", "state": {"model": "lecture-decoder", "layer": "1", "head": "2"}, "title": "Up close"},
-        {"page": "masks", "state": {"model": "lecture-decoder"}, "title": "Masks"}]}))
+        {"page": "masks", "state": {"model": "lecture-decoder"}, "title": "Masks"},
+        {"builtin": "kv-cache", "page": "kv-cache", "title": "KV cache"}]}))  # the app's loaders after a page's run
     done = subprocess.run([sys.executable, "-m", "attnlab.cli.main", "handout", "--tour", str(tour), "--out", str(out)],
                           capture_output=True, text=True, timeout=300,
                           env={k: v for k, v in os.environ.items() if k != "STREAMLIT_LOGGER_LEVEL"} | {
                               "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stderr.splitlines() == [f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB)"]
-    assert sorted(embedded_figures(out.read_text(encoding="utf-8"))) == [1, 2]
+    assert sorted(embedded_figures(out.read_text(encoding="utf-8"))) == [1, 2, 3]
 
 
 @pytest.mark.parametrize("args, line", [
