@@ -3,8 +3,10 @@ draws, with the lecturer's title and words. The page computes the figure, so it 
 
 from __future__ import annotations
 
+import base64
 import json
 
+import numpy as np
 import plotly.graph_objects as go
 from attnlab.app.figures.fit import fit_width
 from attnlab.app.navigation import PAGES
@@ -39,11 +41,23 @@ def page_figures(page: str, state: dict, present: bool = False) -> list[dict]:
     return figs
 
 
+def arrays(spec):
+    """A figure's JSON with its base64-typed arrays ({"dtype", "bdata", "shape"}: how Plotly sends numpy) as numpy
+    arrays again: the fitting code reads tick values and cells as numbers, not as that dict's keys."""
+    if isinstance(spec, dict):
+        if "bdata" in spec and "dtype" in spec:
+            a = np.frombuffer(base64.b64decode(spec["bdata"]), dtype=np.dtype(spec["dtype"]))
+            shape = spec.get("shape")
+            return a.reshape([int(n) for n in str(shape).split(",")] if isinstance(shape, str) else shape or -1)
+        return {k: arrays(v) for k, v in spec.items()}
+    return [arrays(v) for v in spec] if isinstance(spec, list) else spec
+
+
 def lecturer_view(entry: dict, present: bool = False) -> View:
     """The View of a lecturer's step: the page's first figure, the lecturer's text, the URL state."""
     figs = page_figures(entry["page"], entry.get("state", {}), present)
     if figs:
-        fig = go.Figure(figs[0])
+        fig = go.Figure(arrays(figs[0]))
     else:
         fig = go.Figure().add_annotation(text="This view draws no chart: open it on its page.", showarrow=False,
                                          x=0.5, y=0.5, xref="paper", yref="paper")

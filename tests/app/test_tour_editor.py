@@ -210,3 +210,18 @@ def test_a_tour_of_sixty_steps_takes_no_sixty_first(monkeypatch, tmp_path):
     at.switch_page("../pages/tour.py").run()
     ok(at)
     assert at.subheader[0].value == "Step 1 of 60: S0"
+
+
+def test_a_lecturers_view_reads_the_pages_numpy_arrays_as_numbers():
+    """A page's figure comes back as JSON with numpy arrays base64-encoded: the Heads page's view raised TypeError
+    ("float() argument must be … not 'dict'") and the KV cache page's tick values became ['dtype', 'bdata']."""
+    import numpy as np
+    from attnlab.app.tour.custom import arrays, lecturer_view
+
+    assert np.array_equal(arrays({"x": {"dtype": "i1", "bdata": "AAEC"}, "z": [{"dtype": "f4", "bdata": "AACAPwAAAEA=",
+                                                                             "shape": "1, 2"}]})["z"][0], [[1.0, 2.0]])
+    heads = lecturer_view({"page": "heads", "state": {"model": "lecture-decoder"}, "title": "x"}).fig
+    assert all(np.asarray(t.z, dtype=float).ndim == 2 for t in heads.data if t.type == "heatmap")
+    kv = lecturer_view({"page": "kv-cache", "state": {"model": "lecture-decoder"}, "title": "x"}).fig
+    ticks = [list(a.tickvals) for a in [*kv.select_xaxes(), *kv.select_yaxes()] if a.tickvals is not None]
+    assert ticks and all(isinstance(v, (int, float, np.number)) for t in ticks for v in t)
