@@ -77,8 +77,9 @@ with page("Block", "What does each part of a transformer block do to one token, 
     chart(stage_vectors(vectors[:, :DIMS], labels, present=present,
                         title=f"The token's vector at every stage (first {min(DIMS, vectors.shape[1])} of "
                               f"{vectors.shape[1]} dimensions)"), key="blk-vectors", name="block-vectors")
-    st.caption("A norm's output has mean ≈ 0 and std ≈ 1 (times its learned scale); the stream itself keeps "
-               "whatever scale the updates give it.")
+    st.caption(("A LayerNorm's output has mean ≈ 0 and std ≈ 1" if w.norm_type == "layernorm" else
+                "An RMSNorm's output has root mean square ≈ 1; it subtracts no mean, so its mean need not be 0")
+               + " (times its learned scale); the stream itself keeps whatever scale the updates give it.")
 
     st.subheader("LM head → next token")
     how = ("greedy (temperature 0): the plain softmax" if temperature == 0 else

@@ -92,12 +92,18 @@ with page("Masks", "What changes when the same text and weights run under a diff
               key="dmax", width=None if present else column_px([3, 2], False)[1], name="max-diff")
 
     with st.expander("Why −∞ before the softmax, not zero after?", expanded=False):
-        v = zero_after_softmax_vs_neg_inf(rb.scores(head), mb)
+        r, m, kind = (rb, mb, kind_b) if not mb.all() or ma.all() else (ra, ma, base)  # a mask that hides something
+        v = zero_after_softmax_vs_neg_inf(r.scores(head), m)
         sums = v.zero_after.sum(-1)  # [q]: each row's sum
-        st.markdown(f"Zeroing masked weights *after* the softmax leaves rows that sum to less than 1 (here as low as "
-                    f"**{sums.min():.3f}**) because the masked keys were in the denominator. Re-normalising fixes it "
-                    f"(max difference to −∞-before-softmax: {np.abs(v.zero_renorm - v.neg_inf).max():.2e}).")
-        chart(token_bars(sums, qt, title=f"Row sums when zeroing after the softmax ({NAMES[kind_b]} mask)",
+        if m.all():
+            st.markdown(f"Neither mask hides a key here ({NAMES[base]} and {NAMES[kind_b]}): there is nothing to zero. "
+                        "Compare with a causal or sliding-window mask to see the difference.")
+        else:
+            st.markdown(f"With the {NAMES[kind]} mask, zeroing masked weights *after* the softmax leaves rows that sum "
+                        f"to less than 1 (here as low as **{sums.min():.3f}**) because the masked keys were in the "
+                        f"denominator. Re-normalising fixes it (max difference to −∞-before-softmax: "
+                        f"{np.abs(v.zero_renorm - v.neg_inf).max():.2e}).")
+        chart(token_bars(sums, qt, title=f"Row sums when zeroing after the softmax ({NAMES[kind]} mask)",
                          present=present, name="row sum"), key="rowsums", name="row-sums")
 
     bundled = bundled_names()

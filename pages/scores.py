@@ -117,8 +117,12 @@ with page("Score scales", "Why divide by √d_k? What happens to the softmax whe
         m1, m2 = st.columns(2)
         m1.metric("rows > 0.9 with 1/√d_k", f"{(cf.scaled.max(-1)[live] > 0.9).mean():.0%}")
         m2.metric("rows > 0.9 without", f"{(cf.unscaled.max(-1)[live] > 0.9).mean():.0%}")
-    st.caption(f"d_k = {d_k}: without the factor the scores are √d_k ≈ {np.sqrt(d_k):.1f}× larger, the softmax "
-               "puts nearly all weight on one key (entropy → 0) and the gradient to every other key vanishes. "
+    sat, ent = zip(*((float((x.max(-1)[live] > 0.9).mean()), float(e[live].mean())) for x, e in
+                     ((cf.scaled, cf.scaled_entropy), (cf.unscaled, cf.unscaled_entropy))))  # (with, without)
+    st.caption(f"d_k = {d_k}: without the factor the scores are √d_k ≈ {np.sqrt(d_k):.1f}× larger. In layer {layer}, "
+               f"head {head} that takes the rows with over 0.9 of their weight on one key from {sat[0]:.0%} to "
+               f"{sat[1]:.0%} (mean row entropy {ent[0]:.2f} → {ent[1]:.2f} nats, τ = {tau:g}). A saturated row passes "
+               "almost no gradient to its other keys, and the unscaled scores spread further as d_k grows. "
                "A large τ flattens the rows instead.")
 
     downloads(f"scores-L{layer}", csv=table,

@@ -40,10 +40,12 @@ def leave_presentation() -> None:
     st.session_state["present"] = False
 
 
-with page("Lecture tour", f"The lecture in {len(STEPS)} steps: each view with its model, its input and what to look at."):
+tour = active()
+BUILT_IN = all("builtin" in e for e in tour.entries) and len(tour.steps) == len(STEPS)
+with page("Lecture tour", f"The lecture in {len(STEPS)} steps: each view with its model, its input and what to look at."
+          if BUILT_IN else f"{tour.title}: {len(tour.steps)} steps, each a view with its settings and your words."):
     present = presenting()
     st.html(TOUR_CSS + (PRESENT_TOUR_CSS if present else ""))
-    tour = active()
     if st.session_state.get(KEY_ERROR):
         st.error(st.session_state[KEY_ERROR], icon=":material/error:")
     steps, N = tour.steps, len(tour.steps)

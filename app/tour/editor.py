@@ -8,7 +8,15 @@ import os
 
 import streamlit as st
 from attnlab.app.navigation import PAGES
-from attnlab.app.tour.tour_file import Tour, TourFileError, load_tour, parse_tour, read_tour, tour_json
+from attnlab.app.tour.tour_file import (
+    MAX_STEPS,
+    Tour,
+    TourFileError,
+    load_tour,
+    parse_tour,
+    read_tour,
+    tour_json,
+)
 
 ENV = "ATTNLAB_TOUR"  # the tour file `attnlab app --tour FILE` opens with
 KEY_ENTRIES, KEY_TITLE, KEY_ERROR = "tour_entries", "tour_title", "tour_error"
@@ -38,6 +46,10 @@ def active() -> Tour:
 def add_view(title: str) -> None:
     """'Add this view to my tour': the page and its URL state now, as a new last step."""
     _start()
+    if len(st.session_state[KEY_ENTRIES]) >= MAX_STEPS:  # what a tour file holds (the tour page reads it as one)
+        st.toast(f"The tour already has {MAX_STEPS} steps, the most a tour file holds: delete one on the Lecture "
+                 "tour page first.", icon=":material/block:")
+        return
     state = {k: v for k, v in st.query_params.to_dict().items() if k != "present"}
     entry = {"page": URL_PATH[title], "title": f"{title}: my view", "text": "", "state": state}
     st.session_state[KEY_ENTRIES] = [*st.session_state[KEY_ENTRIES], entry]
@@ -104,7 +116,8 @@ def editor(k: int) -> None:
     ss = st.session_state
     entries = ss[KEY_ENTRIES]
     e, i = entries[k - 1], k - 1
-    with st.expander("Edit this tour", icon=":material/edit:"):
+    with st.expander("Edit this tour", icon=":material/edit:", key="tour_editor"):  # keyed: stays open when a
+        # delete or a move changes the view above it
         st.text_input("Tour title", value=ss[KEY_TITLE], key="tour_title_in", max_chars=200,
                       on_change=lambda: ss.update({KEY_TITLE: ss["tour_title_in"].strip() or ss[KEY_TITLE]}))
         st.text_input(f"Step {k} title", value=e["title"], key=f"tour_t_{k}_{len(entries)}", max_chars=200,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import re
+import unicodedata
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 
@@ -30,8 +31,10 @@ def available() -> str:
 
 def file_stem(n: int, step: Step) -> str:
     """'step-03-scaled-dot-product': the step's number and its title's first words, safe as a file name."""
-    words = re.sub(r"[^a-z0-9]+", "-", step.title.lower().split(":")[0]).strip("-")
-    return f"step-{n:02d}-{words[:40].rstrip('-')}"
+    plain = unicodedata.normalize("NFKD", step.title.split(":")[0]).encode("ascii", "ignore").decode().lower()
+    words = re.sub(r"[^a-z0-9]+", "-", plain).strip("-")  # "Ünïcode" -> "unicode", not "n-code"
+    words = words[:40].rstrip("-")
+    return f"step-{n:02d}-{words}" if words else f"step-{n:02d}"
 
 
 def render(figs: list[go.Figure], fmts=FORMATS) -> list[list[bytes]]:

@@ -18,6 +18,8 @@ from attnlab.data import data_folder
 
 BUILTIN = "lecture.json"
 MAX_STEPS, MAX_TEXT = 60, 2000
+MAX_BYTES = 1_000_000  # a tour file: 60 steps of 2,000 characters and their URL states fit many times over
+MAX_STATE = 100_000  # one URL state's characters: Streamlit drops a longer query string without a word (524,288)
 
 
 class TourFileError(ValueError):
@@ -45,16 +47,18 @@ def _entry(i: int, raw) -> dict:
         raise TourFileError(f"{where} needs a title (text of 1 to 200 characters)")
     if not isinstance(text, str) or len(text) > MAX_TEXT:
         raise TourFileError(f"{where}: text must be a string of at most {MAX_TEXT} characters")
-    if page not in PAGE_PATHS:
+    if not isinstance(page, str) or page not in PAGE_PATHS:
         raise TourFileError(f"{where}: unknown page {str(page)[:40]!r}; pages are "
                             f"{', '.join(repr(p) for p in PAGE_PATHS)}")
     builtin = raw.get("builtin")
-    if builtin is not None and builtin not in BUILDERS:
+    if builtin is not None and (not isinstance(builtin, str) or builtin not in BUILDERS):
         raise TourFileError(f"{where}: unknown builtin {str(builtin)[:40]!r}; one of {', '.join(BUILDERS)}")
     state = raw.get("state", {})
     if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, (str, int, float, bool))
                                               for k, v in state.items()):
         raise TourFileError(f"{where}: state must be an object of URL parameters (names to text or numbers)")
+    if sum(len(k) + len(str(v)) for k, v in state.items()) > MAX_STATE:
+        raise TourFileError(f"{where}: state is longer than {MAX_STATE:,} characters (a URL that long is not opened)")
     out = {"page": page, "title": title.strip(), "text": text}
     return out | ({"builtin": builtin} if builtin else {"state": {k: str(v) for k, v in state.items()}})
 
@@ -95,8 +99,12 @@ def parse_tour(data, source: str = "the tour file") -> Tour:
 
 def read_tour(text: str | bytes, source: str = "the tour file") -> Tour:
     """A tour from a file's text."""
+    if len(text) > MAX_BYTES:
+        raise TourFileError(f"{source} is larger than {MAX_BYTES:,} bytes: not a tour file")
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise TourFileError(f"{source} is not a tour: its JSON nests too deeply") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise TourFileError(f"{source} is not JSON ({str(e).split(':')[0]}, line {getattr(e, 'lineno', '?')})") \
             from None
@@ -107,7 +115,8 @@ def load_tour(path: str | Path | None) -> Tour:
     """The tour in `path`, or the built-in tour for None."""
     p = data_folder("app.tour") / BUILTIN if path is None else Path(path)
     try:
-        text = p.read_bytes()
+        with open(p, "rb") as f:
+            text = f.read(MAX_BYTES + 1)  # a huge file is refused without reading it all
     except OSError as e:
         raise TourFileError(f"cannot read the tour file {p}: {e.strerror or e}") from None
     return read_tour(text, p.name)

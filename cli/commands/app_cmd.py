@@ -77,6 +77,9 @@ def run(args) -> int:
     if args.tour:
         from pathlib import Path
 
+        import streamlit.logger
+
+        streamlit.logger.set_log_level("error")  # the tour's builders import the app's cached loaders: ~50 warnings
         from attnlab.app.tour.tour_file import TourFileError, load_tour
 
         try:

@@ -173,3 +173,33 @@ def test_generate_encoder_decoder_cross_attention():
     fig = titled(at, "Each new token's attention")
     assert fig["layout"]["xaxis"]["title"]["text"] == "source token (key)"
     assert z_of(fig["data"][0]).shape[1] == len("the cat") + 1
+
+
+@pytest.mark.parametrize("model", ["lecture-decoder", "minilm"])
+def test_score_scales_says_what_dropping_the_scale_does_to_this_head(model):
+    """The caption's saturation claim is this head's measurement (minilm layer 0 head 0: 0 % → 19 % of rows over 0.9,
+    where the page said "nearly all weight on one key"), the same numbers as the metrics beside it."""
+    at = open_page("scores", model=model)
+    ok(at)
+    with_, without = (m.proto.body for m in at.get("metric"))
+    cap = next(c.value for c in at.caption if c.value.startswith("d_k = "))
+    assert f"from {with_} to {without} (mean row entropy " in cap and "nearly all weight" not in cap
+
+
+@pytest.mark.parametrize("model", ["lecture-decoder", "minilm"])
+def test_masks_zeroing_after_the_softmax_uses_the_mask_that_hides_keys(model):
+    """A decoder's comparison mask B is bidirectional and hides nothing: the page said "rows that sum to less than 1
+    (here as low as 1.000)"; it shows the causal mask's row sums, whichever of A and B it is."""
+    import json
+    import re
+
+    at = open_page("masks", model=model)
+    ok(at)
+    said = next(m.value for m in at.markdown if "eroing masked weights" in m.value)
+    low = float(re.search(r"as low as \*\*([0-9.]+)\*\*", said).group(1))
+    assert 0 < low < 0.99 and said.startswith("With the causal mask, zeroing")
+    bars = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
+                if "Row sums" in json.dumps(json.loads(c.proto.spec)["layout"].get("title", {})))
+    assert "(causal mask)" in bars["layout"]["title"]["text"]
+    assert min(v for t in bars["data"] for v in arr(t["y" if t.get("orientation") != "h" else "x"])) == \
+        pytest.approx(low, abs=1e-3)

@@ -26,3 +26,17 @@ def test_explore_indirect_object():
     strip = [h.proto.body for h in at.get("html") if 'class="strip"' in h.proto.body]
     assert strip and "Mary" in strip[0]
     assert at.session_state["strip_layer"] == 24 and at.session_state["strip_head"] == 4  # the head the note names
+
+
+def test_block_says_what_an_rmsnorm_outputs():
+    """SmolLM2 normalises with RMSNorm: the page said every norm's output "has mean ≈ 0 and std ≈ 1" (LayerNorm's)."""
+    at = open_page("block", model="smollm2")
+    ok(at)
+    said = next(c.value for c in at.caption if "Norm's output" in c.value)
+    assert said.startswith("An RMSNorm's output has root mean square ≈ 1; it subtracts no mean") and "std" not in said
+
+
+def test_block_on_a_layernorm_model_keeps_the_layernorm_sentence():
+    at = open_page("block", model="lecture-decoder")
+    ok(at)
+    assert any(c.value.startswith("A LayerNorm's output has mean ≈ 0 and std ≈ 1") for c in at.caption)

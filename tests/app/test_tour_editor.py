@@ -8,6 +8,7 @@ import json
 
 import pytest
 from attnlab.app.tour import BUILDERS, STEPS
+from attnlab.app.tour.custom import PAGE_PATHS
 from attnlab.app.tour.tour_file import TourFileError, load_tour, read_tour, tour_json
 from attnlab.cli.main import main
 from streamlit.testing.v1 import AppTest
@@ -37,11 +38,26 @@ def test_the_built_in_tour_is_a_tour_file():
     ('{"steps": [{"builtin": "nope", "page": "", "title": "x"}]}', "mine.json: step 1: unknown builtin 'nope'"),
     ('{"steps": [{"page": "", "title": "x", "state": {"a": [1]}}]}', "step 1: state must be an object"),
     ('{"steps": [{"page": "", "title": "x", "colour": "red"}]}', "step 1 has unknown field(s) colour"),
+    ('{"steps": [{"page": ["heatmaps"], "title": "x"}]}', "mine.json: step 1: unknown page \"['heatmaps']\""),
+    ('{"steps": [{"builtin": ["masks"], "page": "", "title": "x"}]}', "step 1: unknown builtin \"['masks']\""),
+    ("[" * 100_000 + "]" * 100_000, "mine.json is not a tour: its JSON nests too deeply"),
+    (json.dumps({"steps": [{"page": "", "title": "x", "state": {"text": "a" * 100_001}}]}),
+     "mine.json: step 1: state is longer than 100,000 characters"),
 ])
 def test_bad_tour_files_are_one_line(doc, line):
     with pytest.raises(TourFileError) as e:
         read_tour(doc, "mine.json")
     assert line in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_huge_tour_file_is_one_line_without_reading_it_all(tmp_path, capsys):
+    big = tmp_path / "mine.json"
+    big.write_text(json.dumps({"steps": [{"page": "", "title": "x", "text": "a" * 50_000_000}]}))
+    with pytest.raises(TourFileError) as e:
+        load_tour(big)
+    assert str(e.value) == "mine.json is larger than 1,000,000 bytes: not a tour file"
+    assert main(["handout", "--tour", str(big), "--out", str(tmp_path / "x.html")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"attnlab: error: {e.value}"]
 
 
 def tour_app(monkeypatch, tmp_path, doc=None) -> AppTest:
@@ -60,6 +76,7 @@ def test_a_tour_file_opens_with_the_lecturers_words_and_link(monkeypatch, tmp_pa
     at.switch_page("../pages/tour.py").run()
     ok(at)
     assert at.subheader[0].value == "Step 1 of 2: Masks first"
+    assert "*My class: 2 steps, each a view with its settings and your words.*" in [m.value for m in at.markdown]
     text = "\n".join(m.value for m in at.markdown)
     assert "α₂,₂" in text and text.index("α₂,₂") < text.index("Ask the class first.")  # the model's words first
     at.button(key="tour_next").click().run()
@@ -76,6 +93,8 @@ def test_a_bad_tour_file_is_one_line_on_the_page_and_the_built_in_tour_runs(monk
     assert not at.exception
     assert [e.value for e in at.error] == ["mine.json is not a tour: expected {\"title\": …, \"steps\": [ … ]}"]
     assert at.subheader[0].value.startswith(f"Step 1 of {N}:")
+    assert f"*The lecture in {N} steps: each view with its model, its input and what to look at.*" in [
+        m.value for m in at.markdown]
 
 
 def test_add_this_view_then_edit_move_delete_and_save(monkeypatch, tmp_path):
@@ -118,6 +137,21 @@ def test_attnlab_app_tour_checks_the_file_and_passes_it_on(monkeypatch, tmp_path
     assert err[-1].startswith("attnlab: error: bad.json is not JSON") and len(err) == 1
 
 
+def test_attnlab_app_on_a_bad_tour_file_writes_one_line_to_stderr(tmp_path):
+    """In its own process (Streamlit's loggers write to the real stderr, which capsys does not hold): 51 lines."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "bad.json").write_text('{"steps": [{"page": ["heatmaps"], "title": "x"}]}')
+    done = subprocess.run([sys.executable, "-m", "attnlab.cli.main", "app", "--device", "cpu", "--tour",
+                           str(tmp_path / "bad.json")], capture_output=True, text=True, timeout=120,
+                          env=os.environ | {"OMP_NUM_THREADS": "1"}, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == ["attnlab: error: bad.json: step 1: unknown page \"['heatmaps']\"; pages are "
+                                        + ", ".join(repr(p) for p in PAGE_PATHS)]
+
+
 def test_a_view_whose_page_fails_is_one_line(tmp_path, capsys):
     tour = tmp_path / "mine.json"
     state = {"model": "lecture-decoder", "preset": "custom", "text": "x " * 600}  # past the model's context
@@ -126,6 +160,17 @@ def test_a_view_whose_page_fails_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err == ("attnlab: error: the page / at this state says: The text is 601 tokens long; this model's context "
                    "is 96 tokens. Change the text or the model and try again.")
+
+
+def test_a_view_of_a_model_that_does_not_exist_is_one_line(monkeypatch, tmp_path, capsys):
+    """The page stops before drawing (it names what it cannot load): the handout says so, not an empty figure."""
+    monkeypatch.setenv("ATTNLAB_ALLOW_HUB", "0")
+    tour = tmp_path / "mine.json"
+    tour.write_text(json.dumps({"steps": [{"page": "heatmaps", "state": {"model": "nosuchmodel"}, "title": "x"}]}))
+    assert main(["handout", "--tour", str(tour), "--out", str(tmp_path / "x.html")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("attnlab: error: the page /heatmaps at this state draws nothing: This server does "
+                              "not download models") and not (tmp_path / "x.html").exists()
 
 
 def test_each_step_downloads_its_figure_when_kaleido_is_here(monkeypatch, tmp_path):
@@ -149,3 +194,34 @@ def test_a_tour_with_lecturers_views_is_built_apart_from_the_server(tmp_path):
     doc = handout_apart(MINE["title"], MINE["steps"])
     assert Runtime._instance is before  # this process's runtime untouched
     assert sorted(embedded_figures(doc)) == [1, 2] and "<h2>Step 2 of 2: Up close</h2>" in doc
+
+
+def test_a_tour_of_sixty_steps_takes_no_sixty_first(monkeypatch, tmp_path):
+    """A tour file holds at most 60 steps: "Add this view" on a full tour added a 61st, and the tour page then failed
+    to read its own tour."""
+    full = {"title": "Full", "steps": [{"builtin": "masks", "page": "step-by-step", "title": f"S{i}"} for i in range(60)]}
+    at = tour_app(monkeypatch, tmp_path, full)
+    at.switch_page("../pages/heatmaps.py").run()
+    at.button(key="tour_add").click().run()
+    ok(at)
+    assert len(at.session_state["tour_entries"]) == 60
+    assert [t.proto.body for t in at.toast] == ["The tour already has 60 steps, the most a tour file holds: delete "
+                                                "one on the Lecture tour page first."]
+    at.switch_page("../pages/tour.py").run()
+    ok(at)
+    assert at.subheader[0].value == "Step 1 of 60: S0"
+
+
+def test_a_lecturers_view_reads_the_pages_numpy_arrays_as_numbers():
+    """A page's figure comes back as JSON with numpy arrays base64-encoded: the Heads page's view raised TypeError
+    ("float() argument must be … not 'dict'") and the KV cache page's tick values became ['dtype', 'bdata']."""
+    import numpy as np
+    from attnlab.app.tour.custom import arrays, lecturer_view
+
+    assert np.array_equal(arrays({"x": {"dtype": "i1", "bdata": "AAEC"}, "z": [{"dtype": "f4", "bdata": "AACAPwAAAEA=",
+                                                                             "shape": "1, 2"}]})["z"][0], [[1.0, 2.0]])
+    heads = lecturer_view({"page": "heads", "state": {"model": "lecture-decoder"}, "title": "x"}).fig
+    assert all(np.asarray(t.z, dtype=float).ndim == 2 for t in heads.data if t.type == "heatmap")
+    kv = lecturer_view({"page": "kv-cache", "state": {"model": "lecture-decoder"}, "title": "x"}).fig
+    ticks = [list(a.tickvals) for a in [*kv.select_xaxes(), *kv.select_yaxes()] if a.tickvals is not None]
+    assert ticks and all(isinstance(v, (int, float, np.number)) for t in ticks for v in t)

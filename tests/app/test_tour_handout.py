@@ -82,6 +82,15 @@ def test_the_handout_needs_no_network(built):
     assert len(re.findall(r"<script>", doc)) == N + 1  # plotly.js once, then one drawing script per step
 
 
+def test_a_step_file_name_keeps_its_accented_letters_as_plain_ones():
+    from attnlab.app.tour.core import Step
+
+    assert file_stem(2, Step(2, "Ünïcode & <i>title</i>: more", "", None)) == "step-02-unicode-i-title-i"
+    assert file_stem(12, Step(12, "Café — naïve Zoë", "", None)) == "step-12-cafe-naive-zoe"
+    assert file_stem(1, Step(1, "𝔘𝔫𝔦 👩‍🔬", "", None)) == "step-01-uni"
+    assert file_stem(3, Step(3, "👩‍🔬 <>", "", None)) == "step-03"
+
+
 def test_markdown_in_the_narrative_is_escaped():
     assert md_html("a `<script>` **b & c**") == "a <code>&lt;script&gt;</code> <b>b &amp; c</b>"
     assert md_html("`` a`b ``") == "<code>a`b</code>"
@@ -96,6 +105,24 @@ def test_the_command_writes_the_handout_without_a_warning(tmp_path):
     assert done.stderr.splitlines() == [f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB)"]  # no warning at all
     doc = out.read_text(encoding="utf-8")
     assert sorted(embedded_figures(doc)) == list(range(1, N + 1)) and "size: letter" in doc
+
+
+def test_a_tour_of_lecturers_views_writes_its_handout_without_a_warning(tmp_path):
+    """Each lecturer's view runs its page (AppTest, which re-reads Streamlit's config and its log level): still not one
+    warning, from the pages or from a built-in step after them ("No runtime found", "Session state does not
+    function")."""
+    tour, out = tmp_path / "mine.json", tmp_path / "tour.html"
+    tour.write_text(json.dumps({"title": "Mine", "steps": [
+        {"page": "heatmaps", "state": {"model": "lecture-decoder", "layer": "1", "head": "2"}, "title": "Up close"},
+        {"page": "masks", "state": {"model": "lecture-decoder"}, "title": "Masks"},
+        {"builtin": "kv-cache", "page": "kv-cache", "title": "KV cache"}]}))  # the app's loaders after a page's run
+    done = subprocess.run([sys.executable, "-m", "attnlab.cli.main", "handout", "--tour", str(tour), "--out", str(out)],
+                          capture_output=True, text=True, timeout=300,
+                          env={k: v for k, v in os.environ.items() if k != "STREAMLIT_LOGGER_LEVEL"} | {
+                              "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr.splitlines() == [f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB)"]
+    assert sorted(embedded_figures(out.read_text(encoding="utf-8"))) == [1, 2, 3]
 
 
 @pytest.mark.parametrize("args, line", [

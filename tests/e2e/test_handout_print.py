@@ -127,3 +127,26 @@ def test_a_lecturers_tour_prints_as_cleanly(wide, tmp_path):
     assert wide.locator(".js-plotly-plot").count() == 2
     assert wide.locator(".js-plotly-plot .heatmaplayer image").count() >= 2
     assert faults(wide) == []
+
+
+TEXTS = ".annotation-text, .g-xtitle text, .g-ytitle text, .updatemenu-button text, .xtick text, .ytick text"
+
+
+def test_a_lecturers_masks_view_prints_at_its_own_height(wide, tmp_path):
+    """The Masks page's six panels keep the height the page built them for (~800 px, fixed margins): squeezed
+    to the tour's 400 px, its tick labels ran over the next row's panel titles and its buttons over the first."""
+    from attnlab.app.tour.tour_file import read_tour
+
+    tour = read_tour('{"steps": [{"page": "masks", "state": {"model": "lecture-decoder"}, "title": "Masks"}]}')
+    pairs = views(False, tour.steps)
+    assert 780 <= pairs[0][1].fig.layout.height <= 820
+    show(wide, handout_html(pairs, "a4", "Mine"), tmp_path, "masks")
+    texts = wide.evaluate(f"""() => [...document.querySelectorAll('{TEXTS}')]
+        .filter(e => e.getBoundingClientRect().width > 0)
+        .map(e => {{ const r = e.getBoundingClientRect(); return [e.getAttribute('class') || e.parentNode.getAttribute('class'),
+                     e.textContent, [r.left, r.top, r.right, r.bottom]]; }})""")
+    titles = [t for t in texts if t[0] and "annotation" in t[0]]
+    others = [t for t in texts if not (t[0] and "annotation" in t[0])]
+    assert len(titles) == 6 and len(others) > 20  # tick labels, axis titles, the head buttons
+    assert [(a[1], b[1]) for a in titles for b in others if overlap(a[2], b[2])] == []
+    assert faults(wide) == []
