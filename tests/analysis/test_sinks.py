@@ -10,8 +10,8 @@ import torch.nn.functional as F
 from attnlab.analysis.machinery.window_ppl import (
     default_window,
     token_nll,
-    window_test,
     window_perplexity,
+    window_test,
     window_test_lacks,
     window_text,
 )
