@@ -23,10 +23,15 @@ def _name(requirement: str) -> str:
     return re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9._-]+", requirement)[0]).lower()
 
 
-def provided() -> set[str]:
-    """The distributions an install of attnlab brings: the declared ones and what they require (not their extras)."""
+# the app's own dependencies: model/ and analysis/ stand without them (the GPU machine has none of them)
+APP_ONLY = {"streamlit", "plotly", "kaleido", "websockets"}
+
+
+def provided(without: set[str] = frozenset()) -> set[str]:
+    """The distributions an install of attnlab brings: the declared ones (less `without`) and what they require
+    (not their extras)."""
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    out = {_name(r) for r in declared}
+    out = {_name(r) for r in declared} - without
     for dist in list(out):
         try:
             out |= {_name(r) for r in requires(dist) or [] if "extra ==" not in r}
@@ -35,10 +40,10 @@ def provided() -> set[str]:
     return out
 
 
-def third_party_imports() -> dict[str, set[str]]:
+def third_party_imports(rooms: tuple[str, ...] = ROOMS) -> dict[str, set[str]]:
     """{top-level module: {file:line, …}} for every import of a module outside the standard library and attnlab."""
     found: dict[str, set[str]] = {}
-    for room in ROOMS:
+    for room in rooms:
         for path in (ROOT / room).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
                 mods = [a.name for a in node.names] if isinstance(node, ast.Import) else \
@@ -54,6 +59,15 @@ def test_every_imported_module_comes_with_the_install():
     have, dists = provided(), packages_distributions()
     missing = {m: sorted(where) for m, where in third_party_imports().items()
                if m not in OPTIONAL and not {_name(d) for d in dists.get(m, [])} & have}
+    assert missing == {}
+
+
+def test_the_layers_need_nothing_the_app_alone_brings():
+    """model/ and analysis/ run without the app's packages: what they import is declared for itself (Pillow for
+    the ViT's images), not present only because Streamlit requires it."""
+    have, dists = provided(without=APP_ONLY), packages_distributions()
+    missing = {m: sorted(where) for m, where in third_party_imports(("model", "analysis")).items()
+               if not {_name(d) for d in dists.get(m, [])} & have}
     assert missing == {}
 
 
