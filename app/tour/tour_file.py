@@ -100,6 +100,8 @@ def read_tour(text: str | bytes, source: str = "the tour file") -> Tour:
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise TourFileError(f"{source} is not JSON ({str(e).split(':')[0]}, line {getattr(e, 'lineno', '?')})") \
             from None
+    except RecursionError:  # '[[[[…' a hundred thousand deep: json's decoder recurses once per level
+        raise TourFileError(f"{source} is not a tour: its JSON is nested too deep") from None
     return parse_tour(data, source)
 
 

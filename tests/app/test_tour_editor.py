@@ -37,6 +37,8 @@ def test_the_built_in_tour_is_a_tour_file():
     ('{"steps": [{"builtin": "nope", "page": "", "title": "x"}]}', "mine.json: step 1: unknown builtin 'nope'"),
     ('{"steps": [{"page": "", "title": "x", "state": {"a": [1]}}]}', "step 1: state must be an object"),
     ('{"steps": [{"page": "", "title": "x", "colour": "red"}]}', "step 1 has unknown field(s) colour"),
+    ("[" * 100_000 + "]" * 100_000, "mine.json is not a tour: its JSON is nested too deep"),  # a RecursionError
+    ('{"steps": ' + "[" * 50_000 + "]" * 50_000 + "}", "mine.json is not a tour: its JSON is nested too deep"),
 ])
 def test_bad_tour_files_are_one_line(doc, line):
     with pytest.raises(TourFileError) as e:
@@ -116,6 +118,11 @@ def test_attnlab_app_tour_checks_the_file_and_passes_it_on(monkeypatch, tmp_path
     assert main(["app", "--device", "cpu", "--tour", str(tmp_path / "bad.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("attnlab: error: bad.json is not JSON") and len(err) == 1
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)  # was a RecursionError's traceback
+    for command in (["app", "--device", "cpu"], ["handout", "--out", str(tmp_path / "h.html")]):
+        assert main([*command, "--tour", str(tmp_path / "deep.json")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == ["attnlab: error: deep.json is not a tour: its JSON is nested too deep"], command
 
 
 def test_a_view_whose_page_fails_is_one_line(tmp_path, capsys):
