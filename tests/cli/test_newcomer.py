@@ -112,3 +112,22 @@ def test_help_says_defaults(capsys):
     assert "default" in cap["backend"] and "eager" in cap["backend"]
     bench = {a.dest: a for a in sub.choices["bench"]._actions}
     assert bench["models"].default == "random-gpt2-small,lecture-decoder"
+
+
+@pytest.mark.parametrize("argv", [["app", "--device", "cpu", "--no-warm", "--port", "8597"], ["handout", "--out", "h.html"]])
+def test_a_command_whose_package_is_missing_says_so_in_one_line(argv, tmp_path):
+    """A partial install (pip install --no-deps, a GPU machine without the app's packages): `attnlab app` and
+    `attnlab handout` without streamlit name the package in one line, exit 2 (were tracebacks; app's from the
+    server process it had already replaced itself with)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    argv = [str(tmp_path / a) if a.endswith(".html") else a for a in argv]
+    code = ("import sys; sys.modules['streamlit'] = None; from attnlab.cli.main import main; "  # as if not installed
+            f"sys.exit(main({argv!r}))")
+    root = Path(__file__).resolve().parents[2]  # this checkout's attnlab, not the one the venv installed
+    r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert r.stderr.strip().splitlines() == ["attnlab: error: this command needs the package streamlit, which is not "
+                                             "installed (pip install streamlit)"]
