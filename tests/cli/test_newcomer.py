@@ -131,3 +131,27 @@ def test_a_command_whose_package_is_missing_says_so_in_one_line(argv, tmp_path):
     assert r.returncode == 2, r.stderr[-2000:]
     assert r.stderr.strip().splitlines() == ["attnlab: error: this command needs the package streamlit, which is not "
                                              "installed (pip install streamlit)"]
+
+
+@pytest.mark.parametrize("argv, path, flag", [
+    (["--class", "--sessions", "3", "--seconds", "10"], "docs/benchmarks.json", "--out"),  # the default, elsewhere
+    (["--browser", "--quick"], "docs/benchmarks.json", "--out"),
+    (["--quick", "--out", "nowhere/b.json"], "nowhere/b.json", "--out"),
+    (["--quick", "--docs", "nowhere/b.md"], "nowhere/b.md", "--docs"),
+])
+def test_bench_refuses_a_file_it_cannot_write_before_it_measures(argv, path, flag, monkeypatch, tmp_path, capsys):
+    """Run from a folder without docs/ (an installed attnlab), `attnlab bench --class` measured its sessions, then
+    failed to write docs/benchmarks.json and lost them; every file's folder is checked before measuring."""
+    import attnlab.bench.report
+    import attnlab.bench.wsclass
+
+    def measured(*a, **k):
+        raise AssertionError("measured before checking where the result goes")
+
+    monkeypatch.setattr(attnlab.bench.wsclass, "class_on_server", measured)
+    monkeypatch.setattr(attnlab.bench.report, "measure", measured)
+    monkeypatch.setattr("attnlab.bench.browser.run_browser", measured)
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = run_cli(capsys, "bench", *argv)
+    assert rc == 2 and err == (f"attnlab: error: cannot write {path}: there is no folder {path.split('/')[0]} here; "
+                               f"pass {flag} FILE in an existing folder\n")
