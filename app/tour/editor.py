@@ -8,7 +8,15 @@ import os
 
 import streamlit as st
 from attnlab.app.navigation import PAGES
-from attnlab.app.tour.tour_file import Tour, TourFileError, load_tour, parse_tour, read_tour, tour_json
+from attnlab.app.tour.tour_file import (
+    MAX_STEPS,
+    Tour,
+    TourFileError,
+    load_tour,
+    parse_tour,
+    read_tour,
+    tour_json,
+)
 
 ENV = "ATTNLAB_TOUR"  # the tour file `attnlab app --tour FILE` opens with
 KEY_ENTRIES, KEY_TITLE, KEY_ERROR = "tour_entries", "tour_title", "tour_error"
@@ -38,6 +46,10 @@ def active() -> Tour:
 def add_view(title: str) -> None:
     """'Add this view to my tour': the page and its URL state now, as a new last step."""
     _start()
+    if len(st.session_state[KEY_ENTRIES]) >= MAX_STEPS:  # more would be no tour: its page would only refuse it
+        st.toast(f"The tour has {MAX_STEPS} steps, the most a tour holds: delete one on the Lecture tour page first.",
+                 icon=":material/block:")
+        return
     state = {k: v for k, v in st.query_params.to_dict().items() if k != "present"}
     entry = {"page": URL_PATH[title], "title": f"{title}: my view", "text": "", "state": state}
     st.session_state[KEY_ENTRIES] = [*st.session_state[KEY_ENTRIES], entry]

@@ -156,3 +156,21 @@ def test_a_tour_with_lecturers_views_is_built_apart_from_the_server(tmp_path):
     doc = handout_apart(MINE["title"], MINE["steps"])
     assert Runtime._instance is before  # this process's runtime untouched
     assert sorted(embedded_figures(doc)) == [1, 2] and "<h2>Step 2 of 2: Up close</h2>" in doc
+
+
+def test_adding_views_stops_at_the_most_steps_a_tour_holds(monkeypatch, tmp_path):
+    """A tour holds 1 to 60 steps (a tour file with more is refused). "Add this view" went on past 60: the session's
+    tour page then showed only 'this tour has 61 steps; a tour has 1 to 60', with no editor left to delete one."""
+    from attnlab.app.tour.tour_file import MAX_STEPS
+
+    at = tour_app(monkeypatch, tmp_path)
+    at.switch_page("../pages/heatmaps.py").run()
+    for _ in range(MAX_STEPS - N + 1):  # one click more than fits
+        at.button(key="tour_add").click().run()
+        ok(at)
+    assert len(at.session_state["tour_entries"]) == MAX_STEPS
+    assert at.toast[-1].value == (f"The tour has {MAX_STEPS} steps, the most a tour holds: delete one on the Lecture "
+                                  "tour page first.")
+    at.switch_page("../pages/tour.py").run()
+    ok(at)
+    assert at.subheader[0].value.startswith(f"Step 1 of {MAX_STEPS}:") and at.button(key="tour_del")
