@@ -47,25 +47,20 @@ async def visit(base: str, query: str, timeout: float = VISIT_S) -> float:
     """Open the opening page with `query` in a new session and read until its script run finishes: seconds."""
     from streamlit.proto.BackMsg_pb2 import BackMsg
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-    from tornado.websocket import websocket_connect
+    from websockets.asyncio.client import connect
 
     t0 = time.perf_counter()
-    ws = await websocket_connect(base.replace("http://", "ws://") + "/_stcore/stream", subprotocols=["streamlit"],
-                                 max_message_size=2**27)
-    try:
+    async with connect(base.replace("http://", "ws://") + "/_stcore/stream", subprotocols=["streamlit"],
+                       max_size=2**27, open_timeout=60) as ws:
         msg = BackMsg()
         msg.rerun_script.query_string, msg.rerun_script.page_name = query, ""
-        await ws.write_message(msg.SerializeToString(), binary=True)
+        await ws.send(msg.SerializeToString())
         while True:
-            raw = await asyncio.wait_for(ws.read_message(), timeout)
-            if raw is None:
-                raise ConnectionError("the server closed the session")
+            raw = await asyncio.wait_for(ws.recv(), timeout)  # ConnectionClosed when the server closes the session
             f = ForwardMsg()
             f.ParseFromString(raw)
             if f.WhichOneof("type") == "script_finished":
                 return time.perf_counter() - t0
-    finally:
-        ws.close()
 
 
 def warm(base: str, queries: list[str] | None = None) -> None:

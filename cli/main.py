@@ -9,6 +9,7 @@ import sys
 
 from attnlab.cli.errors import UsageError
 
+PACKAGES = {"PIL": "pillow"}  # a module whose distribution has another name
 MAX_ERROR = 2000  # characters of one error line (a refusal lists every supported family in full)
 COMMANDS = ("app_cmd", "bench", "capture", "check", "compare_hf", "eval", "faithfulness", "families", "handout",
             "models", "pull", "train", "lens", "patch", "qk", "circuit", "sinks", "mixing")
@@ -48,6 +49,13 @@ def main(argv: list[str] | None = None) -> int:
             return int(args.run(args) or 0)
     except (UsageError, InputError, CheckpointError, ContextLengthError) as e:
         print(f"attnlab: error: {_one_line(str(e))}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as e:  # a partial install (pip install --no-deps; a machine without the app's packages)
+        top = (e.name or "").split(".")[0]
+        if not top or top == "attnlab":
+            raise
+        print(f"attnlab: error: this command needs the package {top}, which is not installed "
+              f"(pip install {PACKAGES.get(top, top)})", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -25,7 +25,8 @@ def _number(label: str, key: str, hi: int, default: int, where) -> int:
     ss = st.session_state
     if key not in ss:
         raw = st.query_params.get(key) if url_active() else None
-        ss[key] = int(raw) if raw is not None and raw.isdigit() else default
+        digits = raw is not None and raw.isascii() and raw.isdigit() and len(raw) <= 12  # not '²', not 5,000 digits
+        ss[key] = int(raw) if digits else default
     ss[key] = min(max(int(ss[key]), 0), hi)
     value = int(where.number_input(label, min_value=0, max_value=hi, step=1, key=key))
     ss.setdefault(URL, {})[key] = str(value)

@@ -103,7 +103,7 @@ def read_tour(text: str | bytes, source: str = "the tour file") -> Tour:
         raise TourFileError(f"{source} is larger than {MAX_BYTES:,} bytes: not a tour file")
     try:
         data = json.loads(text)
-    except RecursionError:
+    except RecursionError:  # '[[[[…' a hundred thousand deep: json's decoder recurses once per level
         raise TourFileError(f"{source} is not a tour: its JSON nests too deeply") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise TourFileError(f"{source} is not JSON ({str(e).split(':')[0]}, line {getattr(e, 'lineno', '?')})") \

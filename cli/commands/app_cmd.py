@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 
@@ -87,6 +88,8 @@ def run(args) -> int:
         except TourFileError as e:
             raise UsageError(str(e)) from e
         env["ATTNLAB_TOUR"] = str(Path(args.tour).resolve())
+    if importlib.util.find_spec("streamlit") is None:  # said here: the server's own process would print a traceback
+        raise ModuleNotFoundError("No module named 'streamlit'", name="streamlit")
     from attnlab.app.serve import streamlit_command
 
     os.execve(sys.executable, streamlit_command(args.host, args.port, warm=not args.no_warm), env)

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from attnlab.cli.commands.bench_sections import render, run_cuda, run_real_size, write_file
+from attnlab.cli.commands.bench_sections import check_folders, render, run_cuda, run_real_size, write_file
 from attnlab.cli.commands.common import add_device_args, run_settings
 from attnlab.cli.errors import UsageError
 
@@ -118,6 +118,7 @@ def run(args) -> int:
         raise UsageError("--smollm2 and --navigation go with --browser")
     if args.render:
         return render(args)
+    check_folders(args)
     if args.real_size:
         return run_real_size(args)
     if args.costs and (args.browser or args.class_load):

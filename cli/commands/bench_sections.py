@@ -86,6 +86,21 @@ def render(args) -> int:
     return 0
 
 
+def check_folders(args) -> None:
+    """Refuse now, not after minutes of measuring, a file this run would write into a folder that does not exist:
+    --out, --docs, and a section run's default docs/benchmarks.json (a checkout's folder; from an installed attnlab
+    in another folder there is none)."""
+    from attnlab.analysis.machinery.bench_report import DEFAULT_PATH
+
+    sections = args.browser or args.class_load or args.costs or args.real_size
+    paths = [Path(args.out)] if args.out else [Path(DEFAULT_PATH)] if sections else []
+    for path in paths + ([Path(args.docs)] if args.docs else []):
+        if not path.parent.is_dir():
+            flag = "--docs" if args.docs and path == Path(args.docs) else "--out"
+            raise UsageError(f"cannot write {path}: there is no folder {path.parent} here; pass {flag} FILE in an "
+                             "existing folder")
+
+
 def write_file(path: Path, text: str) -> None:
     try:
         path.write_text(text, encoding="utf-8")

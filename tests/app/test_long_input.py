@@ -192,6 +192,15 @@ def test_page_draws_overview_and_window_at_3000_tokens():
     assert "3,000 tokens" in at.main.caption[-1].value and "sent" in at.main.caption[-1].value
 
 
+@pytest.mark.parametrize("bad", ["²", "9" * 5000, "-3", "1e3", ""])
+def test_a_bookmarked_window_position_that_is_no_number_falls_back(bad):
+    """A forged or mangled bookmark (`long_q0=²`: a digit to str.isdigit, not to int; 5,000 digits: more than int()
+    converts) puts the window at its default place, as every other widget does with a bad URL value."""
+    at = _page_with_text("abc " * 100, long_model="random-long-decoder", long_size=64, long_q0=bad, long_k0=bad)
+    ok(at)
+    assert specs(at)[1]["layout"]["title"]["text"] == "rows 337–400, keys 337–400 (exact)"  # the last 64 of 401
+
+
 def test_page_fills_the_long_sample():
     at = open_page("long_input", long_model="random-long-decoder")
     assert "The text is empty" in at.info[0].value and not specs(at)

@@ -43,6 +43,7 @@ def test_the_built_in_tour_is_a_tour_file():
     ("[" * 100_000 + "]" * 100_000, "mine.json is not a tour: its JSON nests too deeply"),
     (json.dumps({"steps": [{"page": "", "title": "x", "state": {"text": "a" * 100_001}}]}),
      "mine.json: step 1: state is longer than 100,000 characters"),
+    ('{"steps": ' + "[" * 50_000 + "]" * 50_000 + "}", "mine.json is not a tour: its JSON nests too deeply"),
 ])
 def test_bad_tour_files_are_one_line(doc, line):
     with pytest.raises(TourFileError) as e:
@@ -135,6 +136,11 @@ def test_attnlab_app_tour_checks_the_file_and_passes_it_on(monkeypatch, tmp_path
     assert main(["app", "--device", "cpu", "--tour", str(tmp_path / "bad.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("attnlab: error: bad.json is not JSON") and len(err) == 1
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)  # was a RecursionError's traceback
+    for command in (["app", "--device", "cpu"], ["handout", "--out", str(tmp_path / "h.html")]):
+        assert main([*command, "--tour", str(tmp_path / "deep.json")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == ["attnlab: error: deep.json is not a tour: its JSON nests too deeply"], command
 
 
 def test_attnlab_app_on_a_bad_tour_file_writes_one_line_to_stderr(tmp_path):

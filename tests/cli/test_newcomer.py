@@ -112,3 +112,46 @@ def test_help_says_defaults(capsys):
     assert "default" in cap["backend"] and "eager" in cap["backend"]
     bench = {a.dest: a for a in sub.choices["bench"]._actions}
     assert bench["models"].default == "random-gpt2-small,lecture-decoder"
+
+
+@pytest.mark.parametrize("argv", [["app", "--device", "cpu", "--no-warm", "--port", "8597"], ["handout", "--out", "h.html"]])
+def test_a_command_whose_package_is_missing_says_so_in_one_line(argv, tmp_path):
+    """A partial install (pip install --no-deps, a GPU machine without the app's packages): `attnlab app` and
+    `attnlab handout` without streamlit name the package in one line, exit 2 (were tracebacks; app's from the
+    server process it had already replaced itself with)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    argv = [str(tmp_path / a) if a.endswith(".html") else a for a in argv]
+    code = ("import sys; sys.modules['streamlit'] = None; from attnlab.cli.main import main; "  # as if not installed
+            f"sys.exit(main({argv!r}))")
+    root = Path(__file__).resolve().parents[2]  # this checkout's attnlab, not the one the venv installed
+    r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert r.stderr.strip().splitlines() == ["attnlab: error: this command needs the package streamlit, which is not "
+                                             "installed (pip install streamlit)"]
+
+
+@pytest.mark.parametrize("argv, path, flag", [
+    (["--class", "--sessions", "3", "--seconds", "10"], "docs/benchmarks.json", "--out"),  # the default, elsewhere
+    (["--browser", "--quick"], "docs/benchmarks.json", "--out"),
+    (["--quick", "--out", "nowhere/b.json"], "nowhere/b.json", "--out"),
+    (["--quick", "--docs", "nowhere/b.md"], "nowhere/b.md", "--docs"),
+])
+def test_bench_refuses_a_file_it_cannot_write_before_it_measures(argv, path, flag, monkeypatch, tmp_path, capsys):
+    """Run from a folder without docs/ (an installed attnlab), `attnlab bench --class` measured its sessions, then
+    failed to write docs/benchmarks.json and lost them; every file's folder is checked before measuring."""
+    import attnlab.bench.report
+    import attnlab.bench.wsclass
+
+    def measured(*a, **k):
+        raise AssertionError("measured before checking where the result goes")
+
+    monkeypatch.setattr(attnlab.bench.wsclass, "class_on_server", measured)
+    monkeypatch.setattr(attnlab.bench.report, "measure", measured)
+    monkeypatch.setattr("attnlab.bench.browser.run_browser", measured)
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = run_cli(capsys, "bench", *argv)
+    assert rc == 2 and err == (f"attnlab: error: cannot write {path}: there is no folder {path.split('/')[0]} here; "
+                               f"pass {flag} FILE in an existing folder\n")
