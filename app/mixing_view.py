@@ -9,8 +9,9 @@ from attnlab.analysis.probes.context_mixing import zeroing_flops
 from attnlab.app import state
 from attnlab.app.job_view import job_result
 
-QUICK_FLOPS = 5e10  # value zeroing below this runs with the page (about 2 s on one CPU core); above it, on request
-CPU_FLOPS = 2.5e10  # what one busy CPU core does per second here (measured on SmolLM2: 2.9e11 in 13 s)
+QUICK_FLOPS = 1e11  # value zeroing below this runs with the page (about 2 s on one CPU core); above it, on request
+CPU_FLOPS = 6e10  # what one CPU core does per second here on value zeroing (SmolLM2, one thread: 49e9 at 9 tokens,
+# 71e9 at 25: 1.39e11 in 1.96 s)
 ASK = "mixing_ask"  # the button's key: True in the run its press starts
 
 
