@@ -13,5 +13,8 @@ _here = _Path(__file__).resolve().parent
 if not (_here / "model").is_dir() and (_here.parent / "model" / "__init__.py").is_file():
     __path__.append(str(_here.parent))  # a checkout: attnlab.model is ../model  # noqa: F821
 
+from attnlab.data import version as _version  # noqa: E402
 from attnlab.model import *  # noqa: E402,F403
 from attnlab.model import __all__  # noqa: E402,F401
+
+__version__ = _version()

@@ -21,7 +21,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from attnlab.data import version
+
     parser = _Parser(prog="attnlab", description="Attention visualization and interpretability.")
+    parser.add_argument("--version", action="version", version=f"attnlab {version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in COMMANDS:
         importlib.import_module(f"attnlab.cli.commands.{name}").add_parser(sub)

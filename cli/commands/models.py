@@ -37,14 +37,29 @@ def run(args) -> int:
     if args.json:
         print_json({"models": models, "cached": cached})
     else:
-        for m in models:
-            if "error" in m:
-                print(f"{m['name']:<18} unavailable: {m['error']}")
-            else:
-                moe = f" experts={m['experts']['n']} top-{m['experts']['top_k']}" if m.get("experts") else ""
-                print(f"{m['name']:<18} {m['kind']:<16} {m['mode']:<10} layers={m['layers']} heads={m['heads']} context={m['context']}"
-                      + moe)
-        for m in cached:
-            print(f"{m['repo_id']:<18} in the Hugging Face cache: {m['family']}, {m['mode']}, "
-                  f"{(m['n_params'] or 0) / 1e6:.0f} M parameters")
+        for line in table(models, cached):
+            print(line)
     return 0
+
+
+def table(models: list[dict], cached: list[dict]) -> list[str]:
+    """The lines of `attnlab models`, each column as wide as its widest entry."""
+    rows = []
+    for m in models:
+        if "error" in m:
+            rows.append([m["name"], f"unavailable: {m['error']}"])
+            continue
+        moe = f"experts={m['experts']['n']} top-{m['experts']['top_k']}" if m.get("experts") else ""
+        rows.append([m["name"], m["kind"], m["mode"], f"layers={m['layers']}", f"heads={m['heads']}",
+                     f"context={m['context']}", moe])
+    for m in cached:
+        rows.append([m["repo_id"], f"in the Hugging Face cache: {m['family']}, {m['mode']}, "
+                                   f"{(m['n_params'] or 0) / 1e6:.0f} M parameters"])
+    full = [r for r in rows if len(r) > 2]
+    widths = [max(len(r[i]) for r in full) for i in range(7)] if full else []
+    name_w = max((len(r[0]) for r in rows), default=0)
+    out = []
+    for r in rows:
+        cells = [r[0].ljust(name_w)] + ([c.ljust(w) for c, w in zip(r[1:], widths[1:])] if len(r) > 2 else r[1:])
+        out.append("  ".join(cells).rstrip())
+    return out

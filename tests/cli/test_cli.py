@@ -101,3 +101,33 @@ def test_console_script_runs_as_a_process(tmp_path):
     assert res.returncode == 0
     names = {m["name"]: m for m in json.loads(res.stdout)["models"]}
     assert names["random-encdec"]["kind"] == "encoder–decoder" and names["random-decoder"]["context"] == 256
+
+
+def test_version_three_ways(capsys):
+    """`attnlab --version`, `python -m attnlab --version` and `attnlab.__version__` say pyproject.toml's version."""
+    import subprocess
+    import sys
+    import tomllib
+    from pathlib import Path
+
+    from attnlab.cli.main import main as cli_main
+
+    import attnlab
+
+    want = tomllib.loads((Path(attnlab.__file__).parent.parent / "pyproject.toml").read_text())["project"]["version"]
+    assert attnlab.__version__ == want
+    with pytest.raises(SystemExit) as e:
+        cli_main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out == f"attnlab {want}\n"
+    done = subprocess.run([sys.executable, "-m", "attnlab", "--version"], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (0, f"attnlab {want}\n")
+
+
+def test_models_table_lines_up(capsys):
+    from attnlab.cli.main import main as cli_main
+
+    assert cli_main(["models"]) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if "context=" in x]
+    assert len(lines) >= 5
+    for field in ("converted", "layers=", "heads=", "context="):
+        assert len({x.index(field) for x in lines}) == 1, field  # every row's column starts at one place
