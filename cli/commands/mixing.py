@@ -1,12 +1,13 @@
 """`attnlab mixing`: context mixing — what each token takes from every other token through one layer, by the
 attention norm (Kobayashi et al. 2020) or value zeroing (Mohebbi et al. 2023), beside the layer's attention weights.
 
-    attnlab mixing --model M --text T [--method attention_norm|value_zeroing] [--layer L] [--query Q] [--json]
+    attnlab mixing --model M --text T | --image F [--method attention_norm|value_zeroing] [--layer L] [--query Q]
+                   [--json]
 """
 
 from __future__ import annotations
 
-from attnlab.cli.commands.common import load_model, print_json
+from attnlab.cli.commands.common import add_image_arg, load_model, model_inputs, print_json
 
 HELP = ("context mixing of one layer: the attention norm ‖Σ_h α_h v_h W_O^h‖ or value zeroing (1 − cos of the "
         "block's output when a token's value is zeroed, rows summing to 1), one query's row beside the layer's "
@@ -18,7 +19,8 @@ def add_parser(sub) -> None:
 
     p = sub.add_parser("mixing", help=HELP, description=HELP)
     p.add_argument("--model", required=True, help="a converted decoder, encoder or ViT: a model name or a folder")
-    p.add_argument("--text", default=None, help="input text (a ViT reads a generated shape image)")
+    p.add_argument("--text", default=None, help="input text")
+    add_image_arg(p)
     p.add_argument("--method", choices=METHODS, default="value_zeroing", help="default value_zeroing")
     p.add_argument("--layer", type=int, default=-1, help="the layer (0-based; negative counts from the end; default "
                                                          "the last)")
@@ -34,14 +36,11 @@ def run(args) -> int:
     lm = load_model(args.model)
     if (why := refusal(lm)) is not None:
         raise InputError(why)
-    if lm.reads_image:
-        from attnlab.model.lecture.shapes import shape_images
-
-        inputs, query = lm.encode_image(shape_images(1, 0, "eval")[0].image), 0 if args.query == -1 else args.query
-    elif args.text is None:
+    if not lm.reads_image and args.text is None:
         raise InputError(f"--text is required: {lm.name} reads text")
-    else:
-        inputs, query = lm.encode(args.text), args.query
+    args.src_text = None  # one self-attention stack: no source text
+    inputs = model_inputs(lm, args)
+    query = 0 if lm.reads_image and args.query == -1 else args.query  # a ViT: [CLS] by default
     layers = context_mixing(lm, inputs, args.method)  # [L, T, T]
     L, T = layers.shape[:2]
     layer, q = _index(args.layer, L, "layer", "this model has layers"), _index(query, T, "query", "the text has positions")

@@ -50,7 +50,23 @@ def test_mixing_table_and_vit(capsys):
     assert rc == 0 and js["query"] == 0 and js["tokens"][0] == "CLS" and len(js["row"]) == 65
 
 
+def test_mixing_reads_an_image_file(capsys, tmp_path):
+    from attnlab.model.lecture.shapes import shape_images
+    from PIL import Image
+
+    image = shape_images(3, 0, "eval")[2].image
+    Image.fromarray(image).save(tmp_path / "s.png")
+    rc, out, _ = run_cli(capsys, "mixing", "--model", "lecture-vit", "--image", str(tmp_path / "s.png"), "--layer", "2",
+                         "--json")
+    vit = load("lecture-vit")
+    want = value_zeroing(vit, vit.encode_image(image))[2, 0]
+    assert rc == 0 and json.loads(out)["query"] == 0
+    np.testing.assert_allclose(json.loads(out)["row"], want, atol=1e-9)
+
+
 @pytest.mark.parametrize("argv, msg", [
+    (["--model", "lecture-vit", "--text", "a b"], "lecture-vit is a vision transformer: give --image FILE, not --text"),
+    (["--model", "lecture-decoder", "--text", "a", "--image", "x.png"], "--image is for vision models"),
     (["--model", "lecture-encdec", "--text", "x"], "lecture-encdec is an encoder–decoder; context mixing is measured"),
     (["--model", "lecture-decoder", "--text", "a b", "--layer", "7"], "layer 7 is out of range: this model has layers 0–3"),
     (["--model", "lecture-decoder", "--text", "a b", "--query", "-9"], "query -9 is out of range: the text has positions"),
