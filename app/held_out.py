@@ -14,7 +14,7 @@ import streamlit as st
 from attnlab.analysis.faithfulness import store as kept_
 from attnlab.analysis.faithfulness.benchmark import METHODS
 from attnlab.analysis.probes.ig_rule import FIRST_PANELS, MAX_STEPS
-from attnlab.app import state
+from attnlab.app import job_entries, state
 from attnlab.app.frame import show_error
 from attnlab.app.job_view import job_result
 
@@ -32,10 +32,10 @@ def held_out(name: str, n: int, seed: int) -> dict:
         return full
     ig = state.kept_faithfulness(name, n, seed, methods=IG, ablation=False)
     if ig is None and st.session_state.get(ASK):
-        state.faithfulness_job(name, n, seed, IG, again=True)  # the button restarts a cancelled or failed one
-    if ig is None and state.faithfulness_job(name, n, seed, IG, start=False):
+        job_entries.faithfulness_job(name, n, seed, IG, again=True)  # the button restarts a cancelled or failed one
+    if ig is None and job_entries.faithfulness_job(name, n, seed, IG, start=False):
         try:
-            ig = job_result(lambda again: state.faithfulness_job(name, n, seed, IG, again=again),
+            ig = job_result(lambda again: job_entries.faithfulness_job(name, n, seed, IG, again=again),
                             "Scoring integrated gradients", "faith-job", stop=False)  # None while it runs
         except Exception as e:  # noqa: BLE001 — its one line; the other methods' rows stay
             show_error(e)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 from attnlab.analysis.probes.context_mixing import zeroing_flops
-from attnlab.app import state
+from attnlab.app import job_entries, state
 from attnlab.app.job_view import job_result
 
 QUICK_FLOPS = 1e11  # value zeroing below this runs with the page (about 2 s on one CPU core); above it, on request
@@ -21,9 +21,9 @@ def mixing_layers(name: str, text: str, src: str | None, method: str, t: int) ->
     if method != "value_zeroing" or lm.device != "cpu" or zeroing_flops(lm, t) <= QUICK_FLOPS:
         return state.context_mixing(name, text, src, method)
     if st.session_state.get(ASK):
-        state.mixing_job(name, text, src, method, again=True)  # the button restarts a cancelled or failed one
-    if state.mixing_job(name, text, src, method, start=False) is not None:
-        return job_result(lambda again: state.mixing_job(name, text, src, method, again=again),
+        job_entries.mixing_job(name, text, src, method, again=True)  # the button restarts a cancelled or failed one
+    if job_entries.mixing_job(name, text, src, method, start=False) is not None:
+        return job_result(lambda again: job_entries.mixing_job(name, text, src, method, again=again),
                           "Value zeroing", "mixing-job", stop=False)
     st.caption(f"Value zeroing reruns every block once per token: these {t} tokens take about "
                f"{zeroing_flops(lm, t) / CPU_FLOPS:.0f} s on this server's CPU, so it runs when asked (kept after).")

@@ -6,7 +6,7 @@
 * One lock around tokenization and inference (fast tokenizers are not thread-safe and two cores do not get
   faster with more threads); a model under SMALL_MODEL parameters runs on one torch thread (`cpu_threads`).
   A request waits at most BUSY_WAIT_S for the lock, then fails with BusyError ("busy, retry") instead of
-  hanging the page. Long work (`patching_job`) runs as an app.jobs job: in slices that take the lock one at a
+  hanging the page. Long work (app/job_entries.py) runs as an app.jobs job: in slices that take the lock one at a
   time, in a background thread, its result kept per (function, run settings, model, inputs).
 * A memory budget (model.budget, from `attnlab app --max-memory/--max-tokens`: ATTNLAB_MAX_MEMORY /
   ATTNLAB_MAX_TOKENS): every entry point over a text asks it first (`guard`), and each forward pass checks too.
@@ -46,7 +46,7 @@ from attnlab.analysis.probes import routing as routing_
 from attnlab.analysis.probes import sinks as sinks_
 from attnlab.analysis.probes.relevance import gradient_relevance
 from attnlab.app import longinput, token_strip
-from attnlab.app.jobs import BusyError, Job, Jobs, SharedLock
+from attnlab.app.jobs import BusyError, Jobs, SharedLock
 from attnlab.app.run_settings import (
     placement_settings,
     run_settings,
@@ -207,36 +207,6 @@ qk_refusal = on_model(qk_.refusal)  # (name) -> why QK attribution does not appl
 patching = on_model(patching_.activation_patching, entries=8, spinner="Patching every layer, position and head…")
 
 
-def job(fn: Callable, name: str, *args, again: bool = False, start: bool = True, **kw) -> Job | None:
-    """`fn(lm, *args, on_step=..., **kw)` on the model `name` as a job (app.jobs): started on the first request,
-    the same job (running or its kept result) on every later one; `again` restarts a cancelled or failed one;
-    `start=False` only looks it up (None when never started)."""
-    run = run_settings()
-    key = (f"{fn.__module__}.{fn.__qualname__}", run, name.strip(), args, tuple(sorted(kw.items())))
-    if not start:
-        return _jobs().get(key)
-    lm = _load(name.strip(), *run)
-    return _jobs().submit(key, lambda on_step: fn(lm, *args, on_step=on_step, **kw), again=again,
-                          around=lambda: cpu_threads(lm))
-
-
-def patching_job(name: str, clean: str, corrupt: str, answer: str, wrong: str, again: bool = False) -> Job:
-    """state.patching as a job: the sweep in slices of one block of one staircase each."""
-    return job(patching_.activation_patching, name, clean, corrupt, answer, wrong, again=again)
-
-
-def mixing_job(name: str, text: str, src: str | None, method: str, again: bool = False, start: bool = True
-               ) -> Job | None:
-    """state.context_mixing as a job (value zeroing of a long text: slices of one layer's reruns)."""
-    return job(mixing_.of_text, name, text, src, method, again=again, start=start)
-
-
-def circuit_job(name: str, clean: str, corrupt: str, answer: str, wrong: str, method: str, share: float,
-                again: bool = False) -> Job:
-    """state.circuit as a job: slices of one batch of path points or one batch of circuit runs."""
-    return job(circuit_.find_circuit, name, clean, corrupt, answer, wrong, method=method, share=share, again=again)
-
-
 # (name, clean, corrupt, answer, wrong, method=, edges=, steps=) -> analysis.circuit.Circuit
 circuit = on_model(circuit_.find_circuit, entries=8, spinner="Scoring every edge and running the circuits…")
 
@@ -284,12 +254,6 @@ vocabulary = on_model(token_strip.vocabulary)  # (name) -> {"name", "size", "unk
 # disk per weights and examples (analysis.faithfulness.store): computed once per model, not on each first visit
 faithfulness = on_model(kept_.kept_faithfulness, entries=8,
                         spinner="Scoring each method on held-out lecture examples (`attnlab faithfulness`)…")
-
-
-def faithfulness_job(name: str, n: int, seed: int, methods: tuple[str, ...], again: bool = False,
-                     start: bool = True) -> Job | None:
-    """state.faithfulness (ablation off) as a job: slices of one shared pass of integrated gradients or one example."""
-    return job(kept_.kept_faithfulness, name, n, seed, methods=methods, ablation=False, again=again, start=start)
 
 
 faithfulness_path = on_model(kept_.report_path, entries=16)  # (name, n, seed, methods=, ablation=) -> its file

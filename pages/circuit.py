@@ -4,7 +4,7 @@ edge carrying its corrupted value) to see how much of the logit difference it ke
 
 import streamlit as st
 from attnlab.analysis.circuit.names import card_roles, type_roles
-from attnlab.app import state
+from attnlab.app import job_entries, state
 from attnlab.app.circuit_examples import EXAMPLES
 from attnlab.app.downloads import downloads
 from attnlab.app.figures.circuit import MAX_DRAWN, circuit_graph, faithfulness_curve
@@ -33,7 +33,7 @@ with page("Circuit", "Which heads and edges carry the answer?"):
         method = select("Method", list(METHODS), "ci_method", "eap-ig", format_func=METHODS.get)
     with c2:
         share = slider("Circuit size (% of the edges)", 0.5, 20.0, "ci_share", 5.0, step=0.5)
-    c = job_result(lambda again: state.circuit_job(model, clean, corrupt, answer, wrong, method, share / 100, again),
+    c = job_result(lambda again: job_entries.circuit_job(model, clean, corrupt, answer, wrong, method, share / 100, again),
                    "Scoring every edge and running the circuits", "ci-job")
     roles = card_roles(state.model_card(model)) or type_roles(state.head_table(model, clean)[0])
     st.markdown(f"logit({md(c.answer)}) − logit({md(c.wrong)}): **{c.m_clean:+.3f}** clean, **{c.m_corrupt:+.3f}** "

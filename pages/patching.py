@@ -5,7 +5,7 @@ answer depends on."""
 
 import numpy as np
 import streamlit as st
-from attnlab.app import state
+from attnlab.app import job_entries
 from attnlab.app.downloads import downloads
 from attnlab.app.figures.interp import value_grid
 from attnlab.app.figures.style import md
@@ -31,7 +31,7 @@ with page("Activation patching", "Which activations does the answer actually dep
         "from the clean run: the share of the logit difference *logit(answer) − logit(wrong)* that comes back is "
         "how much the answer depends on that activation (0 %: nothing; 100 %: all of it).")
     model, clean, corrupt, answer, wrong, ex = prompt_pair(EXAMPLES, inp, "pt", lambda e: e.patch_note)
-    p = job_result(lambda again: state.patching_job(model, clean, corrupt, answer, wrong, again=again),
+    p = job_result(lambda again: job_entries.patching_job(model, clean, corrupt, answer, wrong, again=again),
                    "Patching every layer, position and head", "pt-job")
     L, T = p.resid.shape
     H = p.heads.shape[1]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from attnlab.analysis.probes import patching
 from attnlab.analysis.probes.patching import activation_patching
-from attnlab.app import job_view, state
+from attnlab.app import job_entries, job_view, state
 from attnlab.app.interp_examples import RETRIEVAL
 from attnlab.model.registry import load
 
@@ -52,7 +52,7 @@ def test_progress_then_the_result(fresh):
     p = activation_patching(load("lecture-decoder"), RETRIEVAL.clean, RETRIEVAL.corrupt, "rabbit", "turtle")
     resid = titled(at, "residual stream entering each layer")
     np.testing.assert_allclose(z_of(resid["data"][0]), 100 * p.resid, atol=1e-3)
-    assert state.patching_job("lecture-decoder", RETRIEVAL.clean, RETRIEVAL.corrupt, "rabbit", "turtle") is job
+    assert job_entries.patching_job("lecture-decoder", RETRIEVAL.clean, RETRIEVAL.corrupt, "rabbit", "turtle") is job
 
 
 def test_cancel_says_so_and_runs_again(fresh, monkeypatch):
