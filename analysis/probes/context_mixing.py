@@ -43,14 +43,13 @@ def refusal(lm, t: int | None = None) -> str | None:
     if lm.reads_source:
         return (f"{lm.name} is an encoder–decoder; context mixing is measured here on one self-attention stack "
                 "(a decoder, an encoder or a vision transformer)")
-    if t is not None and zeroing_flops(lm, t) > IG_MAX_FLOPS:
-        return (f"value zeroing reruns every block once per token: {t} tokens would take "
-                f"{zeroing_flops(lm, t) / 1e12:.1f} TFLOP (at most {IG_MAX_FLOPS / 1e12:.0f}); at most "
-                f"{max_zeroing_tokens(lm)} tokens")
+    if t is not None and (flops := zeroing_flops(lm, t)) > IG_MAX_FLOPS:
+        return (f"value zeroing reruns every block once per token: {t} tokens would take {flops / 1e12:.1f} TFLOP "
+                f"(at most {IG_MAX_FLOPS / 1e12:.0f}); at most {max_zeroing_tokens(lm)} tokens")
     return None
 
 
-def zeroing_flops(lm, t: int) -> float:
+def zeroing_flops(lm, t: int | np.ndarray) -> float | np.ndarray:
     """Multiply–adds ×2 of value zeroing over t tokens: every block run by t + 1 rows of t tokens (its weights once
     per token, the scores and the weighted sum of values 4·t·d_attn per token)."""
     blocks = lm.model.blocks
@@ -59,16 +58,14 @@ def zeroing_flops(lm, t: int) -> float:
 
 
 def max_zeroing_tokens(lm) -> int:
-    """The most tokens value zeroing takes within IG_MAX_FLOPS."""
-    t = 1
-    while zeroing_flops(lm, t + 1) <= IG_MAX_FLOPS:
-        t += 1
-    return t
+    """The most tokens value zeroing takes within IG_MAX_FLOPS (the cost grows with t: the last t that fits)."""
+    t = np.arange(1, lm.context + 1)
+    return int(t[zeroing_flops(lm, t) <= IG_MAX_FLOPS].max(initial=1))
 
 
-def _one_stack(lm, inputs) -> tuple[torch.nn.Module, list]:
-    """The stack and its self-attention modules, or InputError in one line."""
-    why = refusal(lm)
+def _one_stack(lm, inputs, zeroing: bool = False) -> tuple[torch.nn.Module, list]:
+    """The stack and its self-attention modules, or InputError in one line (`zeroing`: value zeroing's cost too)."""
+    why = refusal(lm, inputs.ids.shape[1] if zeroing else None)
     if why is not None:
         raise InputError(why)
     if inputs.ids.shape[0] != 1:
@@ -103,10 +100,7 @@ def value_zeroing(lm, inputs, interventions: dict | None = None,
                   on_step: Callable[[int, int], None] | None = None) -> np.ndarray:
     """Z [L, T, T] (module docstring), float64, each row summing to 1 (or 0), of the run under `interventions`
     ({hook name: fn}; one on a value acts before the zeroing). on_step(done, total) after each block's runs."""
-    stack, sites = _one_stack(lm, inputs)
-    why = refusal(lm, inputs.ids.shape[1])
-    if why is not None:
-        raise InputError(why)
+    stack, sites = _one_stack(lm, inputs, zeroing=True)
     blocks = stack.blocks
     cap = lm.forward(inputs, names=[f"{b.site}.hook_resid_pre" for b in blocks], interventions=interventions,
                      records=False).capture
@@ -149,16 +143,14 @@ def of_text(lm, text: str, src: str | None, method: str, on_step: Callable[[int,
             ) -> np.ndarray:
     """context_mixing of `text` (and a source text `src`, refused for an encoder–decoder) as the model reads it;
     on_step(done, total) after each layer of value zeroing (a job's slices)."""
-    inputs = lm.encode(text, src)
-    if method == "value_zeroing":
-        return value_zeroing(lm, inputs, on_step=on_step)
-    return context_mixing(lm, inputs, method)
+    return context_mixing(lm, lm.encode(text, src), method, on_step=on_step)
 
 
-def context_mixing(lm, inputs, method: str, interventions: dict | None = None) -> np.ndarray:
+def context_mixing(lm, inputs, method: str, interventions: dict | None = None,
+                   on_step: Callable[[int, int], None] | None = None) -> np.ndarray:
     """The layers' matrices [L, T, T] of one of METHODS (the app's cached entry point)."""
     if method == "attention_norm":
         return attention_norms(lm, inputs, interventions)
     if method == "value_zeroing":
-        return value_zeroing(lm, inputs, interventions)
+        return value_zeroing(lm, inputs, interventions, on_step)
     raise ValueError(f"unknown context-mixing method {method!r}; choose from {', '.join(METHODS)}")
