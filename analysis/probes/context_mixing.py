@@ -76,23 +76,49 @@ def _one_stack(lm, inputs, zeroing: bool = False) -> tuple[torch.nn.Module, list
 
 @torch.no_grad()
 def attention_norms(lm, inputs, interventions: dict | None = None) -> np.ndarray:
-    """N [L, T, T] (module docstring), float64, of the run under `interventions` ({hook name: fn})."""
+    """N [L, T, T] (module docstring), float64, of the run under `interventions` ({hook name: fn}). Each layer's
+    norms are taken inside the forward, from its values and pattern (after any intervention on them), so one
+    layer's pattern is held at a time."""
     stack, sites = _one_stack(lm, inputs)
-    names = [f"{m.site}.hook_{p}" for m in sites for p in ("v", "pattern")]
-    cap = lm.forward(inputs, names=names, interventions=interventions, records=False).capture
-    out = []
+    given, values, out = dict(interventions or {}), {}, {}
+    reads = {}
     for m in sites:
-        v = cap.tensor(f"{m.site}.hook_v")[0].double()  # [T, Hkv, d]
-        a = cap.tensor(f"{m.site}.hook_pattern")[0].double()  # [H, T, T]
-        v = v.repeat_interleave(m.group, dim=1)  # [T, Hkv, d] -> [T, H, d]: query head h reads k/v head h // group
-        w = m.out.weight.double().view(-1, m.n_heads, m.d_head)  # [D, H·d] -> [D, H, d]
-        fv = torch.einsum("jhd,ehd->jhe", v, w)  # [T, H, D]: what each head writes for each token's value
-        gram = torch.einsum("jhe,jge->jhg", fv, fv)  # [T, H, H]
-        n2 = torch.zeros(a.shape[1:], dtype=torch.float64, device=a.device)  # [T, T]
-        for h in range(a.shape[0]):
-            n2 += a[h] * torch.einsum("gij,jg->ij", a, gram[:, h])  # α_h · Σ_g α_g ⟨f_h, f_g⟩
-        out.append(n2.clamp_min(0).sqrt().cpu().numpy())
-    return np.stack(out)  # [L, T, T]
+        def keep_v(v, name, m=m):  # [1, T, Hkv, d]
+            values[m.site] = v[0].double()
+
+        def read_pattern(a, name, m=m):  # [1, H, T, T]
+            out[m.site] = _layer_norms(m, values.pop(m.site), a[0].double())
+
+        reads[f"{m.site}.hook_v"], reads[f"{m.site}.hook_pattern"] = keep_v, read_pattern
+    lm.forward(inputs, interventions={n: _then(given.get(n), fn) for n, fn in reads.items()} | {
+        n: fn for n, fn in given.items() if n not in reads}, records=False)
+    return np.stack([out[m.site] for m in sites])  # [L, T, T]
+
+
+def _layer_norms(m, v: torch.Tensor, a: torch.Tensor) -> np.ndarray:
+    """‖Σ_h α_h[i, j] v_h(x_j) W_O^h‖ [T, T] of attention module m from its values v [T, Hkv, d] and pattern a
+    [H, T, T] (float64)."""
+    v = v.repeat_interleave(m.group, dim=1)  # [T, Hkv, d] -> [T, H, d]: query head h reads k/v head h // group
+    w = m.out.weight.double().view(-1, m.n_heads, m.d_head)  # [D, H·d] -> [D, H, d]
+    fv = torch.einsum("jhd,ehd->jhe", v, w)  # [T, H, D]: what each head writes for each token's value
+    gram = torch.einsum("jhe,jge->jhg", fv, fv)  # [T, H, H]
+    per_key = a.permute(2, 1, 0)  # [H, i, j] -> [j, i, H]: each key's weights from every query
+    n2 = (torch.bmm(per_key, gram) * per_key).sum(-1)  # [j, i]: Σ_h Σ_g α_h ⟨f_h, f_g⟩ α_g, one matmul per key
+    return n2.T.clamp_min(0).sqrt().cpu().numpy()  # [i, j]
+
+
+def _then(first, read):
+    """An intervention that applies `first` (None: none), then reads the result with `read` (which returns None)."""
+    if first is None:
+        return lambda x, name: read(x, name)
+
+    def both(x, name):
+        out = first(x, name)
+        x = x if out is None else out
+        read(x, name)
+        return x
+
+    return both
 
 
 @torch.no_grad()

@@ -44,7 +44,9 @@ def run(args) -> int:
     layers = context_mixing(lm, inputs, args.method)  # [L, T, T]
     L, T = layers.shape[:2]
     layer, q = _index(args.layer, L, "layer", "this model has layers"), _index(query, T, "query", "the text has positions")
-    attention = lm.capture(inputs).matrices("self")[layer, :, q].mean(0)  # [T]: the row's head-mean weights
+    name = f"{lm.model.blocks[layer].attn.site}.hook_pattern"  # this layer's pattern alone, not every layer's
+    pattern = lm.forward(inputs, names=[name], records=False).capture.tensor(name)  # [1, H, T, T]
+    attention = pattern[0, :, q].float().mean(0).cpu().numpy()  # [T]: the row's head-mean weights
     row = layers[layer, q]
     if args.json:
         print_json({"model": lm.name, "method": args.method, "layer": layer, "query": q, "tokens": list(inputs.tokens),
