@@ -9,11 +9,12 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 from attnlab.app.figures.matrix import masked, matrix_heatmap, zlimits
-from attnlab.app.figures.style import MAIN_PX, TITLE_CHAR, font_size, layout
+from attnlab.app.figures.style import MAIN_PX, PRINT_PX, font_size, layout
 from attnlab.app.figures.switcher import SWITCH_BYTES, _buttons, switch_layers
 
 TITLE_PX = 28  # the band above each row of panels that holds their titles
 PANEL_PX = 360  # the height of one row of panels (each panel a square at most this high)
+NOTE_CHAR = 0.58  # a panel title's character width over its font size, at most (0.55 measured on the scores' title)
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ def run_panels(label: str, cap, group: str) -> list[Panel]:
     return [Panel(f"{label}: mask (grey = hidden)", lambda lyr, h: ones(lyr), zrange=(0, 1), per_head=False,
                   short=f"{label}: mask"),
             Panel(f"{label}: scores with −∞ where masked", lambda lyr, h: (rec(lyr).masked_scores(h), None),
-                  kind="scores", short=f"{label}: scores"),
+                  kind="scores", short=f"{label}: scores (−∞ masked)"),
             Panel(f"{label}: attention weights", lambda lyr, h: (rec(lyr).pattern(h), rec(lyr).mask_for()),
                   short=f"{label}: weights")]
 
@@ -77,6 +78,7 @@ def panel_grid(rows: list[list[Panel]], q_tokens, k_tokens, layer: int, head: in
     top = (130 if several else 100 if layers else 60) + TITLE_PX
     gap = first.margin.b + TITLE_PX  # x tick labels of one row, then the titles of the next
     side = min(PANEL_PX, int((MAIN_PX[present] - first.margin.l - 20) / cols))  # px: a square panel's side
+    pitch = (min(MAIN_PX[present], PRINT_PX) - first.margin.l - 16) / cols  # px from one title's start to the next's
     plot_px = len(rows) * side + (len(rows) - 1) * gap
     traces, owners, axes, notes = [], [], {}, []
     for r, (row, row_figs) in enumerate(zip(rows, figs)):
@@ -90,7 +92,7 @@ def panel_grid(rows: list[list[Panel]], q_tokens, k_tokens, layer: int, head: in
             axes[ya] = f.layout.yaxis.to_plotly_json() | {"domain": [max(0.0, y1 - side / plot_px), y1], "anchor": x,
                                                            "constraintoward": "top", "showticklabels": c == 0,
                                                            "scaleanchor": x, **({} if c == 0 else {"title": None})}
-            fits = len(p.title) * TITLE_CHAR * font_size(present) <= side
+            fits = len(p.title) * NOTE_CHAR * font_size(present) <= pitch - 8
             notes.append({"text": p.title if fits or not p.short else p.short, "xref": f"{x} domain", "yref": f"{y} domain", "x": 0, "y": 1,
                           "xanchor": "left", "yanchor": "bottom", "yshift": 4, "showarrow": False,
                           "font": {"size": font_size(present)}})

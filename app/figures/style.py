@@ -173,3 +173,6 @@ def log_floor(v) -> np.ndarray:
 # presenting (the sidebar open, its 19-px rem) and 1280×720 without (940 px at 1400, 1460 at 1920). Charts thin
 # their tick labels to the width they get (app.frame.chart): a wider window gives them more room, never less.
 MAIN_PX = {True: 534, False: 820}
+# A figure printed in the handout is drawn PRINT_PX wide (app/tour/handout.py figure_width("a4"), the narrower paper):
+# what must fit a figure's width fits the narrower of this and the main column.
+PRINT_PX = 703

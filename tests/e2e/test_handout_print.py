@@ -134,7 +134,8 @@ TEXTS = ".annotation-text, .g-xtitle text, .g-ytitle text, .updatemenu-button te
 
 def test_a_lecturers_masks_view_prints_at_its_own_height(wide, tmp_path):
     """The Masks page's six panels keep the height the page built them for (~800 px, fixed margins): squeezed
-    to the tour's 400 px, its tick labels ran over the next row's panel titles and its buttons over the first."""
+    to the tour's 400 px, its tick labels ran over the next row's panel titles and its buttons over the first; its
+    panel titles fit the printed width."""
     from attnlab.app.tour.tour_file import read_tour
 
     tour = read_tour('{"steps": [{"page": "masks", "state": {"model": "lecture-decoder"}, "title": "Masks"}]}')
@@ -149,4 +150,7 @@ def test_a_lecturers_masks_view_prints_at_its_own_height(wide, tmp_path):
     others = [t for t in texts if not (t[0] and "annotation" in t[0])]
     assert len(titles) == 6 and len(others) > 20  # tick labels, axis titles, the head buttons
     assert [(a[1], b[1]) for a in titles for b in others if overlap(a[2], b[2])] == []
+    # the titles fit the printed panels: at A4 the scores' full title ran 12 px into the weights' title
+    assert [(a[1], b[1]) for i, a in enumerate(titles) for b in titles[i + 1:] if overlap(a[2], b[2])] == []
+    assert [t[1] for t in titles][:3] == ["A: mask (grey = hidden)", "A: scores (−∞ masked)", "A: attention weights"]
     assert faults(wide) == []
