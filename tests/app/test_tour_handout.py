@@ -191,3 +191,11 @@ def test_the_pdf_has_every_steps_title(built, tmp_path):
             assert " ".join(f"Step {step.topic} of {N}: {step.title}".split()) in text, step.title
     else:  # one page per step at least (each section breaks the page)
         assert len(re.findall(rb"/Type\s*/Page[^s]", data)) >= N
+
+
+def test_figures_fit_their_titles_to_the_handouts_narrowest_paper():
+    """app/figures/style.PRINT_PX is the width a handout draws a figure at on its narrower paper."""
+    from attnlab.app.figures.style import PRINT_PX
+    from attnlab.app.tour.handout import PAPERS, figure_width
+
+    assert PRINT_PX == min(figure_width(p) for p in PAPERS) == 703
