@@ -55,7 +55,7 @@ def test_encdec_and_vit_hooks_fire_under_their_prefixes():
 @pytest.mark.parametrize("backend", ["eager", "sdpa"])
 def test_stream_identities_pre_norm(backend):
     """resid_pre + attn_out = resid_mid; + mlp_out = resid_post = the next resid_pre; Σ_heads hook_result + b_O =
-    hook_attn_out; embed + pos_embed = resid_pre of block 0; ln_final(resid_post) = the model's hidden state."""
+    hook_attn_out; embed + pos_embed = resid_pre of block 0; ln_final's normalized · w + b = the model's hidden state."""
     m = tiny(n_layers=3)
     x = tokens(9, B=2)
     with torch.no_grad(), capture(names="*") as cap:
@@ -72,7 +72,12 @@ def test_stream_identities_pre_norm(backend):
         torch.testing.assert_close(heads, t(f"{b}.hook_attn_out"), rtol=0, atol=1e-6)
         if i:
             assert torch.equal(t(f"{b}.hook_resid_pre"), t(f"blocks.{i - 1}.hook_resid_post"))
-    assert torch.equal(t("ln_final.hook_normalized"), out.hidden)
+    # ln_final (TransformerLens's): hook_normalized is the last resid_post over hook_scale, before the weight and bias
+    resid, ln = t("blocks.2.hook_resid_post"), m.ln_f
+    centred = resid - resid.mean(-1, keepdim=True)
+    torch.testing.assert_close(t("ln_final.hook_scale"), centred.pow(2).mean(-1, keepdim=True).add(ln.eps).sqrt(),
+                               rtol=0, atol=1e-6)
+    torch.testing.assert_close(t("ln_final.hook_normalized") * ln.weight + ln.bias, out.hidden, rtol=0, atol=1e-6)
 
 
 def test_hook_result_is_computed_only_on_demand_and_matches_the_fast_path():
