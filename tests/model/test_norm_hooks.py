@@ -98,7 +98,7 @@ def test_scale_and_normalized_equal_transformers_own_norm_inputs(hf_pairs, famil
     finally:
         for h in handles:
             h.remove()
-    ours, cache = lm.run_with_cache(ids, names="*ln*")
+    ours, cache = lm.run_with_cache(ids, names=["*ln*", "*.hook_resid_post"])
     assert (ours - theirs).abs().max() < 1e-5
     assert len(seen) == len(norms) == 2 * lm.cfg.n_layers + 1
     eps = lm.cfg.norm_eps
@@ -107,6 +107,9 @@ def test_scale_and_normalized_equal_transformers_own_norm_inputs(hf_pairs, famil
         assert cache[f"{site}.hook_scale"].shape == (1, ids.shape[1], 1)
         torch.testing.assert_close(cache[f"{site}.hook_scale"], scale, rtol=0, atol=1e-6)
         torch.testing.assert_close(cache[f"{site}.hook_normalized"], normalized, rtol=0, atol=1e-6)
+    ro = lm.readout()  # the readout's helpers: the final norm's output from hook_normalized, its scale from a stream
+    torch.testing.assert_close(ro.head(ro.final_output(cache["ln_final.hook_normalized"])), ours, rtol=0, atol=1e-12)
+    torch.testing.assert_close(ro.final_scale(cache["resid_post", -1]), cache["ln_final.hook_scale"], rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
