@@ -15,7 +15,7 @@ class Embeddings(nn.Module):
     d_embed projected to d_model when factorised (ALBERT, ELECTRA: the sum; OPT-350m, cfg.project_tokens: the
     token embeddings alone, before the positions). Position p reads row p + pos_offset."""
 
-    HOOKS = ("hook_embed", "hook_pos_embed")  # [B, T, E] token embeddings; [T, E|D] positions (learned, sinusoidal)
+    HOOKS = ("hook_embed", "hook_pos_embed")  # [B, T, E] token embeddings; [B, T, E|D] positions (learned, sinusoidal)
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -55,7 +55,10 @@ class Embeddings(nn.Module):
             positions = self.skip_padding(tokens, positions)
             p = self.pos(positions + self.offset) if self.positional == "learned" else \
                 self.sin_table[positions + self.offset]  # [T, E] ([B, T, E] in a padded batch or with a padding id)
-            x = x + (p if cap is None else cap.hook(hooks.point(self.site, "hook_pos_embed"), p))
+            if cap is not None:
+                name = hooks.point(self.site, "hook_pos_embed")
+                p = cap.hook(name, batched(cap, name, p, x))
+            x = x + p
         if self.types is not None:
             tt = token_type_ids if token_type_ids is not None else torch.zeros_like(tokens)
             x = x + self.types(tt)
@@ -70,6 +73,13 @@ class Embeddings(nn.Module):
         keep = tokens != self.pad_id  # [B, T]; no check for "none": a forward never waits on its device
         counted = torch.cumsum(keep, dim=1) - 1 + positions[..., :1]  # [B, T]
         return torch.where(keep, counted, torch.full_like(counted, -1))
+
+
+def batched(cap: hooks.Capture, name: str, pos: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Positions [T, E] (or already [B, T, E]) with x's batch axis, as TransformerLens's hook_pos_embed holds them:
+    a view (expand, no copy), or a copy when an intervention on hook `name` may change it in place."""
+    pos = pos.expand(*x.shape[:-1], pos.shape[-1])  # [T, E] -> [B, T, E]
+    return pos.clone() if name in cap.interventions else pos
 
 
 class MLMHead(nn.Module):

@@ -17,8 +17,9 @@ from attnlab.model.record import AttentionRecord
 from attnlab.model.router_record import RouterRecord
 
 # Hook points are declared where they fire, as class attributes: Attention.HOOKS (model/attention.py), Block.HOOKS
-# and Block.CROSS_HOOKS (model/layers.py), MLP.HOOKS, MoE.HOOKS, Embeddings.HOOKS, PatchEmbed.HOOKS and
-# Stack.FINAL_HOOK; each module's hook_names() derives its full names from them (model/stack.py: the whole model's).
+# and Block.CROSS_HOOKS (model/layers.py), MLP.HOOKS, MoE.HOOKS, Embeddings.HOOKS, PatchEmbed.HOOKS and NormHooks.HOOKS
+# (model/norms.py: each norm's hook_scale, hook_normalized under its TL name, Block.norm_names and Stack.FINAL_NORM);
+# each module's hook_names() derives its full names from them (model/stack.py: the whole model's).
 # TransformerLens's layouts: hook_q [B, pos, head, d_head]; hook_k, hook_v [B, pos, kv_head, d_head] (the k/v heads
 # of grouped-query attention, as TL's GroupedQueryAttention); hook_z [B, pos, head, d_head]; hook_result
 # [B, pos, head, d_model]; hook_attn_scores, hook_pattern [B, head, q, k]. The axis of each that indexes heads:

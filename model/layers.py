@@ -8,7 +8,7 @@ from attnlab.model import hooks
 from attnlab.model.attention import Attention
 from attnlab.model.config import ModelConfig
 from attnlab.model.moe import MoE
-from attnlab.model.norms import make_norm
+from attnlab.model.norms import has_hooks, make_norm, norm_hook_names
 
 
 class QuickGELU(nn.Module):
@@ -90,7 +90,8 @@ class Block(nn.Module):
     """Self-attention, optional cross-attention, MLP; each sub-layer wrapped by the residual rule.
 
     Hook points (TransformerLens's names, all [B, T, D]): the residual stream entering the block, between its
-    sub-layers and leaving it, and the sub-layers' outputs before any norm on their way back (peri/post-norm)."""
+    sub-layers and leaving it, and the sub-layers' outputs before any norm on their way back (peri/post-norm); each
+    norm's hook_scale and hook_normalized under its TransformerLens name (norm_names: ln1, ln2, ln1_post, …)."""
 
     HOOKS = ("hook_resid_pre", "hook_attn_out", "hook_resid_mid", "hook_mlp_out", "hook_resid_post")
     CROSS_HOOKS = ("hook_cross_attn_out", "hook_resid_mid_cross")  # a decoder block with cross-attention
@@ -116,15 +117,41 @@ class Block(nn.Module):
         self.norm_rule = cfg.norm  # pre | post | peri | parallel (model/frozen_stream.py reads it)
         self.splits = cfg.norm in ("pre", "parallel")  # the stream is a plain sum of the sub-layers' outputs
         self.site = "block"  # set by name_sites()
+        self.norm_names = self._norm_names()
+
+    def _norm_names(self) -> dict[str, str]:
+        """{norm attribute: TransformerLens's name} for the norms with a scale: sub-layer k (1 self-attention, 2
+        cross-attention when there is one, then the MLP: TL's T5Block) has ln{k} before it, or after it in a
+        post-norm block; a peri-norm block's norm after it is ln{k}_post (TL's Gemma 2)."""
+        out = {}
+        for k, sub in enumerate(("attn", "cross", "mlp") if self.has_cross else ("attn", "mlp"), 1):
+            before, after = f"ln_{sub}", f"ln_{sub}_out"
+            if has_hooks(getattr(self, before)):
+                out[before] = f"ln{k}"
+            if has_hooks(getattr(self, after)):
+                out[after] = f"ln{k}_post" if before in out else f"ln{k}"
+        return out
+
+    def _norm_hooks(self, attr: str) -> list[str]:
+        """The hook names of norm `attr` ([] without a scale)."""
+        return norm_hook_names(getattr(self, attr), f"{self.site}.{self.norm_names.get(attr)}")
+
+    def _normed(self, attr: str, cap: hooks.Capture):
+        """Norm `attr` as a function of x, firing its hooks (hook_scale, hook_normalized) inside `cap`."""
+        norm, tl = getattr(self, attr), self.norm_names.get(attr)
+        return norm if tl is None else lambda h: norm.forward_hooked(h, cap, f"{self.site}.{tl}")
 
     def hook_names(self) -> list[str]:
         """This block's hook names and its sub-layers', in the order they fire (a parallel block, whose attention
         and MLP read the same x, has no hook_resid_mid)."""
         pre, attn_out, mid, mlp_out, post = (f"{self.site}.{p}" for p in self.HOOKS)
-        names = [pre, *self.attn.hook_names(), attn_out, *([] if self.parallel else [mid])]
+        n = self._norm_hooks
+        names = [pre, *n("ln_attn"), *self.attn.hook_names(), attn_out, *n("ln_attn_out"),
+                 *([] if self.parallel else [mid])]
         if self.has_cross:
-            names += [*self.cross_attn.hook_names(), *(f"{self.site}.{p}" for p in self.CROSS_HOOKS)]
-        return names + [*self.mlp.hook_names(), mlp_out, post]
+            cross_out, mid_cross = (f"{self.site}.{p}" for p in self.CROSS_HOOKS)
+            names += [*n("ln_cross"), *self.cross_attn.hook_names(), cross_out, *n("ln_cross_out"), mid_cross]
+        return names + [*n("ln_mlp"), *self.mlp.hook_names(), mlp_out, *n("ln_mlp_out"), post]
 
     def forward(self, x, self_ctx, cross_ctx=None):
         cap = hooks.active()
@@ -141,19 +168,19 @@ class Block(nn.Module):
         """forward with the residual-stream hooks (HOOKS, CROSS_HOOKS)."""
         if cap.split_inputs:
             return self._forward_split(x, self_ctx, cap)
-        s = self.site
+        s, n = self.site, lambda attr: self._normed(attr, cap)
         x = cap.hook(f"{s}.hook_resid_pre", x)
         if getattr(self, "parallel", False):
-            a = cap.hook(f"{s}.hook_attn_out", self.attn(self.ln_attn(x), self_ctx))
-            return cap.hook(f"{s}.hook_resid_post", x + a + cap.hook(f"{s}.hook_mlp_out", self.mlp(self.ln_mlp(x))))
+            a = cap.hook(f"{s}.hook_attn_out", self.attn(n("ln_attn")(x), self_ctx))
+            return cap.hook(f"{s}.hook_resid_post", x + a + cap.hook(f"{s}.hook_mlp_out", self.mlp(n("ln_mlp")(x))))
         x = self.residual(x, lambda h: cap.hook(f"{s}.hook_attn_out", self.attn(h, self_ctx)),
-                          self.ln_attn, self.ln_attn_out)
+                          n("ln_attn"), n("ln_attn_out"))
         x = cap.hook(f"{s}.hook_resid_mid", x)
         if self.has_cross:
             x = self.residual(x, lambda h: cap.hook(f"{s}.hook_cross_attn_out", self.cross_attn(h, cross_ctx)),
-                              self.ln_cross, self.ln_cross_out)
+                              n("ln_cross"), n("ln_cross_out"))
             x = cap.hook(f"{s}.hook_resid_mid_cross", x)
-        x = self.residual(x, lambda h: cap.hook(f"{s}.hook_mlp_out", self.mlp(h)), self.ln_mlp, self.ln_mlp_out)
+        x = self.residual(x, lambda h: cap.hook(f"{s}.hook_mlp_out", self.mlp(h)), n("ln_mlp"), n("ln_mlp_out"))
         return cap.hook(f"{s}.hook_resid_post", x)
 
     def _forward_split(self, x, ctx, cap: hooks.Capture):
@@ -167,7 +194,9 @@ class Block(nn.Module):
         B, T, D = x.shape
         per = [cap.hook(f"{a.site}.{p}", x[:, :, None].expand(B, T, n, D))  # [B, T, D] -> [B, T, n, D]
                for p, n in zip(a.SPLIT_HOOKS, (a.n_heads, a.n_kv_heads, a.n_kv_heads))]
-        attn = cap.hook(f"{s}.hook_attn_out", a.forward_split(*(self.ln_attn(p) for p in per), ctx))
+        ln1 = self._normed("ln_attn", cap)  # fires once per q, k and v input ([B, T, n, 1] scales), as TL's ln1
+        attn = cap.hook(f"{s}.hook_attn_out", a.forward_split(*(ln1(p) for p in per), ctx))
         mid = x + attn if self.parallel else cap.hook(f"{s}.hook_resid_mid", x + attn)
         mlp_in = cap.hook(f"{s}.hook_mlp_in", x if self.parallel else mid)
-        return cap.hook(f"{s}.hook_resid_post", mid + cap.hook(f"{s}.hook_mlp_out", self.mlp(self.ln_mlp(mlp_in))))
+        mlp = self.mlp(self._normed("ln_mlp", cap)(mlp_in))
+        return cap.hook(f"{s}.hook_resid_post", mid + cap.hook(f"{s}.hook_mlp_out", mlp))

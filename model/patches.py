@@ -6,6 +6,7 @@ import torch
 import torch.nn as nn
 from attnlab.model import hooks
 from attnlab.model.config import ModelConfig
+from attnlab.model.embeddings import batched
 from attnlab.model.positions import sinusoidal_table
 
 
@@ -76,12 +77,13 @@ class PatchEmbed(nn.Module):
         cap = hooks.active()
         if cap is not None:
             x = cap.hook(hooks.point(self.site, "hook_embed"), x)
-            pos = pos if pos is None else cap.hook(hooks.point(self.site, "hook_pos_embed"), pos)
-        return self.norm(x if pos is None else x + pos[None])
+            name = hooks.point(self.site, "hook_pos_embed")
+            pos = pos if pos is None else cap.hook(name, batched(cap, name, pos, x))  # [1 + N, D] -> [B, 1 + N, D]
+        return self.norm(x if pos is None else x + pos)
 
     @property
     def hook_points(self) -> tuple[str, ...]:
-        """hook_embed [B, n_prefix + N, D] ([CLS], DeiT's [DIST], patches); hook_pos_embed [n_prefix + N, D] when
+        """hook_embed [B, n_prefix + N, D] ([CLS], DeiT's [DIST], patches); hook_pos_embed [B, n_prefix + N, D] when
         there are positions."""
         return self.HOOKS[:1] if self.cfg.positional == "none" else self.HOOKS
 

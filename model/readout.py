@@ -12,6 +12,7 @@ import torch
 import torch.nn as nn
 from attnlab.model import hooks
 from attnlab.model.inputs import InputError
+from attnlab.model.norms import has_hooks
 
 
 class Readout(NamedTuple):
@@ -63,15 +64,18 @@ class Readout(NamedTuple):
 
     def final_scale(self, x: torch.Tensor) -> torch.Tensor:
         """The final norm's divisor for residual vectors x [..., D] (LayerNorm: the centred std, RMSNorm: the
-        rms), [..., 1]: frozen, it makes the norm linear in x (TransformerLens's convention)."""
+        rms), [..., 1]: frozen, it makes the norm linear in x (TransformerLens's convention; what
+        ln_final.hook_scale holds in a run)."""
         ln = self.stack.ln_f
-        if isinstance(ln, nn.LayerNorm):
-            xc = x - x.mean(-1, keepdim=True)
-            return (xc.pow(2).mean(-1, keepdim=True) + ln.eps).sqrt()
-        if isinstance(ln, nn.RMSNorm):
-            eps = ln.eps if ln.eps is not None else torch.finfo(x.dtype).eps
-            return (x.pow(2).mean(-1, keepdim=True) + eps).sqrt()
-        raise InputError("direct logit attribution needs a final LayerNorm or RMSNorm (a pre-norm model)")
+        if not has_hooks(ln):
+            raise InputError("direct logit attribution needs a final LayerNorm or RMSNorm (a pre-norm model)")
+        return ln.scale(x)
+
+    def final_output(self, normalized: torch.Tensor) -> torch.Tensor:
+        """The final norm's output [..., D] from ln_final.hook_normalized's value (before its weight and bias, as in
+        TransformerLens): x̂·w (+ b), the hidden state the head reads."""
+        ln = self.stack.ln_f
+        return ln.affine(normalized) if has_hooks(ln) else normalized
 
     # -- running onward ---------------------------------------------------------------------------------
     def contexts(self, T: int, backend: str = "eager", device=None, attention_mask: torch.Tensor | None = None) -> list:

@@ -15,7 +15,7 @@ from attnlab.model.inputs import InputError
 from attnlab.model.layers import MLP, Block
 from attnlab.model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, as_spec, build_mask
 from attnlab.model.moe import MoE
-from attnlab.model.norms import make_norm
+from attnlab.model.norms import has_hooks, make_norm, norm_hook_names
 from attnlab.model.positions import alibi_bias, alibi_slopes
 from attnlab.model.relative_bias import RelativeBias
 from attnlab.model.rope import layer_cos_sin, local_rope
@@ -35,7 +35,7 @@ class Stack(nn.Module):
     """Embeddings → blocks → final norm; the base of Encoder and Decoder."""
 
     stack_name = ""
-    FINAL_HOOK = "ln_final.hook_normalized"  # [B, T, D] the final norm's output (a stack with a final norm only)
+    FINAL_NORM = "ln_final"  # TransformerLens's name of the final norm: ln_final.hook_scale, ln_final.hook_normalized
 
     def __init__(self, cfg: ModelConfig, n_layers: int, cross: bool, default_mask: MaskSpec,
                  embed: nn.Module | None = None):
@@ -96,12 +96,11 @@ class Stack(nn.Module):
         return AttnCtx(backend, cmask, q_offset=offset, cache=cache, memory=memory, dead_rows=memory_mask is not None)
 
     def final_norm(self, x: torch.Tensor) -> torch.Tensor:
-        """The final norm, with its hook (ln_final.hook_normalized) when the stack has one."""
-        x = self.ln_f(x)
+        """The final norm, with its hooks (ln_final.hook_scale, ln_final.hook_normalized) when the stack has one."""
         cap = hooks.active()
-        if cap is not None and not isinstance(self.ln_f, nn.Identity):
-            x = cap.hook(hooks.point(self.site, self.FINAL_HOOK), x)
-        return x
+        if cap is None or cap.records_only or not has_hooks(self.ln_f):
+            return self.ln_f(x)
+        return self.ln_f.forward_hooked(x, cap, hooks.point(self.site, self.FINAL_NORM))
 
     def layer_ctxs(self, own: bool, spec, T, offset, attention_mask, backend, cache, pos) -> list[AttnCtx]:
         """Each block's self-attention context: `spec` in every layer, except that the model's own mask (`own`)
@@ -138,8 +137,8 @@ class Stack(nn.Module):
 
     def hook_names(self) -> list[str]:
         """Every hook point of this stack in the order they fire, each module's from its own declaration (the
-        HOOKS of the embeddings, blocks, attention, MLPs and routers; FINAL_HOOK)."""
-        final = [] if isinstance(self.ln_f, nn.Identity) else [hooks.point(self.site, self.FINAL_HOOK)]
+        HOOKS of the embeddings, blocks, attention, MLPs, routers and norms; the final norm's under FINAL_NORM)."""
+        final = norm_hook_names(self.ln_f, hooks.point(self.site, self.FINAL_NORM))
         return [*self.embed.hook_names(), *(n for blk in self.blocks for n in blk.hook_names()), *final]
 
     def blocks_ctx(self, T: int, backend: str | None = None, device=None,

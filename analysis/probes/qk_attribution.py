@@ -149,9 +149,8 @@ def qk_attribution(lm, inputs, layer: int, head: int, query: int = -1, key: int 
     if key is None:
         key = int(np.argmax(rec.pattern(head)[query]))
     type_ids = None if inputs.type_ids is None else inputs.type_ids[0].to(lm.device)
-    pos = t["hook_pos_embed"][0] if "hook_pos_embed" in t else None  # [T, D]; [B, T, D] when RoBERTa skips padding
-    parts = embed_parts(stack.embed, t["hook_embed"][0][0], pos[0] if pos is not None and pos.dim() == 3 else pos,
-                        type_ids)
+    pos = t["hook_pos_embed"][0][0] if "hook_pos_embed" in t else None  # [B, T, D] -> [T, D]
+    parts = embed_parts(stack.embed, t["hook_embed"][0][0], pos, type_ids)
     for b in blocks[:layer]:
         heads = attn_parts(b.attn, t[f"{b.attn.site}.hook_z"][0][0])
         parts = block_parts(b, parts, heads, t[f"{b.site}.hook_mlp_out"][0][0])

@@ -39,7 +39,7 @@ def test_the_parts_sum_to_every_blocks_input(conf):
     with torch.no_grad(), capture(names=lambda n: True) as cap:
         model(ids)
     t = cap.tensor
-    pos = t("hook_pos_embed") if "hook_pos_embed" in cap.tensors else None
+    pos = t("hook_pos_embed")[0] if "hook_pos_embed" in cap.tensors else None
     parts = embed_parts(model.embed, t("hook_embed")[0], pos, None)
     for blk in model.blocks:
         torch.testing.assert_close(sum(parts.values()), t(f"{blk.site}.hook_resid_pre")[0].double(), atol=1e-5, rtol=0)

@@ -14,26 +14,25 @@ from attnlab.model.embeddings import Embeddings
 from attnlab.model.hooks import HEAD_AXIS, capture
 from attnlab.model.layers import MLP, Block
 from attnlab.model.moe import MoE
+from attnlab.model.norms import NormHooks
 from attnlab.model.patches import PatchEmbed
 from attnlab.model.stack import Stack
 
 from tests.model.helpers import tiny, tokens
 
 MODEL = Path(__file__).resolve().parents[2] / "model"
-DECLARING = (Attention, Block, MLP, MoE, Embeddings, PatchEmbed, Stack)
+DECLARING = (Attention, Block, MLP, MoE, Embeddings, PatchEmbed, Stack, NormHooks)
 FIRES = ("hook", "_hook_heads", "point")  # cap.hook(name, x), _hook_heads(cap, name, x), hooks.point(site, name)
 OUTSIDE_A_CLASS = {"attention_kernels.py": Attention}  # eager_attention fires its caller's pattern hooks
 
 
 def declared(cls) -> set[str]:
-    """The hook points class `cls` declares: its class attributes named *HOOKS (tuples) or FINAL_HOOK."""
+    """The hook points class `cls` declares: its class attributes named *HOOKS (tuples)."""
     out = set()
     for k in dir(cls):
         v = getattr(cls, k)
         if k.endswith("HOOKS") and isinstance(v, tuple):
             out |= set(v)
-        elif k == "FINAL_HOOK":
-            out.add(v)
     return out
 
 
@@ -56,7 +55,7 @@ def fired() -> list[tuple[str, str | None, str]]:
                 text = arg.value if isinstance(arg, ast.Constant) else \
                     arg.values[-1].value if isinstance(arg, ast.JoinedStr) and isinstance(arg.values[-1], ast.Constant) \
                     else ""
-                m = re.search(r"(?:^|\.)((?:ln_final\.)?hook_\w+)$", str(text))
+                m = re.search(r"(?:^|\.)(hook_\w+)$", str(text))
                 if m:
                     out.append((path.name, name, m[1]))
     return out
@@ -92,7 +91,8 @@ def test_the_model_names_exactly_the_declared_hooks():
     hooks that fire are the model's hook_names(), and together they are every declared point."""
     seen = set()
     for arch, kw in [("decoder", {"mlp": "swiglu"}), ("decoder", {"mlp": "moe", "n_experts": 4, "top_k": 2}),
-                     ("encdec", {}), ("encoder", {"norm": "post"}), ("decoder", {"norm": "parallel"})]:
+                     ("encdec", {}), ("encoder", {"norm": "post"}), ("decoder", {"norm": "parallel"}),
+                     ("decoder", {"norm": "peri", "norm_type": "rmsnorm"})]:
         m = tiny(arch, **kw)
         with capture(names="*") as cap, torch.no_grad():
             m(tokens(6), tokens(5)) if arch == "encdec" else m(tokens(6))
@@ -104,5 +104,5 @@ def test_the_model_names_exactly_the_declared_hooks():
     seen |= set(cap.tensors)
     vit = importlib.import_module("tests.model.test_vit").vit_lm()
     seen |= set(vit.model.hook_names())
-    points = {re.sub(r"^(?:\w+\.)*?((?:ln_final\.)?hook_\w+)$", r"\1", n) for n in seen}
+    points = {n.rsplit(".", 1)[-1] for n in seen}
     assert points == set().union(*(declared(c) for c in DECLARING))

@@ -14,31 +14,53 @@ def golden(sites):
     return [f"{s}.{p}" for s in sites for p in POINTS]
 
 
+def ln(site):
+    """TransformerLens's two hooks of the norm at `site` ('blocks.0.ln1', 'ln_final')."""
+    return [f"{site}.hook_scale", f"{site}.hook_normalized"]
+
+
 def block(b, cross=False, mlp=("hook_pre", "hook_post")):
-    """TransformerLens's names for one block `b` ('blocks.0'), in forward order."""
-    names = [f"{b}.hook_resid_pre", *golden([f"{b}.attn"]), f"{b}.hook_attn_out", f"{b}.hook_resid_mid"]
+    """TransformerLens's names for one pre-norm block `b` ('blocks.0'), in forward order: ln1 before attention, ln2
+    before the MLP (a decoder block with cross-attention: ln2 before it, ln3 before the MLP, as TL's T5Block)."""
+    names = [f"{b}.hook_resid_pre", *ln(f"{b}.ln1"), *golden([f"{b}.attn"]), f"{b}.hook_attn_out",
+             f"{b}.hook_resid_mid"]
     if cross:
-        names += [*golden([f"{b}.cross_attn"]), f"{b}.hook_cross_attn_out", f"{b}.hook_resid_mid_cross"]
-    return names + [f"{b}.mlp.{p}" for p in mlp] + [f"{b}.hook_mlp_out", f"{b}.hook_resid_post"]
+        names += [*ln(f"{b}.ln2"), *golden([f"{b}.cross_attn"]), f"{b}.hook_cross_attn_out",
+                  f"{b}.hook_resid_mid_cross"]
+    return names + ln(f"{b}.ln{3 if cross else 2}") + [f"{b}.mlp.{p}" for p in mlp] + [f"{b}.hook_mlp_out",
+                                                                                       f"{b}.hook_resid_post"]
 
 
 def test_golden_hook_names_per_architecture():
     assert tiny("decoder", n_layers=2).hook_names() == [
-        "hook_embed", "hook_pos_embed", *block("blocks.0"), *block("blocks.1"), "ln_final.hook_normalized"]
-    # post-norm (BERT): no final norm; rope: no position embedding; SwiGLU: the up projection's own hook
-    assert tiny("encoder", n_layers=1, norm="post").hook_names() == ["hook_embed", "hook_pos_embed",
-                                                                     *block("blocks.0")]
+        "hook_embed", "hook_pos_embed", *block("blocks.0"), *block("blocks.1"), *ln("ln_final")]
+    # post-norm (BERT): each norm after its sub-layer, no final norm; rope: no position embedding; SwiGLU: the up
+    # projection's own hook
+    b = "blocks.0"
+    assert tiny("encoder", n_layers=1, norm="post").hook_names() == [
+        "hook_embed", "hook_pos_embed", f"{b}.hook_resid_pre", *golden([f"{b}.attn"]), f"{b}.hook_attn_out",
+        *ln(f"{b}.ln1"), f"{b}.hook_resid_mid", f"{b}.mlp.hook_pre", f"{b}.mlp.hook_post", f"{b}.hook_mlp_out",
+        *ln(f"{b}.ln2"), f"{b}.hook_resid_post"]
     swiglu = ("hook_pre", "hook_pre_linear", "hook_post")
     assert tiny("decoder", n_layers=1, positional="rope", mlp="swiglu", norm_type="rmsnorm").hook_names() == [
-        "hook_embed", *block("blocks.0", mlp=swiglu), "ln_final.hook_normalized"]
+        "hook_embed", *block("blocks.0", mlp=swiglu), *ln("ln_final")]
     assert tiny("encdec", n_layers=1, n_dec_layers=2).hook_names() == [
-        "encoder.hook_embed", "encoder.hook_pos_embed", *block("encoder.blocks.0"), "encoder.ln_final.hook_normalized",
+        "encoder.hook_embed", "encoder.hook_pos_embed", *block("encoder.blocks.0"), *ln("encoder.ln_final"),
         "decoder.hook_embed", "decoder.hook_pos_embed", *block("decoder.blocks.0", cross=True),
-        *block("decoder.blocks.1", cross=True), "decoder.ln_final.hook_normalized",
+        *block("decoder.blocks.1", cross=True), *ln("decoder.ln_final"),
     ]
+    # peri-norm (Gemma 2): a norm before and after each sub-layer, TL's ln1_post and ln2_post
+    peri = tiny("decoder", n_layers=1, norm="peri").hook_names()
+    assert [n for n in peri if ".ln" in n or "_out" in n] == [
+        *ln(f"{b}.ln1"), f"{b}.hook_attn_out", *ln(f"{b}.ln1_post"), *ln(f"{b}.ln2"), f"{b}.hook_mlp_out",
+        *ln(f"{b}.ln2_post")]
+    # parallel (GPT-NeoX, Phi): ln1 and ln2 both read resid_pre; no resid_mid
+    par = tiny("decoder", n_layers=1, norm="parallel").hook_names()
+    assert par[:4] == ["hook_embed", "hook_pos_embed", f"{b}.hook_resid_pre", *ln(f"{b}.ln1")[:1]]
+    assert par[par.index(f"{b}.hook_attn_out") + 1:par.index(f"{b}.mlp.hook_pre")] == ln(f"{b}.ln2")
     moe = tiny("decoder", n_layers=1, mlp="moe", n_experts=4, top_k=2).hook_names()
     assert moe[moe.index("blocks.0.hook_resid_mid") + 1:moe.index("blocks.0.hook_resid_post")] == [
-        "blocks.0.mlp.hook_router_logits", "blocks.0.mlp.hook_expert_choice", "blocks.0.hook_mlp_out"]
+        *ln("blocks.0.ln2"), "blocks.0.mlp.hook_router_logits", "blocks.0.mlp.hook_expert_choice", "blocks.0.hook_mlp_out"]
 
 
 def test_every_hook_fires_with_expected_shapes():

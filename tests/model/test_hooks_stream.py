@@ -41,7 +41,7 @@ def test_encdec_and_vit_hooks_fire_under_their_prefixes():
     assert sorted(cap.tensors) == sorted(m.hook_names())
     assert cap.tensor("encoder.blocks.0.hook_resid_post").shape == (1, 7, 32)
     assert cap.tensor("decoder.blocks.1.hook_cross_attn_out").shape == (1, 5, 32)
-    assert cap.tensor("decoder.hook_pos_embed").shape == (5, 32)
+    assert cap.tensor("decoder.hook_pos_embed").shape == (1, 5, 32)
     cfg = ModelConfig(arch="vit", image_size=16, patch_size=4, n_classes=3, d_model=32, n_heads=4, n_layers=2,
                       positional="learned2d")
     torch.manual_seed(0)
@@ -49,13 +49,13 @@ def test_encdec_and_vit_hooks_fire_under_their_prefixes():
     with torch.no_grad(), capture(names="*") as cap:
         vit(torch.randn(1, 3, 16, 16))
     assert sorted(cap.tensors) == sorted(vit.hook_names())
-    assert cap.tensor("hook_embed").shape == (1, 17, 32) and cap.tensor("hook_pos_embed").shape == (17, 32)
+    assert cap.tensor("hook_embed").shape == (1, 17, 32) and cap.tensor("hook_pos_embed").shape == (1, 17, 32)
 
 
 @pytest.mark.parametrize("backend", ["eager", "sdpa"])
 def test_stream_identities_pre_norm(backend):
     """resid_pre + attn_out = resid_mid; + mlp_out = resid_post = the next resid_pre; Σ_heads hook_result + b_O =
-    hook_attn_out; embed + pos_embed = resid_pre of block 0; ln_final(resid_post) = the model's hidden state."""
+    hook_attn_out; embed + pos_embed = resid_pre of block 0; ln_final's normalized · w + b = the model's hidden state."""
     m = tiny(n_layers=3)
     x = tokens(9, B=2)
     with torch.no_grad(), capture(names="*") as cap:
@@ -72,7 +72,12 @@ def test_stream_identities_pre_norm(backend):
         torch.testing.assert_close(heads, t(f"{b}.hook_attn_out"), rtol=0, atol=1e-6)
         if i:
             assert torch.equal(t(f"{b}.hook_resid_pre"), t(f"blocks.{i - 1}.hook_resid_post"))
-    assert torch.equal(t("ln_final.hook_normalized"), out.hidden)
+    # ln_final (TransformerLens's): hook_normalized is the last resid_post over hook_scale, before the weight and bias
+    resid, ln = t("blocks.2.hook_resid_post"), m.ln_f
+    centred = resid - resid.mean(-1, keepdim=True)
+    torch.testing.assert_close(t("ln_final.hook_scale"), centred.pow(2).mean(-1, keepdim=True).add(ln.eps).sqrt(),
+                               rtol=0, atol=1e-6)
+    torch.testing.assert_close(t("ln_final.hook_normalized") * ln.weight + ln.bias, out.hidden, rtol=0, atol=1e-6)
 
 
 def test_hook_result_is_computed_only_on_demand_and_matches_the_fast_path():
@@ -146,3 +151,24 @@ def test_replacing_the_residual_stream_moves_the_output():
         with intervene(patched):
             got = m(corrupt).logits
     torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_pos_embed_has_the_batch_axis_as_in_transformerlens():
+    """hook_pos_embed [B, T, D]: kept as a view of the [T, D] positions (no copy), equal across the batch; an
+    intervention changing one row in place changes that row's output only."""
+    m = tiny(n_layers=1)
+    x = tokens(6, B=3)
+    with torch.no_grad():
+        plain = m(x).hidden
+        with capture(names="hook_pos_embed") as cap:
+            m(x)
+        pos = cap.tensor("hook_pos_embed")
+        assert pos.shape == (3, 6, 32) and pos.stride(0) == 0
+        torch.testing.assert_close(pos[1], m.embed.pos.weight[:6], rtol=0, atol=0)
+
+        def shift_row_1(p, name):
+            p[1] *= 3.0  # in place, as a TransformerLens hook may
+
+        with intervene({"hook_pos_embed": shift_row_1}):
+            out = m(x).hidden
+    assert torch.equal(out[[0, 2]], plain[[0, 2]]) and (out[1] - plain[1]).abs().max() > 1e-2
