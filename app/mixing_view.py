@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-import numpy as np
 import streamlit as st
-from attnlab.analysis.probes.context_mixing import zeroing_flops
+from attnlab.analysis.probes.context_mixing import Mixing, zeroing_flops
 from attnlab.app import job_entries, state
 from attnlab.app.job_view import job_result
 
@@ -15,17 +14,20 @@ CPU_FLOPS = 6e10  # what one CPU core does per second here on value zeroing (Smo
 ASK = "mixing_ask"  # the button's key: True in the run its press starts
 
 
-def mixing_layers(name: str, text: str, src: str | None, method: str, t: int) -> np.ndarray | None:
-    """[L, T, T] of `method` on the text of `t` tokens; None while its job runs or until the button asks for it."""
+def mixing_layers(name: str, text: str, src: str | None, method: str, t: int, s: int | None = None
+                  ) -> Mixing | None:
+    """[L, T, T] of `method` on the text of `t` tokens (an encoder–decoder: EncDecMixing, its source of `s` tokens);
+    None while its job runs or until the button asks for it."""
     lm = state.model(name)
-    if method != "value_zeroing" or lm.device != "cpu" or zeroing_flops(lm, t) <= QUICK_FLOPS:
+    if method != "value_zeroing" or lm.device != "cpu" or zeroing_flops(lm, t, s) <= QUICK_FLOPS:
         return state.context_mixing(name, text, src, method)
     if st.session_state.get(ASK):
         job_entries.mixing_job(name, text, src, method, again=True)  # the button restarts a cancelled or failed one
     if job_entries.mixing_job(name, text, src, method, start=False) is not None:
         return job_result(lambda again: job_entries.mixing_job(name, text, src, method, again=again),
                           "Value zeroing", "mixing-job", stop=False)
-    st.caption(f"Value zeroing reruns every block once per token: these {t} tokens take about "
-               f"{zeroing_flops(lm, t) / CPU_FLOPS:.0f} s on this server's CPU, so it runs when asked (kept after).")
+    these = f"{s} source and {t} target tokens" if lm.reads_source else f"{t} tokens"
+    st.caption(f"Value zeroing reruns every block once per token: these {these} take about "
+               f"{zeroing_flops(lm, t, s) / CPU_FLOPS:.0f} s on this server's CPU, so it runs when asked (kept after).")
     st.button("Compute value zeroing", key=ASK, icon=":material/functions:")
     return None

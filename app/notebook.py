@@ -198,7 +198,8 @@ def attributions(lm, text: str, query: int | None = None, src: str | None = None
                  present: bool = False) -> go.Figure:
     """The Rollout page's "Which tokens matter" rows for `text` on `lm` (a LoadedModel with a prediction head), at
     the page's defaults: last-layer attention, rollout, flow (T ≤ 64, one self-attention stack), attention norm and
-    value zeroing (analysis.probes.context_mixing, where they apply), gradient relevance and the three gradient
+    value zeroing (analysis.probes.context_mixing, where they apply; an encoder–decoder's target rows: its decoder's
+    self-attention), gradient relevance and the three gradient
     attributions (analysis.probes.attributions) for the logit of `target_id` (None: predicted)."""
     inputs = lm.encode(text, src)
     run = lm.run(inputs=inputs)
@@ -213,9 +214,12 @@ def attributions(lm, text: str, query: int | None = None, src: str | None = None
         rows["rollout"] = attention_rollout(dec)[q]
         if len(tokens) <= FLOW_MAX:
             rows["flow"] = attention_flow(dec.astype(np.float64), q)
+    s = len(run.group_tokens("encoder")[0]) if run.has_source else None
     for m, label in MIXING_LABELS.items():
-        if mixing_refusal(lm, len(tokens) if m == "value_zeroing" else None) is None:
-            rows[label] = context_mixing(lm, inputs, m)[-1, q]  # the last layer's row
+        zeroing = m == "value_zeroing"
+        if mixing_refusal(lm, len(tokens) if zeroing else None, s if zeroing else None) is None:
+            mix = context_mixing(lm, inputs, m)  # [L, T, T]; an encoder–decoder's: its decoder's self-attention
+            rows[label] = (mix.decoder if run.has_source else mix)[-1, q]  # the last layer's row
     rows["gradient relevance"] = gradient_relevance(lm, inputs, q, target_id).row
     for m, label in GRADIENT_LABELS.items():
         rows[label] = attribute(lm, inputs, m, q, target_id).row

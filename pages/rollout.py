@@ -67,6 +67,8 @@ BENCH_LABELS = {"last_layer": "last-layer attention", "head_mean": "attention, m
                 "value_zeroing": "value zeroing (last layer)", "relevance": "gradient relevance",
                 "input_x_gradient": "input × gradient", "integrated_gradients": "integrated gradients",
                 "attention_x_gradient": "attention × gradient"}  # `attnlab faithfulness`
+ENCDEC_MIXING = (" On an encoder–decoder the target side is the last decoder layer's self-attention, the source side "
+                 "its cross-attention (a source token's value zeroed in it; the decoder block's output compared).")
 FAITH_SEED = 0
 UNITS = {"attention_norm": "length", "value_zeroing": "share"}  # what a context-mixing matrix holds
 
@@ -135,14 +137,21 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
                 rows["flow"] = state.flow(inp.model, inp.text, inp.src, inp.backend, tgt_group, q, residual)
         else:
             notes["flow"] = f"Flow needs T ≤ {FLOW_MAX} tokens (exact max-flow per token); this text has {t}."
+    s = len(cap.src_tokens) if encdec else None
     for m in MIXING:
-        if refused := mixing_refusal(state.model(inp.model), t if m == "value_zeroing" else None):
-            if refused not in notes.values():  # an encoder–decoder or a view: said once for both
+        zeroing = m == "value_zeroing"
+        if refused := mixing_refusal(state.model(inp.model), t if zeroing else None, s if zeroing else None):
+            if refused not in notes.values():  # a view: said once for both
                 notes[m] = refused
             continue
         with guard():
-            layers = mixing_layers(inp.model, inp.text, inp.src, m, t)  # [L, T, T], or None until asked
-            if layers is not None:
+            layers = mixing_layers(inp.model, inp.text, inp.src, m, t, s)  # [L, T, T] / EncDecMixing, or None
+            if layers is not None and encdec:  # the decoder's self-attention; its cross-attention: the source side
+                last = len(layers.decoder) - 1
+                rows[m], src_rows[m] = layers.decoder[-1, q], layers.cross[-1, q]
+                matrices[f"{LABELS[m]} (layer {last})"] = (layers.decoder[-1], tokens, tokens)
+                matrices[f"{LABELS[m]} (source side, layer {last})"] = (layers.cross[-1], tokens, cap.src_tokens)
+            elif layers is not None:
                 rows[m] = layers[-1, q]
                 matrices[f"{LABELS[m]} (layer {len(layers) - 1})"] = (layers[-1], tokens, tokens)
     if info["has_logits"] and not lacks(inp.model, "relevance", "gradient relevance runs our model's backward pass"):
@@ -196,7 +205,8 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
         token_strip(tokens, v, query=q, source=src_idx, label=LABELS[k], unknown=unknown)
         st.caption(ASSUMES[k] + (f" Here it {notes['relevance-target']}." if k == "relevance" and
                                  "relevance-target" in notes else "")
-                   + (notes["ig"] if k == "integrated_gradients" and "ig" in notes else ""))
+                   + (notes["ig"] if k == "integrated_gradients" and "ig" in notes else "")
+                   + (ENCDEC_MIXING if encdec and k in MIXING else ""))
     st.dataframe(pd.DataFrame(summary), hide_index=True)
     st.caption("Top token: the highest-scoring input token other than the query itself. "
                + ("The red dotted box / underline marks the preset's ground-truth source token." if src_idx is not None

@@ -19,7 +19,7 @@ Methods (A_l [H, q, k] the self-attention of layer l; C_l the cross-attention; m
   rollout     analysis.attention.rollout.attention_rollout(A)[q]   (encdec: cross_rollout(...).source[q])
   flow        analysis.attention.flow.attention_flow(A, q), only where T ≤ 64; not defined for encdec
   attention_norm, value_zeroing   analysis.probes.context_mixing: the last layer's row q (N_L[q], Z_L[q]);
-              not defined for encdec
+              encdec: the last decoder layer's cross-attention row q over the source (analysis.probes.encdec_mixing)
   relevance   analysis.probes.relevance.gradient_relevance for the correct answer's logit (encdec: source_row)
   input_x_gradient, integrated_gradients, attention_x_gradient   analysis.probes.attributions for the same logit
               (encdec: source_row); the report's "integrated_gradients" gives the baseline, and each example's
@@ -59,7 +59,7 @@ from attnlab.model.lecture import Example
 
 METHODS = ("last_layer", "head_mean", "rollout", "flow", "attention_norm", "value_zeroing", "relevance",
            "input_x_gradient", "integrated_gradients", "attention_x_gradient")
-ONE_STACK = ("flow", *CONTEXT_MIXING)  # defined on one self-attention stack: not scored on an encoder–decoder
+ONE_STACK = ("flow",)  # defined on one self-attention stack: not scored on an encoder–decoder
 GRADIENT_METHODS = {"input_x_gradient": input_x_gradient, "integrated_gradients": integrated_gradients,
                     "attention_x_gradient": attention_x_gradient}  # analysis.probes.attributions
 IG = "integrated_gradients"
@@ -102,6 +102,9 @@ def method_scores(lm, case: Case, methods=METHODS, interventions: Interventions 
             out["head_mean"] = cross[:, :, q].mean((0, 1))
         if "rollout" in methods:
             out["rollout"] = cross_rollout(pats["encoder"], pats["decoder"], cross).source[q]
+        for m in CONTEXT_MIXING:
+            if m in methods:  # the cross-attention's last layer, row q over the source
+                out[m] = context_mixing(lm, case.inputs, m, _for_case(interventions, case)).cross[-1, q]
     else:
         a = one_stack(pats)  # [L, H, T, T]
         if "last_layer" in methods:
@@ -125,6 +128,11 @@ def method_scores(lm, case: Case, methods=METHODS, interventions: Interventions 
             if details is not None:
                 details[m] = a
     return out
+
+
+def scored(lm, methods) -> list[str]:
+    """The methods of `methods` this model is scored on (ONE_STACK's not on an encoder–decoder)."""
+    return [m for m in methods if not (m in ONE_STACK and lm.reads_source)]
 
 
 def top1(scores: np.ndarray, candidates: np.ndarray) -> int:
@@ -167,7 +175,7 @@ def faithfulness(lm, n: int = 100, seed: int = 0, *, examples: list[Example] | N
         cases = make_cases(lm, n, seed, examples)
     if not cases:
         raise InputError("no example has an answer whose source can be ranked")
-    methods = [m for m in methods if not (m in ONE_STACK and lm.reads_source)]
+    methods = scored(lm, methods)
     hits = {m: [] for m in methods}
     tasks: dict[str, dict[str, list]] = {}
     jobs = head_jobs(lm)

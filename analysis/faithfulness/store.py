@@ -63,7 +63,7 @@ def config_key(cfg) -> str:
 def report_key(lm, cases, methods, ablation: bool) -> str:
     """The file name (without .json) of the report of `lm` over `cases`."""
     parts = [str(VERSION), lm.name, config_key(lm.cfg), weights_hash(lm.model), cases_hash(cases), lm.device, str(lm.dtype),
-             ",".join(methods), str(bool(ablation))]
+             ",".join(faithfulness_.scored(lm, methods)), str(bool(ablation))]  # what is scored: a new method, a new key
     return hashlib.sha256("/".join(parts).encode()).hexdigest()[:32]
 
 

@@ -2,7 +2,7 @@
 GPT-2, Llama with grouped-query attention, Gemma 3 (q/k norms, local and global RoPE), Mistral (a sliding window) and
 BERT equal the same measures computed inside transformers' own modules
 (hooks on their value projections, their attentions and their blocks; each side tokenizes for itself); the causal
-zeros, row sums, batching, interventions and refusals."""
+zeros, row sums, batching, interventions and refusals (an encoder–decoder's: test_encdec_mixing.py)."""
 
 import numpy as np
 import pytest
@@ -160,9 +160,6 @@ def test_an_intervention_is_measured_as_given():
 def test_what_does_not_apply_is_one_line(tmp_path):
     from tests.view.fixtures import make_view_model
 
-    encdec = load("lecture-encdec")
-    with pytest.raises(InputError, match="is an encoder–decoder; context mixing is measured here on one"):
-        cm.attention_norms(encdec, encdec.encode("x", "the cat"))
     view = load(str(make_view_model("falcon", tmp_path / "falcon")))
     with pytest.raises(InputError, match="context mixing needs a converted model"):
         cm.value_zeroing(view, view.encode("the cat"))

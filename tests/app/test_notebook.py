@@ -253,3 +253,20 @@ def test_attributions_are_the_rollout_pages_rows():
     assert list(fig.data[0].y) == list(page["data"][0]["y"])[:len(fig.data[0].y)] and len(fig.data[0].y) == 9
     np.testing.assert_allclose(np.asarray(fig.data[0].customdata, dtype=np.float64),
                                z_of({"z": page["data"][0]["customdata"]}), rtol=1e-4, atol=1e-6)
+
+
+def test_attributions_of_an_encoder_decoder_are_the_rollout_pages_target_rows():
+    """The context-mixing rows too: the decoder's self-attention of the last layer, as on the page."""
+    from attnlab.analysis.probes.context_mixing import value_zeroing
+    from attnlab.app.notebook import attributions
+
+    lm = load("random-encdec")
+    at = open_page("rollout", model="random-encdec", text="le chat noir", src="the black cat", query=1)
+    ok(at)
+    page = titled(at, "Which tokens matter for token")
+    fig = attributions(lm, "le chat noir", query=1, src="the black cat")
+    assert list(fig.data[0].y) == list(page["data"][0]["y"]) and "value zeroing" in fig.data[0].y
+    ours = np.asarray(fig.data[0].customdata, dtype=np.float64)
+    np.testing.assert_allclose(ours, z_of({"z": page["data"][0]["customdata"]}), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(ours[list(fig.data[0].y).index("value zeroing")],
+                               value_zeroing(lm, lm.encode("le chat noir", "the black cat")).decoder[-1, 1], atol=1e-9)

@@ -228,12 +228,30 @@ def test_rollout_options_change_the_rows():
 
 
 def test_rollout_encoder_decoder_has_source_rows():
-    at = open_page("rollout", model="random-encdec", text="le chat", src="the cat")
+    """Context mixing on an encoder–decoder: the target rows are the analysis' last decoder self-attention rows, the
+    source rows its cross-attention rows; the source-side matrix is the cross-attention's [T, S]."""
+    from attnlab.analysis.probes.context_mixing import attention_norms, value_zeroing
+
+    at = open_page("rollout", model="random-encdec", text="le chat noir", src="the black cat", query=1)
     ok(at)
-    assert titled(at, "on the source side")["data"][0]["y"] == ["last-layer attention", "rollout",
-                                                                 "gradient relevance", "input × gradient", "integrated gradients", "attention × gradient"]
-    said = [c.value for c in at.caption if "context mixing is measured here on one self-attention stack" in c.value]
-    assert len(said) == 1 and said[0].startswith("attention norm: random-encdec is an encoder–decoder")
+    src = titled(at, "on the source side")["data"][0]
+    assert src["y"] == ["last-layer attention", "rollout", "attention norm", "value zeroing", "gradient relevance",
+                        "input × gradient", "integrated gradients", "attention × gradient"]
+    assert not [c.value for c in at.caption if "context mixing is measured here on one self-attention stack" in c.value]
+    lm = load("random-encdec")
+    inputs = lm.encode("le chat noir", "the black cat")
+    tgt = titled(at, "Which tokens matter")["data"][0]
+    raw_t, raw_s = z_of({"z": tgt["customdata"]}), z_of({"z": src["customdata"]})  # [methods, T], [methods, S]
+    for label, fn in (("attention norm", attention_norms), ("value zeroing", value_zeroing)):
+        mix = fn(lm, inputs)
+        np.testing.assert_allclose(raw_t[tgt["y"].index(label)], mix.decoder[-1, 1], atol=1e-9)
+        np.testing.assert_allclose(raw_s[src["y"].index(label)], mix.cross[-1, 1], atol=1e-9)
+    layer = lm.cfg.dec_layers - 1
+    at.button_group(key="rollout_matrix").set_value(f"value zeroing (source side, layer {layer})").run()
+    ok(at)
+    m = z_of(titled(at, f"value zeroing (source side, layer {layer}): row = output")["data"][0])
+    np.testing.assert_allclose(m, value_zeroing(lm, inputs).cross[-1], atol=1e-6)  # float32 on the figure
+    assert m.shape == (len(inputs.tokens), len(inputs.src_tokens))
 
 
 # -- Heads ------------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """`attnlab mixing`: the JSON contract (the row is the analysis' last-layer row, the matrix its layer, the attention the
-layer's head mean), the table, a ViT's [CLS], and bad input as one line with exit 2."""
+layer's head mean), the table, a ViT's [CLS], an encoder–decoder's three attentions (--src-text, --group), and bad
+input as one line with exit 2."""
 
 import json
 
@@ -64,10 +65,43 @@ def test_mixing_reads_an_image_file(capsys, tmp_path):
     np.testing.assert_allclose(json.loads(out)["row"], want, atol=1e-9)
 
 
+def test_mixing_of_an_encoder_decoder(capsys):
+    from attnlab.analysis.probes.context_mixing import context_mixing
+
+    src, tgt = "the big red dog sees a cat .", "ka vasko roda grano na miru vidu ."
+    lm = load("lecture-encdec")
+    inputs = lm.encode(tgt, src)
+    z = value_zeroing(lm, inputs)
+    rc, out, _ = run_cli(capsys, "mixing", "--model", "lecture-encdec", "--src-text", src, "--text", tgt, "--query",
+                         "1", "--json")
+    js = json.loads(out)
+    assert rc == 0 and (js["group"], js["layer"], js["query"]) == ("cross", 2, 1)
+    assert js["tokens"] == inputs.tokens and js["keys"] == inputs.src_tokens and js["keys"][4] == "dog"
+    np.testing.assert_allclose(js["matrix"], z.cross[2], atol=1e-12)  # [T, S]
+    assert int(np.argmax(js["row"])) == 4  # 'ka' predicts 'vasko', read from 'dog'
+    att = lm.capture(inputs).matrices("cross")[2, :, 1].mean(0)
+    np.testing.assert_allclose(js["attention"], att, atol=1e-7)
+    for group, method in (("encoder", "attention_norm"), ("decoder", "value_zeroing")):
+        rc, out, _ = run_cli(capsys, "mixing", "--model", "lecture-encdec", "--src-text", src, "--text", tgt,
+                             "--group", group, "--method", method, "--layer", "0", "--json")
+        js = json.loads(out)
+        want = context_mixing(lm, inputs, method).group(group)[0]
+        assert rc == 0 and js["group"] == group and len(js["keys"]) == want.shape[1]
+        np.testing.assert_allclose(js["matrix"], want, atol=1e-12)
+        np.testing.assert_allclose(js["row"], want[-1], atol=1e-12)
+    rc, out, _ = run_cli(capsys, "mixing", "--model", "lecture-encdec", "--src-text", src, "--text", tgt, "--query", "1")
+    lines = out.splitlines()
+    assert rc == 0 and lines[0] == ("lecture-encdec: value_zeroing of cross attention's layer 2, query 1 'ka' "
+                                    "(top 9 of 9 tokens)")
+    assert lines[2].split()[:2] == ["4", "'dog'"]
+
+
 @pytest.mark.parametrize("argv, msg", [
     (["--model", "lecture-vit", "--text", "a b"], "lecture-vit is a vision transformer: give --image FILE, not --text"),
     (["--model", "lecture-decoder", "--text", "a", "--image", "x.png"], "--image is for vision models"),
-    (["--model", "lecture-encdec", "--text", "x"], "lecture-encdec is an encoder–decoder; context mixing is measured"),
+    (["--model", "lecture-encdec", "--text", "x"], "an encoder–decoder needs a source text (--src-text)"),
+    (["--model", "lecture-decoder", "--text", "a", "--group", "cross"], "--group picks an encoder–decoder's attention"),
+    (["--model", "lecture-decoder", "--text", "a", "--src-text", "b"], "--src-text is the source of an encoder–decoder"),
     (["--model", "lecture-decoder", "--text", "a b", "--layer", "7"], "layer 7 is out of range: this model has layers 0–3"),
     (["--model", "lecture-decoder", "--text", "a b", "--query", "-9"], "query -9 is out of range: the text has positions"),
     (["--model", "lecture-decoder"], "--text is required: lecture-decoder reads text"),
