@@ -67,6 +67,9 @@ BENCH_LABELS = {"last_layer": "last-layer attention", "head_mean": "attention, m
                 "value_zeroing": "value zeroing (last layer)", "relevance": "gradient relevance",
                 "input_x_gradient": "input × gradient", "integrated_gradients": "integrated gradients",
                 "attention_x_gradient": "attention × gradient"}  # `attnlab faithfulness`
+ENCDEC_BENCH = {"last_layer": "last-layer cross-attention", "head_mean": "cross-attention, mean of every layer and head",
+                "attention_norm": "attention norm (last layer's cross-attention)",
+                "value_zeroing": "value zeroing (last layer's cross-attention)"}  # what an encoder–decoder's rows score
 ENCDEC_MIXING = (" On an encoder–decoder the target side is the last decoder layer's self-attention, the source side "
                  "its cross-attention (a source token's value zeroed in it; the decoder block's output compared).")
 FAITH_SEED = 0
@@ -220,7 +223,8 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
         with guard():
             bench = held_out(inp.model, n_ex, FAITH_SEED)
     if bench is not None:
-        st.dataframe(held_out_table(bench, BENCH_LABELS), hide_index=True, key="faithfulness")
+        labels = BENCH_LABELS | (ENCDEC_BENCH if encdec else {})
+        st.dataframe(held_out_table(bench, labels), hide_index=True, key="faithfulness")
         ask_for_ig(bench, n_ex)
         st.caption(f"Top-1 agreement: the share of {bench['n_examples']} held-out examples (seed {FAITH_SEED}) where "
                    "the method's top token is the answer's known source; a random ranking scores "
@@ -236,7 +240,7 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
             reasons = state.ranking_reasons(inp.model, n_ex, FAITH_SEED)
         if reasons is not None:
             st.markdown("**Why the ranking comes out this way on this model**")
-            for line in explain(reasons, bench["methods"], BENCH_LABELS):
+            for line in explain(reasons, bench["methods"], labels):
                 st.markdown(f"- {line}")
     elif info["source"] != "bundled":
         st.caption(f"Only for the bundled lecture models: their held-out examples have known answer sources, and "

@@ -72,10 +72,8 @@ def attention_norms(lm, inputs, interventions: dict | None = None) -> EncDecMixi
 
 
 def memory_hook(lm) -> str:
-    """The hook whose tensor is the encoder's output the cross-attention reads (after its final norm, if any)."""
-    enc = lm.model.encoder
-    final = f"{enc.site}.{enc.FINAL_HOOK}"
-    return final if final in enc.hook_names() else f"{enc.blocks[-1].site}.hook_resid_post"
+    """The hook whose tensor, through the encoder's final norm (if any), is the memory the cross-attention reads."""
+    return f"{lm.model.encoder.blocks[-1].site}.hook_resid_post"
 
 
 @torch.no_grad()
@@ -87,7 +85,7 @@ def value_zeroing(lm, inputs, interventions: dict | None = None,
     memory_name = memory_hook(lm)
     names = [f"{b.site}.hook_resid_pre" for b in (*enc.blocks, *dec.blocks)] + [memory_name]
     cap = lm.forward(inputs, names=names, interventions=interventions, records=False).capture
-    memory = cap.tensor(memory_name)  # [1, S, D]
+    memory = enc.final_norm(cap.tensor(memory_name))  # [1, S, D]: outside the capture, the plain norm
     S, T, device = memory.shape[1], inputs.ids.shape[1], memory.device
     src_mask = None if inputs.src_mask is None else inputs.src_mask.to(device)  # [1, S]
     e_ro, d_ro = Readout(enc, None), Readout(dec, None)

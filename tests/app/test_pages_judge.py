@@ -50,6 +50,18 @@ def test_rollout_shows_prediction_and_expected_answer_and_explains_the_predictio
     assert at.metric[1].delta == f"expected at row {p.query_index}, not 1"
 
 
+def test_rollout_faithfulness_table_names_cross_attention_on_an_encoder_decoder():
+    """lecture-encdec's rows score the last decoder layer's cross-attention: the table says so."""
+    at = open_page("rollout", model="lecture-encdec", faith_n=N, timeout=300)
+    ok(at)
+    table = frame_with(at, "attnlab name")
+    names = dict(zip(table["attnlab name"], table["method"]))
+    assert names["last_layer"] == "last-layer cross-attention"
+    assert names["attention_norm"] == "attention norm (last layer's cross-attention)"
+    assert names["value_zeroing"] == "value zeroing (last layer's cross-attention)"
+    assert names["rollout"] == "rollout"
+
+
 def test_rollout_benchmark_only_for_lecture_models():
     at = open_page("rollout", model="random-decoder", text="roll out")
     ok(at)
