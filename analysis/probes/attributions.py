@@ -41,6 +41,7 @@ from attnlab.analysis.probes.embed_path import (
     logit_at,
     per_token,
     token_rows,
+    zero_baseline,
 )
 from attnlab.analysis.probes.ig_rule import FIRST_PANELS, MAX_REFINES, MAX_STEPS, PER_PANEL, Rule
 from attnlab.analysis.probes.pass_size import max_tokens
@@ -108,7 +109,8 @@ def integrated_gradients_many(lm, jobs: list[tuple], steps: int | None = None, i
     one = torch.ones(1, dtype=torch.float64)
     tids = [t if t is not None else along_path(lm, inp, p, None, one, interventions, grad=False).target_id
             for inp, p, t in jobs]
-    rules = [Rule(steps // PER_PANEL if steps else FIRST_PANELS) for _ in jobs]
+    graded = steps is None and zero_baseline(lm)  # panels graded toward α = 0 (ig_rule)
+    rules = [Rule(steps // PER_PANEL if steps else FIRST_PANELS, graded) for _ in jobs]
     left = list(range(len(jobs)))
     for stage in range(IG_STAGES):
         wanted = {i: rules[i].wanted() for i in left}
@@ -129,7 +131,7 @@ def _ig_result(lm, inputs, pos: int, tid: int, rule: Rule) -> Attribution:
     target, source = token_rows(lm, {n: torch.from_numpy(v) for n, v in rule.integral().items()})
     y_x, y_b = rule.y[1.0], rule.y[0.0]
     ig = Attribution(target, tid, y_x, pos, source, steps=rule.steps, baseline_logit=y_b,
-                     baseline=baseline_name(lm, inputs), rows=rule.rows)
+                     baseline=baseline_name(lm), rows=rule.rows)
     ig.completeness_error = abs(ig.total - (y_x - y_b)) / max(abs(y_x - y_b), 1e-12)
     return ig
 

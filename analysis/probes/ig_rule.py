@@ -22,6 +22,7 @@ FIRST_PANELS, MAX_STEPS, TOLERANCE = 4, 512, 0.01  # panels to start from; nodes
 PER_PANEL = 2  # new nodes per panel (3 nodes, one end shared)
 MAX_REFINES = 11  # bisection rounds at most: the narrowest panel 1 / (FIRST_PANELS · 2¹¹) of the path
 MARGIN = 2  # a round bisects panels until the others' Σ|E| is within tolerance / MARGIN
+GRADE, FLOOR = 8.0, 1e-30  # graded rule: each panel toward α = 0 GRADE times narrower, down to FLOOR wide
 
 
 def simpson(a: float, b: float) -> tuple[np.ndarray, np.ndarray]:
@@ -32,8 +33,12 @@ def simpson(a: float, b: float) -> tuple[np.ndarray, np.ndarray]:
 class Rule:
     """One input's rule: panel bounds on [0, 1] and every node's logit y and terms [T] (per hook name) run so far."""
 
-    def __init__(self, panels: int = FIRST_PANELS):
+    def __init__(self, panels: int = FIRST_PANELS, graded: bool = False):
         self.bounds = np.linspace(0.0, 1.0, panels + 1)  # [P + 1]
+        self.graded = graded
+        if graded:  # [0, 1/P] split at 1/P · GRADE^-k down to FLOOR
+            k = int(np.floor(np.log(self.bounds[1] / FLOOR) / np.log(GRADE)))
+            self.bounds = np.sort(np.concatenate([self.bounds, self.bounds[1] * GRADE ** -np.arange(1.0, k + 1)]))
         self.y: dict[float, float] = {}
         self.terms: dict[float, dict[str, np.ndarray]] = {}
         self.rows = 0  # gradient rows run
@@ -46,9 +51,14 @@ class Rule:
     def _panels(self):
         return zip(self.bounds[:-1].tolist(), self.bounds[1:].tolist())
 
+    def _rule(self, a: float, b: float) -> tuple[np.ndarray, np.ndarray]:
+        """The panel's nodes [3] and weights [3]: Simpson's, or (graded) the midpoint's on the panel at α = 0."""
+        nodes, w = simpson(a, b)
+        return (nodes, np.array([0.0, b - a, 0.0])) if self.graded and a == 0.0 else (nodes, w)
+
     def wanted(self) -> np.ndarray:
         """The α's of the rule's nodes not run yet, sorted."""
-        nodes = {x for a, b in self._panels() for x in simpson(a, b)[0].tolist()}
+        nodes = {x for a, b in self._panels() for x in self._rule(a, b)[0].tolist()}
         return np.array(sorted(nodes - set(self.y)))
 
     def add(self, alphas: np.ndarray, y: np.ndarray, terms: dict[str, np.ndarray]) -> None:
@@ -66,7 +76,7 @@ class Rule:
         """Each panel's E = Σ_k w_k y'(α_k) − (y(b) − y(a)) [P]."""
         out = []
         for a, b in self._panels():
-            nodes, w = simpson(a, b)
+            nodes, w = self._rule(a, b)
             out.append(sum(wk * self.slope(x) for x, wk in zip(nodes.tolist(), w)) - (self.y[b] - self.y[a]))
         return np.array(out)
 
@@ -95,7 +105,7 @@ class Rule:
         """Per name the rule's Σ_k w_k terms(α_k) [T]: ∫₀¹ (e − b) · ∂y/∂z dα summed over each token's dimensions."""
         out: dict[str, np.ndarray] = {}
         for a, b in self._panels():
-            for x, wk in zip(*simpson(a, b)):
+            for x, wk in zip(*self._rule(a, b)):
                 for n, t in self.terms[float(x)].items():
                     out[n] = out.get(n, 0.0) + wk * t
         return out
