@@ -10,7 +10,7 @@ import re
 import numpy as np
 import plotly.express as px
 import plotly.graph_objects as go
-from attnlab.analysis.probes.embed_path import REPLACED
+from attnlab.analysis.probes.ig_baseline import REPLACED
 
 THEME_SCALE = None  # no colorscale: the Streamlit theme's own sequential scale, which the browser adapts to light and dark
 DIVERGING = "RdBu_r"
@@ -45,7 +45,7 @@ def md(label: str, limit: int = 30) -> str:
 
 
 def baseline_md(name: str) -> str:
-    """Integrated gradients' baseline in words (embed_path.baseline_name) safe inside st.caption: the token it names
+    """Integrated gradients' baseline in words (ig_baseline.baseline_name) safe inside st.caption: the token it names
     (<|end_of_text|>, </s>, [PAD] …) set by `md` as an inline code span."""
     head, sep, token = name.partition(REPLACED)
     return f"{head}{sep}{md(token, 60)}" if sep and token else name

@@ -1,4 +1,4 @@
-"""Integrated gradients on Llama-3/Mistral-style models, whose tokenizers have no [PAD] (analysis/probes/embed_path.py
+"""Integrated gradients on Llama-3/Mistral-style models, whose tokenizers have no [PAD] (analysis/probes/ig_baseline.py
 baseline_token): the baseline is the tokenizer's UNK, else its EOS, so completeness holds within the rule's 1 %
 on tiny random llama / mistral / gemma3 / qwen2 checkpoints; ours equals IG computed with plain torch over
 transformers' own model; and where only the zero embedding is left, the graded rule (ig_rule) integrates the
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 from attnlab.analysis.probes.attributions import integrated_gradients
-from attnlab.analysis.probes.embed_path import baseline_ids, baseline_name, baseline_token, zero_baseline
+from attnlab.analysis.probes.ig_baseline import baseline_ids, baseline_name, baseline_token, zero_baseline
 from attnlab.analysis.probes.ig_rule import TOLERANCE
 from attnlab.model.hf.load import load_hf_folder
 
