@@ -66,9 +66,11 @@ def test_unk_is_preferred_to_eos(folders):
     tok = lm.tokenizer
     unk, eot = tok.tok.token_to_id("[UNK]"), tok.tok.token_to_id(EOT)
     assert (tok.pad_id, tok.unk_id, tok.eos_id) == (None, unk, eot) and unk != eot
-    inputs = lm.encode("the cat sat on the zebra mat")  # 'zebra' is outside the vocabulary: [UNK]
-    assert inputs.ids[0].tolist().count(unk) == 1
-    assert baseline_ids(lm, inputs)["hook_embed"][0].tolist() == [unk] * inputs.ids.shape[1]
+    inputs = lm.encode(f"the cat sat on the zebra mat {EOT} the dog")  # 'zebra' is outside the vocabulary: [UNK]
+    ids = inputs.ids[0].tolist()
+    assert ids.count(unk) == 1 and ids.count(eot) == 1
+    base = baseline_ids(lm, inputs)["hook_embed"][0].tolist()
+    assert base == [eot if i == eot else unk for i in ids] and base.count(unk) == len(ids) - 1  # EOS kept
     ig = integrated_gradients(lm, inputs)
     assert ig.baseline == "every non-special token replaced by [UNK]" and ig.completeness_error <= TOLERANCE
 
