@@ -15,7 +15,7 @@ from attnlab.app import state
 from attnlab.app.downloads import downloads
 from attnlab.app.figures.matrix import matrix_heatmap
 from attnlab.app.figures.rows import method_rows
-from attnlab.app.figures.style import esc
+from attnlab.app.figures.style import baseline_md, esc
 from attnlab.app.frame import chart, guard, options, page, presenting
 from attnlab.app.held_out import ask as ask_for_ig
 from attnlab.app.held_out import held_out
@@ -180,7 +180,7 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
                 if encdec and at.source_row is not None:
                     src_rows[m] = at.source_row
                 if at.steps is not None:
-                    notes["ig"] = (f" Baseline: {at.baseline}; {at.steps} steps. Logit {at.logit:.3f} at the input, "
+                    notes["ig"] = (f" Baseline: {baseline_md(at.baseline)}; {at.steps} steps. Logit {at.logit:.3f} at the input, "
                                    f"{at.baseline_logit:.3f} at the baseline; the scores sum to {at.total:.3f}, off "
                                    f"from the difference by {at.completeness_error:.2%}.")
     elif not info["has_logits"]:
@@ -233,7 +233,7 @@ with page("Rollout & attribution", "Which input tokens does the model use for th
                    f"--seed {FAITH_SEED} --json`.")
         if "integrated_gradients" in bench:
             ig = bench["integrated_gradients"]
-            st.caption(f"Integrated gradients over these examples: baseline {ig['baseline']}; steps "
+            st.caption(f"Integrated gradients over these examples: baseline {baseline_md(ig['baseline'])}; steps "
                        f"{min(e['steps'] for e in ig['examples'])}–{max(e['steps'] for e in ig['examples'])}; "
                        f"completeness off by {ig['mean_error']:.2%} on average, {ig['max_error']:.2%} at most.")
         with guard():

@@ -7,11 +7,14 @@ each patch's projection, before positions) — the value of the model's `hook_em
 
   input_x_gradient      a_i = Σ_d e_id · ∂y/∂e_id                           (Shrikumar et al. 2016)
   integrated_gradients  a_i = Σ_d (e_id − b_id) · ∫₀¹ ∂y/∂e_id (b + α(e − b)) dα   (Sundararajan et al. 2017)
-      baseline b: every token that is not special (BOS, EOS, PAD, MASK) replaced by [PAD], positions kept; the
-      zero embedding where the tokenizer has no [PAD]; a ViT: every patch's embedding zero, [CLS] kept. The
-      integral is composite Simpson on panels that check themselves against y and are bisected where they miss
-      (analysis/probes/ig_rule.py): 8 steps (nodes besides α = 0) to start, at most 512, until the panels' errors sum
-      to at most 1 % of |y(e) − y(b)|; each node's row is one forward and one backward, run once (a bisected
+      baseline b: every token that is not special (BOS, EOS, PAD, MASK, [CLS] …) replaced by one token, positions
+      kept: the tokenizer's [PAD], else its UNK, else its EOS (Llama-3's <|end_of_text|>, Mistral's <unk>: what
+      transformers users set as pad; ig_baseline.baseline_token); the zero embedding only where the tokenizer has
+      none of these; a ViT: every patch's embedding zero, [CLS] kept. The integral is composite Simpson on panels
+      that check themselves against y and are bisected where they miss (analysis/probes/ig_rule.py): 8 steps
+      (nodes besides α = 0) to start, at most 512, until the panels' errors sum to at most 1 % of |y(e) − y(b)|; a
+      text's zero embedding starts from panels graded toward α = 0 as well (a zero stream under RMSNorm with RoPE
+      meets the norms' 1/√ε gain there); each node's row is one forward and one backward, run once (a bisected
       panel keeps its nodes), the rows of many inputs shared in passes (integrated_gradients_many). Completeness: Σ_i a_i = y(e) − y(b) up to the
       quadrature error; `completeness_error` = |Σ_i a_i − (y(e) − y(b))| / |y(e) − y(b)|.
   attention_x_gradient  a_k = Σ_sites Σ_h Σ_i A_h[i, k] · ∂y/∂A_h[i, k]
@@ -35,13 +38,13 @@ from attnlab.analysis.probes.embed_path import (
     PathJob,
     along_path,
     along_paths,
-    baseline_name,
     check_position,
     check_target,
     logit_at,
     per_token,
     token_rows,
 )
+from attnlab.analysis.probes.ig_baseline import baseline_name, zero_baseline
 from attnlab.analysis.probes.ig_rule import FIRST_PANELS, MAX_REFINES, MAX_STEPS, PER_PANEL, Rule
 from attnlab.analysis.probes.pass_size import max_tokens
 from attnlab.analysis.probes.relevance import attention_sites
@@ -108,7 +111,8 @@ def integrated_gradients_many(lm, jobs: list[tuple], steps: int | None = None, i
     one = torch.ones(1, dtype=torch.float64)
     tids = [t if t is not None else along_path(lm, inp, p, None, one, interventions, grad=False).target_id
             for inp, p, t in jobs]
-    rules = [Rule(steps // PER_PANEL if steps else FIRST_PANELS) for _ in jobs]
+    graded = steps is None and zero_baseline(lm)  # panels graded toward α = 0 (ig_rule)
+    rules = [Rule(steps // PER_PANEL if steps else FIRST_PANELS, graded) for _ in jobs]
     left = list(range(len(jobs)))
     for stage in range(IG_STAGES):
         wanted = {i: rules[i].wanted() for i in left}
@@ -129,7 +133,7 @@ def _ig_result(lm, inputs, pos: int, tid: int, rule: Rule) -> Attribution:
     target, source = token_rows(lm, {n: torch.from_numpy(v) for n, v in rule.integral().items()})
     y_x, y_b = rule.y[1.0], rule.y[0.0]
     ig = Attribution(target, tid, y_x, pos, source, steps=rule.steps, baseline_logit=y_b,
-                     baseline=baseline_name(lm, inputs), rows=rule.rows)
+                     baseline=baseline_name(lm), rows=rule.rows)
     ig.completeness_error = abs(ig.total - (y_x - y_b)) / max(abs(y_x - y_b), 1e-12)
     return ig
 

@@ -1,5 +1,5 @@
 """Forward and backward runs over a model's input embeddings on the straight path b + α(e − b) from a
-baseline b to the input e: the embedding hooks, the baseline, and the batched passes that gradient
+baseline b (analysis/probes/ig_baseline.py) to the input e: the embedding hooks and the batched passes that gradient
 attributions (analysis/probes/attributions.py) are built from."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from attnlab.analysis.probes.ig_baseline import baseline_embedding, baseline_ids
 from attnlab.analysis.probes.pass_size import give_back, rows_per_pass
 from attnlab.model.inputs import InputError
 
@@ -57,43 +58,6 @@ def logit_at(lm, logits: torch.Tensor | None, pos: int) -> torch.Tensor:
     if logits is None:
         raise InputError(f"{lm.name} has no prediction head; a gradient attribution needs a logit to explain")
     return logits if lm.reads_image else logits[:, pos]
-
-
-def baseline_ids(lm, inputs) -> dict[str, torch.Tensor | None]:
-    """Per hook, the token ids of the baseline [1, T]: every token that is not special (BOS, EOS, PAD, MASK, and
-    the tokenizer's own such as [CLS] and [SEP]: tokenizer.special_ids) replaced by [PAD]; None = the zero embedding
-    (a ViT's patches, or a tokenizer without [PAD])."""
-    def base(ids, tok):
-        if tok is None or tok.pad_id is None:
-            return None
-        special = torch.tensor(sorted(tok.special_ids), dtype=ids.dtype)
-        return torch.where(torch.isin(ids, special), ids, torch.full_like(ids, tok.pad_id))
-
-    if lm.reads_image:
-        return {"hook_embed": None}
-    if lm.reads_source:
-        return {"encoder.hook_embed": base(inputs.src_ids[:1], lm.src_tokenizer or lm.tokenizer),
-                "decoder.hook_embed": base(inputs.ids[:1], lm.tokenizer)}
-    return {"hook_embed": base(inputs.ids[:1], lm.tokenizer)}
-
-
-def baseline_embedding(lm, e: torch.Tensor, ids: torch.Tensor | None, emb: torch.nn.Module) -> torch.Tensor:
-    """b [1, ...] for the input embedding e [1, ...]: a ViT's [CLS] kept and every patch zero; the zero embedding
-    (ids None); else the baseline ids' token embeddings, scaled as hook_embed is (Gemma's √d_model)."""
-    if lm.reads_image:
-        return torch.cat([e[:, :1], torch.zeros_like(e[:, 1:])], dim=1)
-    if ids is None:
-        return torch.zeros_like(e)
-    return (emb.tok.weight[ids.to(e.device)] * getattr(emb, "scale", 1.0)).detach().to(e.dtype)
-
-
-def baseline_name(lm, inputs) -> str:
-    """The baseline in words, as shown beside integrated gradients."""
-    if lm.reads_image:
-        return "every patch's embedding zero"
-    ids = baseline_ids(lm, inputs)
-    return ("every token's embedding zero" if all(v is None for v in ids.values())
-            else "every non-special token replaced by [PAD]")
 
 
 def along_path(lm, inputs, position: int, target_id: int | None, alphas: torch.Tensor, interventions=None,

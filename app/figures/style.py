@@ -10,6 +10,7 @@ import re
 import numpy as np
 import plotly.express as px
 import plotly.graph_objects as go
+from attnlab.analysis.probes.ig_baseline import REPLACED
 
 THEME_SCALE = None  # no colorscale: the Streamlit theme's own sequential scale, which the browser adapts to light and dark
 DIVERGING = "RdBu_r"
@@ -41,6 +42,13 @@ def md(label: str, limit: int = 30) -> str:
     fence = "`" * (max((len(r) for r in re.findall(r"`+", s)), default=0) + 1)
     pad = " " if s[0] in "` " or s[-1] in "` " else ""  # CommonMark strips one space from each side
     return f"{fence}{pad}{s}{pad}{fence}"
+
+
+def baseline_md(name: str) -> str:
+    """Integrated gradients' baseline in words (ig_baseline.baseline_name) safe inside st.caption: the token it names
+    (<|end_of_text|>, </s>, [PAD] …) set by `md` as an inline code span."""
+    head, sep, token = name.partition(REPLACED)
+    return f"{head}{sep}{md(token, 60)}" if sep and token else name
 
 
 def tick_labels(tokens, limit: int = 14) -> list[str]:

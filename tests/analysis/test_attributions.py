@@ -12,7 +12,7 @@ from attnlab.analysis.probes.attributions import (
     input_x_gradient,
     integrated_gradients,
 )
-from attnlab.analysis.probes.embed_path import baseline_ids
+from attnlab.analysis.probes.ig_baseline import baseline_ids
 from attnlab.model import hooks
 from attnlab.model.inputs import InputError
 from attnlab.model.registry import load

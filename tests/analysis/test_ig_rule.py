@@ -4,7 +4,16 @@ once."""
 
 import numpy as np
 import pytest
-from attnlab.analysis.probes.ig_rule import FIRST_PANELS, MAX_REFINES, TOLERANCE, Rule, simpson
+from attnlab.analysis.probes.ig_rule import (
+    FIRST_PANELS,
+    FLOOR,
+    GRADE,
+    MAX_REFINES,
+    MAX_STEPS,
+    TOLERANCE,
+    Rule,
+    simpson,
+)
 
 
 def run(rule: Rule, y, terms) -> int:
@@ -74,3 +83,34 @@ def test_refining_stops_at_max_steps():
         flat()
         rounds += 1
     assert (rule.steps, rule.rows, rounds) == (24, 25, 2)  # 4 → 8 → 12 panels, then no room
+
+
+def test_graded_rule_integrates_a_norm_of_a_zero_stream():
+    """A zero baseline under RMSNorm: each token's y_t(α) = α / √(α² + s_t²) (a norm whose ε sets the scale s_t; a
+    later layer's at 1e-12), so y' = 1/s_t = 1e12 at α = 0. The even rule cannot finish in its rounds (its first
+    panel weighs y'(0)); the graded one is complete and each token's integral within 1 %."""
+    s = np.array([1e-3, 1e-12])  # [2] the tokens' scales
+
+    def y(a):
+        return (a[:, None] / np.sqrt(a[:, None] ** 2 + s**2)).sum(1)
+
+    def terms(a):
+        return s**2 / (a[:, None] ** 2 + s**2) ** 1.5  # [R, 2]
+
+    even = Rule()
+    for stage in range(1 + MAX_REFINES):  # as integrated_gradients_many: the last round bisects nothing
+        a = even.wanted()
+        even.add(a, y(a), {"hook_embed": terms(a)})
+        if stage == MAX_REFINES or not even.refine():
+            break
+    rise = 2 / np.sqrt(1 + s**2).mean()
+    assert np.abs(even.errors()).sum() > 1e6 * TOLERANCE * rise  # what the llama fixture's zero baseline met
+
+    graded = Rule(graded=True)
+    assert graded.bounds[1] == pytest.approx(FLOOR, rel=GRADE) and graded.bounds[1] >= FLOOR
+    assert np.all(np.diff(graded.bounds[1:FIRST_PANELS + 10]) > 0)
+    run(graded, y, terms)
+    got = graded.integral()["hook_embed"]
+    assert np.abs(graded.errors()).sum() <= TOLERANCE * rise
+    np.testing.assert_allclose(got, 1 / np.sqrt(1 + s**2), rtol=0.01)
+    assert graded.rows == graded.steps + 1 <= MAX_STEPS + 1

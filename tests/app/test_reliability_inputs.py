@@ -12,7 +12,7 @@ from attnlab.app import frame, mechanics, state
 from attnlab.app.figures.head_view import head_view
 from attnlab.app.figures.matrix import matrix_heatmap
 from attnlab.app.figures.mosaic import mosaic
-from attnlab.app.figures.style import md
+from attnlab.app.figures.style import baseline_md, md
 from attnlab.model.inputs import MAX_GENERATE, MAX_TEXT_CHARS, InputError
 from attnlab.model.registry import RANDOM, bundled_names
 from hypothesis import HealthCheck, given, settings
@@ -274,6 +274,18 @@ def test_markdown_label_is_one_code_span(label):
     assert out.endswith(fence) and fence not in label  # no backtick run inside can close the span early
     inner = out[len(fence):-len(fence)]
     assert inner == label or (inner[0] == inner[-1] == " " and inner[1:-1] == label)
+
+
+@pytest.mark.parametrize(("name", "shown"), [
+    ("every non-special token replaced by </s>", "every non-special token replaced by `</s>`"),
+    ("every non-special token replaced by <|end_of_text|>", "every non-special token replaced by `<|end_of_text|>`"),
+    ("every non-special token replaced by a`b", "every non-special token replaced by ``a`b``"),
+    ("every token's embedding zero", "every token's embedding zero"),
+])
+def test_baseline_token_is_a_code_span(name, shown):
+    """Integrated gradients' baseline names a tokenizer's token (Mistral's </s>, Llama-3's <|end_of_text|>): the
+    Rollout page's captions show it as typed, never as HTML or Markdown."""
+    assert baseline_md(name) == shown
 
 
 @pytest.mark.skipif("lecture-encdec" not in bundled_names(), reason="needs the bundled lecture-encdec")

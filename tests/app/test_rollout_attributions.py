@@ -32,14 +32,14 @@ def test_rollout_page_shows_gradient_rows_and_explains_the_ranking():
     np.testing.assert_allclose(values[names.index("attention × gradient")], attention_x_gradient(lm, inputs, q).row,
                                rtol=1e-4, atol=1e-5)
     ig_caption = next(c.value for c in at.caption if c.value.startswith("Integrated gradients (Sundararajan"))
-    assert "Baseline: every non-special token replaced by [PAD]; " in ig_caption and " steps." in ig_caption
+    assert "Baseline: every non-special token replaced by `[PAD]`; " in ig_caption and " steps." in ig_caption
     err = float(ig_caption.split("off from the difference by ")[1].split("%")[0])
     assert err <= 1.0
 
     table = next(d.value for d in at.dataframe if "attnlab name" in d.value.columns)
     assert list(table["attnlab name"])[-3:] == ["input_x_gradient", "integrated_gradients", "attention_x_gradient"]
     held = next(c.value for c in at.caption if c.value.startswith("Integrated gradients over these examples"))
-    assert "baseline every non-special token replaced by [PAD]" in held
+    assert "baseline every non-special token replaced by `[PAD]`" in held
 
     reasons = ranking_reasons(lm, make_cases(lm, N, 0))
     lines = [m.value for m in at.markdown if m.value.startswith("- ")]
