@@ -177,9 +177,9 @@ class TransformerLensWeights:
 
     def tokens_to_residual_directions(self, tokens) -> torch.Tensor:
         """The residual direction each token's logit reads after the final norm's scale: W_U[:, t] times the final
-        norm's weight (TransformerLens's with fold_ln, its from_pretrained default), [D], [T, D] or [B, T, D]
-        for a token (id or single-token text), ids [T] or [B, T]. (scaled stream) · direction + the final norm's
-        bias · W_U[:, t] + b_U[t] is the logit."""
+        norm's weight, centred under LayerNorm (TransformerLens's with fold_ln, its from_pretrained default), [D],
+        [T, D] or [B, T, D] for a token (id or single-token text), ids [T] or [B, T]. (the stream through
+        apply_ln_to_stack) · direction + the final norm's bias · W_U[:, t] + b_U[t] is the logit."""
         if isinstance(tokens, str):
             tokens = self.to_single_token(tokens)
         W_U = self.W_U
@@ -188,6 +188,8 @@ class TransformerLensWeights:
             raise InputError(f"tokens are integer ids, not {t.dtype} of shape {tuple(t.shape)}")
         t = t.reshape(()) if t.numel() == 1 else t  # one token: [D], as TransformerLens
         ln = tl_stack(self).ln_f
-        w = ln.weight if has_hooks(ln) and ln.weight is not None else None
         u = W_U.T[t.long()]  # [..., D]
-        return u if w is None else u * w
+        if not has_hooks(ln):
+            return u
+        u = u if ln.weight is None else u * ln.weight
+        return u - u.mean(-1, keepdim=True) if ln.centres else u  # LayerNorm's output has mean 0: TL centres too

@@ -127,9 +127,13 @@ def test_token_helpers_follow_transformerlens(models):
     with pytest.raises(InputError, match=r"^' mat was' is not a single token of \S+ \(to_str_tokens shows how"):
         lm.to_single_token(" mat was")
     w = lm.model.ln_f.weight
-    assert torch.equal(lm.tokens_to_residual_directions(mat), lm.W_U[:, mat] * w)
+    folded = lm.W_U[:, mat] * w  # TransformerLens's fold_ln: w folded into W_U, then centred (LayerNorm)
+    assert torch.equal(lm.tokens_to_residual_directions(mat), folded - folded.mean())
     assert torch.equal(lm.tokens_to_residual_directions(" mat"), lm.tokens_to_residual_directions(torch.tensor([mat])))
     both = lm.tokens_to_residual_directions(ids.expand(2, -1))  # [B, T] -> [B, T, D]
-    assert both.shape == (2, ids.shape[1], lm.cfg.d_model) and torch.equal(both[1, 3], lm.W_U[:, ids[0, 3]] * w)
+    assert both.shape == (2, ids.shape[1], lm.cfg.d_model)
+    assert torch.equal(both[1, 3], lm.tokens_to_residual_directions(int(ids[0, 3])))
+    llama, _ = models["llama"]  # RMSNorm: not centred
+    assert torch.equal(llama.tokens_to_residual_directions(5), llama.W_U[:, 5] * llama.model.ln_f.weight)
     byte_lm, _ = models["lecture"]
     assert byte_lm.to_str_tokens("garo is")[0] == "[BOS]"
