@@ -87,9 +87,19 @@ class ResidualStream:
         mlp_input; ln_final at None / -1 / n_layers): centred (LayerNorm) and divided by that norm's cached
         hook_scale, sliced by pos_slice and batch_slice (the stack too on its axis 1 when has_batch_dim).
         `recompute_ln` at the final stream: ln_final itself (its own scale, weight and bias) on each component."""
-        stack, layer = self._stack(), self._layer(layer)
+        layer = self._layer(layer)
         if has_batch_dim:
             residual_stack = tl_slice(residual_stack, batch_slice, 1)
+        norm, key = self._reader(layer, mlp_input)
+        if recompute_ln and layer == self.n_layers:
+            return norm(residual_stack)
+        x = residual_stack - residual_stack.mean(-1, keepdim=True) if norm.centres else residual_stack
+        scale = tl_slice(tl_slice(self[key], pos_slice, -2), batch_slice, 0)  # [B, T, 1] -> [(b,) (t,) 1]
+        return x / scale
+
+    def _reader(self, layer: int, mlp_input: bool):
+        """(the norm that reads the stream entering `layer` (its MLP with mlp_input), its hook_scale's name)."""
+        stack = self._stack()
         if layer == self.n_layers:
             norm, key = stack.ln_f, "ln_final.hook_scale"
         else:
@@ -101,11 +111,7 @@ class ResidualStream:
                                  "norm): it has no scale to apply")
         if not hasattr(norm, "centres"):
             raise InputError(f"{self.model.name} has no final norm ({self.model.cfg.norm}-norm): no scale to apply")
-        if recompute_ln and layer == self.n_layers:
-            return norm(residual_stack)
-        x = residual_stack - residual_stack.mean(-1, keepdim=True) if norm.centres else residual_stack
-        scale = tl_slice(tl_slice(self[key], pos_slice, -2), batch_slice, 0)  # [B, T, 1] -> [(b,) (t,) 1]
-        return x / scale
+        return norm, key
 
     def logit_attrs(self, residual_stack: torch.Tensor, tokens, incorrect_tokens=None, pos_slice=None,
                     batch_slice=None, has_batch_dim: bool = True) -> torch.Tensor:
@@ -181,56 +187,92 @@ class ResidualStream:
         return (stacked, [label for label, _ in names]) if return_labels else stacked
 
     def stack_neuron_results(self, layer: int, pos_slice=None, neuron_slice=None, return_labels: bool = False,
-                             incl_remainder: bool = False, apply_ln: bool = False):
+                             incl_remainder: bool = False, apply_ln: bool = False, project_output_onto=None,
+                             mlp_input: bool = False):
         """Each MLP neuron's write into the stream in the layers before `layer`: hook_post[..., n] · W_out[l, n]
-        [L·n, B, (T,) D] labelled "L{l}N{n}" (no b_out); with incl_remainder the rest of resid_post ("remainder").
-        Refused beyond NEURON_CELLS numbers (a pos_slice or a neuron_slice makes it smaller)."""
+        [L·n, B, (T,) D] labelled "L{l}N{n}" (no b_out); incl_remainder: the rest of resid_post ("remainder").
+        project_output_onto p [D] or [D, k]: each write · p ([L·n, B, (T,)] or [..., k]) without the [.., D] rows
+        (with apply_ln: the frozen-scale norm of `layer`'s ln1, ln2 with mlp_input, folded in). Refused beyond
+        NEURON_CELLS numbers (a pos_slice or a neuron_slice makes it smaller)."""
         self._summed()
         layer = self._layer(layer)
+        p, squeeze = _projection(project_output_onto)
         W_out = self.model.W_out  # [L, d_mlp, D]
         ids = tl_slice(torch.arange(W_out.shape[1]), neuron_slice, 0).reshape(-1)  # the neurons kept, [n]
+        folded = apply_ln and p is not None  # LN_s(a·w)·p = (a / s)·((w − mean w)·p): no [.., n, D] tensor
+        norm, key = self._reader(layer, mlp_input and layer < self.n_layers) if folded else (None, None)
         parts = []
         for i in range(layer):
             acts = tl_slice(self["post", i, "mlp"], pos_slice, -2)[..., ids.to(W_out.device)]  # [B, (T,) n]
-            cells = acts.numel() * W_out.shape[-1] * layer
+            w = W_out[i, ids]  # [n, D]
+            if folded:
+                acts = acts / tl_slice(self[key], pos_slice, -2)  # [B, (T,) n] / [B, (T,) 1]
+                w = w - w.mean(-1, keepdim=True) if norm.centres else w
+            w = w if p is None else w @ p.to(w.dtype)  # [n, D] @ [D, k] -> [n, k]
+            cells = acts.numel() * w.shape[-1] * layer
             if cells > NEURON_CELLS:
                 raise InputError(f"{layer} layers' neurons over these positions are {cells:,} numbers (more than "
                                  f"{NEURON_CELLS:,}): take a pos_slice or a neuron_slice, or expand_neurons=False")
-            parts.append(acts[..., None] * W_out[i, ids])  # [B, (T,) n, 1] * [n, D] -> [B, (T,) n, D]
-        ids = ids.tolist()
-        labels = [f"L{i}N{n}" for i in range(layer) for n in ids]
+            parts.append(acts[..., None] * w)  # [B, (T,) n, 1] * [n, D|k] -> [B, (T,) n, D|k]
+        labels = [f"L{i}N{n}" for i in range(layer) for n in ids.tolist()]
         like = tl_slice(self["resid_pre", 0], pos_slice, -2)
-        empty = like.new_zeros(0, *like.shape)  # layer 0: [0, B, (T,) D]
-        stacked = torch.cat(parts, -2).movedim(-2, 0) if parts else empty  # [B, (T,) L·n, D] -> [L·n, B, (T,) D]
-        if incl_remainder:  # [L·n, B, (T,) D] + the rest of the stream
+        empty = like.new_zeros(0, *like.shape[:-1], like.shape[-1] if p is None else p.shape[1])  # layer 0
+        stacked = torch.cat(parts, -2).movedim(-2, 0) if parts else empty  # [L·n, B, (T,) D|k]
+        if incl_remainder:
             rest = tl_slice(self["resid_post", layer - 1] if layer else self["resid_pre", 0], pos_slice, -2)
+            rest = self.apply_ln_to_stack(rest[None], layer, mlp_input, pos_slice)[0] if folded else rest
+            rest = rest if p is None else rest @ p.to(rest.dtype)  # [B, (T,) D] -> [B, (T,) k]
             stacked, labels = torch.cat([stacked, (rest - stacked.sum(0))[None]]), labels + ["remainder"]
-        if apply_ln:
-            stacked = self.apply_ln_to_stack(stacked, layer, pos_slice=pos_slice)
+        if apply_ln and not folded:
+            stacked = self.apply_ln_to_stack(stacked, layer, mlp_input, pos_slice)
+        stacked = stacked.squeeze(-1) if squeeze else stacked
         return (stacked, labels) if return_labels else stacked
 
     def get_full_resid_decomposition(self, layer: int | None = None, mlp_input: bool = False,
                                      expand_neurons: bool = True, apply_ln: bool = False, pos_slice=None,
-                                     return_labels: bool = False):
+                                     return_labels: bool = False, project_output_onto=None):
         """The stream entering `layer` (its MLP with mlp_input) as every head's result ("L{l}H{h}"), every neuron's
         ("L{l}N{n}"; with expand_neurons=False each MLP's output, "{l}_mlp_out"), "embed", "pos_embed" and "bias" (Σ
-        b_O, and b_out when neurons are expanded) [n, B, (T,) D]; the rows sum to the stream."""
+        b_O, and b_out when neurons are expanded) [n, B, (T,) D]; the rows sum to the stream. project_output_onto p
+        [D] or [D, k]: each row · p (after apply_ln), the neurons' without their [.., D] rows."""
         self._summed()
         layer = self._layer(layer)
+        p, squeeze = _projection(project_output_onto)
+
+        def finish(x: torch.Tensor) -> torch.Tensor:  # [n, B, (T,) D] -> [n, B, (T,) k] row by row, when projecting
+            if p is None:
+                return x
+            x = self.apply_ln_to_stack(x, layer, mlp_input, pos_slice) if apply_ln else x
+            return x @ p.to(x.dtype)
+
         heads, labels = self._head_stack(layer + self._mlp_input(layer, mlp_input), pos_slice)
-        parts = [heads]
-        if layer > 0:
-            mlps, more = (self.stack_neuron_results(layer, pos_slice=pos_slice, return_labels=True) if expand_neurons
-                          else self.decompose_resid(layer, mlp_input, mode="mlp", pos_slice=pos_slice,
-                                                    incl_embeds=False, return_labels=True))
+        parts = [finish(heads)]
+        if layer > 0 and expand_neurons:
+            mlps, more = self.stack_neuron_results(layer, pos_slice=pos_slice, return_labels=True, mlp_input=mlp_input,
+                                                   apply_ln=apply_ln and p is not None, project_output_onto=p)
             parts, labels = parts + [mlps], labels + more
+        elif layer > 0:
+            mlps, more = self.decompose_resid(layer, mlp_input, mode="mlp", pos_slice=pos_slice, incl_embeds=False,
+                                              return_labels=True)
+            parts, labels = parts + [finish(mlps)], labels + more
         for label, name in (("embed", "hook_embed"), ("pos_embed", "hook_pos_embed")):
             if name in self:
-                parts, labels = parts + [tl_slice(self[name], pos_slice, -2)[None]], labels + [label]
-        bias = self.model.accumulated_bias(layer, mlp_input and layer < self.n_layers,
-                                           include_mlp_biases=expand_neurons)
-        parts.append(bias.expand(1, *heads.shape[1:]).to(heads.dtype))  # [D] -> [1, B, (T,) D]
+                parts, labels = parts + [finish(tl_slice(self[name], pos_slice, -2)[None])], labels + [label]
+        like = tl_slice(self["resid_pre", 0], pos_slice, -2)
+        bias = self.model.accumulated_bias(layer, mlp_input, include_mlp_biases=expand_neurons)
+        parts.append(finish(bias.to(like.dtype).expand(1, *like.shape)))  # [D] -> [1, B, (T,) D]
         stacked = torch.cat(parts)
-        if apply_ln:
+        if apply_ln and p is None:
             stacked = self.apply_ln_to_stack(stacked, layer, mlp_input=mlp_input, pos_slice=pos_slice)
+        stacked = stacked.squeeze(-1) if squeeze else stacked
         return (stacked, labels + ["bias"]) if return_labels else stacked
+
+
+def _projection(p) -> tuple[torch.Tensor | None, bool]:
+    """project_output_onto as [D, k] (a [D] vector as [D, 1]) and whether to drop that last axis again."""
+    if p is None:
+        return None, False
+    p = torch.as_tensor(p)
+    if p.dim() not in (1, 2):
+        raise InputError(f"project_output_onto is [d_model] or [d_model, k], not shape {tuple(p.shape)}")
+    return (p[:, None], True) if p.dim() == 1 else (p, False)

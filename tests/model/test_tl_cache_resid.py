@@ -41,9 +41,9 @@ def run(request, models):
     return request.param, lm, logits, cache
 
 
-def close(a, b, atol=1e-5):
+def close(a, b, atol=1e-5, rtol=0.0):
     assert a.shape == b.shape, (a.shape, b.shape)
-    torch.testing.assert_close(a, b, rtol=0, atol=atol)
+    torch.testing.assert_close(a, b, rtol=rtol, atol=atol)
 
 
 def test_decompose_resid_sums_to_each_hooked_stream(run):
@@ -133,6 +133,8 @@ def test_logit_attrs_sum_to_the_logit_and_equal_direct_logit_attribution(run):
     assert labels[-1] == "bias" and abs(float(attrs[-1]) - dla.attn_bias) < 1e-4
     batch = cache.logit_attrs(parts, torch.tensor([a]), incorrect_tokens=torch.tensor([b]), pos_slice=-1)
     close(batch, diff)
+    unbatched = cache.logit_attrs(parts[:, 0], a, b, pos_slice=-1, batch_slice=0, has_batch_dim=False)  # [n]
+    close(unbatched, diff[:, 0])
     with pytest.raises(InputError, match=r"^tokens and incorrect_tokens need one shape, not \(1,\) and \(2,\)$"):
         cache.logit_attrs(parts, torch.tensor([a]), incorrect_tokens=torch.tensor([b, b]), pos_slice=-1)
 
@@ -158,6 +160,27 @@ def test_full_resid_decomposition_sums_to_the_stream_head_by_head_and_neuron_by_
     assert full.shape[0] == 2 * H + d_mlp + len([k for k in ("hook_embed", "hook_pos_embed") if k in cache]) + 1
     normed = cache.get_full_resid_decomposition(apply_ln=True, expand_neurons=False, pos_slice=-1)
     close(normed.sum(0), cache["ln_final.hook_normalized"][:, -1])
+
+
+@pytest.mark.parametrize("apply_ln", [False, True])
+def test_projected_decompositions_equal_the_rows_times_the_projection(run, apply_ln):
+    """project_output_onto p: every row · p, the neurons' computed without their [.., D] rows (the frozen-scale norm
+    folded into W_out under apply_ln, ln2's with mlp_input); a [D] vector drops the last axis."""
+    family, lm, _, cache = run
+    g = torch.Generator().manual_seed(0)
+    p = torch.randn(lm.cfg.d_model, 3, generator=g)
+    for layer, mlp_input in ((None, False), (1, True), (0, False)):
+        kw = dict(layer=layer, mlp_input=mlp_input, apply_ln=apply_ln, pos_slice=(2, 6))
+        full = cache.get_full_resid_decomposition(**kw)
+        close(cache.get_full_resid_decomposition(**kw, project_output_onto=p), full @ p, atol=2e-5)
+        close(cache.get_full_resid_decomposition(**kw, project_output_onto=p[:, 0]), full @ p[:, 0], atol=2e-5)
+    neurons, labels = cache.stack_neuron_results(2, incl_remainder=True, apply_ln=apply_ln, project_output_onto=p,
+                                                 return_labels=True)
+    plain = cache.stack_neuron_results(2, incl_remainder=True, apply_ln=apply_ln)
+    close(neurons, plain @ p, atol=2e-5, rtol=1e-5)  # the remainder is the whole stream: float32's relative 1e-6
+    assert labels[-1] == "remainder" and neurons.shape[-1] == 3
+    with pytest.raises(InputError, match=r"^project_output_onto is \[d_model\] or \[d_model, k\], not shape \(2, 2, 2\)$"):
+        cache.get_full_resid_decomposition(project_output_onto=torch.zeros(2, 2, 2))
 
 
 def test_head_results_from_z_equal_the_hooked_ones(run):
