@@ -5,6 +5,8 @@ logit attributions that sum to the logit and equal analysis/probes/dla.py's, and
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from attnlab.analysis.probes.dla import direct_logit_attribution
@@ -253,6 +255,25 @@ def test_a_parallel_block_decomposes_its_mlp_input_without_its_attention(models)
     close(cache.apply_ln_to_stack(parts, 1, mlp_input=True).sum(0), cache["normalized", 1, "ln2"])
     full = cache.get_full_resid_decomposition(1, mlp_input=True)
     close(full.sum(0), cache["resid_pre", 1])
+
+
+def test_a_mixture_of_experts_decomposes_by_mlp_and_refuses_neurons_in_one_line():
+    lm = _lm(mlp="moe", n_experts=4, top_k=2)
+    _, cache = lm.run_with_cache(lm.encode("a cat sat on"))
+    full = cache.get_full_resid_decomposition(expand_neurons=False)
+    close(full.sum(0), cache["resid_post", 1])
+    with pytest.raises(InputError, match=r"^tiny's MLPs are a mixture of experts: they have no single W_in/W_out$"):
+        cache.get_full_resid_decomposition()
+
+
+def test_a_vision_transformer_and_a_transformers_view_are_refused_in_one_line():
+    vit = _lm(arch="vit", image_size=16, patch_size=4, n_classes=3)
+    with pytest.raises(InputError, match=r"^tiny is a vision transformer: its stream starts from image patches"):
+        ActivationCache({}, 2, model=vit).decompose_resid()
+    assert vit.W_Q.shape == (2, 4, 32, 8)  # its weights still have TransformerLens's layouts
+    view = SimpleNamespace(converted=False, name="some-view")
+    with pytest.raises(InputError, match=r"^some-view runs in transformers itself \(a view\): its weights have no "):
+        ActivationCache({}, 2, model=view).accumulated_resid()
 
 
 def test_a_cache_without_a_model_says_so():
