@@ -117,8 +117,8 @@ class ResidualStream:
                     batch_slice=None, has_batch_dim: bool = True) -> torch.Tensor:
         """Each component's direct contribution [n, ...] to the logit of `tokens` (minus `incorrect_tokens`'): the
         component through ln_final's frozen scale (apply_ln_to_stack) · lm.tokens_to_residual_directions (W_U[:, t]
-        times ln_final's weight). Summed over the components of the whole stream it is the logit minus b_U[t] and
-        ln_final's bias · W_U[:, t] (analysis.probes.dla counts those as norm_bias)."""
+        times ln_final's weight, centred under LayerNorm). Summed over the components of the whole stream it is the
+        logit minus b_U[t] and ln_final's bias · W_U[:, t] (analysis.probes.dla counts those as norm_bias)."""
         self._stack()
         lm = self.model
         directions = lm.tokens_to_residual_directions(tokens)  # [(b,) (t,) D]
