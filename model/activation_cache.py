@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
+from attnlab.model.cache_resid import ResidualStream, tl_slice
 from attnlab.model.inputs import InputError, Inputs, check_tokens
 
 _ATTN = ("k", "v", "q", "z", "rot_k", "rot_q", "result", "pattern", "attn_scores")
@@ -38,13 +39,14 @@ def get_act_name(name: str, layer: int | None = None, layer_type: str | None = N
     return f"ln_final.{full}" if name in ("scale", "normalized") and layer is None else full
 
 
-class ActivationCache:
+class ActivationCache(ResidualStream):
     """The hook tensors of one run by full name, each with its batch axis (TransformerLens's layouts). Indexed by
     full name or TransformerLens's short keys: cache["pattern", 3], cache["z", 1, "attn"], cache["resid_pre", -1]
-    (a negative layer counts from the end)."""
+    (a negative layer counts from the end). `model`: the LoadedModel that ran (its weights and norms), which the
+    residual-stream calls (model/cache_resid.py) and compute_head_results read."""
 
-    def __init__(self, tensors: dict[str, torch.Tensor], n_layers: int):
-        self.cache_dict, self.n_layers = tensors, n_layers
+    def __init__(self, tensors: dict[str, torch.Tensor], n_layers: int, model=None):
+        self.cache_dict, self.n_layers, self.model = tensors, n_layers, model
 
     def name(self, key) -> str:
         """The full hook name of `key` (a name, a short name, or a (name, layer[, layer_type]) tuple)."""
@@ -92,21 +94,57 @@ class ActivationCache:
     def __len__(self) -> int:
         return len(self.cache_dict)
 
-    def stack_head_results(self, layer: int = -1, pos_slice: int | slice | None = None, return_labels: bool = False):
-        """Every head's output in the layers before `layer` (-1 or None: every layer), [layers·heads, batch, (pos,)
-        d_model] in (layer, head) order, from the cached hook_result; labels 'L{l}H{h}' with return_labels."""
+    def compute_head_results(self) -> None:
+        """Each layer's hook_result [B, T, H, D] from its hook_z and W_O, where the cache lacks it (kept in the
+        cache, as TransformerLens's)."""
+        W_O = None
+        for i in range(self.n_layers):
+            name = get_act_name("result", i)
+            if name not in self.cache_dict:
+                if W_O is None:
+                    self._stack()  # one line for a cache without a model (or of a transformers view)
+                    W_O = self.model.W_O  # [L, H, d, D]
+                z = self["z", i]  # [B, T, H, d]
+                self.cache_dict[name] = torch.einsum("bthd,hde->bthe", z, W_O[i].to(z.dtype))  # [B, T, H, D]
+
+    def stack_head_results(self, layer: int = -1, return_labels: bool = False, incl_remainder: bool = False,
+                           pos_slice=None, apply_ln: bool = False):
+        """Every head's output in the layers before `layer` (-1, None or n_layers: every layer), [layers·heads,
+        batch, (pos,) d_model] in (layer, head) order ("L{l}H{h}"), from hook_result (computed from hook_z where
+        absent); incl_remainder: the rest of resid_post ("remainder"); apply_ln: through the norm reading `layer`."""
         n = self.n_layers if layer is None or layer == -1 else layer
-        if not 1 <= n <= self.n_layers:
+        if not isinstance(n, int) or not 1 <= n <= self.n_layers:
             raise ValueError(f"layer {layer}: the heads of the layers before it are stacked; choose 1..{self.n_layers}"
                              " or -1 (every layer)")
+        stacked, labels = self._head_stack(n, pos_slice)
+        if incl_remainder:
+            rest = tl_slice(self["resid_post", n - 1], pos_slice, -2) - stacked.sum(0)  # [B, (T,) D]
+            stacked, labels = torch.cat([stacked, rest[None]]), labels + ["remainder"]
+        if apply_ln:
+            stacked = self.apply_ln_to_stack(stacked, n, pos_slice=pos_slice)
+        return (stacked, labels) if return_labels else stacked
+
+    def _head_stack(self, n: int, pos_slice) -> tuple[torch.Tensor, list[str]]:
+        """The heads of layers 0..n-1, [n·H, B, (T,) D], and their labels (n = 0: an empty stack)."""
+        if n == 0:
+            like = tl_slice(self["resid_pre", 0], pos_slice, -2)
+            return like.new_zeros(0, *like.shape), []
+        if any(get_act_name("result", i) not in self.cache_dict for i in range(n)):
+            self.compute_head_results()
         parts, labels = [], []
         for i in range(n):
-            r = self[("result", i)]  # [B, T, H, D]
-            r = r if pos_slice is None else r[:, pos_slice]
+            r = tl_slice(self["result", i], pos_slice, -3)  # [B, (T,) H, D]
             parts.append(r.movedim(-2, 0))  # [B, (T,) H, D] -> [H, B, (T,) D]
             labels += [f"L{i}H{h}" for h in range(r.shape[-2])]
-        stacked = torch.cat(parts)  # [L·H, B, (T,) D]
-        return (stacked, labels) if return_labels else stacked
+        return torch.cat(parts), labels  # [n·H, B, (T,) D]
+
+    def stack_activation(self, activation_name: str, layer: int = -1, sublayer_type: str | None = None):
+        """One activation of each layer before `layer` (-1 or None: every layer) stacked, [layers, ...]:
+        stack_activation("scale", -1, "ln1") is every ln1.hook_scale."""
+        n = self.n_layers if layer is None or layer == -1 else layer
+        if not isinstance(n, int) or not 1 <= n <= self.n_layers:
+            raise InputError(f"layer {layer}: the layers before it are stacked; choose 1..{self.n_layers} or -1")
+        return torch.stack([self[(activation_name, i, sublayer_type)] for i in range(n)])
 
 
 @dataclass(frozen=True)
@@ -193,7 +231,7 @@ class TransformerLensRuns:
         fwd = self.forward(as_inputs(self, text_or_inputs), backend=backend, names="*" if names is None else names,
                            records=False, grad=grad)
         tensors = {n: ts[-1] for n, ts in fwd.capture.tensors.items()}
-        return fwd.logits, ActivationCache(tensors, self.cfg.n_layers)
+        return fwd.logits, ActivationCache(tensors, self.cfg.n_layers, model=self)
 
     def run_with_hooks(self, text_or_inputs, fwd_hooks=(), *, backend: str = "eager", return_type: str = "logits",
                        grad: bool = False):

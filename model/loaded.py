@@ -31,6 +31,7 @@ from attnlab.model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, pair_mask
 from attnlab.model.model_io import ImageIO, ModelIO
 from attnlab.model.readout import Reading
 from attnlab.model.stack import check_hook_names
+from attnlab.model.tl_weights import TransformerLensWeights
 from attnlab.model.tokenizer import ByteTokenizer, Encoding, HFTokenizer
 from attnlab.model.transformer import Decoder, Encoder, EncoderDecoder, ViT
 
@@ -54,7 +55,7 @@ class Forward:
 
 
 @dataclass
-class LoadedModel(ModelKind, ModelIO, ImageIO, TransformerLensRuns, Reading):
+class LoadedModel(ModelKind, ModelIO, ImageIO, TransformerLensRuns, TransformerLensWeights, Reading):
     name: str
     model: Decoder | Encoder | EncoderDecoder | ViT
     tokenizer: Tokenizer | None  # None for a ViT

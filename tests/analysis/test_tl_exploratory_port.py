@@ -62,49 +62,52 @@ def test_logit_difference(demo):
 
 
 def test_direct_logit_attribution(demo):
-    """The demo's DLA: the final stream (frozen final LayerNorm, its weight folded into the directions as TL's
-    fold_ln does) read along the logit-difference direction gives the logit difference; the accumulated and
-    decomposed streams and every head read the same way; heads equal attnlab's direct_logit_attribution."""
+    """The demo's DLA with TransformerLens's own calls (model.tokens_to_residual_directions, cache.apply_ln_to_stack,
+    accumulated_resid, decompose_resid, stack_head_results, logit_attrs): the final stream through the frozen final
+    LayerNorm along the logit-difference direction gives the logit difference (+ ln_final's bias, which TL folds
+    into b_U); each call equals its formula by hand and the heads equal attnlab's direct_logit_attribution."""
     lm, cache, answer_tokens = demo["lm"], demo["cache"], demo["answer_tokens"]
+    model = lm
+    answer_residual_directions = model.tokens_to_residual_directions(answer_tokens)  # [batch, 2, d_model]
     ln, W_U = lm.model.ln_f, lm.model.lm_head.weight
-    answer_residual_directions = W_U[answer_tokens] * ln.weight  # model.tokens_to_residual_directions: [b, 2, d]
+    by_hand = W_U[answer_tokens] * ln.weight  # TL's fold_ln: w folded into W_U, then centred
+    torch.testing.assert_close(answer_residual_directions, by_hand - by_hand.mean(-1, keepdim=True), rtol=0, atol=0)
     logit_diff_directions = answer_residual_directions[:, 0] - answer_residual_directions[:, 1]  # [batch, d_model]
-    bias_term = (ln.bias * (W_U[answer_tokens[:, 0]] - W_U[answer_tokens[:, 1]])).sum(-1).mean()  # folded ln.bias
+    bias_term = (ln.bias * (W_U[answer_tokens[:, 0]] - W_U[answer_tokens[:, 1]])).sum(-1).mean()  # TL: in b_U
     final_residual_stream = cache["resid_post", -1]
     final_token_residual_stream = final_residual_stream[:, -1, :]
-    scale = lm.readout().final_scale(final_token_residual_stream)  # [batch, 1]: TL's ln_final.hook_scale
-
-    def apply_ln_to_stack(residual_stack):  # cache.apply_ln_to_stack(…, layer=-1, pos_slice=-1)
-        return (residual_stack - residual_stack.mean(-1, keepdim=True)) / scale
-
-    scaled_final_token_residual_stream = apply_ln_to_stack(final_token_residual_stream)
+    scaled_final_token_residual_stream = cache.apply_ln_to_stack(final_token_residual_stream, layer=-1, pos_slice=-1)
+    x = final_token_residual_stream
+    by_hand = (x - x.mean(-1, keepdim=True)) / lm.readout().final_scale(x)  # centred, over ln_final's scale
+    torch.testing.assert_close(scaled_final_token_residual_stream, by_hand, rtol=0, atol=1e-6)
     average_logit_diff = torch.einsum("bd,bd->", scaled_final_token_residual_stream, logit_diff_directions) / len(
         prompts) + bias_term
     original_average_logit_diff = logits_to_ave_logit_diff(demo["original_logits"], answer_tokens)
     torch.testing.assert_close(average_logit_diff, original_average_logit_diff, rtol=0, atol=1e-5)
 
-    def residual_stack_to_logit_diff(residual_stack):
-        scaled_residual_stack = apply_ln_to_stack(residual_stack)
+    def residual_stack_to_logit_diff(residual_stack, cache):
+        scaled_residual_stack = cache.apply_ln_to_stack(residual_stack, layer=-1, pos_slice=-1)
         return torch.einsum("...bd,bd->...", scaled_residual_stack, logit_diff_directions) / len(prompts)
 
-    # accumulated residual (the logit lens): cache.accumulated_resid(layer=-1, incl_mid=True, pos_slice=-1)
+    accumulated_residual, labels = cache.accumulated_resid(layer=-1, incl_mid=True, pos_slice=-1, return_labels=True)
     names = [n for i in range(4) for n in (get_act_name("resid_pre", i), get_act_name("resid_mid", i))]
-    accumulated_residual = torch.stack([cache[n][:, -1] for n in names] + [final_token_residual_stream])
-    logit_lens_logit_diffs = residual_stack_to_logit_diff(accumulated_residual)
+    assert torch.equal(accumulated_residual, torch.stack([cache[n][:, -1] for n in names] + [x]))
+    assert labels == [f"{i}_{k}" for i in range(4) for k in ("pre", "mid")] + ["final_post"]
+    logit_lens_logit_diffs = residual_stack_to_logit_diff(accumulated_residual, cache)
     torch.testing.assert_close(logit_lens_logit_diffs[-1] + bias_term, average_logit_diff, rtol=0, atol=1e-5)
-    # layer by layer: cache.decompose_resid(layer=-1, pos_slice=-1) (rotary positions: no pos_embed)
-    parts = [cache["embed"][:, -1]] + [cache[n, i][:, -1] for i in range(4) for n in ("attn_out", "mlp_out")]
-    per_layer_logit_diffs = residual_stack_to_logit_diff(torch.stack(parts))
+    per_layer_residual, labels = cache.decompose_resid(layer=-1, pos_slice=-1, return_labels=True)
+    assert labels == ["embed"] + [f"{i}_{k}_out" for i in range(4) for k in ("attn", "mlp")]  # rotary: no pos_embed
+    per_layer_logit_diffs = residual_stack_to_logit_diff(per_layer_residual, cache)
     torch.testing.assert_close(per_layer_logit_diffs.sum() + bias_term, average_logit_diff, rtol=0, atol=1e-5)
-    # head by head
     per_head_residual, labels = cache.stack_head_results(layer=-1, pos_slice=-1, return_labels=True)
-    per_head_logit_diffs = residual_stack_to_logit_diff(per_head_residual).reshape(4, 4)  # [layer, head_index]
-    b_O = torch.stack([blk.attn.out.bias for blk in lm.model.blocks])  # [layer, d_model]
-    attn_from_heads = per_head_logit_diffs.sum(1) + residual_stack_to_logit_diff(b_O[:, None].expand(-1, 2, -1))
+    per_head_logit_diffs = residual_stack_to_logit_diff(per_head_residual, cache).reshape(4, 4)  # [layer, head]
+    attrs = cache.logit_attrs(per_head_residual, answer_tokens[:, 0], answer_tokens[:, 1], pos_slice=-1)  # [L·H, b]
+    torch.testing.assert_close(attrs.mean(-1).reshape(4, 4), per_head_logit_diffs, rtol=0, atol=1e-6)
+    attn_from_heads = per_head_logit_diffs.sum(1) + residual_stack_to_logit_diff(model.b_O[:, None].expand(-1, 2, -1),
+                                                                                 cache)
     torch.testing.assert_close(attn_from_heads, per_layer_logit_diffs[1::2], rtol=0, atol=1e-5)
     mine = direct_logit_attribution(lm, prompts[0], "rabbit", "turtle").heads  # prompt 0 alone, float64
-    one = torch.einsum("hd,d->h", apply_ln_to_stack(per_head_residual)[:, 0], logit_diff_directions[0])
-    np.testing.assert_allclose(one.reshape(4, 4).numpy(), mine, atol=1e-4)
+    np.testing.assert_allclose(attrs[:, 0].reshape(4, 4).numpy(), mine, atol=1e-4)
     assert labels[int(per_head_logit_diffs.argmax())] == "L3H0"  # measured: the last layer writes the answer most
 
 
