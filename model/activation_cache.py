@@ -39,6 +39,21 @@ def get_act_name(name: str, layer: int | None = None, layer_type: str | None = N
     return f"ln_final.{full}" if name in ("scale", "normalized") and layer is None else full
 
 
+def rot_alias(name: str, rotary: bool) -> str:
+    """TransformerLens's hook_rot_q / hook_rot_k (q, k after QK-norm and RoPE) as this model's hook_q / hook_k, which
+    fire there; without RoPE the name stays as it is (no hook of the model)."""
+    for r in ("q", "k"):
+        if rotary and name.endswith(f"attn.hook_rot_{r}"):
+            return name[:-len(f"rot_{r}")] + r
+    return name
+
+
+class NotCached(InputError, KeyError):
+    """A hook name or layer this cache does not hold: one line (an InputError), and a KeyError as a mapping's."""
+
+    __str__ = BaseException.__str__  # the message itself, not KeyError's quoted repr
+
+
 class ActivationCache(ResidualStream):
     """The hook tensors of one run by full name, each with its batch axis (TransformerLens's layouts). Indexed by
     full name or TransformerLens's short keys: cache["pattern", 3], cache["z", 1, "attn"], cache["resid_pre", -1]
@@ -50,27 +65,28 @@ class ActivationCache(ResidualStream):
 
     def name(self, key) -> str:
         """The full hook name of `key` (a name, a short name, or a (name, layer[, layer_type]) tuple)."""
+        rotary = getattr(getattr(self.model, "cfg", None), "positional", None) == "rope"
         if isinstance(key, str):
-            return key if key in self.cache_dict else get_act_name(key)
+            return key if key in self.cache_dict else rot_alias(get_act_name(key), rotary)
         if not isinstance(key, tuple) or not key or not isinstance(key[0], str):
-            raise KeyError(f"{key!r}: index the cache by a hook name or a (name, layer[, layer_type]) tuple")
+            raise NotCached(f"{key!r}: index the cache by a hook name or a (name, layer[, layer_type]) tuple")
         name, *rest = key
         if rest and rest[0] is not None:
             rest[0] = self.layer(rest[0])
-        return get_act_name(name, *rest)
+        return rot_alias(get_act_name(name, *rest), rotary)
 
     def layer(self, i: int) -> int:
-        """Block index `i`, a negative one counted from the end; KeyError naming the range when that is before the
+        """Block index `i`, a negative one counted from the end; NotCached naming the range when that is before the
         first block (one past the last names a hook this cache does not hold)."""
         if i < -self.n_layers:
-            raise KeyError(f"layer {i} is outside this model's {self.n_layers} layers "
+            raise NotCached(f"layer {i} is outside this model's {self.n_layers} layers "
                            f"({-self.n_layers}..{self.n_layers - 1})")
         return i + self.n_layers if i < 0 else i
 
     def __getitem__(self, key) -> torch.Tensor:
         name = self.name(key)
         if name not in self.cache_dict:
-            raise KeyError(f"{name} is not in this cache ({len(self.cache_dict)} hooks; see cache.keys())")
+            raise NotCached(f"{name} is not in this cache ({len(self.cache_dict)} hooks; see cache.keys())")
         return self.cache_dict[name]
 
     def __contains__(self, key) -> bool:
@@ -109,16 +125,16 @@ class ActivationCache(ResidualStream):
 
     def stack_head_results(self, layer: int = -1, return_labels: bool = False, incl_remainder: bool = False,
                            pos_slice=None, apply_ln: bool = False):
-        """Every head's output in the layers before `layer` (-1, None or n_layers: every layer), [layers·heads,
-        batch, (pos,) d_model] in (layer, head) order ("L{l}H{h}"), from hook_result (computed from hook_z where
-        absent); incl_remainder: the rest of resid_post ("remainder"); apply_ln: through the norm reading `layer`."""
-        n = self.n_layers if layer is None or layer == -1 else layer
-        if not isinstance(n, int) or not 1 <= n <= self.n_layers:
-            raise ValueError(f"layer {layer}: the heads of the layers before it are stacked; choose 1..{self.n_layers}"
-                             " or -1 (every layer)")
+        """Every head's output in the layers before `layer` (-1, None or n_layers: every layer; 0: none, an empty
+        stack), [layers·heads, batch, (pos,) d_model] in (layer, head) order ("L{l}H{h}"), from hook_result (computed
+        from hook_z where absent); incl_remainder: the rest of the stream entering `layer` ("remainder"); apply_ln:
+        through the norm reading `layer`. Refused where the heads' outputs are not parts of the stream (_summed)."""
+        self._summed()
+        n = self._layer(layer)
         stacked, labels = self._head_stack(n, pos_slice)
         if incl_remainder:
-            rest = tl_slice(self["resid_post", n - 1], pos_slice, -2) - stacked.sum(0)  # [B, (T,) D]
+            stream = self["resid_post", n - 1] if n else self["resid_pre", 0]  # [B, T, D]
+            rest = tl_slice(stream, pos_slice, -2) - stacked.sum(0)  # [B, (T,) D]
             stacked, labels = torch.cat([stacked, rest[None]]), labels + ["remainder"]
         if apply_ln:
             stacked = self.apply_ln_to_stack(stacked, n, pos_slice=pos_slice)
@@ -126,8 +142,9 @@ class ActivationCache(ResidualStream):
 
     def _head_stack(self, n: int, pos_slice) -> tuple[torch.Tensor, list[str]]:
         """The heads of layers 0..n-1, [n·H, B, (T,) D], and their labels (n = 0: an empty stack)."""
-        if n == 0:
-            like = tl_slice(self["resid_pre", 0], pos_slice, -2)
+        if n == 0:  # shaped like the first stream (or, in a cache without it, like head 0's output)
+            like = self["resid_pre", 0] if ("resid_pre", 0) in self else self._head_stack(1, None)[0][0]  # [B, T, D]
+            like = tl_slice(like, pos_slice, -2)
             return like.new_zeros(0, *like.shape), []
         if any(get_act_name("result", i) not in self.cache_dict for i in range(n)):
             self.compute_head_results()
@@ -163,12 +180,19 @@ class HookPoint:
 TLHook = Callable[[torch.Tensor, HookPoint], torch.Tensor | None]
 
 
-def tl_interventions(fwd_hooks: list[tuple[str | Callable[[str], bool], TLHook]], hook_names: list[str]) -> dict:
+def tl_interventions(fwd_hooks: list[tuple[str | Callable[[str], bool], TLHook]], hook_names: list[str],
+                     rotary: bool = False) -> dict:
     """Our interventions {full name: f(x, name)} from TransformerLens's fwd_hooks [(name or filter, fn(x, hook))]; a
-    hook function may change x in place and return None. Several on one name run in order."""
+    hook function may change x in place and return None. Several on one name run in order; with RoPE (`rotary`),
+    hook_rot_q / hook_rot_k are hook_q / hook_k (rot_alias)."""
     chain: dict[str, list[TLHook]] = {}
-    for key, fn in fwd_hooks:
-        names = [n for n in hook_names if key(n)] if callable(key) else [get_act_name(key)]
+    for pair in fwd_hooks:
+        key, fn = pair if isinstance(pair, (tuple, list)) and len(pair) == 2 else (None, None)
+        if not (isinstance(key, str) or callable(key)) or not callable(fn):
+            what = f"name {key!r}" if fn is not None and callable(fn) else f"{type(pair).__name__} {pair!r}"[:80]
+            raise InputError(f"fwd_hooks holds (name, function) pairs, name a hook name (get_act_name('z', 0)) or a "
+                             f"filter on names; not {what}")
+        names = [n for n in hook_names if key(n)] if callable(key) else [rot_alias(get_act_name(key), rotary)]
         for n in names:  # a name that is no hook: LoadedModel.forward refuses it
             chain.setdefault(n, []).append(fn)
 
@@ -240,6 +264,6 @@ class TransformerLensRuns:
         or None after changing it in place. `grad`: the run carries gradients (the logits, and what a hook keeps)."""
         if return_type != "logits":
             raise InputError(f"return_type {return_type!r}: run_with_hooks returns logits here")
-        iv = tl_interventions(list(fwd_hooks), self.model.hook_names())
+        iv = tl_interventions(list(fwd_hooks), self.model.hook_names(), self.cfg.positional == "rope")
         return self.forward(as_inputs(self, text_or_inputs), backend=backend, interventions=iv, records=False,
                             grad=grad).logits

@@ -1,0 +1,124 @@
+"""TransformerLens compatibility at the edges a fixed cross-check list missed, each against plain torch or transformers:
+stack_head_results at layer 0 (an empty stack, as TransformerLens's) and refused where heads are not parts of the
+stream (Gemma 2's norms after the sub-layers), Gemma's W_E as the run adds it (× √D, so W_E[ids] is hook_embed),
+hook_rot_q / hook_rot_k (TransformerLens's names for q and k after RoPE), and bad input in one line."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers
+from attnlab.model.hf.load import load_hf_folder
+from attnlab.model.inputs import InputError
+
+from tests.family_grid import TINY, make
+
+IDS = torch.tensor([[5, 17, 33, 8, 91, 120, 4, 60, 77, 2], [9, 1, 44, 150, 7, 3, 12, 99, 201, 18]])  # [2, 10]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    out = {}
+    for family in ("gpt2", "llama", "gemma2"):
+        cls, conf = TINY[family]
+        folder = make(tmp_path_factory.mktemp(family), family, cls, **conf)
+        hf = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
+        out[family] = (load_hf_folder(folder), hf)
+    return out
+
+
+def test_stack_head_results_at_layer_0_is_empty_and_its_remainder_is_the_first_stream(models):
+    lm, hf = models["gpt2"]
+    _, cache = lm.run_with_cache(IDS)
+    empty, labels = cache.stack_head_results(0, return_labels=True)
+    assert empty.shape == (0, 2, 10, lm.cfg.d_model) and labels == []
+    rest, labels = cache.stack_head_results(0, incl_remainder=True, pos_slice=-1, return_labels=True)
+    assert labels == ["remainder"]
+    with torch.no_grad():  # the stream entering block 0: token + position embeddings, transformers' own
+        stream = hf.transformer.wte(IDS) + hf.transformer.wpe(torch.arange(10))  # [2, 10, D]
+    torch.testing.assert_close(rest[0], stream[:, -1], rtol=0, atol=1e-6)
+    normed = cache.stack_head_results(0, incl_remainder=True, pos_slice=-1, apply_ln=True)[0]  # ln1 of block 0
+    x = stream[:, -1] - stream[:, -1].mean(-1, keepdim=True)
+    eps = hf.config.layer_norm_epsilon
+    torch.testing.assert_close(normed, x / (x.pow(2).mean(-1, keepdim=True) + eps).sqrt(), rtol=0, atol=1e-5)
+    with pytest.raises(InputError, match=r"^layer -2: choose 0\.\.2 \(the input of that block; 2, -1 or None"):
+        cache.stack_head_results(-2)
+
+
+def test_heads_of_a_sandwich_norm_stack_are_refused_in_one_line(models):
+    """Gemma 2 norms each sub-layer's output before adding it: the heads' hook_result are not parts of the stream,
+    so their stack (and logit_attrs on it) would be no attribution."""
+    lm, _ = models["gemma2"]
+    _, cache = lm.run_with_cache(IDS)
+    with pytest.raises(InputError, match=r"is peri-norm: its stream is not the sum of the sub-layers' outputs"):
+        cache.stack_head_results(pos_slice=-1)
+    assert cache.stack_activation("result").shape == (3, 2, 10, 4, 32)  # the heads' outputs themselves stay
+
+
+def test_gemma_W_E_is_the_embedding_the_run_adds(models):
+    lm, hf = models["gemma2"]
+    _, cache = lm.run_with_cache(IDS)
+    with torch.no_grad():
+        added = hf.model.embed_tokens(IDS)  # transformers' Gemma2TextScaledWordEmbedding: the table × √D
+    torch.testing.assert_close(added, hf.model.embed_tokens.weight[IDS] * 32 ** 0.5, rtol=0, atol=1e-6)
+    torch.testing.assert_close(lm.W_E[IDS], added, rtol=0, atol=1e-6)
+    torch.testing.assert_close(lm.W_E[IDS], cache["hook_embed"], rtol=0, atol=1e-6)
+    assert torch.equal(lm.W_U, hf.lm_head.weight.T)  # the unembedding stays the head's own (tied, unscaled)
+    gpt2, hf2 = models["gpt2"]
+    assert lm.W_E.shape == (lm.cfg.vocab_size, 32) and torch.equal(gpt2.W_E, hf2.transformer.wte.weight)
+
+
+def test_rot_q_and_rot_k_are_q_and_k_after_rope(models):
+    lm, hf = models["llama"]
+    _, cache = lm.run_with_cache(IDS)
+    attn = hf.model.layers[0].self_attn
+    with torch.no_grad():  # transformers' own projection and rotation of layer 0's normed input
+        x = hf.model.layers[0].input_layernorm(hf.model.embed_tokens(IDS))  # [2, 10, D]
+        cos, sin = hf.model.rotary_emb(x, torch.arange(10)[None])
+        q = attn.q_proj(x).view(2, 10, 4, 8).transpose(1, 2)  # [2, 10, H·d] -> [2, H, 10, d]
+        k = attn.k_proj(x).view(2, 10, 2, 8).transpose(1, 2)
+        q, k = transformers.models.llama.modeling_llama.apply_rotary_pos_emb(q, k, cos, sin)
+    torch.testing.assert_close(cache["rot_q", 0], q.transpose(1, 2), rtol=0, atol=1e-5)  # [2, 10, H, d]
+    torch.testing.assert_close(cache["blocks.0.attn.hook_rot_k"], k.transpose(1, 2), rtol=0, atol=1e-5)
+    assert "blocks.1.attn.hook_rot_q" in cache
+
+    def shift(t, hook):  # position-dependent: before and after RoPE it would differ
+        t[:, 3] = t[:, 7]
+
+    via_rot = lm.run_with_hooks(IDS, fwd_hooks=[("blocks.0.attn.hook_rot_k", shift)])
+    assert torch.equal(via_rot, lm.run_with_hooks(IDS, fwd_hooks=[("blocks.0.attn.hook_k", shift)]))
+    assert not torch.allclose(via_rot, lm.run_with_hooks(IDS), atol=1e-3)
+    gpt2, _ = models["gpt2"]  # no RoPE, no rotated q
+    with pytest.raises(InputError, match=r"^blocks\.0\.attn\.hook_rot_q is not a hook of this model"):
+        gpt2.run_with_hooks(IDS, fwd_hooks=[("blocks.0.attn.hook_rot_q", shift)])
+
+
+def test_bad_arguments_are_one_line(models):
+    lm, _ = models["gpt2"]
+    _, cache = lm.run_with_cache(IDS)
+    refused = {
+        lambda: cache.accumulated_resid(pos_slice=12): r"^pos_slice 12 is outside the 10 entries there \(indices -10\.\.9\)$",
+        lambda: cache.decompose_resid(pos_slice=[0, 40]): r"^pos_slice \[0, 40\] is outside the 10 entries there",
+        lambda: cache.stack_head_results(pos_slice=torch.tensor([50])): r"^pos_slice \[50\] is outside the 10 ",
+        lambda: cache.apply_ln_to_stack(cache["resid_pre", 1][None], 1, batch_slice=5):
+            r"^batch_slice 5 is outside the 2 entries there \(indices -2\.\.1\)$",
+        lambda: cache.stack_neuron_results(1, neuron_slice=[96]): r"^neuron_slice \[96\] is outside the 96 entries",
+        lambda: cache.logit_attrs(cache.decompose_resid(pos_slice=-1), 10**6, pos_slice=-1):
+            r"^token id 1000000 is outside this model's vocabulary \(0 to 299\)$",
+        lambda: cache.logit_attrs(cache.decompose_resid(pos_slice=-1), torch.tensor([7, 11, 12]), pos_slice=-1):
+            r"^tokens of shape \(3,\) do not fit the stack's \(batch, pos\) axes \(2,\): one token per row",
+        lambda: lm.run_with_hooks(IDS, fwd_hooks=[(("z", 0), lambda z, hook: z)]):
+            r"^fwd_hooks holds \(name, function\) pairs, name a hook name .* not name \('z', 0\)$",
+        lambda: cache["resid_pre", 7]: r"^blocks\.7\.hook_resid_pre is not in this cache \(\d+ hooks; see cache",
+    }
+    for call, match in refused.items():
+        with pytest.raises(InputError, match=match):
+            call()
+    with pytest.raises(KeyError):  # a missing hook is a mapping's KeyError too
+        cache["nonexistent"]
+    _, small = lm.run_with_cache(IDS, names=["*hook_resid*", "hook_embed", "hook_pos_embed", "*_out"])
+    with pytest.raises(InputError, match=r"^the norm's frozen scale is blocks\.1\.ln1\.hook_scale, which this cache "
+                                         r"does not hold: keep it \(run_with_cache\(\.\.\., names=\[\.\.\., "):
+        small.decompose_resid(1, apply_ln=True)
+    with pytest.raises(InputError, match=r"^the norm's frozen scale is ln_final\.hook_scale"):
+        small.logit_attrs(small.decompose_resid(pos_slice=-1), torch.tensor([7, 11]), pos_slice=-1)
