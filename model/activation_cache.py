@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 from attnlab.model.cache_resid import ResidualStream, tl_slice
 from attnlab.model.inputs import InputError, Inputs, check_tokens
+from attnlab.model.stack import split_hook_names
 
 _ATTN = ("k", "v", "q", "z", "rot_k", "rot_q", "result", "pattern", "attn_scores")
 _MLP = ("pre", "post", "mid", "pre_linear")
@@ -39,13 +40,15 @@ def get_act_name(name: str, layer: int | None = None, layer_type: str | None = N
     return f"ln_final.{full}" if name in ("scale", "normalized") and layer is None else full
 
 
-def rot_alias(name: str, rotary: bool) -> str:
-    """TransformerLens's hook_rot_q / hook_rot_k (q, k after QK-norm and RoPE) as this model's hook_q / hook_k, which
-    fire there; without RoPE the name stays as it is (no hook of the model)."""
+def tl_alias(name: str, rotary: bool) -> str:
+    """This model's name for a TransformerLens hook name it holds under another: hook_rot_q / hook_rot_k (q, k after
+    QK-norm and RoPE) are hook_q / hook_k, which fire there (with RoPE only); blocks.{l}.hook_q_input (and k, v:
+    split inputs) is blocks.{l}.attn.hook_q_input. Any other name comes back as it is."""
     for r in ("q", "k"):
         if rotary and name.endswith(f"attn.hook_rot_{r}"):
             return name[:-len(f"rot_{r}")] + r
-    return name
+    split = re.fullmatch(r"(.*blocks\.\d+\.)(hook_[qkv]_input)", name)
+    return f"{split[1]}attn.{split[2]}" if split else name
 
 
 class NotCached(InputError, KeyError):
@@ -67,13 +70,13 @@ class ActivationCache(ResidualStream):
         """The full hook name of `key` (a name, a short name, or a (name, layer[, layer_type]) tuple)."""
         rotary = getattr(getattr(self.model, "cfg", None), "positional", None) == "rope"
         if isinstance(key, str):
-            return key if key in self.cache_dict else rot_alias(get_act_name(key), rotary)
+            return key if key in self.cache_dict else tl_alias(get_act_name(key), rotary)
         if not isinstance(key, tuple) or not key or not isinstance(key[0], str):
             raise NotCached(f"{key!r}: index the cache by a hook name or a (name, layer[, layer_type]) tuple")
         name, *rest = key
         if rest and rest[0] is not None:
             rest[0] = self.layer(rest[0])
-        return rot_alias(get_act_name(name, *rest), rotary)
+        return tl_alias(get_act_name(name, *rest), rotary)
 
     def layer(self, i: int) -> int:
         """Block index `i`, a negative one counted from the end; NotCached naming the range when that is before the
@@ -183,8 +186,8 @@ TLHook = Callable[[torch.Tensor, HookPoint], torch.Tensor | None]
 def tl_interventions(fwd_hooks: list[tuple[str | Callable[[str], bool], TLHook]], hook_names: list[str],
                      rotary: bool = False) -> dict:
     """Our interventions {full name: f(x, name)} from TransformerLens's fwd_hooks [(name or filter, fn(x, hook))]; a
-    hook function may change x in place and return None. Several on one name run in order; with RoPE (`rotary`),
-    hook_rot_q / hook_rot_k are hook_q / hook_k (rot_alias)."""
+    hook function may change x in place and return None. Several on one name run in order; TransformerLens's names
+    for hooks held under another name are read as ours (tl_alias; `rotary`: the model has RoPE)."""
     chain: dict[str, list[TLHook]] = {}
     for pair in fwd_hooks:
         key, fn = pair if isinstance(pair, (tuple, list)) and len(pair) == 2 else (None, None)
@@ -192,7 +195,7 @@ def tl_interventions(fwd_hooks: list[tuple[str | Callable[[str], bool], TLHook]]
             what = f"name {key!r}" if fn is not None and callable(fn) else f"{type(pair).__name__} {pair!r}"[:80]
             raise InputError(f"fwd_hooks holds (name, function) pairs, name a hook name (get_act_name('z', 0)) or a "
                              f"filter on names; not {what}")
-        names = [n for n in hook_names if key(n)] if callable(key) else [rot_alias(get_act_name(key), rotary)]
+        names = [n for n in hook_names if key(n)] if callable(key) else [tl_alias(get_act_name(key), rotary)]
         for n in names:  # a name that is no hook: LoadedModel.forward refuses it
             chain.setdefault(n, []).append(fn)
 
@@ -248,22 +251,27 @@ class TransformerLensRuns:
         """Token ids [batch, pos] of a text or a list of texts of one length (TransformerLens's model.to_tokens)."""
         return as_inputs(self, text_or_texts).ids
 
-    def run_with_cache(self, text_or_inputs, names=None, *, backend: str = "eager", grad: bool = False):
+    def run_with_cache(self, text_or_inputs, names=None, *, backend: str = "eager", grad: bool = False,
+                       split_inputs: bool = False):
         """(logits [B, T, V], ActivationCache) of one forward; `names` (globs, a list, or a filter on full names)
         chooses the hooks kept, default every one. Keeping a hook never changes the logits. `grad`: the logits and
-        the kept tensors carry gradients (torch.autograd.grad(metric, cache[name]))."""
+        the kept tensors carry gradients (torch.autograd.grad(metric, cache[name])). `split_inputs`: each head's
+        q/k/v input and each MLP's input is a hook of its own (TransformerLens's use_split_qkv_input and
+        use_hook_mlp_in), attn.hook_q_input [B, T, H, D] (its blocks.{l}.hook_q_input), mlp.hook_mlp_in."""
         fwd = self.forward(as_inputs(self, text_or_inputs), backend=backend, names="*" if names is None else names,
-                           records=False, grad=grad)
+                           records=False, grad=grad, split_inputs=split_inputs)
         tensors = {n: ts[-1] for n, ts in fwd.capture.tensors.items()}
         return fwd.logits, ActivationCache(tensors, self.cfg.n_layers, model=self)
 
     def run_with_hooks(self, text_or_inputs, fwd_hooks=(), *, backend: str = "eager", return_type: str = "logits",
-                       grad: bool = False):
+                       grad: bool = False, split_inputs: bool = False):
         """The logits [B, T, V] of one forward with TransformerLens hook functions: fwd_hooks [(name, fn)], name a
         full or short name (get_act_name) or a filter on full names, fn(activation, hook) returning the new value
-        or None after changing it in place. `grad`: the run carries gradients (the logits, and what a hook keeps)."""
+        or None after changing it in place. `grad`: the run carries gradients (the logits, and what a hook keeps).
+        `split_inputs`: as run_with_cache's (a patch of head h's q input changes that head's query only)."""
         if return_type != "logits":
             raise InputError(f"return_type {return_type!r}: run_with_hooks returns logits here")
-        iv = tl_interventions(list(fwd_hooks), self.model.hook_names(), self.cfg.positional == "rope")
+        known = self.model.hook_names() + (split_hook_names(self.model) if split_inputs else [])
+        iv = tl_interventions(list(fwd_hooks), known, self.cfg.positional == "rope")
         return self.forward(as_inputs(self, text_or_inputs), backend=backend, interventions=iv, records=False,
-                            grad=grad).logits
+                            grad=grad, split_inputs=split_inputs).logits

@@ -122,3 +122,36 @@ def test_bad_arguments_are_one_line(models):
         small.decompose_resid(1, apply_ln=True)
     with pytest.raises(InputError, match=r"^the norm's frozen scale is ln_final\.hook_scale"):
         small.logit_attrs(small.decompose_resid(pos_slice=-1), torch.tensor([7, 11]), pos_slice=-1)
+
+
+def test_split_inputs_under_transformerlens_names_and_patched_in_place(models):
+    """run_with_cache / run_with_hooks(split_inputs=True) (TransformerLens's use_split_qkv_input, use_hook_mlp_in):
+    blocks.{l}.hook_q_input is each head's copy of the stream; a hook changing one head's copy in place changes that
+    head's query only (it wrote through to the stream itself and every head's k and v before), and one scaling the
+    MLP's input in place leaves the stream as it was."""
+    lm, _ = models["llama"]
+    _, clean = lm.run_with_cache(IDS, split_inputs=True)
+    H, D = lm.cfg.n_heads, lm.cfg.d_model
+    assert torch.equal(clean["blocks.1.hook_q_input"], clean["resid_pre", 1][:, :, None].expand(2, 10, H, D))
+    assert clean["k_input", 1].shape == (2, 10, 2, D) and torch.equal(clean["blocks.0.hook_mlp_in"], clean["resid_mid", 0])
+    seen = {}
+
+    def keep(x, hook):
+        seen[hook.name] = x.clone()
+
+    def patch(x, hook):
+        x[:, 4, 1] = x[:, 2, 1] * 1.7
+
+    def scale(x, hook):
+        x.mul_(1.3)
+
+    names = ("blocks.0.attn.hook_q", "blocks.0.attn.hook_k", "blocks.0.attn.hook_v", "blocks.1.hook_resid_mid",
+             "blocks.1.hook_mlp_out", "blocks.1.hook_resid_post")
+    lm.run_with_hooks(IDS, fwd_hooks=[("blocks.0.hook_q_input", patch), ("blocks.1.hook_mlp_in", scale)]
+                      + [(n, keep) for n in names], split_inputs=True)
+    changed = (seen["blocks.0.attn.hook_q"] - clean["q", 0]).abs().amax(-1) > 1e-4  # [B, T, H]
+    assert changed[:, 4, 1].all() and changed.sum() == 2  # head 1 at position 4, in both rows, nothing else
+    assert torch.equal(seen["blocks.0.attn.hook_k"], clean["k", 0]) and torch.equal(seen["blocks.0.attn.hook_v"],
+                                                                                      clean["v", 0])
+    stream = seen["blocks.1.hook_resid_post"] - seen["blocks.1.hook_mlp_out"]
+    torch.testing.assert_close(stream, seen["blocks.1.hook_resid_mid"], rtol=0, atol=1e-6)
