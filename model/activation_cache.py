@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
+from attnlab.model.cache_batch import BatchAxis
 from attnlab.model.cache_resid import ResidualStream, tl_slice
 from attnlab.model.inputs import InputError, Inputs, check_tokens
 from attnlab.model.stack import split_hook_names
@@ -57,7 +58,7 @@ class NotCached(InputError, KeyError):
     __str__ = BaseException.__str__  # the message itself, not KeyError's quoted repr
 
 
-class ActivationCache(ResidualStream):
+class ActivationCache(ResidualStream, BatchAxis):
     """The hook tensors of one run by full name, each with its batch axis (TransformerLens's layouts). Indexed by
     full name or TransformerLens's short keys: cache["pattern", 3], cache["z", 1, "attn"], cache["resid_pre", -1]
     (a negative layer counts from the end). `model`: the LoadedModel that ran (its weights and norms), which the
@@ -65,6 +66,7 @@ class ActivationCache(ResidualStream):
 
     def __init__(self, tensors: dict[str, torch.Tensor], n_layers: int, model=None):
         self.cache_dict, self.n_layers, self.model = tensors, n_layers, model
+        self.has_batch_dim = True  # False after remove_batch_dim (model/cache_batch.py)
 
     def name(self, key) -> str:
         """The full hook name of `key` (a name, a short name, or a (name, layer[, layer_type]) tuple)."""
@@ -252,16 +254,18 @@ class TransformerLensRuns:
         return as_inputs(self, text_or_texts).ids
 
     def run_with_cache(self, text_or_inputs, names=None, *, backend: str = "eager", grad: bool = False,
-                       split_inputs: bool = False):
+                       split_inputs: bool = False, remove_batch_dim: bool = False):
         """(logits [B, T, V], ActivationCache) of one forward; `names` (globs, a list, or a filter on full names)
         chooses the hooks kept, default every one. Keeping a hook never changes the logits. `grad`: the logits and
         the kept tensors carry gradients (torch.autograd.grad(metric, cache[name])). `split_inputs`: each head's
         q/k/v input and each MLP's input is a hook of its own (TransformerLens's use_split_qkv_input and
-        use_hook_mlp_in), attn.hook_q_input [B, T, H, D] (its blocks.{l}.hook_q_input), mlp.hook_mlp_in."""
+        use_hook_mlp_in), attn.hook_q_input [B, T, H, D] (its blocks.{l}.hook_q_input), blocks.{l}.hook_mlp_in.
+        `remove_batch_dim`: one text's cache without the batch axis (the logits keep theirs, as TransformerLens's)."""
         fwd = self.forward(as_inputs(self, text_or_inputs), backend=backend, names="*" if names is None else names,
                            records=False, grad=grad, split_inputs=split_inputs)
         tensors = {n: ts[-1] for n, ts in fwd.capture.tensors.items()}
-        return fwd.logits, ActivationCache(tensors, self.cfg.n_layers, model=self)
+        cache = ActivationCache(tensors, self.cfg.n_layers, model=self)
+        return fwd.logits, cache.remove_batch_dim() if remove_batch_dim else cache
 
     def run_with_hooks(self, text_or_inputs, fwd_hooks=(), *, backend: str = "eager", return_type: str = "logits",
                        grad: bool = False, split_inputs: bool = False):

@@ -155,3 +155,39 @@ def test_split_inputs_under_transformerlens_names_and_patched_in_place(models):
                                                                                       clean["v", 0])
     stream = seen["blocks.1.hook_resid_post"] - seen["blocks.1.hook_mlp_out"]
     torch.testing.assert_close(stream, seen["blocks.1.hook_resid_mid"], rtol=0, atol=1e-6)
+
+
+def test_remove_batch_dim_slices_and_neuron_results(models):
+    """run_with_cache(remove_batch_dim=True) (TransformerLens's Main Demo's call): every tensor without its batch axis
+    and the residual calls alike, each equal to the batched cache's row; apply_slice_to_batch_dim(i) equals a run of
+    text i alone; get_neuron_results' rows sum (+ b_out) to the MLP's output."""
+    lm, _ = models["gpt2"]
+    _, both = lm.run_with_cache(IDS)
+    _, one = lm.run_with_cache(IDS[1:], remove_batch_dim=True)
+    assert not one.has_batch_dim and one["resid_pre", 1].shape == (10, lm.cfg.d_model)
+    sliced = both.apply_slice_to_batch_dim(1)
+    for name in ("blocks.1.hook_resid_pre", "blocks.0.attn.hook_pattern", "ln_final.hook_scale", "blocks.1.mlp.hook_post"):
+        torch.testing.assert_close(one[name], both[name][1], rtol=0, atol=1e-5)  # a run of its own
+        assert torch.equal(sliced[name], both[name][1])
+    parts, labels = one.decompose_resid(pos_slice=-1, apply_ln=True, return_labels=True)
+    torch.testing.assert_close(parts, both.decompose_resid(pos_slice=-1, apply_ln=True)[:, 1], rtol=0, atol=1e-5)
+    assert labels[:2] == ["embed", "pos_embed"] and parts.shape == (6, lm.cfg.d_model)
+    attrs = one.logit_attrs(one.decompose_resid(pos_slice=-1), 7, incorrect_tokens=3, pos_slice=-1)  # [6]
+    torch.testing.assert_close(attrs, both.logit_attrs(both.decompose_resid(pos_slice=-1), torch.tensor([7, 7]),
+                                                       incorrect_tokens=torch.tensor([3, 3]), pos_slice=-1)[:, 1],
+                               rtol=0, atol=1e-5)
+    assert one.remove_batch_dim() is one and one["resid_pre", 1].shape == (10, lm.cfg.d_model)  # a second call: same
+    two = both.apply_slice_to_batch_dim([1, 0])
+    assert two.has_batch_dim and torch.equal(two["resid_pre", 0][0], both["resid_pre", 0][1])
+    with pytest.raises(InputError, match=r"^remove_batch_dim: this cache holds 2 texts; keep one first"):
+        both.remove_batch_dim()
+    with pytest.raises(InputError, match=r"^batch_slice 2 is outside the 2 entries there"):
+        both.apply_slice_to_batch_dim(2)
+    for i in range(lm.cfg.n_layers):
+        rows = both.get_neuron_results(i)  # [B, T, d_mlp, D]
+        assert rows.shape == (2, 10, 4 * lm.cfg.d_model, lm.cfg.d_model)
+        torch.testing.assert_close(rows[1, 3, 5], both["post", i, "mlp"][1, 3, 5] * lm.W_out[i, 5], rtol=0, atol=1e-7)
+        torch.testing.assert_close(rows.sum(-2) + lm.b_out[i], both["mlp_out", i], rtol=0, atol=1e-5)
+    p = torch.randn(lm.cfg.d_model, generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(both.get_neuron_results(1, neuron_slice=[2, 9], pos_slice=-1, project_output_onto=p),
+                               both.get_neuron_results(1, pos_slice=-1)[:, [2, 9]] @ p, rtol=0, atol=1e-5)
