@@ -249,9 +249,22 @@ def as_inputs(lm, x) -> Inputs:
 class TransformerLensRuns:
     """LoadedModel's TransformerLens-style entry points (needs `forward`, `model`, `cfg`, `encode`, `label`)."""
 
-    def to_tokens(self, text_or_texts) -> torch.Tensor:
-        """Token ids [batch, pos] of a text or a list of texts of one length (TransformerLens's model.to_tokens)."""
-        return as_inputs(self, text_or_texts).ids
+    def to_tokens(self, text_or_texts, prepend_bos: bool | None = None) -> torch.Tensor:
+        """Token ids [batch, pos] of a text or a list of texts of one length (TransformerLens's model.to_tokens).
+        prepend_bos None: as the model's tokenizer encodes (run_with_cache reads the same); True / False: with / without
+        one BOS id first (TransformerLens's default is True; a model without a BOS token refuses True in one line)."""
+        ids = as_inputs(self, text_or_texts).ids  # [B, T]
+        if prepend_bos is None:
+            return ids
+        bos = self.tokenizer.bos_id
+        if bos is None:
+            if prepend_bos:
+                raise InputError(f"{self.name}'s tokenizer has no BOS token to prepend; prepend_bos=None or False")
+            return ids
+        has = ids.shape[1] > 0 and bool((ids[:, 0] == bos).all())
+        if prepend_bos and not has:
+            return torch.cat([torch.full_like(ids[:, :1], bos), ids], 1)  # [B, 1 + T]
+        return ids[:, 1:] if has and not prepend_bos else ids
 
     def run_with_cache(self, text_or_inputs, names=None, *, backend: str = "eager", grad: bool = False,
                        split_inputs: bool = False, remove_batch_dim: bool = False):

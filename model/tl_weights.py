@@ -146,12 +146,13 @@ class TransformerLensWeights:
         return total + b_o[layer] if mlp_input and not blocks[layer].parallel else total
 
     # -- tokens --------------------------------------------------------------------------------------------
-    def to_str_tokens(self, text_or_ids) -> list[str] | list[list[str]]:
-        """Each token of a text (as to_tokens splits it) or of ids [T] / [1, T] as its own decoded string; a list
-        of texts gives one list each."""
+    def to_str_tokens(self, text_or_ids, prepend_bos: bool | None = None) -> list[str] | list[list[str]]:
+        """Each token of a text (as to_tokens(text, prepend_bos) splits it) or of ids [T] / [1, T] as its own
+        decoded string; a list of texts gives one list each."""
         if isinstance(text_or_ids, (list, tuple)) and text_or_ids and isinstance(text_or_ids[0], str):
-            return [self.to_str_tokens(t) for t in text_or_ids]
-        ids = self.to_tokens(text_or_ids)[0] if isinstance(text_or_ids, str) else torch.as_tensor(text_or_ids)
+            return [self.to_str_tokens(t, prepend_bos) for t in text_or_ids]
+        text = isinstance(text_or_ids, str)
+        ids = self.to_tokens(text_or_ids, prepend_bos)[0] if text else torch.as_tensor(text_or_ids)
         ids = ids.squeeze()  # [1, T] -> [T]
         if ids.dim() > 1:
             raise InputError(f"to_str_tokens takes one text or ids [pos] / [1, pos], not shape {tuple(ids.shape)}")

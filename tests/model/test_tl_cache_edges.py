@@ -10,6 +10,7 @@ import torch
 import transformers
 from attnlab.model.hf.load import load_hf_folder
 from attnlab.model.inputs import InputError
+from attnlab.model.registry import load
 
 from tests.family_grid import TINY, make
 
@@ -191,3 +192,22 @@ def test_remove_batch_dim_slices_and_neuron_results(models):
     p = torch.randn(lm.cfg.d_model, generator=torch.Generator().manual_seed(1))
     torch.testing.assert_close(both.get_neuron_results(1, neuron_slice=[2, 9], pos_slice=-1, project_output_onto=p),
                                both.get_neuron_results(1, pos_slice=-1)[:, [2, 9]] @ p, rtol=0, atol=1e-5)
+
+
+def test_to_tokens_takes_transformerlens_prepend_bos(models):
+    """to_tokens / to_str_tokens(prepend_bos=...) (TransformerLens's calls pass it; it was a TypeError): True puts the
+    tokenizer's BOS id first once, False takes it away, None encodes as the tokenizer does."""
+    lm, _ = models["gpt2"]
+    tok = transformers.AutoTokenizer.from_pretrained(lm.name)
+    text = "the cat sat"
+    plain = torch.tensor([tok(text)["input_ids"]])  # [1, T]: transformers' own encoding, no BOS
+    assert torch.equal(lm.to_tokens(text), plain) and torch.equal(lm.to_tokens(text, prepend_bos=False), plain)
+    with_bos = lm.to_tokens([text, "the mat sat"], prepend_bos=True)
+    assert with_bos.shape[1] == plain.shape[1] + 1 and (with_bos[:, 0] == tok.bos_token_id).all()
+    assert torch.equal(with_bos[:1, 1:], plain)
+    assert lm.to_str_tokens(text, prepend_bos=True) == [tok.decode([tok.bos_token_id])] + lm.to_str_tokens(text)
+    assert lm.to_str_tokens([text], prepend_bos=False) == [[tok.decode([i]) for i in plain[0].tolist()]]
+    lecture = load("lecture-decoder")  # its byte tokenizer puts a BOS first itself
+    ids = lecture.to_tokens("a cat")
+    assert ids[0, 0] == lecture.tokenizer.bos_id and torch.equal(lecture.to_tokens("a cat", prepend_bos=True), ids)
+    assert torch.equal(lecture.to_tokens("a cat", prepend_bos=False), ids[:, 1:])
