@@ -267,13 +267,18 @@ class TransformerLensRuns:
         return ids[:, 1:] if has and not prepend_bos else ids
 
     def run_with_cache(self, text_or_inputs, names=None, *, backend: str = "eager", grad: bool = False,
-                       split_inputs: bool = False, remove_batch_dim: bool = False):
+                       split_inputs: bool = False, remove_batch_dim: bool = False, names_filter=None):
         """(logits [B, T, V], ActivationCache) of one forward; `names` (globs, a list, or a filter on full names)
         chooses the hooks kept, default every one. Keeping a hook never changes the logits. `grad`: the logits and
         the kept tensors carry gradients (torch.autograd.grad(metric, cache[name])). `split_inputs`: each head's
         q/k/v input and each MLP's input is a hook of its own (TransformerLens's use_split_qkv_input and
         use_hook_mlp_in), attn.hook_q_input [B, T, H, D] (its blocks.{l}.hook_q_input), blocks.{l}.hook_mlp_in.
-        `remove_batch_dim`: one text's cache without the batch axis (the logits keep theirs, as TransformerLens's)."""
+        `remove_batch_dim`: one text's cache without the batch axis (the logits keep theirs, as TransformerLens's).
+        `names_filter`: TransformerLens's name for `names`."""
+        if names_filter is not None:
+            if names is not None:
+                raise InputError("run_with_cache: give names or names_filter (TransformerLens's name for it), not both")
+            names = names_filter
         fwd = self.forward(as_inputs(self, text_or_inputs), backend=backend, names="*" if names is None else names,
                            records=False, grad=grad, split_inputs=split_inputs)
         tensors = {n: ts[-1] for n, ts in fwd.capture.tensors.items()}
