@@ -91,7 +91,8 @@ class ActivationCache(ResidualStream, BatchAxis):
     def __getitem__(self, key) -> torch.Tensor:
         name = self.name(key)
         if name not in self.cache_dict:
-            raise NotCached(f"{name} is not in this cache ({len(self.cache_dict)} hooks; see cache.keys())")
+            split = "; split inputs: run_with_cache(..., split_inputs=True)" if name.endswith(("_input", "mlp_in")) else ""
+            raise NotCached(f"{name} is not in this cache ({len(self.cache_dict)} hooks; see cache.keys(){split})")
         return self.cache_dict[name]
 
     def __contains__(self, key) -> bool:

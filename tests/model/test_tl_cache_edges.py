@@ -117,6 +117,9 @@ def test_bad_arguments_are_one_line(models):
             call()
     with pytest.raises(KeyError):  # a missing hook is a mapping's KeyError too
         cache["nonexistent"]
+    with pytest.raises(InputError, match=r"^blocks\.1\.attn\.hook_q_input is not in this cache \(\d+ hooks; see "
+                                         r"cache\.keys\(\); split inputs: run_with_cache\(\.\.\., split_inputs=True\)\)$"):
+        cache["blocks.1.hook_q_input"]
     _, small = lm.run_with_cache(IDS, names_filter=lambda n: "resid" in n or "embed" in n or n.endswith("_out"))
     assert sorted(small.keys()) == sorted(n for n in cache.keys() if "resid" in n or "embed" in n or n.endswith("_out"))
     with pytest.raises(InputError, match=r"^the norm's frozen scale is blocks\.1\.ln1\.hook_scale, which this cache "
