@@ -19,9 +19,10 @@ from attnlab.model.tl_weights import tl_stack
 NEURON_CELLS = 2**28  # the most numbers a neuron-by-neuron stack may hold (1 GiB in float32)
 
 
-def tl_slice(x: torch.Tensor, s, dim: int) -> torch.Tensor:
+def tl_slice(x: torch.Tensor, s, dim: int, what: str = "pos_slice") -> torch.Tensor:
     """TransformerLens's Slice on axis `dim`: None (all), an int (the axis goes), a slice, a tuple (slice(*t)), a list,
-    array or tensor of indices (or a bool mask), or TransformerLens's own Slice object."""
+    array or tensor of indices (or a bool mask), or TransformerLens's own Slice object; an index outside the axis is
+    one InputError naming `what` (the argument) and the axis' length."""
     if s is None:
         return x
     if hasattr(s, "apply") and hasattr(s, "slice"):
@@ -34,7 +35,12 @@ def tl_slice(x: torch.Tensor, s, dim: int) -> torch.Tensor:
         raise InputError(f"a slice is None, an int, a slice, a tuple or a list of indices, not {type(s).__name__}")
     index = [slice(None)] * x.dim()
     index[dim] = s
-    return x[tuple(index)]
+    try:
+        return x[tuple(index)]
+    except IndexError:
+        n = x.shape[dim]
+        shown = s.tolist() if isinstance(s, torch.Tensor) and s.numel() <= 8 else s
+        raise InputError(f"{what} {shown!r} is outside the {n} entries there (indices -{n}..{n - 1})") from None
 
 
 class ResidualStream:
@@ -89,13 +95,20 @@ class ResidualStream:
         `recompute_ln` at the final stream: ln_final itself (its own scale, weight and bias) on each component."""
         layer = self._layer(layer)
         if has_batch_dim:
-            residual_stack = tl_slice(residual_stack, batch_slice, 1)
+            residual_stack = tl_slice(residual_stack, batch_slice, 1, "batch_slice")
         norm, key = self._reader(layer, mlp_input)
         if recompute_ln and layer == self.n_layers:
             return norm(residual_stack)
         x = residual_stack - residual_stack.mean(-1, keepdim=True) if norm.centres else residual_stack
-        scale = tl_slice(tl_slice(self[key], pos_slice, -2), batch_slice, 0)  # [B, T, 1] -> [(b,) (t,) 1]
+        scale = tl_slice(tl_slice(self._scale(key), pos_slice, -2), batch_slice, 0, "batch_slice")  # -> [(b,) (t,) 1]
         return x / scale
+
+    def _scale(self, key: str) -> torch.Tensor:
+        """The cached hook_scale `key` [B, T, 1]; one InputError naming it for a cache made without it (names=)."""
+        if key not in self.cache_dict:
+            raise InputError(f"the norm's frozen scale is {key}, which this cache does not hold: keep it "
+                             f"(run_with_cache(..., names=[..., {key!r}]))")
+        return self.cache_dict[key]
 
     def _reader(self, layer: int, mlp_input: bool):
         """(the norm that reads the stream entering `layer` (its MLP with mlp_input), its hook_scale's name)."""
@@ -129,7 +142,14 @@ class ResidualStream:
                                  f"{tuple(shapes[1])}")
             directions = directions - lm.tokens_to_residual_directions(incorrect_tokens)
         scaled = self.apply_ln_to_stack(residual_stack, -1, pos_slice=pos_slice, batch_slice=batch_slice,
-                                        has_batch_dim=has_batch_dim)
+                                        has_batch_dim=has_batch_dim)  # [n, (b,) (t,) D]
+        try:
+            fits = directions.dim() < scaled.dim() and torch.broadcast_shapes(scaled.shape, directions.shape)
+        except RuntimeError:
+            fits = False
+        if not fits:
+            raise InputError(f"tokens of shape {tuple(directions.shape[:-1])} do not fit the stack's (batch, pos) "
+                             f"axes {tuple(scaled.shape[1:-1])}: one token per row, or [batch, pos]")
         return (scaled * directions).sum(-1)
 
     # -- the stream, accumulated and decomposed --------------------------------------------------------------
@@ -198,7 +218,7 @@ class ResidualStream:
         layer = self._layer(layer)
         p, squeeze = _projection(project_output_onto)
         W_out = self.model.W_out  # [L, d_mlp, D]
-        ids = tl_slice(torch.arange(W_out.shape[1]), neuron_slice, 0).reshape(-1)  # the neurons kept, [n]
+        ids = tl_slice(torch.arange(W_out.shape[1]), neuron_slice, 0, "neuron_slice").reshape(-1)  # kept, [n]
         folded = apply_ln and p is not None  # LN_s(a·w)·p = (a / s)·((w − mean w)·p): no [.., n, D] tensor
         norm, key = self._reader(layer, mlp_input and layer < self.n_layers) if folded else (None, None)
         parts = []
@@ -206,7 +226,7 @@ class ResidualStream:
             acts = tl_slice(self["post", i, "mlp"], pos_slice, -2)[..., ids.to(W_out.device)]  # [B, (T,) n]
             w = W_out[i, ids]  # [n, D]
             if folded:
-                acts = acts / tl_slice(self[key], pos_slice, -2)  # [B, (T,) n] / [B, (T,) 1]
+                acts = acts / tl_slice(self._scale(key), pos_slice, -2)  # [B, (T,) n] / [B, (T,) 1]
                 w = w - w.mean(-1, keepdim=True) if norm.centres else w
             w = w if p is None else w @ p.to(w.dtype)  # [n, D] @ [D, k] -> [n, k]
             cells = acts.numel() * w.shape[-1] * layer

@@ -192,11 +192,17 @@ class Block(nn.Module):
         s, a = self.site, self.attn
         x = cap.hook(f"{s}.hook_resid_pre", x)
         B, T, D = x.shape
-        per = [cap.hook(f"{a.site}.{p}", x[:, :, None].expand(B, T, n, D))  # [B, T, D] -> [B, T, n, D]
+        per = [cap.hook(f"{a.site}.{p}", _own(cap, f"{a.site}.{p}", x[:, :, None].expand(B, T, n, D)))  # [B, T, n, D]
                for p, n in zip(a.SPLIT_HOOKS, (a.n_heads, a.n_kv_heads, a.n_kv_heads))]
         ln1 = self._normed("ln_attn", cap)  # fires once per q, k and v input ([B, T, n, 1] scales), as TL's ln1
         attn = cap.hook(f"{s}.hook_attn_out", a.forward_split(*(ln1(p) for p in per), ctx))
         mid = x + attn if self.parallel else cap.hook(f"{s}.hook_resid_mid", x + attn)
-        mlp_in = cap.hook(f"{s}.hook_mlp_in", x if self.parallel else mid)
+        mlp_in = cap.hook(f"{s}.hook_mlp_in", _own(cap, f"{s}.hook_mlp_in", x if self.parallel else mid))
         mlp = self.mlp(self._normed("ln_mlp", cap)(mlp_in))
         return cap.hook(f"{s}.hook_resid_post", mid + cap.hook(f"{s}.hook_mlp_out", mlp))
+
+
+def _own(cap: hooks.Capture, name: str, x: torch.Tensor) -> torch.Tensor:
+    """A split input as hook `name` gets it: a view of the stream (expand, no copy), or a copy when an intervention
+    on it may change it in place (writing through the view would change the stream and every other head's input)."""
+    return x.clone() if name in cap.interventions else x

@@ -40,8 +40,10 @@ class TransformerLensWeights:
     # -- embeddings and unembedding -----------------------------------------------------------------------
     @property
     def W_E(self) -> torch.Tensor:
-        """The token embeddings [V, D] (before any embedding scale: Gemma's √D is applied in the run, at hook_embed)."""
-        return tl_stack(self).embed.tok.weight
+        """The token embeddings [V, D] as the run adds them, times any embedding scale (Gemma's √D), so that
+        W_E[ids] is hook_embed (TransformerLens's conversion scales it the same way); W_U stays the head's own."""
+        emb = tl_stack(self).embed
+        return emb.tok.weight * emb.scale if emb.scale != 1.0 else emb.tok.weight
 
     @property
     def W_pos(self) -> torch.Tensor:
@@ -144,12 +146,13 @@ class TransformerLensWeights:
         return total + b_o[layer] if mlp_input and not blocks[layer].parallel else total
 
     # -- tokens --------------------------------------------------------------------------------------------
-    def to_str_tokens(self, text_or_ids) -> list[str] | list[list[str]]:
-        """Each token of a text (as to_tokens splits it) or of ids [T] / [1, T] as its own decoded string; a list
-        of texts gives one list each."""
+    def to_str_tokens(self, text_or_ids, prepend_bos: bool | None = None) -> list[str] | list[list[str]]:
+        """Each token of a text (as to_tokens(text, prepend_bos) splits it) or of ids [T] / [1, T] as its own
+        decoded string; a list of texts gives one list each."""
         if isinstance(text_or_ids, (list, tuple)) and text_or_ids and isinstance(text_or_ids[0], str):
-            return [self.to_str_tokens(t) for t in text_or_ids]
-        ids = self.to_tokens(text_or_ids)[0] if isinstance(text_or_ids, str) else torch.as_tensor(text_or_ids)
+            return [self.to_str_tokens(t, prepend_bos) for t in text_or_ids]
+        text = isinstance(text_or_ids, str)
+        ids = self.to_tokens(text_or_ids, prepend_bos)[0] if text else torch.as_tensor(text_or_ids)
         ids = ids.squeeze()  # [1, T] -> [T]
         if ids.dim() > 1:
             raise InputError(f"to_str_tokens takes one text or ids [pos] / [1, pos], not shape {tuple(ids.shape)}")
@@ -186,6 +189,9 @@ class TransformerLensWeights:
         t = torch.as_tensor(tokens, device=W_U.device)
         if t.is_floating_point() or t.numel() == 0:
             raise InputError(f"tokens are integer ids, not {t.dtype} of shape {tuple(t.shape)}")
+        if int(t.min()) < 0 or int(t.max()) >= W_U.shape[1]:
+            bad = int(t.min()) if int(t.min()) < 0 else int(t.max())
+            raise InputError(f"token id {bad} is outside this model's vocabulary (0 to {W_U.shape[1] - 1})")
         t = t.reshape(()) if t.numel() == 1 else t  # one token: [D], as TransformerLens
         ln = tl_stack(self).ln_f
         u = W_U.T[t.long()]  # [..., D]

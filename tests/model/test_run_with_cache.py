@@ -222,9 +222,9 @@ def test_gradients_through_run_with_cache_and_run_with_hooks(lecture):
 
 
 def test_cache_keys_and_stacked_layers_out_of_range_are_one_line(lecture):
-    """A layer the model lacks (also counted from the end), an int key and stack_head_results(layer=0) each say what
-    is wrong in one line (were 'blocks.-1.attn.hook_z is not in this cache', 'cannot unpack non-iterable int
-    object', 'torch.cat(): expected a non-empty list of Tensors'); in range they index as TransformerLens does."""
+    """A layer the model lacks (also counted from the end), an int key and stack_head_results(layer=-2 or 5) each say
+    what is wrong in one line (were 'blocks.-1.attn.hook_z is not in this cache', 'cannot unpack non-iterable int
+    object'); in range they index as TransformerLens does (layer 0: no heads, an empty stack, as its)."""
     _, cache = lecture.run_with_cache(TEXT, names=["*hook_z", "*hook_result"])
     assert torch.equal(cache["z", -1], cache["blocks.3.attn.hook_z"]) and torch.equal(cache["z", -4], cache["z", 0])
     with pytest.raises(KeyError, match="layer -5 is outside this model's 4 layers \\(-4..3\\)"):
@@ -232,10 +232,11 @@ def test_cache_keys_and_stacked_layers_out_of_range_are_one_line(lecture):
     assert ("z", -5) not in cache and ("z", -4) in cache
     with pytest.raises(KeyError, match="index the cache by a hook name or a \\(name, layer"):
         cache[3]
-    for layer in (0, -2, 5):
-        with pytest.raises(ValueError, match=f"^layer {layer}: the heads of the layers before it are stacked; "
-                                             "choose 1..4 or -1 \\(every layer\\)$"):
+    for layer in (-2, 5):
+        with pytest.raises(InputError, match=f"^layer {layer}: choose 0..4 \\(the input of that block; 4, -1 or "
+                                             "None: the final stream\\)$"):
             cache.stack_head_results(layer=layer)
+    assert cache.stack_head_results(layer=0, pos_slice=-1).shape == (0, 1, 128)
     two = cache.stack_head_results(layer=2, pos_slice=-1)  # [2·H, B, D]
     assert two.shape == (8, 1, 128) and torch.equal(two[5], cache["result", 1][:, -1, 1])
 
