@@ -10,7 +10,6 @@ from dataclasses import dataclass, field, replace
 
 import torch
 from attnlab.model import hooks
-from attnlab.model.activation_cache import TransformerLensRuns
 from attnlab.model.cache import KVCache
 from attnlab.model.capabilities import ARCH_NAMES, Capabilities, ModelKind
 from attnlab.model.captured import MAX_STORED_CELLS, CapturedRun
@@ -31,6 +30,7 @@ from attnlab.model.masks import BIDIRECTIONAL, CAUSAL, MaskSpec, pair_mask
 from attnlab.model.model_io import ImageIO, ModelIO
 from attnlab.model.readout import Reading
 from attnlab.model.stack import check_hook_names
+from attnlab.model.tl_runs import TransformerLensRuns
 from attnlab.model.tl_weights import TransformerLensWeights
 from attnlab.model.tokenizer import ByteTokenizer, Encoding, HFTokenizer
 from attnlab.model.transformer import Decoder, Encoder, EncoderDecoder, ViT

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from attnlab.model.activation_cache import TransformerLensRuns, as_inputs
 from attnlab.model.capabilities import Capabilities, ModelKind
 from attnlab.model.captured import CapturedRun
 from attnlab.model.checkpoint import CheckpointError
@@ -21,6 +20,7 @@ from attnlab.model.hf.reading import read_tokenizer
 from attnlab.model.hooks import name_filter
 from attnlab.model.inputs import InputError, Inputs, check_tokens, validate_text
 from attnlab.model.model_io import ModelIO
+from attnlab.model.tl_runs import TransformerLensRuns, as_inputs
 from attnlab.model.tokenizer import HFTokenizer
 from attnlab.model.view.config import ViewConfig
 from attnlab.model.view.folder import check_size, check_view_folder, kind_of, model_class

@@ -13,8 +13,8 @@ import torch
 from attnlab.analysis.probes.dla import direct_logit_attribution
 from attnlab.analysis.probes.patching import activation_patching
 from attnlab.model import get_act_name, zero_head
-from attnlab.model.activation_cache import as_inputs
 from attnlab.model.registry import load
+from attnlab.model.tl_runs import as_inputs
 
 from tests.analysis.interp_models import CORRUPT, STORY
 

@@ -120,7 +120,7 @@ def test_batches_of_texts_and_token_ids():
 
 def test_a_batch_of_texts_keeps_each_texts_token_types():
     """minilm (BERT: token types) on two texts of one length: each row as its own run, types included."""
-    from attnlab.model.activation_cache import as_inputs
+    from attnlab.model.tl_runs import as_inputs
 
     lm = load("minilm")
     texts = ["the cat sat on the mat", "a dog ran in the park"]
