@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 SPECIALS = ("[BOS]", "[EOS]", "[PAD]", "[MASK]")
@@ -123,11 +124,17 @@ class HFTokenizer:
                 return "".join(f"<0x{b:02X}>" for b in raw)
         return t
 
-    @property
+    @cached_property
     def unk_id(self) -> int | None:
-        """The id every word outside the vocabulary becomes, or None (a tokenizer that reads every text)."""
+        """The id every word outside the vocabulary becomes, or None (a tokenizer that reads every text). BPE,
+        WordPiece and WordLevel name it (unk_token); a sentencepiece Unigram (T5, ALBERT, XLNet) holds its index,
+        which the binding shows only in the model's JSON."""
         unk = getattr(self.tok.model, "unk_token", None)
-        return self.tok.token_to_id(unk) if unk else None
+        if unk:
+            return self.tok.token_to_id(unk)
+        if type(self.tok.model).__name__ == "Unigram":
+            return json.loads(self.tok.model.__getstate__()).get("unk_id")
+        return None
 
     @property
     def _byte_level(self) -> bool:
