@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 SPECIALS = ("[BOS]", "[EOS]", "[PAD]", "[MASK]")
@@ -78,8 +79,9 @@ class HFTokenizer:
     kind = "hf"
 
     def __init__(self, tok, bos: str | None = None, eos: str | None = None, pad: str | None = None,
-                 mask: str | None = None):
+                 mask: str | None = None, unk: str | None = None):
         self.tok = tok
+        self._unk_name = unk  # the UNK the folder names (unk_token), when the model itself names none
         self.vocab_size = tok.get_vocab_size(with_added_tokens=True)
         vocab = tok.get_vocab(with_added_tokens=True)
         self.bos_id = vocab.get(bos) if bos else None
@@ -123,11 +125,19 @@ class HFTokenizer:
                 return "".join(f"<0x{b:02X}>" for b in raw)
         return t
 
-    @property
+    @cached_property
     def unk_id(self) -> int | None:
-        """The id every word outside the vocabulary becomes, or None (a tokenizer that reads every text)."""
+        """The id every word outside the vocabulary becomes, or None (a tokenizer that reads every text). BPE,
+        WordPiece and WordLevel name it (unk_token); a sentencepiece Unigram (T5, ALBERT, XLNet) holds its index,
+        which the binding shows only in the model's JSON; else the unk_token the folder names (Llama-2's <unk>,
+        whose BPE transformers rebuilds with byte fallback and no unk of its own)."""
         unk = getattr(self.tok.model, "unk_token", None)
-        return self.tok.token_to_id(unk) if unk else None
+        if unk:
+            return self.tok.token_to_id(unk)
+        if type(self.tok.model).__name__ == "Unigram" and (i := json.loads(self.tok.model.__getstate__())
+                                                            .get("unk_id")) is not None:
+            return i
+        return self.tok.token_to_id(self._unk_name) if self._unk_name else None
 
     @property
     def _byte_level(self) -> bool:

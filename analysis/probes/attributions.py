@@ -10,7 +10,7 @@ each patch's projection, before positions) — the value of the model's `hook_em
       baseline b: every token that is not special (BOS, EOS, PAD, MASK, [CLS] …) replaced by one token, positions
       kept: the tokenizer's [PAD], else its UNK, else its EOS (Llama-3's <|end_of_text|>, Mistral's <unk>: what
       transformers users set as pad; ig_baseline.baseline_token); the zero embedding only where the tokenizer has
-      none of these; a ViT: every patch's embedding zero, [CLS] kept. The integral is composite Simpson on panels
+      none of these; a ViT: patches zero, [CLS] (DeiT: and DIST) kept. The integral is composite Simpson on panels
       that check themselves against y and are bisected where they miss (analysis/probes/ig_rule.py): 8 steps
       (nodes besides α = 0) to start, at most 512, until the panels' errors sum to at most 1 % of |y(e) − y(b)|; a
       text's zero embedding starts from panels graded toward α = 0 as well (a zero stream under RMSNorm with RoPE
@@ -24,7 +24,7 @@ each patch's projection, before positions) — the value of the model's `hook_em
       no rollout (Chefer et al.'s Ā in analysis/probes/relevance.py is mean_h relu(∇A ⊙ A), rolled out).
 Encoder–decoder: `row` scores the target tokens and `source_row` the source tokens (both embeddings move
 together along the IG path; encoder self-attention and cross-attention edges credit source keys). A ViT's
-[CLS] is kept in the baseline, so its IG is 0.
+[CLS] (and DeiT's distillation token) is kept in the baseline, so its IG is 0.
 """
 
 from __future__ import annotations

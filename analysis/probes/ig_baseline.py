@@ -50,10 +50,12 @@ def zero_baseline(lm) -> bool:
 
 
 def baseline_embedding(lm, e: torch.Tensor, ids: torch.Tensor | None, emb: torch.nn.Module) -> torch.Tensor:
-    """b [1, ...] for the input embedding e [1, ...]: a ViT's [CLS] kept and every patch zero; the zero embedding
-    (ids None); else the baseline ids' token embeddings, scaled as hook_embed is (Gemma's √d_model)."""
+    """b [1, ...] for the input embedding e [1, ...]: a ViT's [CLS] (and DeiT's distillation token) kept and every
+    patch zero; the zero embedding (ids None); else the baseline ids' token embeddings, scaled as hook_embed is
+    (Gemma's √d_model)."""
     if lm.reads_image:
-        return torch.cat([e[:, :1], torch.zeros_like(e[:, 1:])], dim=1)
+        kept = 1 + bool(lm.cfg.distill_token)  # [CLS] (, DIST) lead the tokens
+        return torch.cat([e[:, :kept], torch.zeros_like(e[:, kept:])], dim=1)
     if ids is None:
         return torch.zeros_like(e)
     return (emb.tok.weight[ids.to(e.device)] * getattr(emb, "scale", 1.0)).detach().to(e.dtype)

@@ -52,11 +52,12 @@ def run(args) -> int:
     inputs = model_inputs(lm, args)
     group = args.group or "cross"
     query = 0 if lm.reads_image and args.query == -1 else args.query  # a ViT: [CLS] by default
+    queries, keys = _tokens(lm, inputs, group)
+    side = {"encoder": "source", "decoder": "target", "cross": "target"}[group] if lm.reads_source else "text"
+    layer = _index(args.layer, len(_stack(lm, group).blocks), "layer", "this model has layers")
+    q = _index(query, len(queries), "query", f"the {side} has positions")  # both before the (costly) mixing
     mixing = context_mixing(lm, inputs, args.method)  # [L, T, T], or an encoder–decoder's EncDecMixing
     layers = mixing.group(group) if lm.reads_source else mixing  # [L, Q, K]
-    queries, keys = _tokens(lm, inputs, group)
-    L, Q = layers.shape[:2]
-    layer, q = _index(args.layer, L, "layer", "this model has layers"), _index(query, Q, "query", "the text has positions")
     name = f"{_site(lm, group, layer)}.hook_pattern"  # this layer's pattern alone, not every layer's
     pattern = lm.forward(inputs, names=[name], records=False).capture.tensor(name)  # [1, H, Q, K]
     attention = pattern[0, :, q].float().mean(0).cpu().numpy()  # [K]: the row's head-mean weights
@@ -83,12 +84,18 @@ def _tokens(lm, inputs, group: str) -> tuple[list[str], list[str]]:
     return {"encoder": (src, src), "decoder": (tgt, tgt), "cross": (tgt, src)}[group]
 
 
+def _stack(lm, group: str):
+    """The stack of blocks whose layers the matrices of `group` are: one stack's own; an encoder–decoder's encoder
+    (group encoder) or decoder."""
+    if not lm.reads_source:
+        return lm.model
+    return lm.model.encoder if group == "encoder" else lm.model.decoder
+
+
 def _site(lm, group: str, layer: int) -> str:
     """The attention module whose pattern sits beside the matrix of `group` at `layer`."""
-    if not lm.reads_source:
-        return lm.model.blocks[layer].attn.site
-    blocks = (lm.model.encoder if group == "encoder" else lm.model.decoder).blocks
-    return (blocks[layer].cross_attn if group == "cross" else blocks[layer].attn).site
+    block = _stack(lm, group).blocks[layer]
+    return (block.cross_attn if lm.reads_source and group == "cross" else block.attn).site
 
 
 def _index(i: int, n: int, what: str, has: str) -> int:

@@ -84,7 +84,7 @@ def _transformers_backend(folder: Path, required: bool):
 
 
 def _specials(folder: Path, family: str) -> dict[str, str]:
-    """bos/eos/pad/mask token strings from special_tokens_map.json / tokenizer_config.json, else defaults."""
+    """bos/eos/pad/mask/unk token strings from special_tokens_map.json / tokenizer_config.json, else defaults."""
     found: dict[str, str] = {}
     for fname in ("tokenizer_config.json", "special_tokens_map.json"):  # the later file wins
         path = folder / fname
@@ -94,7 +94,7 @@ def _specials(folder: Path, family: str) -> dict[str, str]:
             d = json.loads(path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError):
             continue
-        for ours in ("bos", "eos", "pad", "mask"):
+        for ours in ("bos", "eos", "pad", "mask", "unk"):
             v = d.get(f"{ours}_token")
             if isinstance(v, dict):
                 v = v.get("content")

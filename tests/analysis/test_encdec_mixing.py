@@ -31,24 +31,28 @@ HF_PARTS = {
         "decoder": [(b.layer[0].SelfAttention.v, b.layer[0].SelfAttention.o.weight, b) for b in m.decoder.block],
         "cross": [(b.layer[1].EncDecAttention.v, b.layer[1].EncDecAttention.o.weight, b) for b in m.decoder.block]},
 }
+HF_PARTS["marian"] = HF_PARTS["bart"]  # Marian's modules are BART's; sinusoidal positions, scaled embeddings
 HF_ATTENTIONS = {"encoder": "encoder_attentions", "decoder": "decoder_attentions", "cross": "cross_attentions"}
 
 
-@pytest.fixture(scope="module", params=list(HF_PARTS))
+@pytest.fixture(scope="module", params=[*HF_PARTS, "marian-longer-target"])
 def pair(request, tmp_path_factory):
+    """(family, transformers' model, source ids, target ids, ours, our inputs); "-longer-target": SRC and TGT swapped
+    (12 target tokens over 8 source tokens)."""
     import transformers
 
-    family = request.param
+    family = request.param.split("-")[0]
+    src_text, tgt_text = (TGT, SRC) if request.param.endswith("longer-target") else (SRC, TGT)
     cls, conf = TINY[family]
     folder = make(tmp_path_factory.mktemp(family), family, cls, **conf)
     # both sides in float64: the recipe is compared, not float32's rounding (1 − cos near 1 magnifies it); what
     # is left is T5's: transformers' T5LayerNorm takes its variance in float32
     hf = getattr(transformers, cls).from_pretrained(folder, attn_implementation="eager").double().eval()
     tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
-    src = torch.tensor([tok.encode(SRC).ids])
-    tgt = torch.tensor([[hf.config.decoder_start_token_id, *tok.encode(TGT, add_special_tokens=False).ids]])
+    src = torch.tensor([tok.encode(src_text).ids])
+    tgt = torch.tensor([[hf.config.decoder_start_token_id, *tok.encode(tgt_text, add_special_tokens=False).ids]])
     lm = load_hf_folder(folder, dtype=torch.float64)
-    inputs = lm.encode(TGT, SRC)
+    inputs = lm.encode(tgt_text, src_text)
     assert (inputs.src_ids.tolist(), inputs.ids.tolist()) == (src.tolist(), tgt.tolist())  # each side tokenized
     return family, hf, src, tgt, lm, inputs
 

@@ -105,8 +105,27 @@ def test_mixing_of_an_encoder_decoder(capsys):
     (["--model", "lecture-decoder", "--text", "a b", "--layer", "7"], "layer 7 is out of range: this model has layers 0–3"),
     (["--model", "lecture-decoder", "--text", "a b", "--query", "-9"], "query -9 is out of range: the text has positions"),
     (["--model", "lecture-decoder"], "--text is required: lecture-decoder reads text"),
+    (["--model", "lecture-encdec", "--src-text", "the dog", "--text", "ka", "--group", "encoder", "--query", "3"],
+     "query 3 is out of range: the source has positions 0–2"),
+    (["--model", "lecture-encdec", "--src-text", "the big dog", "--text", "ka", "--query", "2"],
+     "query 2 is out of range: the target has positions 0–1"),
+    (["--model", "lecture-encdec", "--src-text", "the dog", "--text", "ka", "--group", "encoder", "--layer", "3"],
+     "layer 3 is out of range: this model has layers 0–2"),
     (["--model", "lecture-decoder", "--text", "a", "--method", "alti"], "invalid choice: 'alti'"),
 ])
 def test_bad_input_is_one_line(capsys, argv, msg):
     rc, out, err = run_cli(capsys, "mixing", *argv)
     assert rc == 2 and out == "" and msg in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("argv", [["--layer", "9"], ["--query", "-9"], ["--group", "encoder", "--query", "5"]])
+def test_a_bad_index_is_refused_before_the_mixing_runs(capsys, monkeypatch, argv):
+    """--layer and --query are checked against the model and the tokens before value zeroing reruns every block."""
+    import attnlab.analysis.probes.context_mixing as cm
+
+    def refuse(*a, **k):
+        raise AssertionError("context mixing ran before the index was checked")
+
+    monkeypatch.setattr(cm, "context_mixing", refuse)
+    rc, out, err = run_cli(capsys, "mixing", "--model", "lecture-encdec", "--src-text", "the dog", "--text", "ka", *argv)
+    assert rc == 2 and out == "" and "is out of range" in err and len(err.strip().splitlines()) == 1
