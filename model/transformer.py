@@ -30,6 +30,7 @@ class Decoder(Stack):
     or sliding-window when cfg.sliding_window is set (Mistral)."""
 
     stack_name = "decoder"
+    UNEMBED, UNEMBED_HOOKS = "unembed", ("hook_in", "hook_out")  # TransformerLens's Unembed: [B, T, D] in, [B, T, V] out
 
     def __init__(self, cfg: ModelConfig, cross: bool = False):
         own = CAUSAL if cfg.sliding_window is None else MaskSpec("sliding_window", window=cfg.sliding_window)
@@ -62,8 +63,25 @@ class Decoder(Stack):
 
     def unembed(self, h: torch.Tensor) -> torch.Tensor:
         """lm_head(h) [B, T, V], UNEMBED_ROWS rows at a time while a server pauses between steps (hooks.by_rows):
-        a 5,600-token SmolLM2 text's [T, 49,152] product is seconds of work, too long to hold the lock for."""
-        return hooks.by_rows(self.lm_head, h, self.lm_head.out_features, UNEMBED_ROWS)
+        a 5,600-token SmolLM2 text's [T, 49,152] product is seconds of work, too long to hold the lock for. Inside a
+        capture that keeps or changes them, TransformerLens's unembed.hook_in (h [B, T, D], what the head reads)
+        and unembed.hook_out (the logits [B, T, V], before any softcap, as TL's) fire around it."""
+        cap = hooks.active()
+        names = self.unembed_hooks()
+        touched = cap is not None and not cap.records_only and cap.wants_any(names)
+        if touched:
+            h = cap.hook(names[0], h)
+        logits = hooks.by_rows(self.lm_head, h, self.lm_head.out_features, UNEMBED_ROWS)
+        return cap.hook(names[1], logits) if touched else logits
+
+    def unembed_hooks(self) -> tuple[str, ...]:
+        """unembed.hook_in and unembed.hook_out under this stack's site (none without an LM head)."""
+        if self.lm_head is None:
+            return ()
+        return tuple(hooks.point(self.site, f"{self.UNEMBED}.{p}") for p in self.UNEMBED_HOOKS)
+
+    def hook_names(self) -> list[str]:
+        return [*super().hook_names(), *self.unembed_hooks()]
 
     def forward_inputs(self, inputs: Inputs, *, backend=None, cache: KVCache | None = None, mask=None) -> ModelOutput:
         """One forward over `inputs` (ids, token types)."""

@@ -17,11 +17,12 @@ from attnlab.model.moe import MoE
 from attnlab.model.norms import NormHooks
 from attnlab.model.patches import PatchEmbed
 from attnlab.model.stack import Stack
+from attnlab.model.transformer import Decoder
 
 from tests.model.helpers import tiny, tokens
 
 MODEL = Path(__file__).resolve().parents[2] / "model"
-DECLARING = (Attention, Block, MLP, MoE, Embeddings, PatchEmbed, Stack, NormHooks)
+DECLARING = (Attention, Block, MLP, MoE, Embeddings, PatchEmbed, Stack, Decoder, NormHooks)
 FIRES = ("hook", "_hook_heads", "point")  # cap.hook(name, x), _hook_heads(cap, name, x), hooks.point(site, name)
 OUTSIDE_A_CLASS = {"attention_kernels.py": Attention}  # eager_attention fires its caller's pattern hooks
 

@@ -31,9 +31,12 @@ def block(b, cross=False, mlp=("hook_pre", "hook_post")):
                                                                                        f"{b}.hook_resid_post"]
 
 
+UNEMBED = ["unembed.hook_in", "unembed.hook_out"]  # TransformerLens's Unembed, after the final norm
+
+
 def test_golden_hook_names_per_architecture():
     assert tiny("decoder", n_layers=2).hook_names() == [
-        "hook_embed", "hook_pos_embed", *block("blocks.0"), *block("blocks.1"), *ln("ln_final")]
+        "hook_embed", "hook_pos_embed", *block("blocks.0"), *block("blocks.1"), *ln("ln_final"), *UNEMBED]
     # post-norm (BERT): each norm after its sub-layer, no final norm; rope: no position embedding; SwiGLU: the up
     # projection's own hook
     b = "blocks.0"
@@ -43,15 +46,15 @@ def test_golden_hook_names_per_architecture():
         *ln(f"{b}.ln2"), f"{b}.hook_resid_post"]
     swiglu = ("hook_pre", "hook_pre_linear", "hook_post")
     assert tiny("decoder", n_layers=1, positional="rope", mlp="swiglu", norm_type="rmsnorm").hook_names() == [
-        "hook_embed", *block("blocks.0", mlp=swiglu), *ln("ln_final")]
+        "hook_embed", *block("blocks.0", mlp=swiglu), *ln("ln_final"), *UNEMBED]
     assert tiny("encdec", n_layers=1, n_dec_layers=2).hook_names() == [
         "encoder.hook_embed", "encoder.hook_pos_embed", *block("encoder.blocks.0"), *ln("encoder.ln_final"),
         "decoder.hook_embed", "decoder.hook_pos_embed", *block("decoder.blocks.0", cross=True),
-        *block("decoder.blocks.1", cross=True), *ln("decoder.ln_final"),
+        *block("decoder.blocks.1", cross=True), *ln("decoder.ln_final"), *(f"decoder.{n}" for n in UNEMBED),
     ]
     # peri-norm (Gemma 2): a norm before and after each sub-layer, TL's ln1_post and ln2_post
     peri = tiny("decoder", n_layers=1, norm="peri").hook_names()
-    assert [n for n in peri if ".ln" in n or "_out" in n] == [
+    assert [n for n in peri if ".ln" in n or "_out" in n and "unembed" not in n] == [
         *ln(f"{b}.ln1"), f"{b}.hook_attn_out", *ln(f"{b}.ln1_post"), *ln(f"{b}.ln2"), f"{b}.hook_mlp_out",
         *ln(f"{b}.ln2_post")]
     # parallel (GPT-NeoX, Phi): ln1 and ln2 both read resid_pre; no resid_mid
