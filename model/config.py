@@ -7,6 +7,8 @@ import json
 import math
 from dataclasses import dataclass
 
+from attnlab.model.tl_config import TLConfigNames
+
 ARCHS = ("decoder", "encoder", "encdec", "vit")
 # what each architecture is trained to do: next token, hidden tokens, a target from a source, an image's class
 OBJECTIVES = {"decoder": "causal", "encoder": "masked", "encdec": "seq2seq", "vit": "classify"}
@@ -23,8 +25,9 @@ ROPE_SCALINGS = ("none", "linear", "llama3", "yarn", "longrope")  # how RoPE's f
 
 
 @dataclass(frozen=True)
-class ModelConfig:
-    """Every choice of a model, made once. Strings name the options; `__post_init__` validates."""
+class ModelConfig(TLConfigNames):
+    """Every choice of a model, made once. Strings name the options; `__post_init__` validates. TransformerLens's
+    names for some (d_vocab, n_ctx, ...) come from TLConfigNames (model/tl_config.py)."""
 
     arch: str = "decoder"  # decoder | encoder | encdec | vit
     vocab_size: int = 260
