@@ -178,6 +178,13 @@ class TransformerLensWeights:
             raise InputError(f"{text!r} is not a single token of {self.name} (to_str_tokens shows how it splits)")
         return i
 
+    def to_single_str_token(self, int_token: int) -> str:
+        """The string of one token id (TransformerLens's: to_str_tokens of that id); else one InputError."""
+        V = self.cfg.vocab_size
+        if isinstance(int_token, bool) or not isinstance(int_token, int) or not 0 <= int_token < V:
+            raise InputError(f"to_single_str_token takes one token id, an int in 0..{V - 1}; got {int_token!r}")
+        return self._token_str(int_token)
+
     def tokens_to_residual_directions(self, tokens) -> torch.Tensor:
         """The residual direction each token's logit reads after the final norm's scale: W_U[:, t] times the final
         norm's weight, centred under LayerNorm (TransformerLens's with fold_ln, its from_pretrained default), [D],

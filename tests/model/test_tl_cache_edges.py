@@ -215,3 +215,16 @@ def test_to_tokens_takes_transformerlens_prepend_bos(models):
     ids = lecture.to_tokens("a cat")
     assert ids[0, 0] == lecture.tokenizer.bos_id and torch.equal(lecture.to_tokens("a cat", prepend_bos=True), ids)
     assert torch.equal(lecture.to_tokens("a cat", prepend_bos=False), ids[:, 1:])
+
+
+def test_negative_layers_follow_transformerlens(models):
+    """TransformerLens maps layer None and -1 to n_layers in accumulated_resid, decompose_resid,
+    stack_head_results and get_full_resid_decomposition, and no other negative (its range(layer) would stack
+    nothing): -1 equals n_layers here, -2 is one line."""
+    lm, _ = models["gpt2"]
+    _, cache = lm.run_with_cache(lm.to_tokens("the cat sat on the mat"))
+    n = lm.cfg.n_layers
+    for call in (cache.accumulated_resid, cache.decompose_resid, cache.get_full_resid_decomposition):
+        assert torch.equal(call(-1), call(n)) and torch.equal(call(None), call(n))
+        with pytest.raises(InputError, match=rf"^layer -2: choose 0\.\.{n} \(the input of that block"):
+            call(-2)

@@ -126,6 +126,11 @@ def test_token_helpers_follow_transformerlens(models):
     assert strs.index(" mat") == ids[0].tolist().index(mat)
     with pytest.raises(InputError, match=r"^' mat was' is not a single token of \S+ \(to_str_tokens shows how"):
         lm.to_single_token(" mat was")
+    assert lm.to_single_str_token(mat) == " mat" == lm.tokenizer.tok.decode([mat])
+    assert [lm.to_single_str_token(i) for i in ids[0].tolist()] == strs
+    for bad in (-1, lm.cfg.vocab_size, 3.0, torch.tensor(mat)):
+        with pytest.raises(InputError, match=r"^to_single_str_token takes one token id, an int in 0\.\.\d+; got "):
+            lm.to_single_str_token(bad)
     w = lm.model.ln_f.weight
     folded = lm.W_U[:, mat] * w  # TransformerLens's fold_ln: w folded into W_U, then centred (LayerNorm)
     assert torch.equal(lm.tokens_to_residual_directions(mat), folded - folded.mean())
