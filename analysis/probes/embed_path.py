@@ -42,8 +42,17 @@ def check_position(lm, inputs, position: int) -> int:
     t = inputs.ids.shape[1]
     pos = position + t if position < 0 else position
     if not 0 <= pos < t:
-        raise InputError(f"position {position} is outside the {t} input tokens")
+        raise position_error(lm, position, t)
     return pos
+
+
+def position_error(lm, position: int, t: int) -> InputError:
+    """One line for a `position` outside the t tokens it counts: an encoder–decoder's position counts the target
+    (the logit read is the decoder's), not the source."""
+    if getattr(lm, "reads_source", False):
+        return InputError(f"position {position} is outside the {t} target tokens (an encoder–decoder's position "
+                          "counts the target, not the source)")
+    return InputError(f"position {position} is outside the {t} input tokens")
 
 
 def check_target(tid: int, n: int) -> int:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from attnlab.analysis.probes.embed_path import position_error
 from attnlab.model.attention import Attention
 from attnlab.model.inputs import InputError
 
@@ -86,7 +87,7 @@ def gradient_relevance(lm, inputs, position: int = -1, target_id: int | None = N
     t = inputs.ids.shape[1]
     pos = position + t if position < 0 else position
     if not 0 <= pos < t:
-        raise InputError(f"position {position} is outside the {t} input tokens")
+        raise position_error(lm, position, t)
     was_training = lm.model.training
     lm.model.eval()
     try:

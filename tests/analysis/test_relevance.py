@@ -169,3 +169,21 @@ def test_leaves_the_model_without_gradients_or_hook_state():
     gradient_relevance(lm, encode(lm))
     assert all(p.grad is None for p in lm.model.parameters())
     assert hooks.active() is None and not lm.model.training
+
+
+def test_an_encdec_position_outside_the_target_says_target_tokens():
+    """An encoder–decoder's position counts the target (the decoder's logit), and the refusal says so; a decoder's
+    still says input tokens."""
+    from attnlab.analysis.probes.attributions import input_x_gradient
+
+    lm = tiny("encdec", 1)
+    inp = encode(lm)
+    t, s = inp.ids.shape[1], inp.src_ids.shape[1]
+    assert t != s
+    want = rf"^position 9 is outside the {t} target tokens \(an encoder–decoder's position counts the target, not"
+    for call in (gradient_relevance, input_x_gradient):
+        with pytest.raises(InputError, match=want):
+            call(lm, inp, position=9)
+    dec = tiny("decoder", 1)
+    with pytest.raises(InputError, match=rf"^position 99 is outside the {encode(dec).ids.shape[1]} input tokens$"):
+        gradient_relevance(dec, encode(dec), position=99)
