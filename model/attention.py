@@ -19,7 +19,7 @@ from attnlab.model import hooks
 from attnlab.model.attention_kernels import eager_attention, fused_attention, kernel_name, repeat_kv
 from attnlab.model.cache import KVCache
 from attnlab.model.config import ModelConfig
-from attnlab.model.norms import make_norm
+from attnlab.model.norms import make_norm, norm_hook_names, run_head_norm
 from attnlab.model.positions import apply_rope
 from attnlab.model.record import AttentionRecord, CausalMask, HostCopy
 
@@ -89,8 +89,11 @@ class Attention(nn.Module):
     SPLIT_HOOKS = ("hook_q_input", "hook_k_input", "hook_v_input")
 
     def hook_names(self) -> list[str]:
-        """This site's hook names, in the order they fire."""
-        return [f"{self.site}.{p}" for p in self.HOOKS]
+        """This site's hook names, in the order they fire (q/k norms first: cross-attention norms k before q)."""
+        norms = ((self.k_norm, "k_norm"), (self.q_norm, "q_norm")) if self.cross else \
+            ((self.q_norm, "q_norm"), (self.k_norm, "k_norm"))
+        return [*(n for m, name in norms for n in norm_hook_names(m, f"{self.site}.{name}")),
+                *(f"{self.site}.{p}" for p in self.HOOKS)]
 
     def __init__(self, cfg: ModelConfig, cross: bool = False):
         super().__init__()
@@ -151,18 +154,18 @@ class Attention(nn.Module):
             cached = ctx.cache.cross.get(self.site) if ctx.cache is not None else None
             if cached is None:
                 k, v = self.project_kv(ctx.memory)
-                k, v = self.k_norm(self._heads(k)), self._heads(v)
+                k, v = run_head_norm(self.k_norm, self._heads(k), f"{self.site}.k_norm"), self._heads(v)
                 if ctx.cache is not None:
                     ctx.cache.cross[self.site] = (k, v)  # computed once per source
             else:
                 k, v = cached
-            return self.q_norm(q), k, v
+            return run_head_norm(self.q_norm, q, f"{self.site}.q_norm"), k, v
         q, k, v = self.project_qkv(x)
         return self._finish(self._heads(q), self._heads(k), self._heads(v), ctx)
 
     def _finish(self, q, k, v, ctx: AttnCtx):
         """q [B, H, q, d], k, v [B, Hkv, k, d] from their projections: q/k norms, RoPE, the cache."""
-        q, k = self.q_norm(q), self.k_norm(k)
+        q, k = run_head_norm(self.q_norm, q, f"{self.site}.q_norm"), run_head_norm(self.k_norm, k, f"{self.site}.k_norm")
         if ctx.rope is not None:
             q, k = apply_rope(q, *ctx.rope), apply_rope(k, *ctx.rope)
         if ctx.cache is not None:

@@ -7,6 +7,7 @@ import torch
 import torch.nn as nn
 from attnlab.model import hooks
 from attnlab.model.config import ModelConfig
+from attnlab.model.norms import LayerNorm, norm_hook_names, run_norm
 from attnlab.model.positions import sinusoidal_table
 
 
@@ -16,6 +17,7 @@ class Embeddings(nn.Module):
     token embeddings alone, before the positions). Position p reads row p + pos_offset."""
 
     HOOKS = ("hook_embed", "hook_pos_embed")  # [B, T, E] token embeddings; [B, T, E|D] positions (learned, sinusoidal)
+    NORM = "embed.ln"  # TransformerLens's BertEmbed.ln: embed.ln.hook_scale, embed.ln.hook_normalized (BERT)
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -28,7 +30,7 @@ class Embeddings(nn.Module):
         elif cfg.positional == "sinusoidal":
             self.register_buffer("sin_table", sinusoidal_table(n_pos, p), persistent=False)
         self.types = nn.Embedding(cfg.type_vocab_size, e) if cfg.type_vocab_size else None
-        self.norm = nn.LayerNorm(e, eps=cfg.norm_eps) if cfg.embed_norm else nn.Identity()
+        self.norm = LayerNorm(e, eps=cfg.norm_eps) if cfg.embed_norm else nn.Identity()  # hooks: embed.ln (TL)
         self.project = nn.Linear(e, cfg.d_model, bias=not cfg.project_tokens) if cfg.d_embed else nn.Identity()
         self.project_tokens = cfg.project_tokens
         self.positional, self.offset, self.scale = cfg.positional, cfg.pos_offset, cfg.embed_scale  # scale: Gemma √d
@@ -40,7 +42,8 @@ class Embeddings(nn.Module):
         return self.HOOKS if self.positional in ("learned", "sinusoidal") else self.HOOKS[:1]
 
     def hook_names(self) -> list[str]:
-        return [hooks.point(self.site, p) for p in self.hook_points]
+        norm = [] if self.project_tokens else norm_hook_names(self.norm, hooks.point(self.site, self.NORM))
+        return [*(hooks.point(self.site, p) for p in self.hook_points), *norm]
 
     def forward(self, tokens, positions, token_type_ids=None):
         cap = hooks.active()
@@ -62,7 +65,9 @@ class Embeddings(nn.Module):
         if self.types is not None:
             tt = token_type_ids if token_type_ids is not None else torch.zeros_like(tokens)
             x = x + self.types(tt)
-        return x if self.project_tokens else self.project(self.norm(x))  # [B, T, E] -> [B, T, D]
+        if self.project_tokens:
+            return x
+        return self.project(run_norm(self.norm, x, hooks.point(self.site, self.NORM)))  # [B, T, E] -> [B, T, D]
 
 
     def skip_padding(self, tokens, positions):

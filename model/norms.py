@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
+from attnlab.model import hooks
 from attnlab.model.config import ModelConfig
 
 
@@ -78,3 +79,21 @@ def has_hooks(norm: nn.Module) -> bool:
 def norm_hook_names(norm: nn.Module, site: str) -> list[str]:
     """`site`.hook_scale and `site`.hook_normalized for a norm with a scale; [] for an Identity."""
     return [f"{site}.{p}" for p in norm.HOOKS] if has_hooks(norm) else []
+
+
+def run_norm(norm: nn.Module, x: torch.Tensor, site: str) -> torch.Tensor:
+    """norm(x), firing `site`.hook_scale and .hook_normalized when a capture keeps or changes them (BERT's
+    embed.ln); the plain call otherwise."""
+    cap = hooks.active()
+    if cap is None or cap.records_only or not has_hooks(norm):
+        return norm(x)
+    return norm.forward_hooked(x, cap, site)
+
+
+def run_head_norm(norm: nn.Module, x: torch.Tensor, site: str) -> torch.Tensor:
+    """A per-head q or k norm (Qwen3, Gemma 3: TransformerLens's attn.q_norm / attn.k_norm) of x [B, n, T, d],
+    its hooks in hook_q's layout: hook_scale [B, T, n, 1], hook_normalized [B, T, n, d]."""
+    cap = hooks.active()
+    if cap is None or cap.records_only or not has_hooks(norm):
+        return norm(x)
+    return norm.forward_hooked(x.transpose(1, 2), cap, site).transpose(1, 2)  # [B, n, T, d] <-> [B, T, n, d]

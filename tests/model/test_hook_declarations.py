@@ -93,7 +93,8 @@ def test_the_model_names_exactly_the_declared_hooks():
     seen = set()
     for arch, kw in [("decoder", {"mlp": "swiglu"}), ("decoder", {"mlp": "moe", "n_experts": 4, "top_k": 2}),
                      ("encdec", {}), ("encoder", {"norm": "post"}), ("decoder", {"norm": "parallel"}),
-                     ("decoder", {"norm": "peri", "norm_type": "rmsnorm"})]:
+                     ("decoder", {"norm": "peri", "norm_type": "rmsnorm"}), ("encdec", {"qk_norm": True}),
+                     ("encoder", {"norm": "post", "embed_norm": True})]:
         m = tiny(arch, **kw)
         with capture(names="*") as cap, torch.no_grad():
             m(tokens(6), tokens(5)) if arch == "encdec" else m(tokens(6))
