@@ -13,7 +13,7 @@ from attnlab.model.norms import NormHooks
 from attnlab.model.parity import load_transformers
 
 from tests.family_grid import TINY, make
-from tests.model.helpers import tiny, tokens
+from tests.model.helpers import halved_norm_logits, norm_inputs, tiny, tl_norm, tokens
 
 TEXT = "the cat sat on the mat because the mat was warm"
 
@@ -78,26 +78,11 @@ def hf_pairs(tmp_path_factory):
     return out
 
 
-def tl_norm(x: torch.Tensor, eps: float, centre: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """TransformerLens's LayerNorm / RMSNorm in plain torch: (scale [..., 1], normalized [..., D])."""
-    x = x - x.mean(-1, keepdim=True) if centre else x
-    scale = (x.pow(2).mean(-1, keepdim=True) + eps).sqrt()
-    return scale, x / scale
-
-
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
 def test_scale_and_normalized_equal_transformers_own_norm_inputs(hf_pairs, family):
     lm, hf, norms = hf_pairs[family]
     ids = lm.encode(TEXT).ids
-    seen = {}
-    handles = [mod.register_forward_pre_hook(lambda _m, args, site=site: seen.__setitem__(site, args[0].detach()))
-               for site, mod in norms.items()]
-    try:
-        with torch.no_grad():
-            theirs = hf(ids).logits
-    finally:
-        for h in handles:
-            h.remove()
+    seen, theirs = norm_inputs(hf, norms, ids)
     ours, cache = lm.run_with_cache(ids, names=["*ln*", "*.hook_resid_post"])
     assert (ours - theirs).abs().max() < 1e-5
     assert len(seen) == len(norms) == 2 * lm.cfg.n_layers + 1
@@ -117,14 +102,7 @@ def test_doubling_one_scale_equals_halving_that_norms_output_in_transformers(hf_
     """hook_scale × 2 at blocks.1.ln1 = transformers with that norm's x̂·w halved (its bias, GPT-2's, kept)."""
     lm, hf, norms = hf_pairs[family]
     ids = lm.encode(TEXT).ids
-    mod = norms["blocks.1.ln1"]
-    b = mod.bias.detach() if getattr(mod, "bias", None) is not None else 0.0
-    handle = mod.register_forward_hook(lambda _m, _a, out: b + (out - b) / 2)
-    try:
-        with torch.no_grad():
-            theirs = hf(ids).logits
-    finally:
-        handle.remove()
+    theirs = halved_norm_logits(hf, norms["blocks.1.ln1"], ids)
     ours = lm.run_with_hooks(ids, fwd_hooks=[("blocks.1.ln1.hook_scale", lambda s, hook: s * 2)])
     plain = lm.run_with_hooks(ids)
     assert (ours - plain).abs().max() > 1e-2  # the intervention changes the logits …

@@ -12,7 +12,7 @@ from attnlab.model.hooks import capture
 from attnlab.model.parity import load_transformers
 
 from tests.family_grid import TINY, make
-from tests.model.helpers import tiny, tokens
+from tests.model.helpers import halved_norm_logits, norm_inputs, tiny, tl_norm, tokens
 
 TEXT = "the cat sat on the mat because the mat was warm"
 
@@ -41,38 +41,22 @@ def pairs(tmp_path_factory):
 def test_norm_hooks_equal_transformers_norm_inputs(pairs, family):
     lm, hf, norms = pairs[family]
     ids = lm.encode(TEXT).ids
-    seen = {}
-    handles = [m.register_forward_pre_hook(lambda _m, a, s=site: seen.__setitem__(s, a[0].detach()))
-               for site, m in norms.items()]
-    try:
-        with torch.no_grad():
-            hf(ids)
-    finally:
-        for h in handles:
-            h.remove()
+    seen, _ = norm_inputs(hf, norms, ids)
     _, cache = lm.run_with_cache(ids, names=[f"{s}.*" for s in norms])
     assert len(seen) == len(norms) == (1 if family == "bert" else 2 * lm.cfg.n_layers)
     for site, x in seen.items():  # qwen3: x [B, T, n, d] (transformers' layout before the transpose)
-        x = x - x.mean(-1, keepdim=True) if family == "bert" else x
-        scale = (x.pow(2).mean(-1, keepdim=True) + norms[site].eps if family == "bert" else
-                 x.pow(2).mean(-1, keepdim=True) + norms[site].variance_epsilon).sqrt()
+        eps = norms[site].eps if family == "bert" else norms[site].variance_epsilon
+        scale, normalized = tl_norm(x, eps, centre=family == "bert")
         assert cache[f"{site}.hook_scale"].shape == x.shape[:-1] + (1,)
         torch.testing.assert_close(cache[f"{site}.hook_scale"], scale, rtol=0, atol=1e-6)
-        torch.testing.assert_close(cache[f"{site}.hook_normalized"], x / scale, rtol=0, atol=1e-6)
+        torch.testing.assert_close(cache[f"{site}.hook_normalized"], normalized, rtol=0, atol=1e-6)
 
 
 @pytest.mark.parametrize(("family", "site"), [("qwen3", "blocks.1.attn.k_norm"), ("bert", "embed.ln")])
 def test_doubling_a_scale_equals_halving_that_norms_output_in_transformers(pairs, family, site):
     lm, hf, norms = pairs[family]
     ids = lm.encode(TEXT).ids
-    mod = norms[site]
-    b = mod.bias.detach() if getattr(mod, "bias", None) is not None else 0.0
-    handle = mod.register_forward_hook(lambda _m, _a, out: b + (out - b) / 2)
-    try:
-        with torch.no_grad():
-            theirs = hf(ids).logits
-    finally:
-        handle.remove()
+    theirs = halved_norm_logits(hf, norms[site], ids)
     ours = lm.run_with_hooks(ids, fwd_hooks=[(f"{site}.hook_scale", lambda s, hook: s * 2)])
     assert (ours - lm.run_with_hooks(ids)).abs().max() > 1e-3
     torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-6)
