@@ -118,6 +118,7 @@ class Attention(nn.Module):
             self.k_norm = make_norm(cfg, cfg.d_head)
         else:
             self.q_norm = self.k_norm = nn.Identity()
+        self.qk_norm = cfg.qk_norm
         self.site, self.stack, self.layer = "attn", "", 0  # set by name_sites()
 
     def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -154,18 +155,22 @@ class Attention(nn.Module):
             cached = ctx.cache.cross.get(self.site) if ctx.cache is not None else None
             if cached is None:
                 k, v = self.project_kv(ctx.memory)
-                k, v = run_head_norm(self.k_norm, self._heads(k), f"{self.site}.k_norm"), self._heads(v)
+                k, v = self._head_norm("k_norm", self._heads(k)), self._heads(v)
                 if ctx.cache is not None:
                     ctx.cache.cross[self.site] = (k, v)  # computed once per source
             else:
                 k, v = cached
-            return run_head_norm(self.q_norm, q, f"{self.site}.q_norm"), k, v
+            return self._head_norm("q_norm", q), k, v
         q, k, v = self.project_qkv(x)
         return self._finish(self._heads(q), self._heads(k), self._heads(v), ctx)
 
+    def _head_norm(self, name: str, x: torch.Tensor) -> torch.Tensor:
+        """The per-head q or k norm `name` ("q_norm" | "k_norm") of x [B, n, T, d]; x itself without QK-norm."""
+        return run_head_norm(getattr(self, name), x, self.site, name) if self.qk_norm else x
+
     def _finish(self, q, k, v, ctx: AttnCtx):
         """q [B, H, q, d], k, v [B, Hkv, k, d] from their projections: q/k norms, RoPE, the cache."""
-        q, k = run_head_norm(self.q_norm, q, f"{self.site}.q_norm"), run_head_norm(self.k_norm, k, f"{self.site}.k_norm")
+        q, k = self._head_norm("q_norm", q), self._head_norm("k_norm", k)
         if ctx.rope is not None:
             q, k = apply_rope(q, *ctx.rope), apply_rope(k, *ctx.rope)
         if ctx.cache is not None:

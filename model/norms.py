@@ -90,10 +90,11 @@ def run_norm(norm: nn.Module, x: torch.Tensor, site: str) -> torch.Tensor:
     return norm.forward_hooked(x, cap, site)
 
 
-def run_head_norm(norm: nn.Module, x: torch.Tensor, site: str) -> torch.Tensor:
-    """A per-head q or k norm (Qwen3, Gemma 3: TransformerLens's attn.q_norm / attn.k_norm) of x [B, n, T, d],
-    its hooks in hook_q's layout: hook_scale [B, T, n, 1], hook_normalized [B, T, n, d]."""
+def run_head_norm(norm: nn.Module, x: torch.Tensor, site: str, name: str) -> torch.Tensor:
+    """A per-head q or k norm (Qwen3, Gemma 3: TransformerLens's attn.q_norm / attn.k_norm, `name` under the
+    attention `site`) of x [B, n, T, d], its hooks in hook_q's layout: hook_scale [B, T, n, 1], hook_normalized
+    [B, T, n, d]."""
     cap = hooks.active()
     if cap is None or cap.records_only or not has_hooks(norm):
         return norm(x)
-    return norm.forward_hooked(x.transpose(1, 2), cap, site).transpose(1, 2)  # [B, n, T, d] <-> [B, T, n, d]
+    return norm.forward_hooked(x.transpose(1, 2), cap, f"{site}.{name}").transpose(1, 2)  # [B, n, T, d] <-> [B, T, n, d]

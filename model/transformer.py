@@ -67,8 +67,8 @@ class Decoder(Stack):
         capture that keeps or changes them, TransformerLens's unembed.hook_in (h [B, T, D], what the head reads)
         and unembed.hook_out (the logits [B, T, V], before any softcap, as TL's) fire around it."""
         cap = hooks.active()
-        names = self.unembed_hooks()
-        touched = cap is not None and not cap.records_only and cap.wants_any(names)
+        names = () if cap is None or cap.records_only else self.unembed_hooks()
+        touched = bool(names) and cap.wants_any(names)
         if touched:
             h = cap.hook(names[0], h)
         logits = hooks.by_rows(self.lm_head, h, self.lm_head.out_features, UNEMBED_ROWS)
