@@ -132,11 +132,11 @@ def real_size_lines(out: dict) -> list[str]:
 
 
 def markdown(out: dict) -> str:
+    """The results as markdown tables (what `attnlab bench` prints and docs/benchmarks.md keeps)."""
     from attnlab.bench.costs import COSTS, costs_markdown
     from attnlab.bench.hostile import HOSTILE
     from attnlab.bench.hostile_table import hostile_markdown
 
-    """The results as markdown tables (what `attnlab bench` prints and docs/benchmarks.md keeps)."""
     if Top.MODELS not in out:  # only the browser sections (a file written by --browser / --class alone)
         lines = browser_markdown(out[Top.BROWSER]) if out.get(Top.BROWSER) else []
         lines += class_markdown(out[Top.CLASS]) if out.get(Top.CLASS) else []

@@ -193,7 +193,7 @@ class Attention(nn.Module):
             z = fused_attention(q, k, v, ctx.mask, ctx.bias, self.scale, ctx.is_causal, ctx.backend,
                                 ctx.dead_rows)
         if cap is not None and cap.keep_records:
-            cap.add(self._record(q, k_kv, ctx, *self._ran(ctx, q, k, v, pattern is not None), None, pattern))
+            self._keep(cap, ctx, q, k_kv, *self._ran(ctx, q, k, v, pattern is not None), None, pattern)
         B, H, T, d = z.shape
         return self.out(z.transpose(1, 2).reshape(B, T, H * d))  # [B, H, T, d] -> [B, T, D]
 
@@ -269,7 +269,7 @@ class Attention(nn.Module):
             # capture 1.3–1.9× slower than transformers' output_attentions at T = 512–2048).
             if f"{s}.hook_attn_scores" not in cap.interventions:
                 scores = None
-            cap.add(self._record(q, k_kv, ctx, *self._ran(ctx, q, k, v, eager), scores, pattern))
+            self._keep(cap, ctx, q, k_kv, *self._ran(ctx, q, k, v, eager), scores, pattern)
         return z
 
     def _pattern_names(self) -> list[str]:
@@ -282,16 +282,22 @@ class Attention(nn.Module):
             return torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()[None, None]
         return ctx.mask
 
-    def _record(self, q, k, ctx, backend, kernel, scores, pattern) -> AttentionRecord:
-        """q, k, the bias and an eager run's scores and pattern stay tensors where they are (a GPU's: no copy, no
-        sync) until the record is read."""
-        def kept(t):
-            return None if t is None else t.detach()
+    def _keep(self, cap: hooks.Capture, ctx: AttnCtx, q, k, backend, kernel, scores, pattern) -> None:
+        """This site's record into cap: q [B, H, q, d], k [B, Hkv, k, d], the bias and an eager run's scores and pattern
+        stay tensors where they are (a GPU's: no copy, no sync), detached, until the record is read."""
+        if not cap.keep_patterns:
+            scores = pattern = None
+        cap.add(self.site, self._record, _frozen(q), _frozen(k), ctx.q_offset, ctx.record_mask(k.shape[2]),
+                _frozen(ctx.bias), backend, kernel, _frozen(scores), _frozen(pattern))
 
+    def _record(self, q, k, q_offset, mask, bias, backend, kernel, scores, pattern) -> AttentionRecord:
         return AttentionRecord(
             site=self.site, stack=self.stack, layer=self.layer, attn_type="cross" if self.cross else "self",
-            backend=backend, kernel=kernel, scale=self.scale, q_offset=ctx.q_offset,
-            q=q.detach(), k=k.detach(), mask=ctx.record_mask(k.shape[2]),
-            bias=None if ctx.bias is None else ctx.bias.detach(), scores_full=kept(scores), pattern_full=kept(pattern),
-            softcap=self.softcap,
+            backend=backend, kernel=kernel, scale=self.scale, q_offset=q_offset, q=q, k=k, mask=mask, bias=bias,
+            scores_full=scores, pattern_full=pattern, softcap=self.softcap,
         )
+
+
+def _frozen(t: torch.Tensor | None) -> torch.Tensor | None:
+    """t without its autograd history (t itself when it has none)."""
+    return t.detach() if t is not None and t.requires_grad else t

@@ -52,12 +52,15 @@ class Capture:
         records: bool = True,
         detach: bool = True,
         split_inputs: bool = False,
+        patterns: bool = True,
     ):
-        self.records: dict[str, list[AttentionRecord]] = {}
+        self._records: dict[str, list[AttentionRecord]] = {}
+        self._pending: list[tuple] = []  # (site, build, args): a record made when the records are first read
         self.tensors: dict[str, list[torch.Tensor]] = {}
         self.routers: dict[str, list[RouterRecord]] = {}  # mixture-of-experts routers (model/moe.py)
         self.interventions = dict(interventions or {})
         self.keep_records = records
+        self.keep_patterns = patterns  # False: an eager record keeps q and k only (patterns recomputed when read)
         self.detach = detach
         self.split_inputs = split_inputs  # every receiver reads its own copy of the stream (*.SPLIT_HOOKS)
         self._want = name_filter(names)
@@ -96,14 +99,26 @@ class Capture:
             self._kept.add(x.untyped_storage().data_ptr())
         return x
 
-    def add(self, record: AttentionRecord) -> None:
+    def add(self, site: str, build: Callable[..., AttentionRecord], *args) -> None:
+        """The record of `site` from this forward, build(*args), made when the records are first read (a forward
+        pays one append a site: a 32-layer records-only capture paid ~10 µs a layer building records it may never
+        read whole)."""
         if self.keep_records:
-            self.records.setdefault(record.site, []).append(record)
+            self._pending.append((site, build, args))
 
     def add_router(self, record: RouterRecord) -> None:
         self.routers.setdefault(record.site, []).append(record)
 
     # -- used by callers ---------------------------------------------------------------------------
+    @property
+    def records(self) -> dict[str, list[AttentionRecord]]:
+        """Each site's records, one per forward in the order they ran."""
+        if self._pending:
+            for site, build, args in self._pending:
+                self._records.setdefault(site, []).append(build(*args))
+            self._pending.clear()
+        return self._records
+
     @property
     def sites(self) -> list[str]:
         return list(self.records)
@@ -167,7 +182,7 @@ def name_filter(names) -> Callable[[str], bool]:
 @contextmanager
 def capture(
     names=None, interventions: dict[str, Intervention] | None = None, records: bool = True, detach: bool = True,
-    split_inputs: bool = False,
+    split_inputs: bool = False, patterns: bool = True,
 ) -> Iterator[Capture]:
     """Collect attention records (and hook tensors matching `names`, glob patterns) for the block.
 
@@ -175,8 +190,10 @@ def capture(
     new value (same shape) or None after changing the tensor in place.
     `split_inputs`: each head's q, k and v input and each MLP's input is a hook of its own (Attention.SPLIT_HOOKS,
     Block.SPLIT_HOOKS).
+    `patterns` False: the records of an eager run keep q and k only, not the scores and pattern it computed (a 16-bit
+    model's records are recomputed in float32 from them).
     """
-    cap = Capture(names, interventions, records, detach, split_inputs)
+    cap = Capture(names, interventions, records, detach, split_inputs, patterns)
     token = _ACTIVE.set(cap)
     try:
         yield cap

@@ -238,14 +238,11 @@ class LoadedModel(ModelKind, ModelIO, ImageIO, TransformerLensRuns, TransformerL
         if interventions:
             check_hook_names(self.model, interventions, split=split_inputs)
         inputs = inputs.to(self.device)
+        as_kept = not is_half(self.dtype) or bool(interventions) or as_computed
         with torch.set_grad_enabled(grad), hooks.capture(names=names, interventions=interventions,
                                                          records=records, detach=not grad,
-                                                         split_inputs=split_inputs) as cap:
+                                                         split_inputs=split_inputs, patterns=as_kept) as cap:
             out = self.model.forward_inputs(inputs, backend=backend, cache=cache, mask=mask)
-        if is_half(self.dtype) and not interventions and not as_computed:
-            for recs in cap.records.values():
-                for r in recs:  # this capture's own records: dropped in place, nothing read to the host
-                    r.scores_full = r.pattern_full = None
         return Forward(out.logits, out.hidden, cap)
 
     def run(self, text: str | None = None, src_text: str | None = None, *, backend: str = "eager",

@@ -56,6 +56,11 @@ def local_rope(cfg: ModelConfig, layer: int | None) -> bool:
         (cfg.sliding_layers is None or layer in cfg.sliding_layers)
 
 
+def long_factors(cfg: ModelConfig, n_positions: int) -> bool:
+    """True when longrope's long factors apply: a forward reaching past the original length."""
+    return cfg.rope_scaling == "longrope" and n_positions > cfg.rope_original_len
+
+
 def rope_inv_freq(cfg: ModelConfig, device=None, n_positions: int = 0, layer: int | None = None) -> torch.Tensor:
     """The frequencies cfg's RoPE turns each pair of rotary dims by, per position: float32 [rotary dims / 2], in
     `layer` (the local base, unscaled, where local_rope says; None: the global RoPE). `n_positions` (the highest
@@ -66,7 +71,7 @@ def rope_inv_freq(cfg: ModelConfig, device=None, n_positions: int = 0, layer: in
     if cfg.rope_scaling == "yarn":
         return yarn_inv_freq(cfg, device)
     if cfg.rope_scaling == "longrope":
-        ext = cfg.rope_long if n_positions > cfg.rope_original_len else cfg.rope_short
+        ext = cfg.rope_long if long_factors(cfg, n_positions) else cfg.rope_short
         shape = torch.arange(0, rot, 2, dtype=torch.int64, device=device).float() / rot
         return 1.0 / (torch.tensor(ext, dtype=torch.float32, device=device) * cfg.rope_base ** shape)
     inv = base_inv_freq(rot, cfg.rope_base, device)
@@ -88,9 +93,16 @@ def rope_cos_sin(positions: torch.Tensor, inv_freq: torch.Tensor,
     return ang.cos() * attn_factor, ang.sin() * attn_factor
 
 
-def layer_cos_sin(cfg: ModelConfig, positions: torch.Tensor, layer: int | None = None,
-                  n_positions: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def layer_cos_sin(cfg: ModelConfig, positions: torch.Tensor, layer: int | None = None, n_positions: int = 0,
+                  memo: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """cos, sin [T, rot] of `layer`'s RoPE at `positions` (float32), the attention factor (yarn, longrope) on the
-    global RoPE only."""
-    factor = 1.0 if local_rope(cfg, layer) else cfg.rope_attn_factor
-    return rope_cos_sin(positions, rope_inv_freq(cfg, positions.device, n_positions, layer), factor)
+    global RoPE only. `memo` (a model's own dict) keeps the frequencies per device and kind, made once rather than in
+    every forward (llama3's and yarn's are a dozen small operations)."""
+    local = local_rope(cfg, layer)
+    key = (positions.device, local, long_factors(cfg, n_positions))
+    inv = None if memo is None else memo.get(key)
+    if inv is None:
+        inv = rope_inv_freq(cfg, positions.device, n_positions, layer)
+        if memo is not None:
+            memo[key] = inv
+    return rope_cos_sin(positions, inv, 1.0 if local else cfg.rope_attn_factor)

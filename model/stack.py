@@ -44,6 +44,7 @@ class Stack(nn.Module):
         self.embed = embed if embed is not None else Embeddings(cfg)
         self.blocks = nn.ModuleList(Block(cfg, cross) for _ in range(n_layers))
         self.ln_f = make_norm(cfg) if cfg.norm in ("pre", "peri", "parallel") else nn.Identity()
+        self._rope_freqs: dict = {}  # RoPE's frequencies per device and kind (rope.layer_cos_sin)
         if cfg.positional == "alibi":
             self.register_buffer("alibi_slopes", alibi_slopes(cfg.n_heads), persistent=False)
         elif cfg.positional == "relative":  # T5: one bias table per stack, shared by its self-attention layers
@@ -127,7 +128,8 @@ class Stack(nn.Module):
         elif self.cfg.positional == "relative":
             bias = self.rel_bias(pos, torch.arange(k_len, device=device))  # [H, T, k]
         elif self.cfg.positional == "rope":
-            rope = layer_cos_sin(self.cfg, pos, layer, n_positions=k_len)  # k_len: the highest position + 1; float32
+            # k_len: the highest position + 1; float32
+            rope = layer_cos_sin(self.cfg, pos, layer, n_positions=k_len, memo=self._rope_freqs)
         square_causal = spec.kind == "causal" and offset == 0 and attention_mask is None
         is_causal = backend != "eager" and square_causal and bias is None and mask is not None and T > 1
         if is_causal:

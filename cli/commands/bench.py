@@ -89,7 +89,8 @@ def add_parser(sub) -> None:
                         "memory, capture vs forward, one head's pattern, Explore/Heatmaps): merged into --out (default "
                         "docs/benchmarks.json) and --docs (default docs/benchmarks.md)")
     p.add_argument("--shapes", default="llama-3.2-1b,qwen2.5-3b",
-                   help="--real-size: comma-separated shapes (llama-3.2-1b, qwen2.5-3b, llama-100m)")
+                   help="--real-size: comma-separated shapes (llama-3.2-1b, qwen2.5-3b, llama-100m, llama-8b-layout: "
+                        "Llama-3.1-8B's layout at a width where the host bounds the forward)")
     p.add_argument("--checkpoints", default=None, metavar="DIR",
                    help="--real-size: where the random checkpoints are built and kept (default "
                         "~/.cache/attnlab/bench-real-size; 2.5 GB for 1B, 6.2 GB for 3B)")

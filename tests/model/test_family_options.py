@@ -143,6 +143,19 @@ def test_long_factors_are_used_past_the_original_length(folders):
     assert (got - want).abs().max() > 1e-3
 
 
+def test_one_model_switches_factors_between_forwards(folders):
+    """The frequencies are kept per kind: a short text (short factors) and then a long one (long factors) on one
+    model each get transformers' own scores, and the short again after the long."""
+    lm = load_hf_folder(folders["phi3-longrope-long"])
+    short, long = lm.encode("the cat"), lm.encode(G.TEXT)
+    assert short.ids.shape[1] <= 8 < long.ids.shape[1]  # original_max_position_embeddings = 8
+    for inputs in (short, long, short):
+        want = _hf_scores(folders["phi3-longrope-long"], inputs.ids)[1]
+        got = torch.from_numpy(lm.capture(inputs, backend="sdpa")["blocks.1.attn"].scores())
+        assert (got - want).abs().max() <= TOL_SCORES * max(1.0, float(want.abs().max()))
+    assert sorted(k[2] for k in lm.model._rope_freqs) == [False, True]  # made once per kind, then kept
+
+
 @pytest.mark.parametrize("name", ["gpt2-inverse-layer-idx", "llama-attention-and-mlp-bias", "llama-yarn",
                                   "phi3-longrope-short", "phi3-longrope-long", "bart-ffn-40-56"])
 def test_attnlab_check(folders, name):

@@ -192,3 +192,27 @@ def test_hooks_cost_nothing_when_off_and_capture_keeps_gradients():
     assert a.requires_grad
     (grad,) = torch.autograd.grad(logits[0, -1, 3], a)
     assert grad.shape == a.shape and grad.abs().sum() > 0
+
+
+def test_records_are_built_when_read_detached_and_equal_to_the_hooked_paths(monkeypatch):
+    import attnlab.model.attention as attention
+
+    m, x = tiny(n_layers=3), tokens(6)
+    built = []
+    real = attention.AttentionRecord
+    monkeypatch.setattr(attention, "AttentionRecord", lambda **kw: built.append(kw["site"]) or real(**kw))
+    with capture() as lazy:  # records only: the plain path, with gradients on
+        m(x, backend="sdpa")
+    assert built == [] and len(lazy._pending) == 3  # one append a site during the forward, no record made
+    held = [t for _, _, args in lazy._pending for t in args if isinstance(t, torch.Tensor)]
+    assert len(held) == 6 and not any(t.requires_grad for t in held)  # q and k a site, off the autograd graph
+    assert lazy.sites == ["blocks.0.attn", "blocks.1.attn", "blocks.2.attn"] and len(built) == 3
+    with capture(names="*.hook_z") as hooked:  # every attention hook fired
+        m(x, backend="sdpa")
+    for site in lazy.sites:
+        a, b = lazy[site], hooked[site]
+        assert a.layer == b.layer and a.kernel == b.kernel and a.q_offset == b.q_offset == 0
+        np.testing.assert_array_equal(a.q, b.q)
+        np.testing.assert_array_equal(a.k, b.k)
+        np.testing.assert_allclose(a.pattern(), b.pattern(), atol=1e-7, rtol=0)
+    assert lazy.records is lazy.records and len(built) == 6  # read once, kept
