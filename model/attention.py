@@ -16,7 +16,13 @@ from dataclasses import dataclass, field, replace
 import torch
 import torch.nn as nn
 from attnlab.model import hooks
-from attnlab.model.attention_kernels import eager_attention, fused_attention, kernel_name, repeat_kv
+from attnlab.model.attention_kernels import (
+    eager_attention,
+    explicit_mask,
+    fused_attention,
+    kernel_name,
+    repeat_kv,
+)
 from attnlab.model.cache import KVCache
 from attnlab.model.config import ModelConfig
 from attnlab.model.norms import make_norm, norm_hook_names, run_head_norm
@@ -187,8 +193,8 @@ class Attention(nn.Module):
         k, v = repeat_kv(k, self.group), repeat_kv(v, self.group)  # [B, Hkv, k, d] -> [B, H, k, d]
         pattern = None
         if ctx.backend == "eager" or self.softcap is not None:
-            z, _, pattern = eager_attention(q, k, v, self._mask(ctx, q, k), ctx.bias, self.scale, self.site, None,
-                                            self.softcap, ctx.dead_rows)
+            z, _, pattern = eager_attention(q, k, v, explicit_mask(ctx.mask, ctx.is_causal, q, k), ctx.bias,
+                                            self.scale, self.site, None, self.softcap, ctx.dead_rows)
         else:
             z = fused_attention(q, k, v, ctx.mask, ctx.bias, self.scale, ctx.is_causal, ctx.backend,
                                 ctx.dead_rows)
@@ -254,14 +260,14 @@ class Attention(nn.Module):
         eager = ctx.backend == "eager" or self.softcap is not None or cap.changes_any(self._pattern_names())
         scores = pattern = None
         if eager:
-            z, scores, pattern = eager_attention(q, k, v, self._mask(ctx, q, k), ctx.bias, self.scale, s, cap,
-                                                 self.softcap, ctx.dead_rows)
+            z, scores, pattern = eager_attention(q, k, v, explicit_mask(ctx.mask, ctx.is_causal, q, k), ctx.bias,
+                                                 self.scale, s, cap, self.softcap, ctx.dead_rows)
         else:
             z = fused_attention(q, k, v, ctx.mask, ctx.bias, self.scale, ctx.is_causal, ctx.backend,
                                 ctx.dead_rows)
             if cap.wants_any(self._pattern_names()):  # kept only: the eager scores and pattern beside the kernel
-                _, scores, pattern = eager_attention(q, k, v, self._mask(ctx, q, k), ctx.bias, self.scale, s, cap,
-                                                     self.softcap, ctx.dead_rows)
+                _, scores, pattern = eager_attention(q, k, v, explicit_mask(ctx.mask, ctx.is_causal, q, k),
+                                                     ctx.bias, self.scale, s, cap, self.softcap, ctx.dead_rows)
         z = cap.hook(f"{s}.hook_z", z.transpose(1, 2))  # [B, H, q, d] -> [B, q, H, d]
         if cap.keep_records:
             # Scores are kept only when an intervention changed them; otherwise scale·q·kᵀ + bias is
@@ -274,13 +280,6 @@ class Attention(nn.Module):
 
     def _pattern_names(self) -> list[str]:
         return [f"{self.site}.{p}" for p in self.PATTERN_HOOKS]
-
-    @staticmethod
-    def _mask(ctx: AttnCtx, q, k):
-        """ctx.mask, or the explicit causal mask the fused fast path left out (is_causal)."""
-        if ctx.mask is None and ctx.is_causal:
-            return torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()[None, None]
-        return ctx.mask
 
     def _keep(self, cap: hooks.Capture, ctx: AttnCtx, q, k, backend, kernel, scores, pattern) -> None:
         """This site's record into cap: q [B, H, q, d], k [B, Hkv, k, d], the bias and an eager run's scores and pattern

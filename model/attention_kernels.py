@@ -30,6 +30,13 @@ def scaled_scores(q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tenso
     return out.view(B, H, Tq, Tk)  # [B·H, q, k] -> [B, H, q, k]
 
 
+def explicit_mask(mask, is_causal: bool, q, k):
+    """`mask`, or the explicit causal mask [1, 1, q, k] that a fused fast path left out (is_causal)."""
+    if mask is None and is_causal:
+        return torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()[None, None]
+    return mask
+
+
 def eager_attention(q, k, v, mask, bias, scale, site, cap, softcap, dead_rows: bool | None):
     """Plain math with hook points on scores, mask and pattern. Returns z [B, H, q, d], scores, pattern;
     the scores come back unmasked only when a hook keeps them or an intervention changed them (else they
