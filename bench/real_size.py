@@ -20,13 +20,18 @@ from pathlib import Path
 import torch
 from attnlab.bench.load_meter import measure_alternating as measure_loads
 
+
+def llama3_rope(factor: float) -> dict:
+    """Llama 3.x's rope_parameters (theta 500,000, original length 8,192) with its `factor`."""
+    return {"rope_type": "llama3", "rope_theta": 500000.0, "factor": factor, "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+
+
 SHAPES = {  # name: (transformers config class, its fields) — the published configs' hyperparameters
     "llama-3.2-1b": ("LlamaConfig", dict(
         vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
         num_key_value_heads=8, head_dim=64, max_position_embeddings=131072, rms_norm_eps=1e-5,
-        tie_word_embeddings=True, rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0,
-                                                   "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                                                   "original_max_position_embeddings": 8192})),
+        tie_word_embeddings=True, rope_parameters=llama3_rope(32.0))),
     "qwen2.5-3b": ("Qwen2Config", dict(
         vocab_size=151936, hidden_size=2048, intermediate_size=11008, num_hidden_layers=36, num_attention_heads=16,
         num_key_value_heads=2, max_position_embeddings=32768, rms_norm_eps=1e-6, tie_word_embeddings=True,
@@ -36,9 +41,7 @@ SHAPES = {  # name: (transformers config class, its fields) — the published co
     "llama-8b-layout": ("LlamaConfig", dict(
         vocab_size=32000, hidden_size=256, intermediate_size=512, num_hidden_layers=32, num_attention_heads=32,
         num_key_value_heads=8, head_dim=8, max_position_embeddings=131072, rms_norm_eps=1e-5,
-        tie_word_embeddings=False, rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
-                                                    "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                                                    "original_max_position_embeddings": 8192})),
+        tie_word_embeddings=False, rope_parameters=llama3_rope(8.0))),
     # ~100 M parameters: the CPU test's size (tests/model/test_load_memory.py)
     "llama-100m": ("LlamaConfig", dict(
         vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=8, num_attention_heads=12,

@@ -20,13 +20,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
-from attnlab.bench.real_size import SHAPES, byte_tokenizer  # noqa: E402
+from attnlab.bench.real_size import SHAPES, byte_tokenizer, llama3_rope  # noqa: E402
 
 SHAPES = SHAPES | {"llama-3.1-8b": ("LlamaConfig", dict(  # the published config's hyperparameters
     vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
     num_key_value_heads=8, head_dim=128, max_position_embeddings=131072, rms_norm_eps=1e-5, tie_word_embeddings=False,
-    rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
-                     "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}))}
+    rope_parameters=llama3_rope(8.0)))}
 GB = 1024 ** 3
 
 
