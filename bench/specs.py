@@ -83,6 +83,8 @@ def predicted_bytes(cfg: dict, mode: str, T: int) -> int:
     return {
         "fused": base, "hf_sdpa": base + T * T * 4,
         "lazy_capture": base + L * 3 * T * D * 4 + T * T,
-        "eager_capture": base + 2 * maps + layer,  # scores and pattern kept per site
+        # each site's pattern kept (its scores masked in place and dropped: recomputed from q and k when read), as
+        # transformers keeps its attentions; a layer's scores, mask and softmax at the peak
+        "eager_capture": base + maps + layer,
         "hf_eager_attentions": base + maps + layer,
     }[mode]

@@ -75,8 +75,8 @@ def test_worker_job_runs_in_its_own_process(gpt2_spec):
 def test_predicted_memory_orders_the_modes():
     cfg = {"layers": 12, "heads": 12, "d_model": 768, "vocab": 50257}
     p = {m: predicted_bytes(cfg, m, 4096) for m in MODES}
-    assert p["fused"] < p["lazy_capture"] < p["fused"] + 1e9 < p["hf_eager_attentions"] < p["eager_capture"]
-    assert 12 * 12 * 4096**2 * 4 < p["hf_eager_attentions"]  # 9.7 GB of maps
+    assert p["fused"] < p["lazy_capture"] < p["fused"] + 1e9 < p["hf_eager_attentions"] == p["eager_capture"]
+    assert 12 * 12 * 4096**2 * 4 < p["eager_capture"] < 1.5 * 12 * 12 * 4096**2 * 4  # 9.7 GB of maps, held once
 
 
 def fake_results():
