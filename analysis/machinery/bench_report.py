@@ -39,6 +39,8 @@ class Top:
     REAL_SIZE = "real_size"  # `attnlab bench --real-size`: {shape: {attnlab, transformers, pages}} (bench.real_size)
     HOSTILE = "class_hostile"  # `attnlab bench --class --hostile`: a list of runs, one per session count (bench.hostile)
     COSTS = "costs"  # `attnlab bench --costs`: the warm start and faithfulness ratios (bench.costs)
+    # the sections measured by a command of their own and merged into the file: a plain run keeps them
+    MERGED = (BROWSER, CLASS, CLASS_WS, BROWSER_BASELINE, REAL_SIZE, HOSTILE, COSTS)
 
 
 class Result:

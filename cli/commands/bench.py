@@ -27,7 +27,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from attnlab.cli.commands.bench_sections import check_folders, render, run_cuda, run_real_size, write_file
+from attnlab.cli.commands.bench_sections import (
+    check_folders,
+    read_saved,
+    render,
+    run_cuda,
+    run_real_size,
+    write_file,
+)
 from attnlab.cli.commands.common import add_device_args, run_settings
 from attnlab.cli.errors import UsageError
 
@@ -154,9 +161,16 @@ def run(args) -> int:
     def say(msg: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
+    saved = read_saved(Path(args.out)) if args.out else {}  # read before measuring: a bad file stops nothing measured
     out = measure(quick=args.quick, lengths=lengths, models=models, repeats=args.repeats, warmup=args.warmup,
                   max_mem_gb=args.max_mem_gb, payload=not args.no_payload, progress=say)
     out[Top.REGENERATE] = regenerate_command(args)
+    kept = {k: saved[k] for k in Top.MERGED if k in saved}  # the browser, class and real-size runs stay
+    if kept:
+        from attnlab.bench.targets import evaluate_targets
+
+        out |= kept
+        out[Top.TARGETS] = evaluate_targets(out)  # some targets read those sections
     table = markdown(out)
     print(table, file=sys.stderr if to_stdout else sys.stdout)
     if want_json:
@@ -184,10 +198,7 @@ def run_browser_section(args) -> int:
         print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
     out_path = Path(args.out or DEFAULT_PATH)
-    try:
-        out = json.loads(out_path.read_text(encoding="utf-8")) if out_path.is_file() else {}
-    except ValueError:
-        raise UsageError(f"{out_path} is not JSON; move it away or pass another --out") from None
+    out = read_saved(out_path)
     if args.browser:
         from attnlab.bench.browser import run_browser
 

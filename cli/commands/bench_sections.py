@@ -24,10 +24,7 @@ def run_real_size(args) -> int:
         raise UsageError(f"unknown shape {(unknown or [''])[0]!r}; choose from {', '.join(SHAPES)}")
     root = Path(args.checkpoints or Path.home() / ".cache" / "attnlab" / "bench-real-size").expanduser()
     out_path = Path(args.out or DEFAULT_PATH)
-    try:
-        out = json.loads(out_path.read_text(encoding="utf-8")) if out_path.is_file() else {}
-    except ValueError:
-        raise UsageError(f"{out_path} is not JSON; move it away or pass another --out") from None
+    out = read_saved(out_path)
     rounds = max(1, min(args.repeats, 5))  # forward/capture rounds, and rounds of ours/transformers' loads
     result = measure_real_size(shapes, root, repeats=rounds, load_rounds=rounds, progress=lambda msg: print(
         f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True))
@@ -99,6 +96,14 @@ def check_folders(args) -> None:
             flag = "--docs" if args.docs and path == Path(args.docs) else "--out"
             raise UsageError(f"cannot write {path}: there is no folder {path.parent} here; pass {flag} FILE in an "
                              "existing folder")
+
+
+def read_saved(path: Path) -> dict:
+    """The benchmark JSON already at `path` ({} when there is none), which a run merges its section into."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except ValueError:
+        raise UsageError(f"{path} is not JSON; move it away or pass another --out") from None
 
 
 def write_file(path: Path, text: str) -> None:
