@@ -20,7 +20,7 @@ from pathlib import Path
 from attnlab.model.checkpoint import CheckpointError
 from attnlab.model.config import ModelConfig
 from attnlab.model.families.common import Mapper, State, build, require, strip
-from attnlab.model.families.vit import _side, class_names, map_vit_encoder, require_rgb
+from attnlab.model.families.vit import _side, class_names, map_vit_embeddings, map_vit_encoder, require_rgb
 from attnlab.model.images import ImagePrep, hf_prep
 
 FAMILIES = ("deit", "clip", "clip_vision_model")
@@ -78,16 +78,9 @@ def vision_config(hf: dict, family: str, heads: str = "none") -> ModelConfig:
 
 def convert_deit(hf_state: State, cfg: ModelConfig) -> State:
     """DeiTModel (unprefixed) or DeiTForImageClassification(WithTeacher) (`deit.` prefix) tensors → ours."""
-    s = strip(hf_state, "deit.", "embeddings.cls_token")
-    D, C, P, N = cfg.d_model, cfg.n_channels, cfg.patch_size, cfg.n_patches
-    m = Mapper(s, "deit")
-    e = "embeddings."
-    m.take(e + "cls_token", "embed.cls", (1, 1, D))
-    m.take(e + "distillation_token", "embed.dist", (1, 1, D))
-    m.take(e + "position_embeddings", "embed.pos", (1, 2 + N, D))
-    m.take(e + "patch_embeddings.projection.weight", "embed.proj.weight", (D, C, P, P))
-    m.take(e + "patch_embeddings.projection.bias", "embed.proj.bias", (D,))
-    m.ignore(e + "mask_token")  # masked image modelling only
+    D = cfg.d_model
+    m = Mapper(strip(hf_state, "deit.", "embeddings.cls_token"), "deit")
+    map_vit_embeddings(m, cfg)  # cfg.distill_token: DeiT's [DIST] after [CLS]
     map_vit_encoder(m, cfg)
     if cfg.distill_head:
         m.linear("cls_classifier", "head", (cfg.n_classes, D))

@@ -76,20 +76,27 @@ def map_vit_encoder(m, cfg: ModelConfig) -> None:
     m.ignore_prefix("pooler.")  # the pooler: not part of our model
 
 
-def convert_vit(hf_state: State, cfg: ModelConfig) -> State:
-    """ViTModel (unprefixed) or ViTForImageClassification (`vit.` prefix, `classifier.`) tensors → ours."""
-    s = strip(hf_state, "vit.", "embeddings.cls_token")
+def map_vit_embeddings(m: Mapper, cfg: ModelConfig) -> None:
+    """ViT's (and DeiT's) `embeddings.*` onto ours: [CLS] (then [DIST] with cfg.distill_token), the positions of
+    those tokens and the patches, the patch projection."""
     D, C, P, N = cfg.d_model, cfg.n_channels, cfg.patch_size, cfg.n_patches
-    m = Mapper(s, "vit")
     e = "embeddings."
     m.take(e + "cls_token", "embed.cls", (1, 1, D))
-    m.take(e + "position_embeddings", "embed.pos", (1, 1 + N, D))
+    if cfg.distill_token:
+        m.take(e + "distillation_token", "embed.dist", (1, 1, D))
+    m.take(e + "position_embeddings", "embed.pos", (1, cfg.n_prefix + N, D))
     m.take(e + "patch_embeddings.projection.weight", "embed.proj.weight", (D, C, P, P))
     m.take(e + "patch_embeddings.projection.bias", "embed.proj.bias", (D,))
     m.ignore(e + "mask_token")  # masked image modelling only
+
+
+def convert_vit(hf_state: State, cfg: ModelConfig) -> State:
+    """ViTModel (unprefixed) or ViTForImageClassification (`vit.` prefix, `classifier.`) tensors → ours."""
+    m = Mapper(strip(hf_state, "vit.", "embeddings.cls_token"), "vit")
+    map_vit_embeddings(m, cfg)
     map_vit_encoder(m, cfg)
     if cfg.n_classes:
-        m.linear("classifier", "head", (cfg.n_classes, D))
+        m.linear("classifier", "head", (cfg.n_classes, cfg.d_model))
     return m.done()
 
 
