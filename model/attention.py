@@ -6,71 +6,21 @@ sdpa / flash: F.scaled_dot_product_attention (flash pinned); a capture keeps q a
 Grouped-query attention (cfg.n_kv_heads < n_heads; 1 = multi-query): the k/v projections produce
 n_kv_heads heads and query head h shares k/v head h // (n_heads // n_kv_heads). The KV cache, hook_k,
 hook_v and the record's k hold the k/v heads only; k and v are repeated per query group just before
-the maths (`repeat_kv`, the same for every backend), so eager ≡ sdpa ≡ flash exactly as for MHA.
+the maths (`repeat_kv`, the same for every backend), so eager ≡ sdpa ≡ flash exactly as for MHA — except where
+SDPA's flash kernel reads the grouped heads itself (`enable_gqa`, the same numbers without the copy).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-
 import torch
 import torch.nn as nn
 from attnlab.model import hooks
-from attnlab.model.attention_kernels import (
-    eager_attention,
-    explicit_mask,
-    fused_attention,
-    kernel_name,
-    repeat_kv,
-)
-from attnlab.model.cache import KVCache
+from attnlab.model.attention_kernels import eager_attention, explicit_mask, fused_attention, repeat_kv
+from attnlab.model.attn_ctx import AttnCtx
 from attnlab.model.config import ModelConfig
 from attnlab.model.norms import make_norm, norm_hook_names, run_head_norm
 from attnlab.model.positions import apply_rope
-from attnlab.model.record import AttentionRecord, CausalMask, HostCopy
-
-
-@dataclass
-class AttnCtx:
-    """Per-forward facts shared by every layer of one stack (chosen once, read by each site)."""
-
-    backend: str
-    mask: torch.Tensor | None  # bool [B|1, 1, q, k] or None (all visible)
-    is_causal: bool = False  # SDPA fast path: square causal, no padding, no bias
-    bias: torch.Tensor | None = None  # [H, q, k] (ALiBi)
-    rope: tuple[torch.Tensor, torch.Tensor] | None = None  # cos, sin [q, d_head]
-    q_offset: int = 0
-    cache: KVCache | None = None
-    memory: torch.Tensor | None = None  # encoder output for cross-attention [B, S, D]
-    dead_rows: bool = True  # may a query see no key (a custom or padding mask)? False: the eager softmax skips the check
-    _masks: dict = field(default_factory=dict)
-    _kernels: dict = field(default_factory=dict)
-
-    def record_mask(self, k_len: int) -> CausalMask | HostCopy | None:
-        """The records' mask [B|1, q, k], deferred (nothing built or copied during the forward) and shared by
-        every site of this forward."""
-        if self.mask is None and not self.is_causal:
-            return None
-        if k_len not in self._masks:
-            self._masks[k_len] = CausalMask(k_len) if self.mask is None else HostCopy(self.mask[:, 0])
-        return self._masks[k_len]
-
-    def to(self, device, non_blocking: bool = False) -> AttnCtx:
-        """This context with its tensors on `device` (a block of a model spread over devices runs there; the
-        records' masks and kernel names stay shared)."""
-        def move(t):
-            return None if t is None else t.to(device, non_blocking=non_blocking)
-
-        rope = None if self.rope is None else tuple(move(t) for t in self.rope)
-        return replace(self, mask=move(self.mask), bias=move(self.bias), rope=rope, memory=move(self.memory),
-                       _masks=self._masks, _kernels=self._kernels)
-
-    def kernel(self, q, k, v, bias, scale) -> str:
-        """kernel_name for these inputs, asked once per forward and shape (every layer alike)."""
-        key = (q.shape, k.shape, q.dtype, bias is None)
-        if key not in self._kernels:
-            self._kernels[key] = kernel_name(q, k, v, self.mask, bias, scale, self.is_causal, self.backend)
-        return self._kernels[key]
+from attnlab.model.record import AttentionRecord
 
 
 def _hook_heads(cap, name: str, x: torch.Tensor) -> torch.Tensor:
@@ -190,9 +140,10 @@ class Attention(nn.Module):
             return self._out_captured(self._forward_captured(q, k, v, ctx, cap), cap)
         # the fast path: no hook fires; a capture that keeps records only adds this site's record after the maths
         k_kv = k  # a record keeps the k/v heads only
-        k, v = repeat_kv(k, self.group), repeat_kv(v, self.group)  # [B, Hkv, k, d] -> [B, H, k, d]
+        eager = ctx.backend == "eager" or self.softcap is not None
+        k, v = self._kv(q, k, v, ctx, eager)
         pattern = None
-        if ctx.backend == "eager" or self.softcap is not None:
+        if eager:
             z, _, pattern = eager_attention(q, k, v, explicit_mask(ctx.mask, ctx.is_causal, q, k), ctx.bias,
                                             self.scale, self.site, None, self.softcap, ctx.dead_rows)
         else:
@@ -202,6 +153,13 @@ class Attention(nn.Module):
             self._keep(cap, ctx, q, k_kv, *self._ran(ctx, q, k, v, pattern is not None), None, pattern)
         B, H, T, d = z.shape
         return self.out(z.transpose(1, 2).reshape(B, T, H * d))  # [B, H, T, d] -> [B, T, D]
+
+    def _kv(self, q, k, v, ctx: AttnCtx, eager: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """k and v [B, Hkv, k, d] as the maths reads them: repeated per query group, [B, H, k, d], unless the fused
+        kernel reads grouped heads itself (the same numbers, no copy)."""
+        if self.group == 1 or (not eager and ctx.grouped(q, k, v, ctx.bias, self.scale)):
+            return k, v
+        return repeat_kv(k, self.group), repeat_kv(v, self.group)  # [B, Hkv, k, d] -> [B, H, k, d]
 
     def _ran(self, ctx: AttnCtx, q, k, v, eager: bool) -> tuple[str, str]:
         """The backend and the kernel that computed this site's pattern (a record's backend, kernel)."""
@@ -256,8 +214,9 @@ class Attention(nn.Module):
         s = self.site
         q, k, v = (_hook_heads(cap, f"{s}.hook_{n}", x) for n, x in (("q", q), ("k", k), ("v", v)))
         k_kv = k  # the record keeps the k/v heads only
-        k, v = repeat_kv(k, self.group), repeat_kv(v, self.group)  # [B, Hkv, k, d] -> [B, H, k, d]
         eager = ctx.backend == "eager" or self.softcap is not None or cap.changes_any(self._pattern_names())
+        beside = not eager and cap.wants_any(self._pattern_names())  # kept only: eager maths beside the kernel
+        k, v = self._kv(q, k, v, ctx, eager or beside)
         scores = pattern = None
         if eager:
             z, scores, pattern = eager_attention(q, k, v, explicit_mask(ctx.mask, ctx.is_causal, q, k), ctx.bias,
@@ -265,7 +224,7 @@ class Attention(nn.Module):
         else:
             z = fused_attention(q, k, v, ctx.mask, ctx.bias, self.scale, ctx.is_causal, ctx.backend,
                                 ctx.dead_rows)
-            if cap.wants_any(self._pattern_names()):  # kept only: the eager scores and pattern beside the kernel
+            if beside:
                 _, scores, pattern = eager_attention(q, k, v, explicit_mask(ctx.mask, ctx.is_causal, q, k),
                                                      ctx.bias, self.scale, s, cap, self.softcap, ctx.dead_rows)
         z = cap.hook(f"{s}.hook_z", z.transpose(1, 2))  # [B, H, q, d] -> [B, q, H, d]

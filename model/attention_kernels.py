@@ -4,6 +4,8 @@ and the k/v heads repeated per query group (grouped-query attention)."""
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import torch.nn.functional as F
 from attnlab.model.softmax import masked_softmax_torch
@@ -72,18 +74,36 @@ def flash_kernels(q) -> list:
     return [SDPBackend.FLASH_ATTENTION] + ([SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH] if q.is_cuda else [])
 
 
+def _pinned(q, backend: str):
+    """The kernels `backend` may run, as a context: flash_kernels for 'flash', PyTorch's own choice for 'sdpa'."""
+    return sdpa_kernel(flash_kernels(q)) if backend == "flash" else contextlib.nullcontext()
+
+
+def takes_grouped_kv(q, k, v, mask, bias, scale, is_causal, backend) -> bool:
+    """Whether SDPA runs its flash kernel on k and v [B, Hkv, k, d] as they are (enable_gqa: each k/v head read by
+    its query group, nothing repeated or copied); every other kernel, and eager, gets them repeated (repeat_kv)."""
+    if backend == "eager" or k.shape[1] == q.shape[1]:
+        return False
+    attn_mask = mask if bias is None else bias[None].to(q.dtype)
+    try:
+        with _pinned(q, backend):
+            choice = torch._fused_sdp_choice(q, k, v, attn_mask, 0.0, is_causal, scale=scale, enable_gqa=True)
+        return int(choice) == 1  # flash: on the CPU and CUDA alike it reads grouped heads natively
+    except Exception:  # noqa: BLE001 — a private API; repeat when it cannot tell
+        return False
+
+
 def fused_attention(q, k, v, mask, bias, scale, is_causal, backend, dead_rows: bool = True):
-    """F.scaled_dot_product_attention; flash pinned for backend='flash'. Returns z [B, H, q, d]; `dead_rows`
+    """F.scaled_dot_product_attention; flash pinned for backend='flash'. q [B, H, q, d]; k, v [B, H, k, d], or
+    [B, Hkv, k, d] where takes_grouped_kv says the kernel reads them grouped. Returns z [B, H, q, d]; `dead_rows`
     False skips zeroing rows that see no key (the mask shows every query a key)."""
     attn_mask = mask
     if bias is not None:
         b = bias[None].to(q.dtype)  # [1, H, q, k]
         attn_mask = b if mask is None else b.masked_fill(~mask, float("-inf"))
-    if backend == "flash":
-        with sdpa_kernel(flash_kernels(q)):
-            z = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale)
-    else:
-        z = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale)
+    with _pinned(q, backend):
+        z = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale,
+                                           enable_gqa=k.shape[1] != q.shape[1])
     if mask is not None and dead_rows:
         z = z.masked_fill(~mask.any(-1, keepdim=True), 0.0)  # a fully masked row outputs 0, never NaN
     return z
@@ -96,12 +116,12 @@ def kernel_name(q, k, v, mask, bias, scale, is_causal, backend) -> str:
     device = "cuda" if q.is_cuda else "cpu"
     attn_mask = mask if bias is None else bias[None].to(q.dtype)
     try:
-        if backend == "flash":
-            with sdpa_kernel(flash_kernels(q)):
-                choice = 1 if device == "cpu" else torch._fused_sdp_choice(q, k, v, attn_mask, 0.0, is_causal,
-                                                                           scale=scale)
+        if backend == "flash" and device == "cpu":
+            choice = 1  # pinned: the CPU has the one fused kernel
         else:
-            choice = torch._fused_sdp_choice(q, k, v, attn_mask, 0.0, is_causal, scale=scale)
+            with _pinned(q, backend):
+                choice = torch._fused_sdp_choice(q, k, v, attn_mask, 0.0, is_causal, scale=scale,
+                                                 enable_gqa=k.shape[1] != q.shape[1])
         name = _KERNELS.get(int(choice), str(choice))
     except Exception:  # noqa: BLE001 — a private API; report honestly when it is unavailable
         name = "unknown"

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 from attnlab.model import hooks
-from attnlab.model.attention import Attention, AttnCtx
+from attnlab.model.attention import Attention
+from attnlab.model.attn_ctx import AttnCtx
 from attnlab.model.config import BACKENDS, ModelConfig
 from attnlab.model.embeddings import Embeddings
 from attnlab.model.inputs import InputError

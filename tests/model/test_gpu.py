@@ -69,3 +69,23 @@ def test_seeded_sampling_runs_on_cuda_and_draws_as_on_the_cpu():
     gpu = load("lecture-decoder", device="cuda")
     got = gpu.generate(text, 12, temperature=1.5, top_k=20, seed=3, stop_at_eos=False)
     assert got == want and len(got[0]) == len(cpu.encode(text).tokens) + 12
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_grouped_heads_read_by_cuda_flash_unrepeated_and_repeated_for_other_kernels(dtype, monkeypatch):
+    """bf16: CUDA's flash kernel reads the k/v heads grouped (enable_gqa, no copy); float32 (no flash kernel): they
+    are repeated for the next kernel, which takes no grouped heads. Both equal the repeated run."""
+    import attnlab.model.attention as A
+
+    m = tiny(positional="rope", n_kv_heads=2, d_model=128, max_len=256).cuda().to(dtype)
+    x = tokens(200, B=2).cuda()
+    calls, real = [], A.repeat_kv
+    monkeypatch.setattr(A, "repeat_kv", lambda t, g: calls.append(g) or real(t, g))
+    with torch.no_grad(), capture() as cap:
+        grouped = m(x, backend="flash").hidden.float()
+    assert calls == ([] if dtype == torch.bfloat16 else [2] * 4), (calls, cap["blocks.0.attn"].kernel)
+    monkeypatch.setattr("attnlab.model.attn_ctx.takes_grouped_kv", lambda *a: False)
+    with torch.no_grad():
+        repeated = m(x, backend="flash").hidden.float()
+    assert (grouped - repeated).abs().max() <= 16 * torch.finfo(dtype).eps * repeated.abs().max()
+    assert cap["blocks.0.attn"].kernel.startswith("flash" if dtype == torch.bfloat16 else "mem_efficient")

@@ -105,3 +105,58 @@ def test_hand_built_record_without_gqa_is_unchanged():
     rec = AttentionRecord("blocks.0.attn", "decoder", 0, "self", "sdpa", "test", 0.5, 0, q, q.copy(), None)
     assert rec.n_kv_heads == 2 and rec.kv_head(1) == 1
     np.testing.assert_allclose(rec.raw_qk(1), q[0, 1] @ q[0, 1].T, rtol=1e-6)
+
+
+def _repeats(monkeypatch) -> list:
+    """Every repeat_kv call the attention makes (its group), counted."""
+    import attnlab.model.attention as A
+
+    calls, real = [], A.repeat_kv
+    monkeypatch.setattr(A, "repeat_kv", lambda x, g: calls.append(g) or real(x, g))
+    return calls
+
+
+@pytest.mark.parametrize("names", [None, "blocks.*.attn.hook_z"], ids=["records", "hooked"])
+@pytest.mark.parametrize("backend", ["sdpa", "flash"])
+@pytest.mark.parametrize("n_kv", [2, 1], ids=["gqa", "mqa"])
+def test_the_fused_kernel_reads_grouped_heads_without_repeating_them(n_kv, backend, names, monkeypatch):
+    """SDPA's flash kernel takes k/v heads as they are (enable_gqa, as transformers passes it): no [B, H, k, d] copy
+    of k and v per layer, and the same numbers, bit for bit, as with the heads repeated."""
+    m = tiny(positional="rope", n_kv_heads=n_kv, norm_type="rmsnorm", mlp="swiglu", bias=False)
+    x = tokens(9, B=2)
+    calls = _repeats(monkeypatch)
+    with capture(names=names) as cap:
+        grouped = m(x, backend=backend).logits
+    assert calls == []
+    monkeypatch.setattr("attnlab.model.attn_ctx.takes_grouped_kv", lambda *a: False)
+    with capture(names=names) as ref:
+        repeated = m(x, backend=backend).logits
+    assert calls == [4 // n_kv] * 4  # k and v, two layers
+    assert torch.equal(grouped, repeated)
+    for site in ("blocks.0.attn", "blocks.1.attn"):
+        assert cap[site].kernel == ref[site].kernel == "flash (PyTorch fused CPU kernel) [cpu]"
+        np.testing.assert_array_equal(cap[site].pattern(), ref[site].pattern())
+
+
+def test_eager_maths_and_a_kept_pattern_read_repeated_heads(monkeypatch):
+    m = tiny(positional="rope", n_kv_heads=2)
+    x = tokens(6)
+    calls = _repeats(monkeypatch)
+    m(x, backend="eager")
+    assert calls == [2] * 4
+    calls.clear()
+    with capture(names="blocks.0.attn.hook_pattern") as cap:  # sdpa's output, the eager pattern beside it
+        m(x, backend="sdpa")
+    assert calls == [2, 2]  # only the site whose pattern is kept
+    np.testing.assert_allclose(cap.tensors["blocks.0.attn.hook_pattern"][0][0].numpy(), cap["blocks.0.attn"].pattern(),
+                               atol=1e-6)
+
+
+def test_takes_grouped_kv_on_the_cpu():
+    from attnlab.model.attention_kernels import takes_grouped_kv
+
+    q, k = torch.randn(1, 4, 5, 8), torch.randn(1, 2, 5, 8)
+    assert takes_grouped_kv(q, k, k, None, None, 0.35, True, "sdpa")
+    assert takes_grouped_kv(q, k, k, None, None, 0.35, True, "flash")
+    assert not takes_grouped_kv(q, k, k, None, None, 0.35, True, "eager")
+    assert not takes_grouped_kv(q, q, q, None, None, 0.35, True, "sdpa")  # nothing to group

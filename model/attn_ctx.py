@@ -1,0 +1,61 @@
+"""AttnCtx: the per-forward facts every attention site of one stack reads (backend, mask, positions, cache),
+and what they ask once per forward (the records' mask, the SDPA kernel, whether it takes grouped k/v heads)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import torch
+from attnlab.model.attention_kernels import kernel_name, takes_grouped_kv
+from attnlab.model.cache import KVCache
+from attnlab.model.record import CausalMask, HostCopy
+
+
+@dataclass
+class AttnCtx:
+    """Per-forward facts shared by every layer of one stack (chosen once, read by each site)."""
+
+    backend: str
+    mask: torch.Tensor | None  # bool [B|1, 1, q, k] or None (all visible)
+    is_causal: bool = False  # SDPA fast path: square causal, no padding, no bias
+    bias: torch.Tensor | None = None  # [H, q, k] (ALiBi)
+    rope: tuple[torch.Tensor, torch.Tensor] | None = None  # cos, sin [q, d_head]
+    q_offset: int = 0
+    cache: KVCache | None = None
+    memory: torch.Tensor | None = None  # encoder output for cross-attention [B, S, D]
+    dead_rows: bool = True  # may a query see no key (a custom or padding mask)? False: the eager softmax skips the check
+    _masks: dict = field(default_factory=dict)
+    _kernels: dict = field(default_factory=dict)
+
+    def record_mask(self, k_len: int) -> CausalMask | HostCopy | None:
+        """The records' mask [B|1, q, k], deferred (nothing built or copied during the forward) and shared by
+        every site of this forward."""
+        if self.mask is None and not self.is_causal:
+            return None
+        if k_len not in self._masks:
+            self._masks[k_len] = CausalMask(k_len) if self.mask is None else HostCopy(self.mask[:, 0])
+        return self._masks[k_len]
+
+    def to(self, device, non_blocking: bool = False) -> AttnCtx:
+        """This context with its tensors on `device` (a block of a model spread over devices runs there; the
+        records' masks and kernel names stay shared)."""
+        def move(t):
+            return None if t is None else t.to(device, non_blocking=non_blocking)
+
+        rope = None if self.rope is None else tuple(move(t) for t in self.rope)
+        return replace(self, mask=move(self.mask), bias=move(self.bias), rope=rope, memory=move(self.memory),
+                       _masks=self._masks, _kernels=self._kernels)
+
+    def kernel(self, q, k, v, bias, scale) -> str:
+        """kernel_name for these inputs, asked once per forward, device and shape (every layer alike)."""
+        key = (q.device, q.shape, k.shape, q.dtype, bias is None)
+        if key not in self._kernels:
+            self._kernels[key] = kernel_name(q, k, v, self.mask, bias, scale, self.is_causal, self.backend)
+        return self._kernels[key]
+
+    def grouped(self, q, k, v, bias, scale) -> bool:
+        """takes_grouped_kv for these inputs, asked once per forward, device and shape."""
+        key = ("grouped", q.device, q.shape, k.shape, q.dtype, bias is None)
+        if key not in self._kernels:
+            self._kernels[key] = takes_grouped_kv(q, k, v, self.mask, bias, scale, self.is_causal, self.backend)
+        return self._kernels[key]
