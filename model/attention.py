@@ -128,7 +128,8 @@ class Attention(nn.Module):
         """q [B, H, q, d], k, v [B, Hkv, k, d] from their projections: q/k norms, RoPE, the cache."""
         q, k = self._head_norm("q_norm", q), self._head_norm("k_norm", k)
         if ctx.rope is not None:
-            q, k = apply_rope(q, *ctx.rope), apply_rope(k, *ctx.rope)
+            cos_sin = ctx.rope_in(q.dtype)
+            q, k = apply_rope(q, *cos_sin), apply_rope(k, *cos_sin)
         if ctx.cache is not None:
             k, v = ctx.cache.append(self.site, k, v)
         return q, k, v

@@ -1,5 +1,6 @@
 """AttnCtx: the per-forward facts every attention site of one stack reads (backend, mask, positions, cache),
-and what they ask once per forward (the records' mask, the SDPA kernel, whether it takes grouped k/v heads)."""
+and what they ask once per forward (the records' mask, the SDPA kernel, whether it takes grouped k/v heads, RoPE in
+q's dtype)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ class AttnCtx:
     memory: torch.Tensor | None = None  # encoder output for cross-attention [B, S, D]
     dead_rows: bool = True  # may a query see no key (a custom or padding mask)? False: the eager softmax skips the check
     _masks: dict = field(default_factory=dict)
-    _kernels: dict = field(default_factory=dict)
+    _memo: dict = field(default_factory=dict)  # what the sites ask once per forward (kernel, grouping, RoPE's dtype)
 
     def record_mask(self, k_len: int) -> CausalMask | HostCopy | None:
         """The records' mask [B|1, q, k], deferred (nothing built or copied during the forward) and shared by
@@ -44,18 +45,28 @@ class AttnCtx:
 
         rope = None if self.rope is None else tuple(move(t) for t in self.rope)
         return replace(self, mask=move(self.mask), bias=move(self.bias), rope=rope, memory=move(self.memory),
-                       _masks=self._masks, _kernels=self._kernels)
+                       _masks=self._masks, _memo=self._memo)
+
+    def rope_in(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin [T, rot] in q's and k's dtype, cast once per forward rather than at every site."""
+        cos, sin = self.rope
+        if cos.dtype == dtype:
+            return cos, sin
+        key = ("rope", cos.device, dtype)
+        if key not in self._memo:
+            self._memo[key] = cos.to(dtype), sin.to(dtype)
+        return self._memo[key]
 
     def kernel(self, q, k, v, bias, scale) -> str:
         """kernel_name for these inputs, asked once per forward, device and shape (every layer alike)."""
         key = (q.device, q.shape, k.shape, q.dtype, bias is None)
-        if key not in self._kernels:
-            self._kernels[key] = kernel_name(q, k, v, self.mask, bias, scale, self.is_causal, self.backend)
-        return self._kernels[key]
+        if key not in self._memo:
+            self._memo[key] = kernel_name(q, k, v, self.mask, bias, scale, self.is_causal, self.backend)
+        return self._memo[key]
 
     def grouped(self, q, k, v, bias, scale) -> bool:
         """takes_grouped_kv for these inputs, asked once per forward, device and shape."""
         key = ("grouped", q.device, q.shape, k.shape, q.dtype, bias is None)
-        if key not in self._kernels:
-            self._kernels[key] = takes_grouped_kv(q, k, v, self.mask, bias, scale, self.is_causal, self.backend)
-        return self._kernels[key]
+        if key not in self._memo:
+            self._memo[key] = takes_grouped_kv(q, k, v, self.mask, bias, scale, self.is_causal, self.backend)
+        return self._memo[key]

@@ -34,7 +34,9 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
         return torch.cat([apply_rope(x[..., :rot], cos, sin), x[..., rot:]], dim=-1)
     half = x.shape[-1] // 2
     rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-    return (x * cos.to(x.dtype) + rotated * sin.to(x.dtype)).to(x.dtype)
+    if cos.dtype != x.dtype:
+        cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+    return x * cos + rotated * sin
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:

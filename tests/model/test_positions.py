@@ -1,6 +1,7 @@
 import math
 
 import numpy as np
+import pytest
 import torch
 from attnlab.model.hooks import capture
 from attnlab.model.positions import alibi_bias, alibi_slopes, apply_rope, rope_angles, sinusoidal_table
@@ -90,3 +91,19 @@ def test_sinusoidal_table_formula():
     assert pe.shape == (10, 8)
     assert abs(float(pe[3, 2]) - math.sin(3 / 10000 ** (2 / 8))) < 1e-6
     assert abs(float(pe[3, 3]) - math.cos(3 / 10000 ** (2 / 8))) < 1e-6
+
+
+def _casts(n_layers: int, names) -> int:
+    """How many tensors a bf16 RoPE model's forward casts to another dtype (aten::_to_copy calls)."""
+    m = tiny(positional="rope", n_layers=n_layers, n_kv_heads=2).to(torch.bfloat16)
+    x = tokens(9)
+    with torch.no_grad(), capture(names=names), torch.profiler.profile() as prof:
+        m(x, backend="sdpa")
+    return sum(e.name == "aten::_to_copy" for e in prof.events())
+
+
+@pytest.mark.parametrize("names", [None, "blocks.*.attn.*"], ids=["records", "attention-hooks"])
+def test_rope_is_cast_to_the_models_dtype_once_per_forward_not_at_every_layer(names):
+    """cos and sin (float32) were cast to q's dtype at every site, four casts a layer (on a GPU four kernel launches
+    a layer in a forward bound by its host); they are cast once per forward. (A kept norm hook is float32 by design.)"""
+    assert _casts(2, names) == _casts(6, names)

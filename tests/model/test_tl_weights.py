@@ -83,7 +83,8 @@ def _normed(lm, cache, i: int, ln: str) -> torch.Tensor:
 @pytest.mark.parametrize("family", ["gpt2", "llama", "lecture"])
 def test_the_weights_reproduce_every_hook_of_a_run(models, family):
     """q, k, v (after RoPE where the model has it), z, result, attn_out, the MLP's pre-activations and output from
-    the ln1/ln2 inputs by TransformerLens's einsums on W_Q, W_K, W_V, W_O, W_in, W_out (k/v repeated per query)."""
+    the ln1/ln2 inputs by TransformerLens's einsums on W_Q, W_K, W_V, W_O, W_in, W_out (k/v repeated per query), within
+    32 float32 units in the last place (another matmul order: two threads moved one lecture value by 1.9e-5 of 18)."""
     lm, _ = models[family]
     _, cache = lm.run_with_cache(TEXT if family != "lecture" else "garo is seven . garo owns a rabbit .")
     T, group = cache["resid_pre", 0].shape[1], lm.cfg.n_heads // lm.cfg.kv_heads
@@ -95,24 +96,24 @@ def test_the_weights_reproduce_every_hook_of_a_run(models, family):
             if lm.cfg.positional == "rope":
                 cos, sin = layer_cos_sin(lm.cfg, torch.arange(T), i, n_positions=T)
                 q, k = (apply_rope(t.transpose(1, 2), cos, sin).transpose(1, 2) for t in (q, k))  # [B, H, T, d] view
-            torch.testing.assert_close(q, cache["q", i], rtol=0, atol=1e-5)
-            torch.testing.assert_close(k, cache["k", i].repeat_interleave(group, 2), rtol=0, atol=1e-5)
-            torch.testing.assert_close(v, cache["v", i].repeat_interleave(group, 2), rtol=0, atol=1e-5)
+            torch.testing.assert_close(q, cache["q", i], rtol=4e-6, atol=1e-5)
+            torch.testing.assert_close(k, cache["k", i].repeat_interleave(group, 2), rtol=4e-6, atol=1e-5)
+            torch.testing.assert_close(v, cache["v", i].repeat_interleave(group, 2), rtol=4e-6, atol=1e-5)
             kv = torch.einsum("btm,hmd->bthd", x, lm._W_V[i]) + lm._b_V[i]
-            torch.testing.assert_close(kv, cache["v", i], rtol=0, atol=1e-5)
+            torch.testing.assert_close(kv, cache["v", i], rtol=4e-6, atol=1e-5)
             z = torch.einsum("bhqk,bkhd->bqhd", cache["pattern", i], v)
-            torch.testing.assert_close(z, cache["z", i], rtol=0, atol=1e-5)
+            torch.testing.assert_close(z, cache["z", i], rtol=4e-6, atol=1e-5)
             result = torch.einsum("bqhd,hdm->bqhm", cache["z", i], W_O[i])
-            torch.testing.assert_close(result, cache["result", i], rtol=0, atol=1e-5)
-            torch.testing.assert_close(result.sum(2) + b_O[i], cache["attn_out", i], rtol=0, atol=1e-5)
+            torch.testing.assert_close(result, cache["result", i], rtol=4e-6, atol=1e-5)
+            torch.testing.assert_close(result.sum(2) + b_O[i], cache["attn_out", i], rtol=4e-6, atol=1e-5)
             x2 = _normed(lm, cache, i, "ln2")
             pre = x2 @ lm.W_in[i] + lm.b_in[i]
-            torch.testing.assert_close(pre, cache["pre_linear" if lm.W_gate is not None else "pre", i], rtol=0,
+            torch.testing.assert_close(pre, cache["pre_linear" if lm.W_gate is not None else "pre", i], rtol=4e-6,
                                        atol=1e-5)
             if lm.W_gate is not None:
-                torch.testing.assert_close(x2 @ lm.W_gate[i], cache["pre", i], rtol=0, atol=1e-5)
+                torch.testing.assert_close(x2 @ lm.W_gate[i], cache["pre", i], rtol=4e-6, atol=1e-5)
             out = cache["post", i] @ lm.W_out[i] + lm.b_out[i]
-            torch.testing.assert_close(out, cache["mlp_out", i], rtol=0, atol=1e-5)
+            torch.testing.assert_close(out, cache["mlp_out", i], rtol=4e-6, atol=1e-5)
 
 
 def test_token_helpers_follow_transformerlens(models):
