@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from attnlab.analysis.machinery.flash_tiling import head_tiling
 from attnlab.model.registry import load
@@ -30,3 +32,22 @@ def test_backends_shows_the_tiling_of_the_chosen_head():
     assert any("The tiled output equals the full softmax's within 1e-06" in s.value for s in at.success)
     text = " ".join(m.value for m in at.markdown)
     assert "SRAM" in text and "recomputes" in text and f"{tiling.T}×{tiling.T} = **{tiling.T ** 2:,}**" in text
+
+
+def test_a_long_text_walks_its_first_512_tokens():
+    """At 4,096 tokens the tile grid had 262,144 cells (a 5 MB figure, 18 s of tiling, over the 2 MB payload target):
+    the walk runs on the first WALK_TOKENS tokens, says so, and is checked against the model's run of them."""
+    from attnlab.app.flash_view import WALK_TOKENS
+
+    text = " ".join(f"w{i % 97}" for i in range(900))
+    at = open_page("backends", model="random-long-decoder", text=text, fl_bq=8, fl_bk=8)
+    ok(at)
+    lm = load("random-long-decoder")
+    n = len(lm.encode(text).ids[0])
+    cut = lm.first_tokens(text, limit=WALK_TOKENS)
+    tiling, _ = head_tiling(lm, lm.encode(cut), f"blocks.{lm.cfg.n_layers - 1}.attn", 0, 8, 8)  # the defaults
+    assert n > 1000 and WALK_TOKENS - 8 < tiling.T <= WALK_TOKENS
+    assert z_of(titled(at, "The tiles")["data"][0]).shape == (-(-tiling.T // 8),) * 2
+    assert any(f"The walk runs on the text's first {tiling.T:,} tokens" in c.value and f"all {n:,} would make "
+               f"{math.ceil(n / 8) ** 2:,} tiles" in c.value for c in at.caption)
+    assert any("The tiled output equals the full softmax's within 1e-06" in s.value for s in at.success)
