@@ -68,14 +68,14 @@ def example_case(lm, ex: Example, rng: Random) -> Case | None:
     pairs = list(zip(ex.answer_positions, ex.query_positions, ex.source_positions))
     if lm.reads_source:
         src_ids = token_ids(lm.src_tokenizer or lm.tokenizer, ex.src_tokens)
-        if max(t, len(src_ids)) > lm.cfg.max_len:
-            raise InputError(f"an example has {max(t, len(src_ids))} tokens; {lm.name} takes {lm.cfg.max_len}")
+        if max(t, len(src_ids)) > lm.context:
+            raise InputError(f"an example has {max(t, len(src_ids))} tokens; {lm.name} takes {lm.context}")
         inputs = Inputs(torch.tensor([ids]), list(seq), torch.tensor([src_ids]), list(ex.src_tokens))
         cand = _not_special(ex.src_tokens)
         eligible = [(p, q, s) for p, q, s in pairs if cand[s]]
     else:
-        if t > lm.cfg.max_len:
-            raise InputError(f"an example has {t} tokens; {lm.name} takes {lm.cfg.max_len}")
+        if t > lm.context:
+            raise InputError(f"an example has {t} tokens; {lm.name} takes {lm.context}")
         inputs = Inputs(torch.tensor([ids]), list(seq))
         base = _not_special(seq)
         eligible = [(p, q, s) for p, q, s in pairs if _self_candidates(base, q, lm.is_causal)[s]]

@@ -253,7 +253,7 @@ def check_greedy_cache(lm, inputs, n_new: int = GREEDY_TOKENS, backend: str = CA
 def generation_steps(lm, inputs, n_new: int, backend: str = CACHE_BACKEND) -> dict:
     """The KV-cache page's generation: `check_greedy_cache`'s detail for `n_new` tokens under `backend`,
     with an error when the prompt leaves no room for a new token (there is nothing to show)."""
-    return _shown(check_greedy_cache(lm, inputs, n_new, backend).detail, lm.cfg.max_len)
+    return _shown(check_greedy_cache(lm, inputs, n_new, backend).detail, lm.context)
 
 
 def first_steps(greedy: dict, n_new: int) -> dict:
@@ -277,7 +277,7 @@ def _shown(gen: dict, context: int) -> dict:
     if not gen:
         raise ValueError("an encoder has no KV cache; pick a decoder or an encoder–decoder")
     if not gen["steps"]:
-        raise ValueError(f"the prompt already fills the model's context ({context} tokens); shorten it")
+        raise ValueError(f"the prompt already fills the model's context ({context:,} tokens here); shorten it")
     return gen
 
 

@@ -72,7 +72,7 @@ def generation_trace(lm, inputs, n_new: int, temperature: float = 0.0, top_k: in
     T0 = inputs.ids.shape[1]
     n_steps = len(step_logits)
     if n_steps == 0:
-        raise ValueError(f"the prompt already fills the model's context ({lm.cfg.max_len} tokens); shorten it")
+        raise ValueError(f"the prompt already fills the model's context ({lm.context:,} tokens here); shorten it")
     final = T0 + n_steps - 1  # keys seen by the last step
     # the encoder ran once: not a step (and not one even when generation stopped after one step)
     sites = [s for s in cap.sites if len(cap.steps(s)) >= n_steps and cap.steps(s)[0].stack != "encoder"]

@@ -100,7 +100,7 @@ class RepeatedInputs:
 
 
 def default_period(lm) -> int:
-    room = (lm.cfg.max_len - 2) // 2  # a leading special or two
+    room = (lm.context - 2) // 2  # a leading special or two
     return max(2, min(DEFAULT_PERIOD, room))
 
 
@@ -113,9 +113,9 @@ def repeated_random_inputs(lm, period: int | None = None, seed: int = 0) -> Repe
         prefix = leading_specials(tok)
         body = random_body(tok, lm.cfg.vocab_size, period, rng)
         ids = prefix + [int(i) for i in body] * 2
-        if period < 2 or len(ids) > lm.cfg.max_len:
+        if period < 2 or len(ids) > lm.context:
             raise InputError(f"period {period} gives {len(ids)} tokens; this model takes 2 ≤ 2P + "
-                             f"{len(prefix)} ≤ {lm.cfg.max_len}")
+                             f"{len(prefix)} ≤ {lm.context}")
         return torch.tensor([ids]), [tok.label(i) for i in ids], len(prefix)
 
     ids, labels, start = side(lm.tokenizer)

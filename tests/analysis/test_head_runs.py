@@ -110,3 +110,15 @@ def test_cross_statistics_by_hand():
     np.testing.assert_allclose(df["max_weight"], [1, 0.25])
     np.testing.assert_allclose(df["sink_mass"], [1, 0.25])
     assert df["label"].tolist() == ["sink", "broad/uniform"]
+
+
+def test_a_repeated_sequence_fits_the_context_the_model_has_here():
+    """random-long-decoder reads 4,096 tokens on the CPU (cfg.max_len 32,768): a period of 3,000 (6,001 tokens) is
+    refused against 4,096, as every other input on this machine, instead of passing a check against 32,768."""
+    from attnlab.model.registry import load
+
+    lm = load("random-long-decoder")
+    with pytest.raises(InputError) as e:
+        repeated_random_inputs(lm, 3000)
+    assert str(e.value).endswith("≤ 4096") and "gives 6001 tokens" in str(e.value)
+    assert repeated_random_inputs(lm, 2047).inputs.ids.shape == (1, 4095)

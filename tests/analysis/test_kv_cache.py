@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from attnlab.analysis.machinery import kv_cache as K
 from attnlab.analysis.machinery.checks import TOL_CACHE, check_greedy_cache, check_kv_cache, generation_steps
 from attnlab.model.registry import load
@@ -50,6 +51,25 @@ def test_a_full_context_generates_nothing_the_check_passes_the_page_is_told(dec)
     assert g.passed and g.checks[0].value == 0.0 and g.detail["steps"] == []
     with pytest.raises(ValueError, match="already fills the model's context"):
         generation_steps(dec, inp, 3)
+
+
+def test_a_prompt_filling_the_context_here_names_that_context():
+    """random-long-decoder reads 4,096 tokens on the CPU (32,768 on CUDA): a 4,096-token prompt leaves no room, and
+    the KV-cache page and Generate said it filled a context of 32,768 tokens."""
+    from dataclasses import replace
+
+    from attnlab.analysis.probes.generation import generation_trace
+
+    lm = load("random-long-decoder")
+    inp = lm.encode("a b")
+    inp = replace(inp, ids=torch.full((1, lm.context), int(inp.ids[0, -1])), tokens=inp.tokens[-1:] * lm.context)
+    assert (lm.context, lm.cfg.max_len) == (4096, 32768)
+    said = "the prompt already fills the model's context (4,096 tokens here); shorten it"
+    with pytest.raises(ValueError) as a:
+        generation_steps(lm, inp, 3)
+    with pytest.raises(ValueError) as b:
+        generation_trace(lm, inp, 3)
+    assert str(a.value) == str(b.value) == said
 
 
 def test_an_encoder_has_no_cache():

@@ -72,7 +72,7 @@ def test_generation_limits():
     full = _vocab_text(name, ctx - 1)  # with [BOS]: exactly the context, no room for a new token
     at = open_page("generate", model=name, text=full)
     no_exception(at)
-    assert errors(at) == [f"The prompt already fills the model's context ({ctx} tokens); shorten it. "
+    assert errors(at) == [f"The prompt already fills the model's context ({ctx:,} tokens here); shorten it. "
                           "Change the options above and try again."]
     at = open_page("generate", model="random-decoder", text="hi", gen_n=MAX_GENERATE + 1)  # a forged bookmark
     no_exception(at)
