@@ -25,7 +25,8 @@ def tile_grid(tiling, q_block: int, step: int, present: bool = False) -> go.Figu
     for rows, cols in tiling.skipped:
         state[rows[0] // bq, cols[0] // bk] = 0
     scale = [[v, c] for i, c in enumerate(COLORS) for v in (i / len(COLORS), (i + 1) / len(COLORS))]
-    fig = go.Figure(go.Heatmap(z=state, zmin=-0.5, zmax=3.5, colorscale=scale, xgap=2, ygap=2,
+    gap = 2 if max(nq, nk) <= 32 else 0  # 64 tiles across leave no colour between 2-pixel gaps
+    fig = go.Figure(go.Heatmap(z=state, zmin=-0.5, zmax=3.5, colorscale=scale, xgap=gap, ygap=gap,
                                customdata=np.array(STATES, dtype=object)[state], showscale=False,
                                hovertemplate="query block %{y}, key block %{x}: %{customdata}<extra></extra>"))
     ticks = dict(tickmode="array", ticklabeloverflow="allow", automargin=False)

@@ -21,6 +21,7 @@ def test_backends_shows_the_tiling_of_the_chosen_head():
     tiling, _ = head_tiling(lm, lm.encode(TEXT), "blocks.1.attn", 2, 8, 8)
     grid = titled(at, "The tiles")["data"][0]
     z = z_of(grid)
+    assert grid["xgap"] == grid["ygap"] == 2  # a few tiles: each one apart
     nq, nk = -(-tiling.T // 8), -(-tiling.T // 8)
     assert z.shape == (nq, nk) and z[1].tolist() == [2, 3] + [0] * (nk - 2)  # block 1: tile 2 of 2, rest masked
     assert (z[0, 1:] == 0).all() and (z[2:] == 1).sum() > 0
@@ -47,7 +48,8 @@ def test_a_long_text_walks_its_first_512_tokens():
     cut = lm.first_tokens(text, limit=WALK_TOKENS)
     tiling, _ = head_tiling(lm, lm.encode(cut), f"blocks.{lm.cfg.n_layers - 1}.attn", 0, 8, 8)  # the defaults
     assert n > 1000 and WALK_TOKENS - 8 < tiling.T <= WALK_TOKENS
-    assert z_of(titled(at, "The tiles")["data"][0]).shape == (-(-tiling.T // 8),) * 2
+    grid = titled(at, "The tiles")["data"][0]
+    assert z_of(grid).shape == (-(-tiling.T // 8),) * 2 and grid["xgap"] == grid["ygap"] == 0  # 64 across: no gaps
     assert any(f"The walk runs on the text's first {tiling.T:,} tokens" in c.value and f"all {n:,} would make "
                f"{math.ceil(n / 8) ** 2:,} tiles" in c.value for c in at.caption)
     assert any("The tiled output equals the full softmax's within 1e-06" in s.value for s in at.success)
