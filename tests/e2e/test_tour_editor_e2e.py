@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import urllib.parse
 
 import pytest
@@ -39,6 +40,16 @@ def view_of(page) -> dict:
       const t = document.querySelector('.js-plotly-plot').data[0];
       return {widgets: w, x: Array.from(t.x || []), z: JSON.stringify(t.z).slice(0, 2000)};
     }""")
+
+
+def settled_view(page, want: dict, seconds: float = 60) -> dict:
+    """view_of(page) once it equals `want`, or as it is after `seconds` (a rerun can leave the previous page's chart
+    in place for a moment after Streamlit reports idle: CI once read an all-ones placeholder without labels)."""
+    got, end = view_of(page), time.monotonic() + seconds
+    while got != want and time.monotonic() < end:
+        page.wait_for_timeout(500)
+        got = view_of(page)
+    return got
 
 
 def add_view(page) -> None:
@@ -93,5 +104,5 @@ def test_build_save_and_reopen_a_tour(tour_server, page, browser):
                 assert page.locator('[data-testid="stMarkdownContainer"] b').count() == 0
             href = page.get_by_role("link", name=re.compile("Show this view")).get_attribute("href")
             open_page(page, srv["url"] + href)
-            assert view_of(page) == before
+            assert settled_view(page, before) == before
         clean(page)
