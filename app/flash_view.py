@@ -44,9 +44,10 @@ def flash_section(inp, present: bool) -> None:
         text = inp.text if n <= WALK_TOKENS else state.first_tokens(inp.model, inp.text, False, WALK_TOKENS)
         tiling, z = mechanics.flash_tiling(inp.model, text, inp.src, sites[layer], head, bq, bk)
         if text != inp.text:
+            tiles = math.ceil(n / bq) * math.ceil(n / bk)
             st.caption(f"The walk runs on the text's first {tiling.T:,} tokens, which the model reads on their own "
-                       f"here: all {n:,} would make {math.ceil(n / bq) * math.ceil(n / bk):,} tiles at these blocks. The algorithm "
-                       "is the same at every length.")
+                       f"here: all {n:,} would make {tiles:,} tiles at these blocks. The algorithm is the same at "
+                       "every length.")
         nq = -(-tiling.T // bq)
         c1, c2 = st.columns(2)
         qb = index("Query block", nq, "fl_qblock", nq - 1, where=c1)

@@ -79,23 +79,9 @@ def _pinned(q, backend: str):
     return sdpa_kernel(flash_kernels(q)) if backend == "flash" else contextlib.nullcontext()
 
 
-def takes_grouped_kv(q, k, v, mask, bias, scale, is_causal, backend) -> bool:
-    """Whether SDPA runs its flash kernel on k and v [B, Hkv, k, d] as they are (enable_gqa: each k/v head read by
-    its query group, nothing repeated or copied); every other kernel, and eager, gets them repeated (repeat_kv)."""
-    if backend == "eager" or k.shape[1] == q.shape[1]:
-        return False
-    attn_mask = mask if bias is None else bias[None].to(q.dtype)
-    try:
-        with _pinned(q, backend):
-            choice = torch._fused_sdp_choice(q, k, v, attn_mask, 0.0, is_causal, scale=scale, enable_gqa=True)
-        return int(choice) == 1  # flash: on the CPU and CUDA alike it reads grouped heads natively
-    except Exception:  # noqa: BLE001 — a private API; repeat when it cannot tell
-        return False
-
-
 def fused_attention(q, k, v, mask, bias, scale, is_causal, backend, dead_rows: bool = True):
     """F.scaled_dot_product_attention; flash pinned for backend='flash'. q [B, H, q, d]; k, v [B, H, k, d], or
-    [B, Hkv, k, d] where takes_grouped_kv says the kernel reads them grouped. Returns z [B, H, q, d]; `dead_rows`
+    [B, Hkv, k, d] read grouped (enable_gqa) where kernel_name says flash runs on them (AttnCtx.grouped). Returns z [B, H, q, d]; `dead_rows`
     False skips zeroing rows that see no key (the mask shows every query a key)."""
     attn_mask = mask
     if bias is not None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import torch
-from attnlab.model.attention_kernels import kernel_name, takes_grouped_kv
+from attnlab.model.attention_kernels import kernel_name
 from attnlab.model.cache import KVCache
 from attnlab.model.record import CausalMask, HostCopy
 
@@ -26,7 +26,7 @@ class AttnCtx:
     memory: torch.Tensor | None = None  # encoder output for cross-attention [B, S, D]
     dead_rows: bool = True  # may a query see no key (a custom or padding mask)? False: the eager softmax skips the check
     _masks: dict = field(default_factory=dict)
-    _memo: dict = field(default_factory=dict)  # what the sites ask once per forward (kernel, grouping, RoPE's dtype)
+    _memo: dict = field(default_factory=dict)  # asked once per forward: kernel names, RoPE in q's dtype
 
     def record_mask(self, k_len: int) -> CausalMask | HostCopy | None:
         """The records' mask [B|1, q, k], deferred (nothing built or copied during the forward) and shared by
@@ -65,8 +65,6 @@ class AttnCtx:
         return self._memo[key]
 
     def grouped(self, q, k, v, bias, scale) -> bool:
-        """takes_grouped_kv for these inputs, asked once per forward, device and shape."""
-        key = ("grouped", q.device, q.shape, k.shape, q.dtype, bias is None)
-        if key not in self._memo:
-            self._memo[key] = takes_grouped_kv(q, k, v, self.mask, bias, scale, self.is_causal, self.backend)
-        return self._memo[key]
+        """Whether SDPA reads k, v [B, Hkv, k, d] as they are (enable_gqa, no repeated copy): its flash kernel, on
+        the CPU and CUDA alike, is the one it picks for them; any other kernel gets them repeated."""
+        return k.shape[1] != q.shape[1] and self.kernel(q, k, v, bias, scale).startswith("flash")

@@ -84,7 +84,7 @@ def test_grouped_heads_read_by_cuda_flash_unrepeated_and_repeated_for_other_kern
     with torch.no_grad(), capture() as cap:
         grouped = m(x, backend="flash").hidden.float()
     assert calls == ([] if dtype == torch.bfloat16 else [2] * 4), (calls, cap["blocks.0.attn"].kernel)
-    monkeypatch.setattr("attnlab.model.attn_ctx.takes_grouped_kv", lambda *a: False)
+    monkeypatch.setattr("attnlab.model.attn_ctx.AttnCtx.grouped", lambda *a: False)
     with torch.no_grad():
         repeated = m(x, backend="flash").hidden.float()
     assert (grouped - repeated).abs().max() <= 16 * torch.finfo(dtype).eps * repeated.abs().max()

@@ -128,7 +128,7 @@ def test_the_fused_kernel_reads_grouped_heads_without_repeating_them(n_kv, backe
     with capture(names=names) as cap:
         grouped = m(x, backend=backend).logits
     assert calls == []
-    monkeypatch.setattr("attnlab.model.attn_ctx.takes_grouped_kv", lambda *a: False)
+    monkeypatch.setattr("attnlab.model.attn_ctx.AttnCtx.grouped", lambda *a: False)
     with capture(names=names) as ref:
         repeated = m(x, backend=backend).logits
     assert calls == [4 // n_kv] * 4  # k and v, two layers
@@ -152,11 +152,15 @@ def test_eager_maths_and_a_kept_pattern_read_repeated_heads(monkeypatch):
                                atol=1e-6)
 
 
-def test_takes_grouped_kv_on_the_cpu():
-    from attnlab.model.attention_kernels import takes_grouped_kv
+def test_grouped_kv_on_the_cpu():
+    from attnlab.model.attn_ctx import AttnCtx
 
     q, k = torch.randn(1, 4, 5, 8), torch.randn(1, 2, 5, 8)
-    assert takes_grouped_kv(q, k, k, None, None, 0.35, True, "sdpa")
-    assert takes_grouped_kv(q, k, k, None, None, 0.35, True, "flash")
-    assert not takes_grouped_kv(q, k, k, None, None, 0.35, True, "eager")
-    assert not takes_grouped_kv(q, q, q, None, None, 0.35, True, "sdpa")  # nothing to group
+
+    def grouped(backend, q, k):
+        return AttnCtx(backend, None, is_causal=True).grouped(q, k, k, None, 0.35)
+
+    assert grouped("sdpa", q, k)
+    assert grouped("flash", q, k)
+    assert not grouped("eager", q, k)
+    assert not grouped("sdpa", q, q)  # nothing to group
